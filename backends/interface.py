@@ -1,0 +1,124 @@
+"""The one interface between the gateway and a schedd backend.
+
+Backends schedule and store; they never see XML.  Every method may block (SQLite, the HTCondor bindings): the
+gateway calls them from worker threads, never from the reactor.  A backend transaction is an opaque object
+returned by :meth:`ScheddBackend.begin`; ``txn=None`` on an action means "commit this change at once".
+
+Errors a caller can act on are raised as :class:`BackendError` subclasses whose message names the job, file or
+attribute concerned; the front end turns them into the protocol's status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence, runtime_checkable
+
+import classad2
+
+from gateway.core.jobs import JobAction
+
+ENTRY_POINT_GROUP = "birdbath.backends"
+
+
+class BackendError(Exception):
+    """A request the backend refused; the message says what and why."""
+
+
+class UnknownJob(BackendError):
+    """No such job (in the committed queue, or in the given transaction)."""
+
+
+class InvalidState(BackendError):
+    """The job exists but the action does not apply to it (e.g. releasing a job that is not held)."""
+
+
+class BackendUnavailable(BackendError):
+    """The backend cannot be reached (a pool that is down)."""
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What a backend says about itself: the strings getVersionString/getPlatformString return."""
+
+    name: str
+    version: str
+    platform: str
+    schedd_name: str
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    name: str
+    size: int
+
+
+@runtime_checkable
+class ScheddBackend(Protocol):
+    """A schedd as the gateway sees it: a transactional job queue with per-job spool directories."""
+
+    #: how many worker threads may call into the backend at once (1 serialises every call)
+    threads: int
+
+    def info(self) -> BackendInfo: ...
+
+    def close(self) -> None:
+        """Release resources; called once at shutdown, after every open transaction was aborted."""
+
+    # -- transactions -------------------------------------------------------------------------------
+    def begin(self) -> object:
+        """Open a backend transaction; nothing done through it is visible to queries until commit."""
+
+    def commit(self, txn: object) -> None:
+        """Make every change of ``txn`` durable and visible at once, or raise and change nothing."""
+
+    def abort(self, txn: object) -> None:
+        """Discard every change of ``txn``, including files staged for jobs it created."""
+
+    # -- building jobs ------------------------------------------------------------------------------
+    def new_cluster(self, txn: object) -> int:
+        """Allocate a cluster id that was never used before (also across restarts and aborts)."""
+
+    def new_proc(self, txn: object, cluster: int) -> int:
+        """Add the next proc (0, 1, ...) to a cluster created in ``txn`` and create its spool directory."""
+
+    def spool_directory(self, cluster: int, proc: int) -> str:
+        """The job's spool directory as the backend's jobs see it (what ``Iwd`` is set to for spooled jobs)."""
+
+    def submit(self, txn: object, cluster: int, proc: int, ad: classad2.ClassAd) -> None:
+        """Give a proc of ``txn`` its job ad; the backend adds what a schedd fills in (QDate, JobStatus, ...)."""
+
+    # -- files ----------------------------------------------------------------------------------------
+    def stage_file(self, txn: object, cluster: int, proc: int, name: str) -> None:
+        """Create (without truncating) a file in the spool of a proc created in ``txn``."""
+
+    def write_file(self, txn: object, cluster: int, proc: int, name: str, offset: int, data: bytes) -> None:
+        """Write ``data`` at ``offset`` into a staged file."""
+
+    def file_md5(self, txn: object, cluster: int, proc: int, name: str) -> str:
+        """The hex MD5 of a staged file, to check a hash the client declared."""
+
+    def list_files(self, txn: object | None, cluster: int, proc: int) -> Sequence[FileInfo]:
+        """The entries of a job's spool directory."""
+
+    def read_file(self, txn: object | None, cluster: int, proc: int, name: str, offset: int,
+                  length: int) -> bytes:
+        """Up to ``length`` bytes of a spool file from ``offset`` (fewer at end of file)."""
+
+    # -- queue ----------------------------------------------------------------------------------------
+    def query(self, constraint: classad2.ExprTree | None,
+              projection: Sequence[str] | None = None) -> list[classad2.ClassAd]:
+        """The committed job ads for which ``constraint`` is true (all when ``None``)."""
+
+    def get_job(self, cluster: int, proc: int) -> classad2.ClassAd | None:
+        """One committed job ad, or ``None``."""
+
+    def act(self, txn: object | None, action: JobAction, cluster: int, proc: int | None,
+            reason: str | None, *, system: bool = False) -> int:
+        """Hold, release or remove one job (or, with ``proc=None``, every job of a cluster); returns how many."""
+
+    def set_attribute(self, txn: object | None, cluster: int, proc: int, name: str,
+                      value: str | classad2.ExprTree) -> None:
+        """Set one attribute of a committed job (a ``str`` is a string literal)."""
+
+    def reschedule(self) -> None:
+        """Ask the backend to start runnable jobs now."""

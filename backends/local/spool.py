@@ -1,0 +1,97 @@
+"""Per-job spool directories, laid out as HTCondor 7.5.5+ did: ``<c%10000>/<p%10000>/cluster<C>.proc<P>.subproc0``."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+from backends.interface import BackendError, FileInfo
+
+
+class Spool:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def directory(self, cluster: int, proc: int) -> Path:
+        return self.root / str(cluster % 10000) / str(proc % 10000) / f"cluster{cluster}.proc{proc}.subproc0"
+
+    def create(self, cluster: int, proc: int) -> Path:
+        path = self.directory(cluster, proc)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def discard(self, cluster: int, proc: int) -> None:
+        shutil.rmtree(self.directory(cluster, proc), ignore_errors=True)
+
+    def _file(self, cluster: int, proc: int, name: str) -> Path:
+        if not name or name in (".", "..") or "/" in name or "\0" in name:
+            raise BackendError(f"'{name}' is not a plain file name")
+        return self.directory(cluster, proc) / name
+
+    def stage(self, cluster: int, proc: int, name: str) -> None:
+        """Create the file without truncating it (the original opened with O_CREAT and no O_TRUNC)."""
+        path = self._file(cluster, proc, name)
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        except OSError as exc:
+            raise BackendError(f"Failed to open '{name}' for writing, reason: {exc.strerror}") from None
+
+    def write(self, cluster: int, proc: int, name: str, offset: int, data: bytes) -> None:
+        path = self._file(cluster, proc, name)
+        try:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                view = memoryview(data)
+                while view:
+                    written = os.pwrite(fd, view, offset)
+                    view, offset = view[written:], offset + written
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise BackendError(f"Failed to write to '{name}', reason: {exc.strerror}") from None
+
+    def md5(self, cluster: int, proc: int, name: str) -> str:
+        digest = hashlib.md5()
+        with open(self._file(cluster, proc, name), "rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
+
+    def sync(self, cluster: int, proc: int) -> None:
+        """fsync every file of a job's spool and the directory itself, so a commit never loses accepted data."""
+        directory = self.directory(cluster, proc)
+        if not directory.is_dir():
+            return
+        for entry in directory.iterdir():
+            if entry.is_file():
+                fd = os.open(entry, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def list(self, cluster: int, proc: int) -> list[FileInfo]:
+        directory = self.directory(cluster, proc)
+        if directory.exists() and not directory.is_dir():
+            raise BackendError(f"spool directory '{directory}' is not actually a directory.")
+        if not directory.exists():
+            return []
+        return sorted((FileInfo(entry.name, entry.stat().st_size) for entry in directory.iterdir()),
+                      key=lambda info: info.name)
+
+    def read(self, cluster: int, proc: int, name: str, offset: int, length: int) -> bytes:
+        path = self._file(cluster, proc, name)
+        try:
+            with open(path, "rb") as stream:
+                stream.seek(offset)
+                return stream.read(length)
+        except OSError as exc:
+            raise BackendError(f"Failed to open file '{name}', reason: {exc.strerror}") from None

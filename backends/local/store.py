@@ -1,0 +1,95 @@
+"""The durable job queue of the local backend: one SQLite file in WAL mode, every commit synced to disk.
+
+Job ads are stored as ClassAd text and kept parsed in memory, so queries never touch the disk.  The store is
+the only writer of its file; every change goes through :meth:`JobStore.apply`, which writes all of a
+transaction's ads in one SQLite transaction and only then updates the in-memory view.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping
+
+import classad2
+
+JobKey = tuple[int, int]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    cluster INTEGER NOT NULL,
+    proc INTEGER NOT NULL,
+    ad TEXT NOT NULL,
+    PRIMARY KEY (cluster, proc)
+);
+"""
+
+
+class JobStore:
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(SCHEMA)
+        self._jobs: dict[JobKey, classad2.ClassAd] = {
+            (cluster, proc): classad2.parseOne(text)
+            for cluster, proc, text in self._db.execute("SELECT cluster, proc, ad FROM jobs ORDER BY cluster, proc")
+        }
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- reads (in-memory) ---------------------------------------------------------------------------
+    def get(self, key: JobKey) -> classad2.ClassAd | None:
+        """The committed ad; callers must not modify it (changes replace the object, never mutate it)."""
+        return self._jobs.get(key)
+
+    def __contains__(self, key: JobKey) -> bool:
+        return key in self._jobs
+
+    def ads(self) -> Iterator[tuple[JobKey, classad2.ClassAd]]:
+        return iter(list(self._jobs.items()))
+
+    def keys_in_cluster(self, cluster: int) -> list[JobKey]:
+        return sorted(key for key in self._jobs if key[0] == cluster)
+
+    # -- writes --------------------------------------------------------------------------------------
+    def next_cluster_id(self) -> int:
+        """Allocate a cluster id durably, so it is never handed out again, even if its transaction aborts."""
+        with self._lock, self._transaction():
+            row = self._db.execute("SELECT value FROM counters WHERE name = 'cluster'").fetchone()
+            cluster = (row[0] if row else 0) + 1
+            self._db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('cluster', ?)", (cluster,))
+        return cluster
+
+    def apply(self, ads: Mapping[JobKey, classad2.ClassAd], deleted: Iterable[JobKey] = ()) -> None:
+        """Write these ads (and drop these jobs) atomically and durably, then publish them to readers."""
+        deleted = list(deleted)
+        rows = [(key[0], key[1], str(ad)) for key, ad in ads.items()]
+        with self._lock:
+            with self._transaction():
+                self._db.executemany("INSERT OR REPLACE INTO jobs (cluster, proc, ad) VALUES (?, ?, ?)", rows)
+                self._db.executemany("DELETE FROM jobs WHERE cluster = ? AND proc = ?", deleted)
+            self._jobs.update(ads)
+            for key in deleted:
+                self._jobs.pop(key, None)
+
+    def _transaction(self) -> "_SqliteTransaction":
+        return _SqliteTransaction(self._db)
+
+
+class _SqliteTransaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back if the block raises."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._db.execute("ROLLBACK" if exc_type else "COMMIT")

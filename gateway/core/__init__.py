@@ -1,0 +1,1 @@
+"""Protocol-free logic shared by every front end: statuses, ClassAd conversion, leases, authorisation."""

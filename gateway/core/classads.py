@@ -1,0 +1,152 @@
+"""ClassAd <-> Birdbath ``ClassAdStruct`` conversion, exactly as HTCondor's ``soap_helpers.cpp`` did it.
+
+A ``ClassAdStruct`` is a list of (name, type, value) triples.  Server to client: ``MyType``, ``TargetType`` and
+``ServerTime`` come first, literals are typed, any other expression is sent as its unparsed text, lists,
+nested ads, undefined and error literals are skipped, and private attributes never leave the server.
+Client to server: STRING values become string literals, every other type is parsed as expression text.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import classad2
+
+from .jobs import PRIVATE_ATTRIBUTES
+
+
+class AttrType(str, enum.Enum):
+    """``condor:ClassAdAttrType``; ``code`` is the C value (an ASCII letter) that gSOAP also accepted on input."""
+
+    INTEGER = "INTEGER-ATTR"
+    FLOAT = "FLOAT-ATTR"
+    STRING = "STRING-ATTR"
+    EXPRESSION = "EXPRESSION-ATTR"
+    BOOLEAN = "BOOLEAN-ATTR"
+    UNDEFINED = "UNDEFINED-ATTR"
+    ERROR = "ERROR-ATTR"
+
+    @property
+    def code(self) -> int:
+        return _ATTR_TYPE_CODES[self]
+
+
+_ATTR_TYPE_CODES = {
+    AttrType.INTEGER: 110,
+    AttrType.FLOAT: 102,
+    AttrType.STRING: 115,
+    AttrType.EXPRESSION: 120,
+    AttrType.BOOLEAN: 98,
+    AttrType.UNDEFINED: 117,
+    AttrType.ERROR: 101,
+}
+
+
+@dataclass(frozen=True)
+class Attr:
+    """One ``ClassAdStructAttr``."""
+
+    name: str
+    type: AttrType
+    value: str
+
+
+class BadAttribute(ValueError):
+    """A client-supplied attribute that cannot become part of a ClassAd (names the attribute)."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"attribute {name!r}: {reason}")
+        self.name = name
+
+
+SYNTHETIC_FIRST = ("MyType", "TargetType", "ServerTime")
+
+
+def ad_to_struct(ad: classad2.ClassAd, server_time: int, my_type: str = "Job",
+                 target_type: str = "Machine") -> list[Attr]:
+    """Convert a job ad for the wire (``convert_ad_to_adStruct``)."""
+    out = [
+        Attr("MyType", AttrType.STRING, my_type),
+        Attr("TargetType", AttrType.STRING, target_type),
+        Attr("ServerTime", AttrType.INTEGER, str(server_time)),
+    ]
+    out.extend(_typed_attributes(ad))
+    return out
+
+
+def _typed_attributes(ad: classad2.ClassAd) -> Iterator[Attr]:
+    for name, value in ad.items():
+        if name in SYNTHETIC_FIRST or name in PRIVATE_ATTRIBUTES:
+            continue
+        attr = _typed(name, value)
+        if attr is not None:
+            yield attr
+
+
+def _typed(name: str, value: object) -> Attr | None:
+    if isinstance(value, str):
+        return Attr(name, AttrType.STRING, value)
+    if isinstance(value, bool):
+        return Attr(name, AttrType.BOOLEAN, "TRUE" if value else "FALSE")
+    if isinstance(value, int):
+        return Attr(name, AttrType.INTEGER, "%d" % value)
+    if isinstance(value, float):
+        return Attr(name, AttrType.FLOAT, "%f" % value)
+    if isinstance(value, classad2.ExprTree):
+        return Attr(name, AttrType.EXPRESSION, str(value))
+    return None  # undefined/error literals, lists and nested ads are not representable
+
+
+def struct_to_ad(attrs: Iterable[Attr | tuple[str | None, AttrType | None, str | None]]) -> classad2.ClassAd:
+    """Build a ClassAd from client triples (``convert_adStruct_to_ad``), naming the attribute that fails."""
+    ad = classad2.ClassAd()
+    for name, value in struct_to_values(attrs):
+        ad[name] = value
+    return ad
+
+
+def struct_to_values(attrs: Iterable[Attr | tuple[str | None, AttrType | None, str | None]]
+                     ) -> Iterator[tuple[str, str | classad2.ExprTree]]:
+    """Yield (name, value) pairs ready to assign into a ClassAd, in the client's order."""
+    for attr in attrs:
+        name, type_, value = (attr.name, attr.type, attr.value) if isinstance(attr, Attr) else attr
+        if not name:
+            continue
+        yield name, attribute_value(name, type_, value)
+
+
+def attribute_value(name: str, type_: AttrType | None, value: str | None) -> str | classad2.ExprTree:
+    """STRING values are literals; any other type is ClassAd expression text (a NULL value is UNDEFINED)."""
+    if value is None:
+        return classad2.ExprTree("UNDEFINED")
+    if type_ is AttrType.STRING:
+        return value
+    try:
+        return classad2.ExprTree(value)
+    except classad2.ClassAdException:
+        raise BadAttribute(name, f"cannot parse {value!r} as a ClassAd expression") from None
+
+
+def parse_constraint(text: str | None) -> classad2.ExprTree | None:
+    """Parse a query constraint once per request; ``None`` means "every ad", an unparsable one matches nothing."""
+    if text is None or not text.strip():
+        return None
+    try:
+        return classad2.ExprTree(text)
+    except classad2.ClassAdException:
+        return classad2.ExprTree("false")
+
+
+def matches(constraint: classad2.ExprTree | None, ad: classad2.ClassAd) -> bool:
+    """True when the constraint evaluates to true or a non-zero number; undefined and error count as false."""
+    if constraint is None:
+        return True
+    try:
+        result = constraint.eval(ad)
+    except classad2.ClassAdException:
+        return False
+    if isinstance(result, bool):
+        return result
+    return isinstance(result, (int, float)) and result != 0  # numbers count as booleans, as in EvalBool

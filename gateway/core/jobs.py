@@ -1,0 +1,43 @@
+"""Names for HTCondor's job states and universes, so no module compares against bare numbers."""
+
+from __future__ import annotations
+
+import enum
+
+
+class JobStatus(enum.IntEnum):
+    IDLE = 1
+    RUNNING = 2
+    REMOVED = 3
+    COMPLETED = 4
+    HELD = 5
+    TRANSFERRING_OUTPUT = 6
+    SUSPENDED = 7
+
+
+class Universe(enum.IntEnum):
+    """``JobUniverse`` values; the names are the Birdbath ``UniverseType`` wire strings."""
+
+    STANDARD = 1
+    VANILLA = 5
+    SCHEDULER = 7
+    MPI = 8
+    GRID = 9
+    JAVA = 10
+    PARALLEL = 11
+    LOCAL = 12
+    VM = 13
+
+
+class JobAction(enum.Enum):
+    """What a client may do to a queued job."""
+
+    HOLD = "hold"
+    RELEASE = "release"
+    REMOVE = "remove"
+
+
+# Attributes that a real schedd (7.0.4+) never sends to SOAP clients.
+PRIVATE_ATTRIBUTES = frozenset(
+    {"Capability", "ChildClaimIds", "ClaimId", "ClaimIdList", "ClaimIds", "PairedClaimId", "TransferKey"}
+)

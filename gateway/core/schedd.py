@@ -1,0 +1,332 @@
+"""The Birdbath condorSchedd semantics (docs/birdbath.md §5-§7) over any backend, free of XML.
+
+Each public coroutine is one operation.  It runs the original's prologue (transaction lease, then permission),
+calls the backend off the reactor thread, and either returns plain Python values or raises
+:class:`~gateway.core.status.BirdbathError` with the status code and message the original used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+import classad2
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+
+from backends.interface import BackendError, FileInfo, ScheddBackend
+from .auth import AccessPolicy, Caller, Permission
+from .classads import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value, parse_constraint
+from .jobs import JobAction, Universe
+from .status import BirdbathError, StatusCode
+from .templates import TemplateError, input_files, job_template
+from .transactions import StagedJob, Transaction, TransactionRef, TransactionTable
+
+log = Logger()
+
+Struct = list[Attr]
+CallInThread = Callable[..., Any]  # (function, *args) -> Deferred
+
+
+@dataclass(frozen=True)
+class ScheddSettings:
+    max_transaction_duration: int = -1  # MAX_SOAP_TRANSACTION_DURATION; <= 0 means no limit
+    leave_in_queue: str | None = None  # SOAP_LEAVE_IN_QUEUE
+
+
+@dataclass(frozen=True)
+class TemplateResult:
+    """createJobTemplate's answer: the ad, and the failure message when it could be built only partly."""
+
+    ad: Struct
+    error: str | None = None
+
+
+class BirdbathSchedd:
+    def __init__(self, backend: ScheddBackend, call: CallInThread, policy: AccessPolicy, clock: IReactorTime,
+                 settings: ScheddSettings = ScheddSettings()) -> None:
+        self.backend = backend
+        self._call = call
+        self.policy = policy
+        self._clock = clock
+        self.settings = settings
+        self.transactions = TransactionTable(clock, self._expired)
+
+    # -- the prologue -------------------------------------------------------------------------------
+    def _enter(self, caller: Caller, ref: TransactionRef | None, permission: Permission,
+               required: bool) -> Transaction | None:
+        txn = self.transactions.enter(ref, required)
+        self.policy.check(caller, permission)
+        return txn
+
+    def _expired(self, txn: Transaction) -> None:
+        log.info("transaction {id} expired after {duration}s idle; rolling back", id=txn.id, duration=txn.duration)
+        self._call(self.backend.abort, txn.backend_txn).addErrback(
+            lambda failure: log.failure("rolling back expired transaction {id}", failure, id=txn.id))
+
+    def _now(self) -> int:
+        return int(self._clock.seconds())
+
+    async def abort_all(self) -> None:
+        """Roll back every open transaction (at shutdown: an uncommitted transaction never survives)."""
+        for txn in self.transactions.close_all():
+            await self._call(self.backend.abort, txn.backend_txn)
+
+    # -- information --------------------------------------------------------------------------------
+    def version_string(self) -> str:
+        return self.backend.info().version
+
+    def platform_string(self) -> str:
+        return self.backend.info().platform
+
+    # -- transactions -------------------------------------------------------------------------------
+    async def begin_transaction(self, caller: Caller, duration: int) -> Transaction:
+        self.policy.check(caller, Permission.WRITE)
+        duration = self._clamp(duration)
+        backend_txn = await self._call(self.backend.begin)
+        return self.transactions.open(duration, backend_txn, caller.user)
+
+    def _clamp(self, duration: int) -> int:
+        limit = self.settings.max_transaction_duration
+        if limit > 0:
+            duration = min(duration, limit)
+        return max(1, duration)
+
+    async def commit_transaction(self, caller: Caller, ref: TransactionRef | None) -> None:
+        txn = self._enter(caller, ref, Permission.WRITE, required=True)
+        self.transactions.close(txn)
+        try:
+            await self._call(self.backend.commit, txn.backend_txn)
+        except BackendError as exc:
+            await self._call(self.backend.abort, txn.backend_txn)
+            raise BirdbathError.fail(f"Commit failed, transaction rolled back: {exc}") from None
+
+    async def abort_transaction(self, caller: Caller, ref: TransactionRef | None) -> None:
+        txn = self._enter(caller, ref, Permission.WRITE, required=True)
+        self.transactions.close(txn)
+        await self._call(self.backend.abort, txn.backend_txn)
+
+    async def extend_transaction(self, caller: Caller, ref: TransactionRef | None, duration: int) -> Transaction:
+        txn = self._enter(caller, ref, Permission.WRITE, required=True)
+        txn.duration = self._clamp(duration)
+        return txn
+
+    # -- clusters and jobs --------------------------------------------------------------------------
+    async def new_cluster(self, caller: Caller, ref: TransactionRef | None) -> int:
+        txn = self._enter(caller, ref, Permission.WRITE, required=True)
+        try:
+            cluster = await self._call(self.backend.new_cluster, txn.backend_txn)
+        except BackendError as exc:
+            raise BirdbathError.fail(f"Could not create new cluster: {exc}") from None
+        txn.active_cluster = cluster
+        return cluster
+
+    async def new_job(self, caller: Caller, ref: TransactionRef | None, cluster: int) -> int:
+        txn = self._enter(caller, ref, Permission.WRITE, required=True)
+        if cluster != txn.active_cluster:
+            raise BirdbathError.fail(
+                f"Could not create new job: cluster {cluster} is not the cluster this transaction created")
+        try:
+            proc = await self._call(self.backend.new_proc, txn.backend_txn, cluster)
+        except BackendError as exc:
+            raise BirdbathError.fail(f"Could not create new job: {exc}") from None
+        txn.jobs[(cluster, proc)] = StagedJob()
+        return proc
+
+    async def submit(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
+                     attrs: Iterable[Attr] | None) -> None:
+        txn = self._enter(caller, ref, Permission.WRITE, required=True)
+        staged = txn.jobs.get((cluster, proc))
+        if staged is None:
+            raise BirdbathError(StatusCode.UNKNOWNJOB, "Unknown cluster or job")
+        await self._verify_hashes(txn, cluster, proc, staged)
+        ad = self._job_ad(caller, cluster, proc, staged, list(attrs or ()))
+        try:
+            await self._call(self.backend.submit, txn.backend_txn, cluster, proc, ad)
+        except BackendError as exc:
+            raise BirdbathError.fail(f"Failed to submit job {cluster}.{proc}: {exc}") from None
+
+    def _job_ad(self, caller: Caller, cluster: int, proc: int, staged: StagedJob,
+                attrs: list[Attr]) -> classad2.ClassAd:
+        """The job ad ``submit`` builds (§5.2): spool defaults, then the client's attributes, then Owner rules."""
+        spool = self.backend.spool_directory(cluster, proc)
+        ad = classad2.ClassAd()
+        ad["SOAPJob"] = True
+        ad["Iwd"] = spool
+        ad["TransferInput"] = ",".join(staged.declared)
+        client_iwd = False
+        for attr in attrs:
+            if not attr.name or attr.name in ("MyType", "TargetType"):
+                continue
+            try:
+                ad[attr.name] = attribute_value(attr.name, attr.type, attr.value)
+            except BadAttribute as exc:
+                raise BirdbathError.fail(f"Failed to set job {cluster}.{proc}'s {attr.name} attribute: {exc}") from None
+            client_iwd |= attr.name == "Iwd" and attr.type is AttrType.STRING
+        if not client_iwd:
+            ad["Iwd"] = spool
+        self._apply_owner(caller, cluster, proc, ad)
+        return ad
+
+    def _apply_owner(self, caller: Caller, cluster: int, proc: int, ad: classad2.ClassAd) -> None:
+        owner = ad.get("Owner")
+        if owner is None or isinstance(owner, classad2.Value):
+            ad["Owner"] = self.policy.submitter(caller)
+            return
+        if not isinstance(owner, str):
+            raise BirdbathError.fail(f"Failed to set job {cluster}.{proc}'s Owner attribute: it must be a string")
+        try:
+            self.policy.check_owner(caller, owner)
+        except PermissionError as exc:
+            raise BirdbathError.fail(f"Failed to set job {cluster}.{proc}'s Owner attribute: {exc}") from None
+
+    async def _verify_hashes(self, txn: Transaction, cluster: int, proc: int, staged: StagedJob) -> None:
+        for name, expected in staged.md5.items():
+            actual = await self._call(self.backend.file_md5, txn.backend_txn, cluster, proc, name)
+            if actual.lower() != expected.lower():
+                raise BirdbathError.fail(
+                    f"File '{name}' of job {cluster}.{proc} does not match its declared MD5 hash "
+                    f"(declared {expected}, received {actual})")
+
+    async def remove_cluster(self, caller: Caller, ref: TransactionRef | None, cluster: int,
+                             reason: str | None) -> None:
+        txn = self._enter(caller, ref, Permission.WRITE, required=False)
+        await self._act(txn, JobAction.REMOVE, cluster, None, reason, "Failed to abort jobs in the cluster")
+
+    async def remove_job(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
+                         reason: str | None) -> None:
+        txn = self._enter(caller, ref, Permission.WRITE, required=False)
+        await self._act(txn, JobAction.REMOVE, cluster, proc, reason, "Failed to abort job")
+
+    async def hold_job(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
+                       reason: str | None, system_hold: bool) -> None:
+        txn = self._enter(caller, ref, Permission.WRITE, required=False)
+        await self._act(txn, JobAction.HOLD, cluster, proc, reason, "Failed to hold job.", system=system_hold)
+
+    async def release_job(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
+                          reason: str | None) -> None:
+        txn = self._enter(caller, ref, Permission.WRITE, required=False)
+        await self._act(txn, JobAction.RELEASE, cluster, proc, reason, "Failed to release job.")
+
+    async def _act(self, txn: Transaction | None, action: JobAction, cluster: int, proc: int | None,
+                   reason: str | None, failure: str, system: bool = False) -> None:
+        backend_txn = txn.backend_txn if txn else None
+        try:
+            await self._call(self.backend.act, backend_txn, action, cluster, proc, reason, system=system)
+        except BackendError as exc:
+            raise BirdbathError.fail(f"{failure} ({exc})") from None
+
+    # -- queries ------------------------------------------------------------------------------------
+    async def get_job_ads(self, caller: Caller, ref: TransactionRef | None, constraint: str | None) -> list[Struct]:
+        self._enter(caller, ref, Permission.READ, required=False)
+        parsed = parse_constraint(constraint)
+        now = self._now()
+        return await self._call(self._query_structs, parsed, now)
+
+    def _query_structs(self, constraint: classad2.ExprTree | None, now: int) -> list[Struct]:
+        return [ad_to_struct(ad, now) for ad in self.backend.query(constraint)]
+
+    async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> Struct:
+        self._enter(caller, ref, Permission.READ, required=False)
+        ad = await self._call(self.backend.get_job, cluster, proc)
+        if ad is None:
+            raise BirdbathError(StatusCode.UNKNOWNJOB, "Specified job is unknown")
+        return ad_to_struct(ad, self._now())
+
+    # -- files --------------------------------------------------------------------------------------
+    async def declare_file(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
+                           name: str | None, size: int, md5: str | None) -> None:
+        txn = self._enter(caller, ref, Permission.WRITE, required=True)
+        staged = self._staged(txn, cluster, proc)
+        name = name or ""
+        if name in staged.declared:
+            raise BirdbathError(StatusCode.ALREADYEXISTS, f"File '{name}' already declared.")
+        try:
+            await self._call(self.backend.stage_file, txn.backend_txn, cluster, proc, name)
+        except BackendError as exc:
+            raise BirdbathError.fail(f"Failed to open '{name}' for writing, reason: {exc}") from None
+        staged.declared[name] = size
+        if md5:
+            staged.md5[name] = md5
+
+    async def send_file(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
+                        name: str | None, offset: int, data: bytes | None) -> None:
+        txn = self._enter(caller, ref, Permission.WRITE, required=True)
+        staged = self._staged(txn, cluster, proc)
+        name = name or ""
+        if name not in staged.declared:
+            raise BirdbathError.fail(f"File '{name}' has not been declared.")
+        if offset < 0:
+            raise BirdbathError.fail(f"Invalid offset {offset} for file '{name}'")
+        try:
+            await self._call(self.backend.write_file, txn.backend_txn, cluster, proc, name, offset, data or b"")
+        except BackendError as exc:
+            raise BirdbathError.fail(str(exc)) from None
+
+    @staticmethod
+    def _staged(txn: Transaction, cluster: int, proc: int) -> StagedJob:
+        staged = txn.jobs.get((cluster, proc))
+        if staged is None:
+            raise BirdbathError(StatusCode.UNKNOWNJOB, "Unknown job")
+        return staged
+
+    async def get_file(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
+                       name: str | None, offset: int, length: int) -> bytes:
+        txn = self._enter(caller, ref, Permission.READ, required=False)
+        if length <= 0:
+            raise BirdbathError.fail("LENGTH must be >= 0")
+        if offset < 0:
+            raise BirdbathError.fail(f"Failed to seek to offset {offset} in file '{name}'")
+        backend_txn = txn.backend_txn if txn else None
+        try:
+            return await self._call(self.backend.read_file, backend_txn, cluster, proc, name or "", offset, length)
+        except BackendError as exc:
+            raise BirdbathError.fail(str(exc)) from None
+
+    async def list_spool(self, caller: Caller, ref: TransactionRef | None, cluster: int,
+                         proc: int) -> Sequence[FileInfo]:
+        txn = self._enter(caller, ref, Permission.READ, required=False)
+        try:
+            return await self._call(self.backend.list_files, txn.backend_txn if txn else None, cluster, proc)
+        except BackendError as exc:
+            raise BirdbathError.fail(str(exc)) from None
+
+    async def close_spool(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> None:
+        txn = self._enter(caller, ref, Permission.WRITE, required=False)
+        try:
+            await self._call(self.backend.set_attribute, txn.backend_txn if txn else None, cluster, proc,
+                             "FilesRetrieved", classad2.ExprTree("true"))
+        except BackendError as exc:
+            raise BirdbathError.fail(f"Failed to set FilesRetrieved attribute. ({exc})") from None
+
+    # -- scheduling and templates -------------------------------------------------------------------
+    async def request_reschedule(self, caller: Caller) -> None:
+        self.policy.check(caller, Permission.WRITE)
+        await self._call(self.backend.reschedule)
+
+    def discover_job_requirements(self, caller: Caller, attrs: Iterable[Attr] | None) -> list[str]:
+        self.policy.check(caller, Permission.READ)
+        ad = classad2.ClassAd()
+        try:
+            for attr in attrs or ():
+                if attr.name:
+                    ad[attr.name] = attribute_value(attr.name, attr.type, attr.value)
+        except BadAttribute as exc:
+            raise BirdbathError.fail(f"Checking for requirements failed. ({exc})") from None
+        ad["Iwd"] = "/tmp"
+        return input_files(ad)
+
+    def create_job_template(self, caller: Caller, cluster: int, proc: int, owner: str | None, universe: Universe,
+                            cmd: str | None, args: str | None, requirements: str | None) -> TemplateResult:
+        self.policy.check(caller, Permission.READ)
+        info = self.backend.info()
+        now = self._now()
+        try:
+            ad = job_template(cluster, proc, owner, int(universe), cmd, args, requirements, now=now,
+                              version=info.version, platform=info.platform,
+                              leave_in_queue=self.settings.leave_in_queue)
+        except TemplateError as exc:
+            return TemplateResult(ad_to_struct(exc.ad, now), str(exc))
+        except classad2.ClassAdException:
+            raise BirdbathError.fail(f"Invalid requirements expression: {requirements!r}") from None
+        return TemplateResult(ad_to_struct(ad, now))

@@ -1,0 +1,124 @@
+"""Birdbath transactions as idle leases (docs/birdbath.md §6).
+
+A lease is armed for ``duration`` seconds at begin; every call that carries the transaction re-arms it with the
+``duration`` carried *in that call*; when it fires, the owner's expiry callback aborts the backend transaction so
+everything uncommitted is rolled back.  The clock is injected so tests drive expiry without sleeping.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Callable
+
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+
+from .status import BirdbathError, invalid_transaction
+
+
+@dataclass(frozen=True)
+class TransactionRef:
+    """What a client sends: the ``Transaction`` element as received (``None`` fields when absent)."""
+
+    id: int | None
+    duration: int | None
+
+    @property
+    def is_null(self) -> bool:
+        return not self.id
+
+
+@dataclass
+class StagedJob:
+    """A job created by ``newJob`` in this transaction, with the files declared for it (name -> size)."""
+
+    declared: dict[str, int] = field(default_factory=dict)
+    md5: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class Transaction:
+    """One open Birdbath transaction: the lease plus the per-transaction queue-management state."""
+
+    id: int
+    duration: int
+    backend_txn: object
+    owner: str | None
+    active_cluster: int | None = None
+    jobs: dict[tuple[int, int], StagedJob] = field(default_factory=dict)
+    timer: IDelayedCall | None = None
+
+
+def _signed32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - 0x1_0000_0000 if value & 0x8000_0000 else value
+
+
+class TransactionTable:
+    """The open transactions of one gateway, keyed by the opaque id handed to clients."""
+
+    def __init__(self, clock: IReactorTime, on_expire: Callable[[Transaction], None]) -> None:
+        self._clock = clock
+        self._on_expire = on_expire
+        self._open: dict[int, Transaction] = {}
+        self._counter = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def open(self, duration: int, backend_txn: object, owner: str | None) -> Transaction:
+        """Register a new transaction and arm its lease."""
+        txn = Transaction(self._new_id(), duration, backend_txn, owner)
+        self._open[txn.id] = txn
+        self._arm(txn, duration)
+        return txn
+
+    def enter(self, ref: TransactionRef | None, required: bool) -> Transaction | None:
+        """The transaction checks every operation starts with (``stub_prefix`` steps 1-3); renews the lease."""
+        if ref is None or ref.is_null:
+            if required:
+                raise invalid_transaction()
+            return None
+        txn = self._open.get(ref.id)
+        if txn is None:
+            raise invalid_transaction()
+        duration = ref.duration or 0
+        if duration < 1:
+            raise BirdbathError.fail("Could not extend transaction")
+        self._arm(txn, duration)
+        return txn
+
+    def close(self, txn: Transaction) -> None:
+        """Forget a transaction (commit, abort or expiry); later use of its id is INVALIDTRANSACTION."""
+        self._open.pop(txn.id, None)
+        if txn.timer is not None and txn.timer.active():
+            txn.timer.cancel()
+        txn.timer = None
+
+    def close_all(self) -> list[Transaction]:
+        """Forget every open transaction (at shutdown) and return them so their work can be aborted."""
+        txns = list(self._open.values())
+        for txn in txns:
+            self.close(txn)
+        return txns
+
+    def _arm(self, txn: Transaction, seconds: int) -> None:
+        if txn.timer is not None and txn.timer.active():
+            txn.timer.reset(seconds)
+        else:
+            txn.timer = self._clock.callLater(seconds, self._expire, txn)
+
+    def _expire(self, txn: Transaction) -> None:
+        txn.timer = None
+        if self._open.pop(txn.id, None) is not None:
+            self._on_expire(txn)
+
+    def _new_id(self) -> int:
+        """``(time << 8) + counter`` as a signed 32-bit value, like the original: opaque, never 0, never in use.
+
+        The counter is not reduced modulo 256, so a burst of begins within one second still gets distinct ids.
+        """
+        while True:
+            candidate = _signed32((int(self._clock.seconds()) << 8) + next(self._counter))
+            if candidate and candidate not in self._open:
+                return candidate

@@ -1,0 +1,167 @@
+"""The HTTP face of the gateway: one twisted.web resource for every path.
+
+POST (any path, any SOAPAction, HTTP/1.0 or 1.1, chunked or not) is SOAP; GET ``/condorSchedd.wsdl`` or any
+``?wsdl`` serves the WSDL with this server's address.  Peers outside ``allow_soap`` are refused before their
+body is read, bodies over the size cap are refused while they arrive, and every request is logged with its
+operation, client, status and duration.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+from twisted.web import resource, server
+
+from gateway.core.auth import AccessPolicy, Caller
+from gateway.soap.dispatch import SoapAnswer, SoapDispatcher
+from gateway.soap.wsdl import PublishedWsdl
+
+log = Logger(namespace="birdbath.request")
+
+XML = b"text/xml; charset=utf-8"
+
+FAULT = (b'<?xml version="1.0" encoding="UTF-8"?>\n<SOAP-ENV:Envelope '
+         b'xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/"><SOAP-ENV:Body><SOAP-ENV:Fault>'
+         b"<faultcode>SOAP-ENV:Client</faultcode><faultstring>%s</faultstring></SOAP-ENV:Fault></SOAP-ENV:Body>"
+         b"</SOAP-ENV:Envelope>")
+
+
+def fault_document(message: str) -> bytes:
+    from xml.sax.saxutils import escape
+
+    return FAULT % escape(message).encode("utf-8")
+
+
+class GatewayRequest(server.Request):
+    """A request that refuses oversized bodies and denied peers before buffering them."""
+
+    max_body: int = 16 * 1024 * 1024
+    policy: AccessPolicy | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._received = 0
+        self._refused = False
+
+    def gotLength(self, length: int | None) -> None:
+        peer = self.getClientAddress()
+        host = getattr(peer, "host", "")
+        if self.policy is not None and not self.policy.connection_allowed(host):
+            self._refuse(403, b"Forbidden", f"Host {host} is not allowed to use SOAP (allow_soap)")
+        elif length is not None and length > self.max_body:
+            self._refuse_size()
+        super().gotLength(length)
+
+    def handleContentChunk(self, data: bytes) -> None:
+        if self._refused:
+            return
+        self._received += len(data)
+        if self._received > self.max_body:
+            self._refuse_size()
+            return
+        super().handleContentChunk(data)
+
+    def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
+        if self._refused:
+            return
+        super().requestReceived(command, path, version)
+
+    def _refuse_size(self) -> None:
+        self._refuse(413, b"Request Entity Too Large",
+                     f"Request body larger than the gateway's limit of {self.max_body} bytes (max_request_bytes)")
+
+    def _refuse(self, code: int, phrase: bytes, message: str) -> None:
+        """Answer at once and close the connection (the body is not read, so it cannot be answered politely)."""
+        if self._refused:
+            return
+        self._refused = True
+        body = fault_document(message)
+        log.warn("refused request from {client}: {message}", client=getattr(self.getClientAddress(), "host", "?"),
+                 message=message)
+        self.channel.transport.write(
+            b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+            % (code, phrase, XML, len(body), body))
+        self.channel.loseConnection()
+
+
+class GatewayResource(resource.Resource):
+    isLeaf = True
+
+    def __init__(self, dispatcher: SoapDispatcher, wsdl: PublishedWsdl, wsdl_name: str,
+                 context_for: Callable[[Caller], Any], clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._dispatcher = dispatcher
+        self._wsdl = wsdl
+        self._wsdl_name = wsdl_name.encode()
+        self._context_for = context_for
+        self._clock = clock
+
+    def render_GET(self, request: server.Request) -> bytes:
+        path = request.path.rstrip(b"/").rsplit(b"/", 1)[-1]
+        wants_wsdl = path == self._wsdl_name or (request.args is not None and b"wsdl" in request.args) \
+            or request.uri.lower().endswith(b"?wsdl")
+        if not wants_wsdl:
+            request.setResponseCode(404)
+            request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+            return b"Not found: GET /%s or /?wsdl for the WSDL; POST SOAP requests to any path.\n" % self._wsdl_name
+        request.setHeader(b"content-type", XML)
+        return self._wsdl.render(_base_url(request))
+
+    def render_HEAD(self, request: server.Request) -> bytes:
+        return self.render_GET(request)
+
+    def render_POST(self, request: server.Request) -> int:
+        started = self._clock()
+        caller = Caller(host=getattr(request.getClientAddress(), "host", ""))
+        udc = self._context_for(caller)
+        body = request.content.read() if request.content is not None else b""
+        finished = Deferred.fromCoroutine(self._dispatcher.dispatch(body, udc))
+        finished.addCallback(self._respond, request, udc, caller, started)
+        finished.addErrback(self._crashed, request, caller)
+        return server.NOT_DONE_YET
+
+    def _respond(self, answer: SoapAnswer, request: server.Request, udc: Any, caller: Caller,
+                 started: float) -> None:
+        status = getattr(udc, "status", None)
+        outcome = answer.fault or (status.code.value if status is not None else "?")
+        log.info("{operation} from {client}: {outcome} in {ms:.1f} ms", operation=answer.operation or "-",
+                 client=caller.host, outcome=outcome, ms=(self._clock() - started) * 1000)
+        if request.finished or request._disconnected:
+            return
+        request.setResponseCode(answer.code)
+        request.setHeader(b"content-type", XML)
+        request.write(answer.body)
+        request.finish()
+
+    def _crashed(self, failure: Any, request: server.Request, caller: Caller) -> None:
+        log.failure("unhandled error answering {client}", failure, client=caller.host)
+        if request.finished or request._disconnected:
+            return
+        request.setResponseCode(500)
+        request.setHeader(b"content-type", XML)
+        request.write(fault_document("Internal server error"))
+        request.finish()
+
+
+def _base_url(request: server.Request) -> str:
+    host = request.getHeader(b"host")
+    if not host:
+        address = request.getHost()
+        host = f"{address.host}:{address.port}".encode()
+    scheme = b"https" if request.isSecure() else b"http"
+    return (scheme + b"://" + host + b"/").decode("latin-1")
+
+
+class GatewaySite(server.Site):
+    """A Site whose requests carry the size cap and the SOAP-level host check."""
+
+    def __init__(self, root: resource.Resource, *, max_body: int, policy: AccessPolicy) -> None:
+        super().__init__(root)
+        self.requestFactory = type("Request", (GatewayRequest,), {"max_body": max_body, "policy": policy})
+        self.noisy = False
+
+    def log(self, request: server.Request) -> None:
+        """Requests are logged by the resource, with their SOAP operation; no access log line twice."""

@@ -1,0 +1,78 @@
+"""Running one SOAP request through spyne: bytes in, (HTTP status, bytes) out.
+
+spyne's own Twisted transport is not used: it mis-handles bytes on Python 3 (see ``compat``), parses every body
+as a form, and hides the request/response cycle we need for logging.  This module drives spyne's
+``ServerBase`` steps directly and waits for operations that return a Deferred.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from spyne import Application, Fault
+from spyne.server import ServerBase
+from spyne.context import MethodContext
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+
+from .compat import install as install_compat
+
+log = Logger()
+
+
+@dataclass
+class SoapAnswer:
+    code: int
+    body: bytes
+    operation: str | None
+    fault: str | None = None
+
+
+class SoapDispatcher:
+    def __init__(self, application: Application) -> None:
+        install_compat()
+        self._server = ServerBase(application)
+
+    async def dispatch(self, body: bytes, udc: Any) -> SoapAnswer:
+        ctx = MethodContext(self._server, MethodContext.SERVER)
+        ctx.in_string = [body]
+        contexts = self._server.generate_contexts(ctx)
+        p_ctx = contexts[0]
+        p_ctx.udc = udc
+        operation = _operation_name(p_ctx)
+        if p_ctx.in_error is None:
+            self._server.get_in_object(p_ctx)
+        if p_ctx.in_error is not None:
+            return self._fault(p_ctx, p_ctx.in_error, operation)
+        self._server.get_out_object(p_ctx)
+        if p_ctx.out_error is not None:
+            return self._fault(p_ctx, p_ctx.out_error, operation)
+        result = p_ctx.out_object[0]
+        if isinstance(result, Deferred):
+            try:
+                result = await result
+            except Exception as exc:  # a bug in an operation: a Server fault, never a crash
+                log.failure("operation {operation} failed", operation=operation)
+                return self._fault(p_ctx, Fault("Server", f"Internal error in {operation}: {exc}"), operation)
+            p_ctx.out_object = [result]
+        self._server.get_out_string(p_ctx)
+        answer = SoapAnswer(200, b"".join(p_ctx.out_string), operation)
+        p_ctx.close()
+        return answer
+
+    def _fault(self, p_ctx: Any, fault: Exception, operation: str | None) -> SoapAnswer:
+        if not isinstance(fault, Fault):
+            fault = Fault("Server", str(fault))
+        p_ctx.out_error = fault
+        p_ctx.out_document = None
+        p_ctx.out_string = None
+        self._server.get_out_string(p_ctx)
+        answer = SoapAnswer(500, b"".join(p_ctx.out_string), operation, fault=f"{fault.faultcode}: {fault.faultstring}")
+        p_ctx.close()
+        return answer
+
+
+def _operation_name(ctx: Any) -> str | None:
+    name = getattr(ctx, "method_request_string", None)
+    return name.rsplit("}", 1)[-1] if name else None

@@ -1,0 +1,113 @@
+"""SOAP 1.1 as gSOAP spoke it: lenient on input, gSOAP-shaped on output (docs/birdbath.md §4.3, §11).
+
+Input: any content type, a hardened parser (no DTDs, no entity expansion, no network), wrappers matched by
+local name when unqualified, children matched by local name, ``xsi:type`` ignored, and enum fields accepting the
+decimal C values (``115`` for STRING-ATTR, ``5`` for VANILLA) as well as the names.
+Output: only the body's wrapper element is namespace-qualified; every descendant is unqualified, which is what
+gSOAP, Axis and JAXB clients require (spyne always qualifies them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lxml import etree
+from spyne import Fault
+from spyne.protocol.soap import Soap11
+
+from gateway.core.classads import AttrType
+from gateway.core.jobs import Universe
+
+SOAP_ENV = "http://schemas.xmlsoap.org/soap/envelope/"
+
+_ATTR_TYPES = {str(t.code): t.value for t in AttrType}
+_UNIVERSES = {str(int(u)): u.name for u in Universe}
+_HASH_TYPES = {"0": "NOHASH", "1": "MD5HASH", "MD5": "MD5HASH"}
+
+#: where each enum sits in a request: operation -> [(path of local names below the wrapper, value map)]
+_ENUM_FIELDS: dict[str, list[tuple[tuple[str, ...], dict[str, str]]]] = {
+    "submit": [(("jobAd", "item", "type"), _ATTR_TYPES)],
+    "discoverJobRequirements": [(("jobAd", "item", "type"), _ATTR_TYPES)],
+    "createJobTemplate": [(("type",), _UNIVERSES)],
+    "declareFile": [(("hashType",), _HASH_TYPES)],
+}
+
+
+def _parser() -> etree.XMLParser:
+    return etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, dtd_validation=False,
+                           huge_tree=False, remove_pis=True, strip_cdata=True)
+
+
+def _client_fault(message: str) -> Fault:
+    return Fault(faultcode="Client", faultstring=message)
+
+
+class GsoapSoap11(Soap11):
+    def __init__(self, *args: Any, namespace: str, operations: frozenset[str], **kwargs: Any) -> None:
+        kwargs.setdefault("validator", "soft")
+        kwargs.setdefault("parse_xsi_type", False)
+        super().__init__(*args, **kwargs)
+        self._namespace = namespace
+        self._operations = operations
+
+    # -- input -------------------------------------------------------------------------------------
+    def create_in_document(self, ctx: Any, charset: str | None = None) -> None:
+        """Parse the body whatever its Content-Type (gSOAP did not check it); refuse DTDs and so entities."""
+        body = b"".join(chunk if isinstance(chunk, bytes) else chunk.encode("utf-8") for chunk in ctx.in_string)
+        try:
+            root = etree.fromstring(body, _parser())
+        except etree.XMLSyntaxError as exc:
+            raise _client_fault(f"Malformed XML: {exc}") from None
+        if root.getroottree().docinfo.doctype:
+            raise _client_fault("DTDs (and so XML entities) are not allowed in SOAP messages")
+        ctx.in_document = (root, {})
+
+    def decompose_incoming_envelope(self, ctx: Any, message: str = Soap11.REQUEST) -> None:
+        envelope, _ = ctx.in_document
+        if envelope.tag != f"{{{SOAP_ENV}}}Envelope":
+            raise _client_fault(f"Not a SOAP 1.1 envelope: root element is {envelope.tag}")
+        body = envelope.find(f"{{{SOAP_ENV}}}Body")
+        if body is None or len(body) == 0:
+            raise _client_fault("The SOAP envelope has no Body, or an empty one")
+        self._check_operation(body[0])
+        super().decompose_incoming_envelope(ctx, message)
+        _normalise_enums(ctx.in_body_doc)
+
+    def _check_operation(self, wrapper: etree._Element) -> None:
+        qname = etree.QName(wrapper)
+        if qname.namespace is None and qname.localname in self._operations:
+            wrapper.tag = f"{{{self._namespace}}}{qname.localname}"  # gSOAP matched unprefixed names loosely
+        elif qname.namespace != self._namespace or qname.localname not in self._operations:
+            raise _client_fault(
+                f"Method '{qname.localname}' not implemented: method name or namespace not recognized")
+
+    # -- output ------------------------------------------------------------------------------------
+    def serialize(self, ctx: Any, message: str) -> None:
+        super().serialize(ctx, message)
+        _unqualify_descendants(ctx.out_document)
+
+
+def _normalise_enums(wrapper: etree._Element) -> None:
+    for path, values in _ENUM_FIELDS.get(etree.QName(wrapper).localname, ()):
+        for element in _descend(wrapper, path):
+            text = (element.text or "").strip()
+            if text in values:
+                element.text = values[text]
+
+
+def _descend(element: etree._Element, path: tuple[str, ...]) -> list[etree._Element]:
+    found = [element]
+    for name in path:
+        found = [child for parent in found for child in parent
+                 if isinstance(child.tag, str) and etree.QName(child).localname == name]
+    return found
+
+
+def _unqualify_descendants(envelope: etree._Element) -> None:
+    body = envelope.find(f"{{{SOAP_ENV}}}Body")
+    if body is None or len(body) == 0:
+        return
+    for element in body[0].iterdescendants():
+        if isinstance(element.tag, str) and element.tag.startswith("{"):
+            element.tag = element.tag.split("}", 1)[1]
+    etree.cleanup_namespaces(envelope)

@@ -1,0 +1,243 @@
+"""The condorSchedd SOAP service: 23 operations that turn wire values into Python values, call the core
+(:class:`gateway.core.schedd.BirdbathSchedd`), and turn its answer, or its status, back into wire values."""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, Iterable, Sequence
+
+from spyne import Boolean, Integer32, Service, Unicode, rpc
+from twisted.internet.defer import Deferred
+
+from gateway.core.classads import Attr, AttrType
+from gateway.core.jobs import Universe
+from gateway.core.schedd import BirdbathSchedd, TemplateResult
+from gateway.core.status import OK, BirdbathError, Status as CoreStatus, StatusCode as CoreStatusCode
+from gateway.core.transactions import Transaction as CoreTransaction, TransactionRef
+
+from . import models as m
+from .context import RequestContext
+
+OPERATIONS = (
+    "getVersionString", "getPlatformString", "beginTransaction", "commitTransaction", "abortTransaction",
+    "extendTransaction", "newCluster", "removeCluster", "newJob", "removeJob", "holdJob", "releaseJob",
+    "submit", "getJobAds", "getJobAd", "declareFile", "sendFile", "getFile", "closeSpool", "listSpool",
+    "requestReschedule", "discoverJobRequirements", "createJobTemplate",
+)
+
+
+# -- wire <-> core conversions ----------------------------------------------------------------------------
+def status(core: CoreStatus) -> m.Status:
+    return m.Status(code=core.code.value, message=core.message)
+
+
+def transaction_ref(wire: m.Transaction | None) -> TransactionRef | None:
+    return None if wire is None else TransactionRef(wire.id, wire.duration)
+
+
+def attrs(wire: Iterable[m.ClassAdStructAttr | None] | None) -> list[Attr]:
+    return [Attr(item.name or "", AttrType(str(item.type)) if item.type is not None else AttrType.EXPRESSION,
+                 item.value)
+            for item in wire or () if item is not None]
+
+
+def struct(core: Sequence[Attr]) -> list[m.ClassAdStructAttr]:
+    return [m.ClassAdStructAttr(name=a.name, type=a.type.value, value=a.value) for a in core]
+
+
+def wire_transaction(core: CoreTransaction | None) -> m.Transaction:
+    return m.Transaction(id=core.id if core else 0, duration=core.duration if core else 0)
+
+
+def universe(wire: Any) -> Universe:
+    name = str(wire) if wire is not None else "VANILLA"
+    return Universe.LOCAL if name == "LOCALUNIVESE" else Universe[name]
+
+
+def _int(value: int | None) -> int:
+    """gSOAP read a missing xsd:int as 0."""
+    return value or 0
+
+
+# -- running one operation ----------------------------------------------------------------------------------
+def _run(ctx: Any, operation: Callable[[BirdbathSchedd, RequestContext], Awaitable[Any]],
+         answer: Callable[[m.Status, Any], Any], failed: Callable[[m.Status], Any]) -> Deferred:
+    """Run a core coroutine; a BirdbathError becomes the operation's answer with that status, never a fault."""
+    request: RequestContext = ctx.udc
+
+    async def run() -> Any:
+        try:
+            result = await operation(request.schedd, request)
+        except BirdbathError as exc:
+            request.status = exc.status
+            return failed(status(exc.status))
+        request.status = OK
+        return answer(status(OK), result)
+
+    return Deferred.fromCoroutine(run())
+
+
+def _status_only(ctx: Any, operation: Callable[[BirdbathSchedd, RequestContext], Awaitable[Any]]) -> Deferred:
+    return _run(ctx, operation, lambda ok, _: ok, lambda failure: failure)
+
+
+async def _sync(value: Any) -> Any:
+    return value
+
+
+class CondorScheddService(Service):
+    """Each method is one Birdbath operation; parameter names and order are those of the shipped WSDL."""
+
+    __service_name__ = "condorSchedd"
+
+    @rpc(_returns=m.StringAndStatus, _out_variable_name="response")
+    def getVersionString(ctx):
+        return _info(ctx, BirdbathSchedd.version_string)
+
+    @rpc(_returns=m.StringAndStatus, _out_variable_name="response")
+    def getPlatformString(ctx):
+        return _info(ctx, BirdbathSchedd.platform_string)
+
+    @rpc(Integer32, _returns=m.TransactionAndStatus, _out_variable_name="response")
+    def beginTransaction(ctx, duration):
+        return _run(ctx, lambda s, r: s.begin_transaction(r.caller, _int(duration)),
+                    lambda ok, txn: m.TransactionAndStatus(status=ok, transaction=wire_transaction(txn)),
+                    lambda failure: m.TransactionAndStatus(status=failure, transaction=wire_transaction(None)))
+
+    @rpc(m.NullableTransaction, _returns=m.Status, _out_variable_name="response")
+    def commitTransaction(ctx, transaction):
+        return _status_only(ctx, lambda s, r: s.commit_transaction(r.caller, transaction_ref(transaction)))
+
+    @rpc(m.NullableTransaction, _returns=m.Status, _out_variable_name="response")
+    def abortTransaction(ctx, transaction):
+        return _status_only(ctx, lambda s, r: s.abort_transaction(r.caller, transaction_ref(transaction)))
+
+    @rpc(m.NullableTransaction, Integer32, _returns=m.TransactionAndStatus, _out_variable_name="response")
+    def extendTransaction(ctx, transaction, duration):
+        return _run(ctx, lambda s, r: s.extend_transaction(r.caller, transaction_ref(transaction), _int(duration)),
+                    lambda ok, txn: m.TransactionAndStatus(status=ok, transaction=wire_transaction(txn)),
+                    lambda failure: m.TransactionAndStatus(status=failure, transaction=wire_transaction(None)))
+
+    @rpc(m.NullableTransaction, _returns=m.IntAndStatus, _out_variable_name="response")
+    def newCluster(ctx, transaction):
+        return _int_answer(ctx, lambda s, r: s.new_cluster(r.caller, transaction_ref(transaction)))
+
+    @rpc(m.NullableTransaction, Integer32, Unicode, _returns=m.Status, _out_variable_name="response")
+    def removeCluster(ctx, transaction, clusterId, reason):
+        return _status_only(ctx, lambda s, r: s.remove_cluster(r.caller, transaction_ref(transaction),
+                                                               _int(clusterId), reason))
+
+    @rpc(m.NullableTransaction, Integer32, _returns=m.IntAndStatus, _out_variable_name="response")
+    def newJob(ctx, transaction, clusterId):
+        return _int_answer(ctx, lambda s, r: s.new_job(r.caller, transaction_ref(transaction), _int(clusterId)))
+
+    @rpc(m.NullableTransaction, Integer32, Integer32, Unicode, Boolean, _returns=m.Status,
+         _out_variable_name="response", _in_arg_names={"force_removal": "force-removal"})
+    def removeJob(ctx, transaction, clusterId, jobId, reason, force_removal):
+        return _status_only(ctx, lambda s, r: s.remove_job(r.caller, transaction_ref(transaction),
+                                                           _int(clusterId), _int(jobId), reason))
+
+    @rpc(m.NullableTransaction, Integer32, Integer32, Unicode, Boolean, Boolean, Boolean, _returns=m.Status,
+         _out_variable_name="response",
+         _in_arg_names={"email_user": "email-user", "email_admin": "email-admin", "system_hold": "system-hold"})
+    def holdJob(ctx, transaction, clusterId, jobId, reason, email_user, email_admin, system_hold):
+        return _status_only(ctx, lambda s, r: s.hold_job(r.caller, transaction_ref(transaction), _int(clusterId),
+                                                         _int(jobId), reason, bool(system_hold)))
+
+    @rpc(m.NullableTransaction, Integer32, Integer32, Unicode, Boolean, Boolean, _returns=m.Status,
+         _out_variable_name="response", _in_arg_names={"email_user": "email-user", "email_admin": "email-admin"})
+    def releaseJob(ctx, transaction, clusterId, jobId, reason, email_user, email_admin):
+        return _status_only(ctx, lambda s, r: s.release_job(r.caller, transaction_ref(transaction),
+                                                            _int(clusterId), _int(jobId), reason))
+
+    @rpc(m.NullableTransaction, Integer32, Integer32, m.NullableClassAdStruct, _returns=m.RequirementsAndStatus,
+         _out_variable_name="response")
+    def submit(ctx, transaction, clusterId, jobId, jobAd):
+        return _run(ctx, lambda s, r: s.submit(r.caller, transaction_ref(transaction), _int(clusterId),
+                                               _int(jobId), attrs(jobAd)),
+                    lambda ok, _: m.RequirementsAndStatus(status=ok),
+                    lambda failure: m.RequirementsAndStatus(status=failure))
+
+    @rpc(m.NullableTransaction, Unicode, _returns=m.ClassAdStructArrayAndStatus, _out_variable_name="response")
+    def getJobAds(ctx, transaction, constraint):
+        return _run(ctx, lambda s, r: s.get_job_ads(r.caller, transaction_ref(transaction), constraint),
+                    lambda ok, ads: m.ClassAdStructArrayAndStatus(status=ok, classAdArray=[struct(a) for a in ads]),
+                    lambda failure: m.ClassAdStructArrayAndStatus(status=failure))
+
+    @rpc(m.NullableTransaction, Integer32, Integer32, _returns=m.ClassAdStructAndStatus,
+         _out_variable_name="response")
+    def getJobAd(ctx, transaction, clusterId, jobId):
+        return _run(ctx, lambda s, r: s.get_job_ad(r.caller, transaction_ref(transaction), _int(clusterId),
+                                                   _int(jobId)),
+                    lambda ok, ad: m.ClassAdStructAndStatus(status=ok, classAd=struct(ad)),
+                    lambda failure: m.ClassAdStructAndStatus(status=failure))
+
+    @rpc(m.NullableTransaction, Integer32, Integer32, Unicode, Integer32, m.HashType, Unicode, _returns=m.Status,
+         _out_variable_name="response")
+    def declareFile(ctx, transaction, clusterId, jobId, name, size, hashType, hash):
+        md5 = hash if str(hashType) == "MD5HASH" else None
+        return _status_only(ctx, lambda s, r: s.declare_file(r.caller, transaction_ref(transaction),
+                                                             _int(clusterId), _int(jobId), name, _int(size), md5))
+
+    @rpc(m.NullableTransaction, Integer32, Integer32, Unicode, Integer32, m.ByteArray, _returns=m.Status,
+         _out_variable_name="response")
+    def sendFile(ctx, transaction, clusterId, jobId, name, offset, data):
+        payload = b"".join(data) if data else b""
+        return _status_only(ctx, lambda s, r: s.send_file(r.caller, transaction_ref(transaction), _int(clusterId),
+                                                          _int(jobId), name, _int(offset), payload))
+
+    @rpc(m.NullableTransaction, Integer32, Integer32, Unicode, Integer32, Integer32,
+         _returns=m.Base64DataAndStatus, _out_variable_name="response")
+    def getFile(ctx, transaction, clusterId, jobId, name, offset, length):
+        return _run(ctx, lambda s, r: s.get_file(r.caller, transaction_ref(transaction), _int(clusterId),
+                                                 _int(jobId), name, _int(offset), _int(length)),
+                    lambda ok, data: m.Base64DataAndStatus(status=ok, data=[data]),
+                    lambda failure: m.Base64DataAndStatus(status=failure))
+
+    @rpc(m.NullableTransaction, Integer32, Integer32, _returns=m.Status, _out_variable_name="response")
+    def closeSpool(ctx, transaction, clusterId, jobId):
+        return _status_only(ctx, lambda s, r: s.close_spool(r.caller, transaction_ref(transaction),
+                                                            _int(clusterId), _int(jobId)))
+
+    @rpc(m.NullableTransaction, Integer32, Integer32, _returns=m.FileInfoArrayAndStatus,
+         _out_variable_name="response")
+    def listSpool(ctx, transaction, clusterId, jobId):
+        return _run(ctx, lambda s, r: s.list_spool(r.caller, transaction_ref(transaction), _int(clusterId),
+                                                   _int(jobId)),
+                    lambda ok, files: m.FileInfoArrayAndStatus(
+                        status=ok, info=[m.FileInfo(name=f.name, size=f.size) for f in files] or None),
+                    lambda failure: m.FileInfoArrayAndStatus(status=failure))
+
+    @rpc(_returns=m.Status, _out_variable_name="response")
+    def requestReschedule(ctx):
+        return _status_only(ctx, lambda s, r: s.request_reschedule(r.caller))
+
+    @rpc(m.NullableClassAdStruct, _returns=m.RequirementsAndStatus, _out_variable_name="response")
+    def discoverJobRequirements(ctx, jobAd):
+        return _run(ctx, lambda s, r: _sync(s.discover_job_requirements(r.caller, attrs(jobAd))),
+                    lambda ok, files: m.RequirementsAndStatus(status=ok, requirements=files),
+                    lambda failure: m.RequirementsAndStatus(status=failure))
+
+    @rpc(Integer32, Integer32, Unicode, m.UniverseType, Unicode, Unicode, Unicode,
+         _returns=m.ClassAdStructAndStatus, _out_variable_name="response")
+    def createJobTemplate(ctx, clusterId, jobId, owner, type, cmd, args, requirements):
+        return _run(ctx, lambda s, r: _sync(s.create_job_template(r.caller, _int(clusterId), _int(jobId), owner,
+                                                                  universe(type), cmd, args, requirements)),
+                    _template_answer,
+                    lambda failure: m.ClassAdStructAndStatus(status=failure))
+
+
+def _template_answer(ok: m.Status, result: TemplateResult) -> m.ClassAdStructAndStatus:
+    answer = ok if result.error is None else status(CoreStatus(CoreStatusCode.FAIL, result.error))
+    return m.ClassAdStructAndStatus(status=answer, classAd=struct(result.ad))
+
+
+def _info(ctx: Any, which: Callable[[BirdbathSchedd], str]) -> Deferred:
+    """getVersionString/getPlatformString: SUCCESS with no status message (as the original), no checks."""
+    return _run(ctx, lambda s, r: _sync(which(s)),
+                lambda ok, text: m.StringAndStatus(status=m.Status(code="SUCCESS"), message=text),
+                lambda failure: m.StringAndStatus(status=failure))
+
+
+def _int_answer(ctx: Any, operation: Callable[[BirdbathSchedd, RequestContext], Awaitable[int]]) -> Deferred:
+    return _run(ctx, operation, lambda ok, value: m.IntAndStatus(status=ok, integer=value),
+                lambda failure: m.IntAndStatus(status=failure, integer=0))
