@@ -86,6 +86,8 @@ def _typed_attributes(ad: classad2.ClassAd) -> Iterator[Attr]:
 
 
 def _typed(name: str, value: object) -> Attr | None:
+    if isinstance(value, classad2.Value):
+        return None  # undefined and error literals (an IntEnum, so test before int)
     if isinstance(value, str):
         return Attr(name, AttrType.STRING, value)
     if isinstance(value, bool):
@@ -149,4 +151,6 @@ def matches(constraint: classad2.ExprTree | None, ad: classad2.ClassAd) -> bool:
         return False
     if isinstance(result, bool):
         return result
+    if isinstance(result, classad2.Value):  # an IntEnum: must not pass for a number
+        return False
     return isinstance(result, (int, float)) and result != 0  # numbers count as booleans, as in EvalBool
