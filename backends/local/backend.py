@@ -48,6 +48,7 @@ class LocalBackend:
         self._clock = clock
         self._store = JobStore(state_dir / "queue.sqlite3")
         self._spool = Spool(state_dir / "spool")
+        self._spool.preen(lambda cluster, proc: (cluster, proc) in self._store)
         self._info = BackendInfo(
             name="local",
             version=f"$CondorVersion: {INTERFACE_VERSION} {time.strftime('%b %d %Y')} "

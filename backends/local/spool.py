@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 from pathlib import Path
+from typing import Callable
 
 from backends.interface import BackendError, FileInfo
+
+
+_JOB_DIRECTORY = re.compile(r"cluster(?P<cluster>\d+)\.proc(?P<proc>\d+)\.subproc0")
 
 
 class Spool:
@@ -25,6 +30,16 @@ class Spool:
 
     def discard(self, cluster: int, proc: int) -> None:
         shutil.rmtree(self.directory(cluster, proc), ignore_errors=True)
+
+    def preen(self, keep: Callable[[int, int], bool]) -> list[tuple[int, int]]:
+        """Remove the spool directories of jobs that are not queued (left by a crash mid-transaction)."""
+        removed = []
+        for path in self.root.glob("*/*/cluster*.proc*.subproc0"):
+            match = _JOB_DIRECTORY.fullmatch(path.name)
+            if match and not keep(int(match["cluster"]), int(match["proc"])):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append((int(match["cluster"]), int(match["proc"])))
+        return removed
 
     def _file(self, cluster: int, proc: int, name: str) -> Path:
         if not name or name in (".", "..") or "/" in name or "\0" in name:

@@ -64,6 +64,8 @@ class SoapDispatcher:
     def _fault(self, p_ctx: Any, fault: Exception, operation: str | None) -> SoapAnswer:
         if not isinstance(fault, Fault):
             fault = Fault("Server", str(fault))
+        # gSOAP sent plain SOAP-ENV:Client / SOAP-ENV:Server; spyne adds subcodes ("Client.ValidationError")
+        fault = Fault(fault.faultcode.split(".", 1)[0], fault.faultstring)
         p_ctx.out_error = fault
         p_ctx.out_document = None
         p_ctx.out_string = None

@@ -1,0 +1,140 @@
+"""Transactions end to end: leases expire and roll back, several run at once, commits survive a crash."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from tests.birdbath import ad, begin, new_job, submit_job, values
+from tests.conftest import ROOT, zeep_client
+
+
+def client(gateway):
+    return zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
+
+
+def spool_of(gateway, cluster: int, proc: int):
+    return gateway.state_dir / "spool" / str(cluster) / str(proc) / f"cluster{cluster}.proc{proc}.subproc0"
+
+
+def jobs_in(schedd, cluster: int) -> list:
+    array = schedd.getJobAds(None, f"ClusterId == {cluster}").classAdArray
+    return list(array.item) if array is not None else []
+
+
+def test_an_expired_transaction_is_rolled_back(start_gateway):
+    gateway = start_gateway()
+    schedd = client(gateway)
+    txn = begin(schedd, duration=1)
+    cluster, proc = new_job(schedd, txn)
+    schedd.declareFile(txn, cluster, proc, "in", 1, "NOHASH", None)
+    assert schedd.submit(txn, cluster, proc, ad(Cmd="/bin/true")).status.code == "SUCCESS"
+    assert (spool_of(gateway, cluster, proc) / "in").exists()
+    time.sleep(2.5)
+    assert schedd.commitTransaction(txn).code == "INVALIDTRANSACTION"
+    assert jobs_in(schedd, cluster) == []
+    assert not spool_of(gateway, cluster, proc).exists()
+    assert "expired after 1s idle" in gateway.log()
+
+
+def test_calls_keep_a_transaction_alive(start_gateway):
+    schedd = client(start_gateway())
+    txn = begin(schedd, duration=2)
+    cluster, proc = new_job(schedd, txn)
+    for _ in range(4):
+        time.sleep(0.8)
+        assert schedd.getJobAds(txn, "false").status.code == "SUCCESS"
+    assert schedd.submit(txn, cluster, proc, ad(Cmd="/bin/true")).status.code == "SUCCESS"
+    assert schedd.commitTransaction(txn).code == "SUCCESS"
+    assert len(jobs_in(schedd, cluster)) == 1
+
+
+def test_concurrent_transactions_are_independent(gateway):
+    schedd = client(gateway)
+    first, second = begin(schedd), begin(schedd)
+    c1, p1 = new_job(schedd, first)
+    c2, p2 = new_job(schedd, second)
+    assert c1 != c2
+    assert schedd.newJob(first, c2).status.code == "FAIL"  # each transaction has its own active cluster
+    schedd.submit(first, c1, p1, ad(Cmd="/bin/true", Tag="first"))
+    schedd.submit(second, c2, p2, ad(Cmd="/bin/true", Tag="second"))
+    assert schedd.abortTransaction(second).code == "SUCCESS"
+    assert schedd.commitTransaction(first).code == "SUCCESS"
+    assert [values(job)["Tag"] for job in jobs_in(schedd, c1)] == ["first"]
+    assert jobs_in(schedd, c2) == []
+
+
+def test_the_maximum_duration_clamps_begin_and_extend(start_gateway):
+    schedd = client(start_gateway("[birdbath]\nmax_soap_transaction_duration = 30\n"))
+    txn = schedd.beginTransaction(3600).transaction
+    assert txn.duration == 30
+    assert schedd.extendTransaction(txn, 7200).transaction.duration == 30
+
+
+def test_trusted_queues_accept_any_owner(start_gateway):
+    schedd = client(start_gateway("[birdbath]\nqueue_all_users_trusted = true\n"))
+    cluster, proc = submit_job(schedd, Owner="alice")
+    assert values(schedd.getJobAd(None, cluster, proc).classAd)["Owner"] == "alice"
+
+
+def test_the_default_owner_is_configurable(start_gateway):
+    schedd = client(start_gateway('[birdbath]\ndefault_owner = "svc"\n'))
+    cluster, proc = submit_job(schedd)
+    assert values(schedd.getJobAd(None, cluster, proc).classAd)["Owner"] == "svc"
+    cluster, proc = submit_job(schedd, Owner="svc")
+    assert values(schedd.getJobAd(None, cluster, proc).classAd)["Owner"] == "svc"
+
+
+def test_committed_jobs_and_files_survive_a_crash_and_ids_never_repeat(start_gateway):
+    gateway = start_gateway()
+    schedd = client(gateway)
+    cluster, proc = submit_job(schedd, files={"data.bin": b"\x00\x01payload"}, Tag="durable")
+    aborted = begin(schedd)
+    aborted_cluster = schedd.newCluster(aborted).integer
+    schedd.abortTransaction(aborted)
+    pending = begin(schedd, duration=600)
+    pending_cluster, pending_proc = new_job(schedd, pending)
+    schedd.submit(pending, pending_cluster, pending_proc, ad(Cmd="/bin/true"))
+    assert spool_of(gateway, pending_cluster, pending_proc).exists()
+
+    gateway.kill()
+    gateway.start()
+    schedd = client(gateway)
+
+    assert [values(job)["Tag"] for job in jobs_in(schedd, cluster)] == ["durable"]
+    assert schedd.getFile(None, cluster, proc, "data.bin", 0, 100).data == b"\x00\x01payload"
+    assert schedd.commitTransaction(pending).code == "INVALIDTRANSACTION"  # transactions die with the process
+    assert jobs_in(schedd, pending_cluster) == []
+    assert not spool_of(gateway, pending_cluster, pending_proc).exists()  # preened at start-up
+    txn = begin(schedd)
+    new_cluster = schedd.newCluster(txn).integer
+    assert new_cluster > max(cluster, aborted_cluster, pending_cluster)
+    schedd.abortTransaction(txn)
+
+
+def test_a_clean_stop_rolls_back_open_transactions(start_gateway):
+    gateway = start_gateway()
+    schedd = client(gateway)
+    txn = begin(schedd, duration=600)
+    cluster, proc = new_job(schedd, txn)
+    schedd.submit(txn, cluster, proc, ad(Cmd="/bin/true"))
+    gateway.restart()
+    schedd = client(gateway)
+    assert jobs_in(schedd, cluster) == []
+    assert not spool_of(gateway, cluster, proc).exists()
+
+
+def test_the_cli_reports_an_unknown_backend_with_the_installed_ones(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "gateway.cli", "--backend", "nosuch", "--state-dir",
+                             str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "no backend named 'nosuch'; installed backends: local" in result.stderr
+
+
+def test_the_cli_reports_a_bad_configuration(tmp_path):
+    config = tmp_path / "gateway.toml"
+    config.write_text("[gateway]\nport = 'eighty'\n")
+    result = subprocess.run([sys.executable, "-m", "gateway.cli", "--config", str(config)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "expected int" in result.stderr

@@ -1,0 +1,159 @@
+"""HTTP behaviour: faults for what cannot be parsed, statuses for the rest, and nothing crashes the server."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from lxml import etree
+
+from tests.wire import SOAP_ENV, body_element, post
+
+GET_VERSION = (b'<?xml version="1.0"?><s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/">'
+               b'<s:Body><c:getVersionString xmlns:c="urn:condor"/></s:Body></s:Envelope>')
+
+
+def envelope(inner: str) -> bytes:
+    return (f'<s:Envelope xmlns:s="{SOAP_ENV}" xmlns:c="urn:condor"><s:Body>{inner}</s:Body></s:Envelope>').encode()
+
+
+def fault(answer: bytes) -> tuple[str, str]:
+    element = body_element(answer)
+    assert element.tag == f"{{{SOAP_ENV}}}Fault"
+    return element.findtext("faultcode"), element.findtext("faultstring")
+
+
+def assert_alive(gateway) -> None:
+    status, _, answer = post(gateway.port, GET_VERSION)
+    assert status == 200 and body_element(answer).tag == "{urn:condor}getVersionStringResponse"
+
+
+@pytest.mark.parametrize("head", [
+    ["POST / HTTP/1.0", "Content-Type: text/xml"],
+    ["POST /any/path/at/all HTTP/1.1", "Content-Type: text/xml; charset=utf-8", 'SOAPAction: "whatever"'],
+    ["POST /condorSchedd HTTP/1.1"],
+    ["POST / HTTP/1.1", "Content-Type: application/soap+xml", "Connection: close"],
+])
+def test_soap_on_any_path_with_or_without_soapaction_and_content_type(gateway, head):
+    status, _, answer = post(gateway.port, GET_VERSION, head)
+    assert status == 200
+    assert body_element(answer).tag == "{urn:condor}getVersionStringResponse"
+
+
+def test_chunked_request_bodies(gateway):
+    status, _, answer = post(gateway.port, GET_VERSION, chunked=True)
+    assert status == 200 and body_element(answer).tag == "{urn:condor}getVersionStringResponse"
+
+
+def test_unknown_operation_is_a_client_fault_with_gsoaps_text(gateway):
+    status, _, answer = post(gateway.port, envelope("<c:frobnicate/>"))
+    assert status == 500
+    code, text = fault(answer)
+    assert code.endswith(":Client")
+    assert text == "Method 'frobnicate' not implemented: method name or namespace not recognized"
+
+
+def test_a_known_operation_in_another_namespace_is_a_fault(gateway):
+    status, _, answer = post(gateway.port, envelope('<x:getVersionString xmlns:x="urn:other"/>'))
+    assert status == 500 and "not implemented" in fault(answer)[1]
+
+
+def test_an_unqualified_wrapper_is_matched_by_name_like_gsoap(gateway):
+    status, _, answer = post(gateway.port, envelope("<getVersionString/>"))
+    assert status == 200 and body_element(answer).tag == "{urn:condor}getVersionStringResponse"
+
+
+@pytest.mark.parametrize("body", [b"", b"not xml", b"<s:Envelope", b"<a><b></a>",
+                                  b'<?xml version="1.0"?><notsoap/>',
+                                  envelope("").replace(b"<s:Body></s:Body>", b"")])
+def test_malformed_xml_is_a_client_fault(gateway, body):
+    status, _, answer = post(gateway.port, body)
+    assert status == 500
+    code, text = fault(answer)
+    assert code.endswith(":Client") and text
+    assert_alive(gateway)
+
+
+@pytest.mark.parametrize("inner, field", [
+    ("<c:beginTransaction><duration>sixty</duration></c:beginTransaction>", "sixty"),
+    ("<c:getJobAd><clusterId>1.5</clusterId><jobId>0</jobId></c:getJobAd>", "1.5"),
+    ("<c:createJobTemplate><clusterId>1</clusterId><jobId>0</jobId><type>WARP</type></c:createJobTemplate>", "WARP"),
+    ("<c:beginTransaction><duration>99999999999</duration></c:beginTransaction>", "99999999999"),
+])
+def test_wrong_types_are_client_faults_naming_the_value(gateway, inner, field):
+    status, _, answer = post(gateway.port, envelope(inner))
+    assert status == 500
+    code, text = fault(answer)
+    assert code.endswith(":Client") and field in text
+    assert_alive(gateway)
+
+
+def test_entities_are_never_expanded(gateway):
+    bomb = (b'<?xml version="1.0"?><!DOCTYPE s:Envelope [<!ENTITY a "aaaaaaaaaa">'
+            b'<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>' + envelope("<c:getJobAds><constraint>&b;</constraint>"
+                                                                          "</c:getJobAds>"))
+    status, _, answer = post(gateway.port, bomb)
+    assert status == 500 and "DTD" in fault(answer)[1]
+    external = (b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]>'
+                + envelope("<c:getJobAds><constraint>&e;</constraint></c:getJobAds>"))
+    status, _, answer = post(external and gateway.port, external)
+    assert status == 500 and b"root:" not in answer
+
+
+def test_oversized_bodies_are_refused(start_gateway):
+    gateway = start_gateway("[gateway]\nmax_request_bytes = 2000\n")
+    big = envelope("<c:getJobAds><constraint>" + "x" * 5000 + "</constraint></c:getJobAds>")
+    status, _, answer = post(gateway.port, big)
+    assert status == 413 and "max_request_bytes" in fault(answer)[1]
+    status, _, answer = post(gateway.port, big, chunked=True)
+    assert status == 413
+    assert_alive(gateway)
+
+
+def test_hosts_outside_allow_soap_are_refused(start_gateway):
+    gateway = start_gateway('[birdbath]\nallow_soap = ["10.0.0.0/8"]\n')
+    status, _, answer = post(gateway.port, GET_VERSION)
+    assert status == 403 and "allow_soap" in fault(answer)[1]
+
+
+def test_write_permission_is_checked_per_operation(start_gateway):
+    gateway = start_gateway('[birdbath]\nallow_write = ["10.0.0.0/8"]\n')
+    status, _, answer = post(gateway.port, envelope("<c:beginTransaction><duration>5</duration>"
+                                                    "</c:beginTransaction>"))
+    response = body_element(answer).find("response")
+    assert status == 200 and response.findtext("status/code") == "FAIL"
+    assert response.findtext("status/message") == "Permission denied"
+    status, _, answer = post(gateway.port, envelope("<c:getJobAds/>"))
+    assert body_element(answer).find("response").findtext("status/code") == "SUCCESS"  # reading is still allowed
+
+
+def test_read_permission_is_checked_per_operation(start_gateway):
+    gateway = start_gateway('[birdbath]\nallow_read = ["10.0.0.0/8"]\nallow_write = ["10.0.0.0/8"]\n')
+    status, _, answer = post(gateway.port, envelope("<c:getJobAds/>"))
+    response = body_element(answer).find("response")
+    assert status == 200 and response.findtext("status/message") == "Permission denied"
+    assert_alive(gateway)  # getVersionString needs no permission
+
+
+def test_a_client_that_hangs_up_early_does_not_hurt(gateway):
+    with socket.create_connection(("127.0.0.1", gateway.port)) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n<s:Envelope")
+    assert_alive(gateway)
+
+
+def test_keep_alive_connections_serve_several_requests(gateway):
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=10)
+    for _ in range(3):
+        connection.request("POST", "/", GET_VERSION, {"Content-Type": "text/xml"})
+        response = connection.getresponse()
+        assert response.status == 200 and b"getVersionStringResponse" in response.read()
+    connection.close()
+
+
+def test_every_request_is_logged_with_operation_client_status_and_duration(gateway):
+    post(gateway.port, envelope("<c:getJobAd><clusterId>424242</clusterId><jobId>0</jobId></c:getJobAd>"))
+    assert_alive(gateway)
+    lines = [line for line in gateway.log().splitlines() if "getJobAd from 127.0.0.1: UNKNOWNJOB in" in line]
+    assert lines and lines[-1].rstrip().endswith("ms")

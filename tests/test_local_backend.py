@@ -1,0 +1,153 @@
+"""The local backend on its own: a durable, transactional queue with spool directories."""
+
+from __future__ import annotations
+
+import classad2
+import pytest
+
+from backends.interface import BackendError, InvalidState, ScheddBackend, UnknownJob
+from backends.local import LocalBackend
+from gateway.core.classads import parse_constraint
+from gateway.core.jobs import JobAction
+
+
+@pytest.fixture
+def backend(tmp_path) -> LocalBackend:
+    backend = LocalBackend(tmp_path, schedd_name="test.example", clock=lambda: 1_700_000_000)
+    yield backend
+    backend.close()
+
+
+def submitted(backend: LocalBackend, count: int = 1, **attributes) -> tuple[int, list[int]]:
+    txn = backend.begin()
+    cluster = backend.new_cluster(txn)
+    procs = []
+    for _ in range(count):
+        proc = backend.new_proc(txn, cluster)
+        ad = classad2.ClassAd()
+        ad["Cmd"] = "/bin/true"
+        for name, value in attributes.items():
+            ad[name] = value
+        backend.submit(txn, cluster, proc, ad)
+        procs.append(proc)
+    backend.commit(txn)
+    return cluster, procs
+
+
+def test_it_implements_the_backend_interface(backend):
+    assert isinstance(backend, ScheddBackend)
+    assert backend.info().name == "local" and backend.info().version.startswith("$CondorVersion: ")
+
+
+def test_commit_fills_in_schedd_attributes(backend):
+    cluster, (proc,) = submitted(backend)
+    ad = backend.get_job(cluster, proc)
+    assert ad["ClusterId"] == cluster and ad["ProcId"] == proc and ad["JobStatus"] == 1
+    assert ad["QDate"] == 1_700_000_000 and ad["EnteredCurrentStatus"] == 1_700_000_000
+    assert ad["GlobalJobId"] == f"test.example#{cluster}.{proc}#1700000000"
+
+
+def test_nothing_is_visible_before_commit_and_abort_discards_files(backend):
+    txn = backend.begin()
+    cluster = backend.new_cluster(txn)
+    proc = backend.new_proc(txn, cluster)
+    backend.stage_file(txn, cluster, proc, "in")
+    backend.write_file(txn, cluster, proc, "in", 0, b"data")
+    backend.submit(txn, cluster, proc, classad2.ClassAd())
+    assert backend.get_job(cluster, proc) is None and backend.query(None) == []
+    backend.abort(txn)
+    assert backend.list_files(None, cluster, proc) == []
+    with pytest.raises(BackendError):
+        backend.new_proc(txn, cluster)
+
+
+def test_a_proc_without_a_job_ad_is_dropped_at_commit(backend):
+    txn = backend.begin()
+    cluster = backend.new_cluster(txn)
+    backend.new_proc(txn, cluster)
+    backend.commit(txn)
+    assert backend.query(parse_constraint(f"ClusterId == {cluster}")) == []
+
+
+def test_cluster_ids_are_never_reused_across_aborts_and_restarts(tmp_path):
+    first = LocalBackend(tmp_path)
+    txn = first.begin()
+    aborted = first.new_cluster(txn)
+    first.abort(txn)
+    first.close()
+    second = LocalBackend(tmp_path)
+    assert second.new_cluster(second.begin()) == aborted + 1
+    second.close()
+
+
+def test_the_queue_is_reloaded_from_disk(tmp_path):
+    backend = LocalBackend(tmp_path)
+    cluster, (proc,) = submitted(backend, Requirements=classad2.ExprTree("Memory > 5"))
+    backend.close()
+    reopened = LocalBackend(tmp_path)
+    assert str(reopened.get_job(cluster, proc).lookup("Requirements")) == "Memory > 5"
+    reopened.close()
+
+
+def test_queries_with_constraint_and_projection(backend):
+    cluster, procs = submitted(backend, 3, Tag="x")
+    found = backend.query(parse_constraint(f"ClusterId == {cluster} && ProcId > 0"), ["ProcId", "Tag", "Nope"])
+    assert sorted(ad["ProcId"] for ad in found) == [1, 2]
+    assert all(set(ad.keys()) == {"ProcId", "Tag"} for ad in found)
+
+
+def test_state_transitions_and_their_preconditions(backend):
+    cluster, (proc,) = submitted(backend)
+    with pytest.raises(InvalidState):
+        backend.act(None, JobAction.RELEASE, cluster, proc, "not held")
+    assert backend.act(None, JobAction.HOLD, cluster, proc, "why") == 1
+    assert backend.get_job(cluster, proc)["HoldReason"] == "why"
+    assert backend.act(None, JobAction.REMOVE, cluster, proc, "gone") == 1
+    assert backend.get_job(cluster, proc)["JobStatus"] == 3
+    with pytest.raises(InvalidState):
+        backend.act(None, JobAction.HOLD, cluster, proc, "too late")
+    with pytest.raises(UnknownJob):
+        backend.act(None, JobAction.HOLD, cluster + 100, 0, "who")
+
+
+def test_removing_a_cluster_skips_jobs_already_removed(backend):
+    cluster, procs = submitted(backend, 3)
+    backend.act(None, JobAction.REMOVE, cluster, 1, "first")
+    assert backend.act(None, JobAction.REMOVE, cluster, None, "rest") == 2
+    assert backend.get_job(cluster, 1)["RemoveReason"] == "first"
+
+
+def test_changes_in_a_transaction_apply_in_order_at_commit(backend):
+    cluster, (proc,) = submitted(backend)
+    txn = backend.begin()
+    backend.act(txn, JobAction.HOLD, cluster, proc, "one")
+    backend.act(txn, JobAction.RELEASE, cluster, proc, "two")
+    backend.set_attribute(txn, cluster, proc, "Note", "set in txn")
+    assert backend.get_job(cluster, proc).get("Note") is None
+    backend.commit(txn)
+    ad = backend.get_job(cluster, proc)
+    assert ad["JobStatus"] == 1 and ad["LastHoldReason"] == "one" and ad["Note"] == "set in txn"
+
+
+def test_spool_files_are_plain_names_only(backend):
+    txn = backend.begin()
+    cluster = backend.new_cluster(txn)
+    proc = backend.new_proc(txn, cluster)
+    for name in ("../x", "a/b", "", ".."):
+        with pytest.raises(BackendError):
+            backend.stage_file(txn, cluster, proc, name)
+    backend.abort(txn)
+
+
+def test_a_restart_preens_spools_of_jobs_that_never_committed(tmp_path):
+    backend = LocalBackend(tmp_path)
+    txn = backend.begin()
+    cluster = backend.new_cluster(txn)
+    proc = backend.new_proc(txn, cluster)
+    backend.stage_file(txn, cluster, proc, "orphan")
+    kept_cluster, (kept_proc,) = submitted(backend)
+    backend.close()  # as if the process died: the transaction is neither committed nor aborted
+    reopened = LocalBackend(tmp_path)
+    assert reopened.list_files(None, cluster, proc) == []
+    assert reopened.get_job(kept_cluster, kept_proc) is not None
+    reopened.close()
