@@ -89,3 +89,30 @@ def test_other_gets_are_not_found(gateway):
     with pytest.raises(urllib.error.HTTPError) as error:
         urllib.request.urlopen(gateway.url + "index.html")
     assert error.value.code == 404
+
+
+def test_the_installed_package_serves_its_own_copy_of_the_wsdl(tmp_path):
+    """Run the console script outside the checkout, so the WSDL must come from the installed package data."""
+    import os
+    import shutil
+    import subprocess
+    import time
+
+    script = shutil.which("birdbath-gateway")
+    if script is None:
+        pytest.skip("birdbath-gateway is not installed (tox installs it)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    port_file = tmp_path / "port"
+    process = subprocess.Popen([script, "--port", "0", "--port-file", str(port_file), "--state-dir",
+                                str(tmp_path / "state")], cwd=tmp_path, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not (port_file.exists() and port_file.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port_file.read_text().strip()}/?wsdl") as response:
+            served = etree.fromstring(response.read())
+        assert first_difference(shape(served), shape(parse(LEGACY_WSDL))) is None
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
