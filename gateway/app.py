@@ -33,13 +33,15 @@ class Gateway:
         self.calls = BlockingCaller(reactor, getattr(self.backend, "threads", 1), config.backend)
         policy = config.policy()
         self.schedd = BirdbathSchedd(self.backend, self.calls, policy, reactor, config.schedd_settings())
-        root = GatewayResource(SoapDispatcher(schedd_application()), PublishedWsdl(wsdl_path("condorSchedd.wsdl")),
-                               "condorSchedd.wsdl", self._request_context)
+        dispatcher = SoapDispatcher(schedd_application())
+        self._answers = dispatcher.ad_answers()
+        root = GatewayResource(dispatcher, PublishedWsdl(wsdl_path("condorSchedd.wsdl")), "condorSchedd.wsdl",
+                               self._request_context)
         self.site = GatewaySite(root, max_body=config.max_request_bytes, policy=policy)
         self.port: IListeningPort | None = None
 
     def _request_context(self, caller: Caller) -> RequestContext:
-        return RequestContext(caller=caller, schedd=self.schedd)
+        return RequestContext(caller=caller, schedd=self.schedd, answers=self._answers)
 
     def listen(self) -> IListeningPort:
         self.port = self.reactor.listenTCP(self.config.port, self.site, interface=self.config.listen)

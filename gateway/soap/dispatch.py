@@ -16,9 +16,17 @@ from spyne.context import MethodContext
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
+from .adwriter import AdAnswers, SplitAnswer
 from .compat import install as install_compat
 
 log = Logger()
+
+
+@dataclass(frozen=True)
+class Prebuilt:
+    """An operation's answer already serialised (see ``adwriter``); spyne's serialiser is skipped."""
+
+    body: bytes
 
 
 @dataclass
@@ -56,10 +64,34 @@ class SoapDispatcher:
                 log.failure("operation {operation} failed", operation=operation)
                 return self._fault(p_ctx, Fault("Server", f"Internal error in {operation}: {exc}"), operation)
             p_ctx.out_object = [result]
+        if isinstance(result, Prebuilt):
+            p_ctx.close()
+            return SoapAnswer(200, result.body, operation)
         self._server.get_out_string(p_ctx)
         answer = SoapAnswer(200, b"".join(p_ctx.out_string), operation)
         p_ctx.close()
         return answer
+
+    def render(self, operation: str, answer: Any) -> bytes:
+        """Serialise an answer of ``operation`` the way a real request would be (for prebuilt templates)."""
+        ctx = MethodContext(self._server, MethodContext.SERVER)
+        ctx.descriptor = self._server.app.interface.service_method_map[f"{{{self._server.app.tns}}}{operation}"][0]
+        ctx.out_object = [answer]
+        self._server.get_out_string(ctx)
+        body = b"".join(ctx.out_string)
+        ctx.close()
+        return body
+
+    def ad_answers(self) -> AdAnswers:
+        """Templates for getJobAds/getJobAd answers, cut from spyne's own output."""
+        from . import models as m
+
+        ok = m.Status(code="SUCCESS", message="Success")
+        return AdAnswers(
+            job_ads=SplitAnswer.around(
+                self.render("getJobAds", m.ClassAdStructArrayAndStatus(status=ok, classAdArray=[])), "classAdArray"),
+            job_ad=SplitAnswer.around(
+                self.render("getJobAd", m.ClassAdStructAndStatus(status=ok, classAd=[])), "classAd"))
 
     def _fault(self, p_ctx: Any, fault: Exception, operation: str | None) -> SoapAnswer:
         if not isinstance(fault, Fault):

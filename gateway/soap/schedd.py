@@ -15,7 +15,9 @@ from gateway.core.status import OK, BirdbathError, Status as CoreStatus, StatusC
 from gateway.core.transactions import Transaction as CoreTransaction, TransactionRef
 
 from . import models as m
+from .adwriter import xml_text
 from .context import RequestContext
+from .dispatch import Prebuilt
 
 OPERATIONS = (
     "getVersionString", "getPlatformString", "beginTransaction", "commitTransaction", "abortTransaction",
@@ -41,7 +43,7 @@ def attrs(wire: Iterable[m.ClassAdStructAttr | None] | None) -> list[Attr]:
 
 
 def struct(core: Sequence[Attr]) -> list[m.ClassAdStructAttr]:
-    return [m.ClassAdStructAttr(name=a.name, type=a.type.value, value=a.value) for a in core]
+    return [m.ClassAdStructAttr(name=xml_text(a.name), type=a.type.value, value=xml_text(a.value)) for a in core]
 
 
 def wire_transaction(core: CoreTransaction | None) -> m.Transaction:
@@ -160,7 +162,7 @@ class CondorScheddService(Service):
     @rpc(m.NullableTransaction, Unicode, _returns=m.ClassAdStructArrayAndStatus, _out_variable_name="response")
     def getJobAds(ctx, transaction, constraint):
         return _run(ctx, lambda s, r: s.get_job_ads(r.caller, transaction_ref(transaction), constraint),
-                    lambda ok, ads: m.ClassAdStructArrayAndStatus(status=ok, classAdArray=[struct(a) for a in ads]),
+                    lambda ok, ads: Prebuilt(ctx.udc.answers.write_job_ads(ads)),
                     lambda failure: m.ClassAdStructArrayAndStatus(status=failure))
 
     @rpc(m.NullableTransaction, Integer32, Integer32, _returns=m.ClassAdStructAndStatus,
@@ -168,7 +170,7 @@ class CondorScheddService(Service):
     def getJobAd(ctx, transaction, clusterId, jobId):
         return _run(ctx, lambda s, r: s.get_job_ad(r.caller, transaction_ref(transaction), _int(clusterId),
                                                    _int(jobId)),
-                    lambda ok, ad: m.ClassAdStructAndStatus(status=ok, classAd=struct(ad)),
+                    lambda ok, ad: Prebuilt(ctx.udc.answers.write_job_ad(ad)),
                     lambda failure: m.ClassAdStructAndStatus(status=failure))
 
     @rpc(m.NullableTransaction, Integer32, Integer32, Unicode, Integer32, m.HashType, Unicode, _returns=m.Status,
