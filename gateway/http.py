@@ -108,6 +108,8 @@ class GatewayResource(resource.Resource):
             request.setHeader(b"content-type", b"text/plain; charset=utf-8")
             return b"Not found: GET /%s or /?wsdl for the WSDL; POST SOAP requests to any path.\n" % self._wsdl_name
         request.setHeader(b"content-type", XML)
+        log.info("GET {path} (WSDL) from {client}", path=request.uri.decode("latin-1"),
+                 client=getattr(request.getClientAddress(), "host", ""))
         return self._wsdl.render(_base_url(request))
 
     def render_HEAD(self, request: server.Request) -> bytes:
