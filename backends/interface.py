@@ -64,6 +64,10 @@ class ScheddBackend(Protocol):
     def close(self) -> None:
         """Release resources; called once at shutdown, after every open transaction was aborted."""
 
+    # Optional: ``start(reactor, call)`` is called once the gateway runs, for backends that run services in its
+    # process (``call(function, *args)`` runs a function on the backend's worker thread and returns a
+    # Deferred); ``async stop()`` is awaited at shutdown before ``close``.
+
     # -- transactions -------------------------------------------------------------------------------
     def begin(self) -> object:
         """Open a backend transaction; nothing done through it is visible to queries until commit."""

@@ -31,6 +31,9 @@ class Gateway:
         self.backend = backend or registry.create(config.backend, config.state_dir,
                                                   config.backend_options.get(config.backend))
         self.calls = BlockingCaller(reactor, getattr(self.backend, "threads", 1), config.backend)
+        start = getattr(self.backend, "start", None)
+        if start is not None:  # backends that run services in the gateway (the local executor) start here
+            start(reactor, self.calls)
         policy = config.policy()
         self.schedd = BirdbathSchedd(self.backend, self.calls, policy, reactor, config.schedd_settings())
         dispatcher = SoapDispatcher(schedd_application())
@@ -56,5 +59,8 @@ class Gateway:
         if self.port is not None:
             await self.port.stopListening()
         await self.schedd.abort_all()
+        stop = getattr(self.backend, "stop", None)
+        if stop is not None:
+            await stop()
         self.calls.stop()
         self.backend.close()

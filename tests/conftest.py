@@ -19,6 +19,10 @@ SHARED = ROOT.parent / "shared"
 LEGACY_WSDL = SHARED / "legacy" / "condorSchedd-7.2.4.wsdl"
 WIRE = SHARED / "wire"
 
+#: a gateway whose local backend has no slots: vanilla jobs stay idle, as in a pool without matching machines,
+#: so tests of the queue itself see jobs exactly as submitted
+QUEUE_ONLY = "[backends.local]\nslots = 0\n"
+
 
 class GatewayProcess:
     """``birdbath-gateway`` running in its own process, started and stopped by a test."""
@@ -97,9 +101,9 @@ def start_gateway(tmp_path: Path) -> Iterator:
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    """One gateway shared by a module's tests (each test uses its own clusters)."""
+    """One gateway shared by a module's tests (each test uses its own clusters); it runs no vanilla jobs."""
     tmp = tmp_path_factory.mktemp("gateway")
-    process = GatewayProcess(tmp / "state", tmp=tmp).start()
+    process = GatewayProcess(tmp / "state", QUEUE_ONLY, tmp=tmp).start()
     yield process
     process.stop()
 

@@ -7,7 +7,7 @@ import sys
 import time
 
 from tests.birdbath import ad, begin, new_job, submit_job, values
-from tests.conftest import ROOT, zeep_client
+from tests.conftest import QUEUE_ONLY, ROOT, zeep_client
 
 
 def client(gateway):
@@ -24,7 +24,7 @@ def jobs_in(schedd, cluster: int) -> list:
 
 
 def test_an_expired_transaction_is_rolled_back(start_gateway):
-    gateway = start_gateway()
+    gateway = start_gateway(QUEUE_ONLY)
     schedd = client(gateway)
     txn = begin(schedd, duration=1)
     cluster, proc = new_job(schedd, txn)
@@ -39,7 +39,7 @@ def test_an_expired_transaction_is_rolled_back(start_gateway):
 
 
 def test_calls_keep_a_transaction_alive(start_gateway):
-    schedd = client(start_gateway())
+    schedd = client(start_gateway(QUEUE_ONLY))
     txn = begin(schedd, duration=2)
     cluster, proc = new_job(schedd, txn)
     for _ in range(4):
@@ -66,20 +66,20 @@ def test_concurrent_transactions_are_independent(gateway):
 
 
 def test_the_maximum_duration_clamps_begin_and_extend(start_gateway):
-    schedd = client(start_gateway("[birdbath]\nmax_soap_transaction_duration = 30\n"))
+    schedd = client(start_gateway(QUEUE_ONLY + "[birdbath]\nmax_soap_transaction_duration = 30\n"))
     txn = schedd.beginTransaction(3600).transaction
     assert txn.duration == 30
     assert schedd.extendTransaction(txn, 7200).transaction.duration == 30
 
 
 def test_trusted_queues_accept_any_owner(start_gateway):
-    schedd = client(start_gateway("[birdbath]\nqueue_all_users_trusted = true\n"))
+    schedd = client(start_gateway(QUEUE_ONLY + "[birdbath]\nqueue_all_users_trusted = true\n"))
     cluster, proc = submit_job(schedd, Owner="alice")
     assert values(schedd.getJobAd(None, cluster, proc).classAd)["Owner"] == "alice"
 
 
 def test_the_default_owner_is_configurable(start_gateway):
-    schedd = client(start_gateway('[birdbath]\ndefault_owner = "svc"\n'))
+    schedd = client(start_gateway(QUEUE_ONLY + '[birdbath]\ndefault_owner = "svc"\n'))
     cluster, proc = submit_job(schedd)
     assert values(schedd.getJobAd(None, cluster, proc).classAd)["Owner"] == "svc"
     cluster, proc = submit_job(schedd, Owner="svc")
@@ -87,7 +87,7 @@ def test_the_default_owner_is_configurable(start_gateway):
 
 
 def test_committed_jobs_and_files_survive_a_crash_and_ids_never_repeat(start_gateway):
-    gateway = start_gateway()
+    gateway = start_gateway(QUEUE_ONLY)
     schedd = client(gateway)
     cluster, proc = submit_job(schedd, files={"data.bin": b"\x00\x01payload"}, Tag="durable")
     aborted = begin(schedd)
@@ -114,7 +114,7 @@ def test_committed_jobs_and_files_survive_a_crash_and_ids_never_repeat(start_gat
 
 
 def test_a_clean_stop_rolls_back_open_transactions(start_gateway):
-    gateway = start_gateway()
+    gateway = start_gateway(QUEUE_ONLY)
     schedd = client(gateway)
     txn = begin(schedd, duration=600)
     cluster, proc = new_job(schedd, txn)

@@ -103,18 +103,31 @@ def test_state_transitions_and_their_preconditions(backend):
     assert backend.act(None, JobAction.HOLD, cluster, proc, "why") == 1
     assert backend.get_job(cluster, proc)["HoldReason"] == "why"
     assert backend.act(None, JobAction.REMOVE, cluster, proc, "gone") == 1
-    assert backend.get_job(cluster, proc)["JobStatus"] == 3
-    with pytest.raises(InvalidState):
-        backend.act(None, JobAction.HOLD, cluster, proc, "too late")
+    assert backend.get_job(cluster, proc) is None  # removed jobs leave the queue ...
+    (removed,) = backend.history(parse_constraint(f"ClusterId == {cluster}"))  # ... for the history
+    assert removed["JobStatus"] == 3 and removed["RemoveReason"] == "gone"
     with pytest.raises(UnknownJob):
         backend.act(None, JobAction.HOLD, cluster + 100, 0, "who")
 
 
 def test_removing_a_cluster_skips_jobs_already_removed(backend):
-    cluster, procs = submitted(backend, 3)
+    cluster, procs = submitted(backend, 3, LeaveJobInQueue=True)
     backend.act(None, JobAction.REMOVE, cluster, 1, "first")
+    with pytest.raises(InvalidState):
+        backend.act(None, JobAction.HOLD, cluster, 1, "too late")
     assert backend.act(None, JobAction.REMOVE, cluster, None, "rest") == 2
     assert backend.get_job(cluster, 1)["RemoveReason"] == "first"
+    assert backend.get_job(cluster, 2)["RemoveReason"] == "rest"
+
+
+def test_leave_job_in_queue_keeps_finished_jobs_until_it_turns_false(backend):
+    cluster, (proc,) = submitted(backend, LeaveJobInQueue=classad2.ExprTree("FilesRetrieved =?= false"),
+                                 FilesRetrieved=False)
+    backend.act(None, JobAction.REMOVE, cluster, proc, "done with it")
+    assert backend.get_job(cluster, proc)["JobStatus"] == 3
+    backend.set_attribute(None, cluster, proc, "FilesRetrieved", classad2.ExprTree("true"))
+    assert backend.get_job(cluster, proc) is None
+    assert backend.history(parse_constraint(f"ClusterId == {cluster}"), limit=1)[0]["FilesRetrieved"] is True
 
 
 def test_changes_in_a_transaction_apply_in_order_at_commit(backend):

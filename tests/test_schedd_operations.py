@@ -259,12 +259,18 @@ def test_system_hold_is_recorded_as_such(any_schedd):
 
 
 def test_remove_job_with_reason(any_schedd):
-    cluster, proc = submit_job(any_schedd)
+    cluster, proc = submit_job(any_schedd, LeaveJobInQueue=True)
     assert code(any_schedd.removeJob(NULL, cluster, proc, "not needed", False)) == "SUCCESS"
     removed = values(any_schedd.getJobAd(NULL, cluster, proc).classAd)
     assert removed["JobStatus"] == "3" and removed["RemoveReason"] == "not needed"
     again = any_schedd.removeJob(NULL, cluster, proc, "again", True)
     assert again.code == "FAIL" and again.message.startswith("Failed to abort job")
+
+
+def test_a_removed_job_leaves_the_queue_unless_left_in_it(any_schedd):
+    cluster, proc = submit_job(any_schedd)
+    assert code(any_schedd.removeJob(NULL, cluster, proc, "gone", False)) == "SUCCESS"
+    assert any_schedd.getJobAd(NULL, cluster, proc).status.code == "UNKNOWNJOB"
 
 
 @pytest.mark.parametrize("operation", ["holdJob", "releaseJob", "removeJob"])
@@ -295,7 +301,7 @@ def test_remove_cluster_removes_every_job_and_an_unknown_cluster_is_fine(any_sch
     cluster = any_schedd.newCluster(txn).integer
     for _ in range(3):
         proc = any_schedd.newJob(txn, cluster).integer
-        any_schedd.submit(txn, cluster, proc, ad(Cmd="/bin/true"))
+        any_schedd.submit(txn, cluster, proc, ad(Cmd="/bin/true", LeaveJobInQueue=True))
     any_schedd.commitTransaction(txn)
     assert code(any_schedd.removeCluster(NULL, cluster, "all of them")) == "SUCCESS"
     found = any_schedd.getJobAds(NULL, f"ClusterId == {cluster}").classAdArray.item

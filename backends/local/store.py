@@ -24,6 +24,12 @@ CREATE TABLE IF NOT EXISTS jobs (
     ad TEXT NOT NULL,
     PRIMARY KEY (cluster, proc)
 );
+CREATE TABLE IF NOT EXISTS history (
+    cluster INTEGER NOT NULL,
+    proc INTEGER NOT NULL,
+    ad TEXT NOT NULL,
+    PRIMARY KEY (cluster, proc)
+);
 """
 
 
@@ -66,17 +72,26 @@ class JobStore:
             self._db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('cluster', ?)", (cluster,))
         return cluster
 
-    def apply(self, ads: Mapping[JobKey, classad2.ClassAd], deleted: Iterable[JobKey] = ()) -> None:
-        """Write these ads (and drop these jobs) atomically and durably, then publish them to readers."""
-        deleted = list(deleted)
-        rows = [(key[0], key[1], str(ad)) for key, ad in ads.items()]
+    def apply(self, ads: Mapping[JobKey, classad2.ClassAd], archived: Iterable[JobKey] = ()) -> None:
+        """Write these ads and move the ``archived`` jobs into the history, atomically and durably; then publish
+        the result to readers."""
+        archived = [key for key in archived if key in ads or key in self._jobs]
+        queued = [(key[0], key[1], str(ad)) for key, ad in ads.items() if key not in archived]
+        history = [(key[0], key[1], str(ads[key] if key in ads else self._jobs[key])) for key in archived]
         with self._lock:
             with self._transaction():
-                self._db.executemany("INSERT OR REPLACE INTO jobs (cluster, proc, ad) VALUES (?, ?, ?)", rows)
-                self._db.executemany("DELETE FROM jobs WHERE cluster = ? AND proc = ?", deleted)
-            self._jobs.update(ads)
-            for key in deleted:
+                self._db.executemany("INSERT OR REPLACE INTO jobs (cluster, proc, ad) VALUES (?, ?, ?)", queued)
+                self._db.executemany("INSERT OR REPLACE INTO history (cluster, proc, ad) VALUES (?, ?, ?)", history)
+                self._db.executemany("DELETE FROM jobs WHERE cluster = ? AND proc = ?", archived)
+            self._jobs.update((key, ad) for key, ad in ads.items() if key not in archived)
+            for key in archived:
                 self._jobs.pop(key, None)
+
+    def history(self) -> Iterator[classad2.ClassAd]:
+        """Jobs that left the queue, most recent cluster first (read from disk: the history is not cached)."""
+        with self._lock:
+            rows = self._db.execute("SELECT ad FROM history ORDER BY cluster DESC, proc DESC").fetchall()
+        return (classad2.parseOne(text) for (text,) in rows)
 
     def _transaction(self) -> "_SqliteTransaction":
         return _SqliteTransaction(self._db)

@@ -55,3 +55,28 @@ def _quote(arg: str) -> str:
     if arg and not any(c.isspace() or c == "'" for c in arg):
         return arg
     return "'" + arg.replace("'", "''") + "'"
+
+
+def parse_v1(text: str) -> list[str]:
+    """V1 ("old") arguments: separated by white space; a backslash-escaped double quote is a literal quote."""
+    return [arg.replace('\\"', '"') for arg in text.split()]
+
+
+def parse_environment_v2(text: str) -> dict[str, str]:
+    """V2 environment: ``NAME=value`` entries separated by white space, quoted like V2 arguments."""
+    return _assignments(parse_v2(text), text)
+
+
+def parse_environment_v1(text: str) -> dict[str, str]:
+    """V1 environment: ``NAME=value`` entries separated by semicolons."""
+    return _assignments([entry for entry in text.split(";") if entry.strip()], text)
+
+
+def _assignments(entries: list[str], text: str) -> dict[str, str]:
+    environment: dict[str, str] = {}
+    for entry in entries:
+        name, equals, value = entry.strip().partition("=")
+        if not equals or not name:
+            raise ArgumentSyntaxError(f"environment entry {entry!r} is not NAME=value (in {text!r})")
+        environment[name] = value
+    return environment

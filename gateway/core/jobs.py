@@ -41,3 +41,17 @@ class JobAction(enum.Enum):
 PRIVATE_ATTRIBUTES = frozenset(
     {"Capability", "ChildClaimIds", "ClaimId", "ClaimIdList", "ClaimIds", "PairedClaimId", "TransferKey"}
 )
+
+
+class HoldCode(enum.IntEnum):
+    """``HoldReasonCode`` values (HTCondor's CONDOR_HOLD_CODE) that the gateway produces."""
+
+    UNSPECIFIED = 0
+    USER_REQUEST = 1
+    JOB_POLICY = 3
+    FAILED_TO_CREATE_PROCESS = 6
+    UNABLE_TO_OPEN_OUTPUT = 7
+    UNABLE_TO_OPEN_INPUT = 8
+    TRANSFER_OUTPUT_ERROR = 12
+    TRANSFER_INPUT_ERROR = 13
+    IWD_ERROR = 14

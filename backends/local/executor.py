@@ -1,0 +1,210 @@
+"""The local backend's executor: starts queued jobs as processes from the Twisted reactor and watches them.
+
+It owns what lives in the reactor thread (processes, slots, timers); every queue change it causes runs in the
+backend's worker thread through ``call`` (the store is only ever touched there).  Each job runs under a small
+launcher (``launcher.py``) in its own session, so a hold or removal can signal the whole process group.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from twisted.internet import protocol
+from twisted.internet.defer import Deferred
+from twisted.internet.task import LoopingCall
+from twisted.logger import Logger
+
+from gateway.core.jobs import JobStatus
+
+from .sandbox import ExecuteDir
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .backend import Launch, LocalBackend
+
+log = Logger()
+LAUNCHER = Path(__file__).with_name("launcher.py")
+JobKey = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    slots: int = field(default_factory=lambda: os.cpu_count() or 1)
+    kill_grace: float = 10.0  # seconds between the polite signal and SIGKILL
+    periodic_interval: float = 60.0  # how often PeriodicHold/Remove/Release are evaluated
+
+
+class _JobProcess(protocol.ProcessProtocol):
+    def __init__(self, executor: "Executor", key: JobKey) -> None:
+        self._executor = executor
+        self._key = key
+
+    def processEnded(self, reason: Any) -> None:
+        self._executor._ended(self._key)
+
+
+@dataclass
+class _Running:
+    launch: "Launch"
+    transport: Any = None
+    killer: Any = None
+    stopping: str | None = None  # set when the gateway (not the job or a user) ends the run
+
+
+class Executor:
+    def __init__(self, reactor: Any, call: Callable[..., Deferred], backend: "LocalBackend",
+                 options: ExecutorOptions) -> None:
+        self._reactor = reactor
+        self._call = call
+        self._backend = backend
+        self.options = options
+        self._running: dict[JobKey, _Running] = {}
+        self._wake_pending = False
+        self._negotiating = False
+        self._again = False
+        self._stopped = False
+        self._periodic = LoopingCall(self._tick)
+        self._periodic.clock = reactor
+        self._drained: list[Deferred] = []
+
+    # -- life cycle ---------------------------------------------------------------------------------
+    def start(self) -> Deferred:
+        started = self._call(self._backend.recover)
+        started.addCallback(lambda _: self._periodic.start(self.options.periodic_interval, now=False))
+        started.addCallback(lambda _: self.wake())
+        started.addErrback(lambda failure: log.failure("recovering running jobs failed", failure))
+        return started
+
+    async def stop(self) -> None:
+        """Stop starting jobs, end the running ones (they go back to idle) and wait for them."""
+        self._stopped = True
+        if self._periodic.running:
+            self._periodic.stop()
+        for key, running in list(self._running.items()):
+            running.stopping = "The gateway shut down while the job was running; it will run again"
+            self._signal(key, signal.SIGTERM)
+        while self._running:
+            waiter: Deferred = Deferred()
+            self._drained.append(waiter)
+            await waiter
+
+    # -- what the backend tells us ------------------------------------------------------------------
+    def changed(self, changes: dict[JobKey, tuple[JobStatus, str]]) -> None:
+        """Called (in the reactor thread) after queue changes: stop runs that were held or removed."""
+        for key, (status, kill_signal) in changes.items():
+            if key in self._running and status is not JobStatus.RUNNING:
+                self._signal(key, _signal_number(kill_signal))
+        if any(status is JobStatus.IDLE for status, _ in changes.values()) or not changes:
+            self.wake()
+
+    def wake(self) -> None:
+        """Schedule a negotiation cycle soon (many wake-ups coalesce into one)."""
+        if self._stopped or self._wake_pending:
+            return
+        self._wake_pending = True
+        self._reactor.callLater(0, self._start_cycle)
+
+    @property
+    def busy_cpus(self) -> int:
+        return sum(running.launch.cpus for running in self._running.values())
+
+    # -- negotiation ----------------------------------------------------------------------------------
+    def _start_cycle(self) -> None:
+        self._wake_pending = False
+        Deferred.fromCoroutine(self._negotiate()).addErrback(
+            lambda failure: log.failure("negotiation cycle failed", failure))
+
+    async def _negotiate(self) -> None:
+        if self._negotiating:
+            self._again = True
+            return
+        self._negotiating = True
+        try:
+            while not self._stopped:
+                self._again = False
+                free = self.options.slots - self.busy_cpus
+                launches = await self._call(self._backend.start_jobs, free, set(self._running))
+                for launch in launches:
+                    self._spawn(launch)
+                if not self._again:
+                    break
+        finally:
+            self._negotiating = False
+
+    def _spawn(self, launch: "Launch") -> None:
+        running = _Running(launch)
+        self._running[launch.key] = running
+        try:
+            running.transport = self._reactor.spawnProcess(
+                _JobProcess(self, launch.key), sys.executable,
+                [sys.executable, "-S", "-s", str(LAUNCHER), str(launch.directory.spec_file)],
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, path=str(launch.directory.root))
+        except OSError as exc:
+            log.error("cannot start the launcher for job {job}: {error}", job=launch.key, error=exc)
+            self._reactor.callLater(0, self._ended, launch.key)
+
+    # -- ending runs --------------------------------------------------------------------------------
+    def _signal(self, key: JobKey, number: int) -> None:
+        running = self._running.get(key)
+        if running is None or running.transport is None or running.killer is not None:
+            return
+        try:
+            os.kill(running.transport.pid, number)
+        except (ProcessLookupError, TypeError):
+            return
+        running.killer = self._reactor.callLater(self.options.kill_grace, self._kill, key)
+
+    def _kill(self, key: JobKey) -> None:
+        running = self._running.get(key)
+        if running is not None and running.transport is not None and running.transport.pid:
+            log.info("job {job} did not stop within {grace}s: SIGKILL", job=key, grace=self.options.kill_grace)
+            try:
+                os.killpg(running.transport.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def _ended(self, key: JobKey) -> None:
+        running = self._running.get(key)
+        if running is None:
+            return
+        if running.killer is not None and running.killer.active():
+            running.killer.cancel()
+        pgid = running.launch.directory.pgid()
+        if pgid:  # the launcher is gone: nothing the job left running in its session may outlive it
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except OSError:
+                pass
+        finished = self._call(self._backend.finish_job, key, running.stopping)
+        finished.addErrback(lambda failure: log.failure("recording the end of job {job} failed", failure, job=key))
+        finished.addBoth(lambda _: self._forget(key))
+
+    def _forget(self, key: JobKey) -> None:
+        self._running.pop(key, None)
+        if not self._running:
+            drained, self._drained = self._drained, []
+            for waiter in drained:
+                waiter.callback(None)
+        self.wake()
+
+    def _tick(self) -> Deferred:
+        ticked = self._call(self._backend.evaluate_periodic)
+        ticked.addErrback(lambda failure: log.failure("periodic policy evaluation failed", failure))
+        return ticked
+
+
+def _signal_number(name: str) -> int:
+    text = name.upper().strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        return int(getattr(signal, text if text.startswith("SIG") else f"SIG{text}"))
+    except AttributeError:
+        return int(signal.SIGTERM)
+
+
+__all__ = ["Executor", "ExecutorOptions", "ExecuteDir"]

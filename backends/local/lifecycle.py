@@ -1,0 +1,194 @@
+"""How a job's ad changes as it moves through the queue: the attribute updates a schedd makes on hold,
+release, remove, start, exit and periodic policy, plus the user-log event each transition writes.
+
+Pure functions of (ad, facts, now): the backend applies the updates durably and then writes the events.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import classad2
+
+from backends.interface import InvalidState
+from gateway.core.jobs import HoldCode, JobAction, JobStatus
+
+from .jobspec import value
+from .userlog import UserLog
+
+Updates = dict[str, object]  # attribute -> new value (None deletes the attribute)
+Event = Callable[[UserLog], None]
+
+
+@dataclass
+class Transition:
+    updates: Updates
+    events: list[Event] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended, as the launcher reported it (``exit_code`` or ``signal``)."""
+
+    exit_code: int | None
+    signal: int | None
+    user_cpu: float = 0.0
+    sys_cpu: float = 0.0
+    max_rss_kb: int = 0
+    wall_seconds: float = 0.0
+
+
+def status_of(ad: classad2.ClassAd) -> JobStatus:
+    result = value(ad, "JobStatus", int(JobStatus.IDLE))
+    try:
+        return JobStatus(result)
+    except ValueError:
+        return JobStatus.IDLE
+
+
+def _job(ad: classad2.ClassAd) -> str:
+    return f"job {ad.get('ClusterId')}.{ad.get('ProcId')}"
+
+
+def _entering(ad: classad2.ClassAd, status: JobStatus, now: int) -> Updates:
+    return {"LastJobStatus": int(status_of(ad)), "JobStatus": int(status), "EnteredCurrentStatus": now}
+
+
+def hold(ad: classad2.ClassAd, reason: str, code: HoldCode, now: int, *, subcode: int = 0) -> Transition:
+    status = status_of(ad)
+    if status in (JobStatus.HELD, JobStatus.REMOVED, JobStatus.COMPLETED):
+        raise InvalidState(f"{_job(ad)} is {status.name.lower()} and cannot be held")
+    updates = _entering(ad, JobStatus.HELD, now) | {
+        "HoldReason": reason, "HoldReasonCode": int(code), "HoldReasonSubCode": subcode}
+    if code != HoldCode.USER_REQUEST:
+        updates["NumSystemHolds"] = int(value(ad, "NumSystemHolds", 0)) + 1
+    return Transition(updates, [lambda log: log.held(reason, int(code), subcode)])
+
+
+def release(ad: classad2.ClassAd, reason: str, now: int) -> Transition:
+    status = status_of(ad)
+    if status is not JobStatus.HELD:
+        raise InvalidState(f"{_job(ad)} is {status.name.lower()}, not held")
+    updates = _entering(ad, JobStatus.IDLE, now) | {
+        "LastHoldReason": value(ad, "HoldReason"), "LastHoldReasonCode": value(ad, "HoldReasonCode"),
+        "ReleaseReason": reason, "HoldReason": None, "HoldReasonCode": None, "HoldReasonSubCode": None}
+    return Transition(updates, [lambda log: log.released(reason)])
+
+
+def remove(ad: classad2.ClassAd, reason: str, now: int) -> Transition:
+    status = status_of(ad)
+    if status in (JobStatus.REMOVED, JobStatus.COMPLETED):
+        raise InvalidState(f"{_job(ad)} is already {status.name.lower()}")
+    return Transition(_entering(ad, JobStatus.REMOVED, now) | {"RemoveReason": reason},
+                      [lambda log: log.aborted(reason)])
+
+
+USER_ACTION_DEFAULTS = {JobAction.HOLD: "Held via Birdbath SOAP", JobAction.RELEASE: "Released via Birdbath SOAP",
+                        JobAction.REMOVE: "Removed via Birdbath SOAP"}
+
+
+def user_action(action: JobAction, ad: classad2.ClassAd, reason: str | None, system: bool,
+                now: int) -> Transition:
+    reason = reason or USER_ACTION_DEFAULTS[action]
+    if action is JobAction.HOLD:
+        return hold(ad, reason, HoldCode.UNSPECIFIED if system else HoldCode.USER_REQUEST, now)
+    if action is JobAction.RELEASE:
+        return release(ad, reason, now)
+    return remove(ad, reason, now)
+
+
+def started(ad: classad2.ClassAd, now: int, host: str) -> Transition:
+    updates = _entering(ad, JobStatus.RUNNING, now) | {
+        "JobCurrentStartDate": now, "NumJobStarts": int(value(ad, "NumJobStarts", 0)) + 1, "RemoteHost": host}
+    if value(ad, "JobStartDate") is None:
+        updates["JobStartDate"] = now
+    return Transition(updates, [lambda log: log.executing(f"<127.0.0.1:0?alias={host}>")])
+
+
+def run_accounting(ad: classad2.ClassAd, result: RunResult) -> Updates:
+    """What every run adds to the ad, whatever happens to the job next."""
+    updates: Updates = {
+        "RemoteWallClockTime": float(value(ad, "RemoteWallClockTime", 0.0)) + result.wall_seconds,
+        "RemoteUserCpu": float(value(ad, "RemoteUserCpu", 0.0)) + result.user_cpu,
+        "RemoteSysCpu": float(value(ad, "RemoteSysCpu", 0.0)) + result.sys_cpu,
+        "LastRemoteWallClockTime": result.wall_seconds,
+    }
+    if result.max_rss_kb:
+        updates["ImageSize"] = max(int(value(ad, "ImageSize", 0)), result.max_rss_kb)
+        updates["ResidentSetSize"] = result.max_rss_kb
+        updates["MemoryUsage"] = math.ceil(result.max_rss_kb / 1024)
+    return updates
+
+
+def exited(ad: classad2.ClassAd, result: RunResult, now: int) -> Transition:
+    """A run ended by itself: record how, then let OnExitHold / OnExitRemove decide what happens next."""
+    updates = run_accounting(ad, result)
+    if result.signal is None:
+        updates |= {"ExitCode": result.exit_code, "ExitStatus": result.exit_code, "ExitBySignal": False,
+                    "ExitSignal": None}
+    else:
+        updates |= {"ExitBySignal": True, "ExitSignal": result.signal, "ExitCode": None}
+    probe = updated(ad, updates)
+    total_user, total_sys = float(updates["RemoteUserCpu"]), float(updates["RemoteSysCpu"])
+    terminated: Event = lambda log: log.terminated(result.exit_code, result.signal, result.user_cpu,  # noqa: E731
+                                                   result.sys_cpu, total_user, total_sys)
+    if _policy(probe, "OnExitHold", False):
+        expression = probe.lookup("OnExitHold")
+        reason = f"The job attribute OnExitHold expression '{expression}' evaluated to TRUE"
+        held = hold(probe, reason, HoldCode.JOB_POLICY, now)
+        return Transition(updates | held.updates, [terminated, *held.events])
+    if _policy(probe, "OnExitRemove", True):
+        done = _entering(ad, JobStatus.COMPLETED, now) | {
+            "CompletionDate": now, "NumJobCompletions": int(value(ad, "NumJobCompletions", 0)) + 1}
+        return Transition(updates | done, [terminated])
+    return Transition(updates | _entering(ad, JobStatus.IDLE, now), [terminated])
+
+
+def interrupted(ad: classad2.ClassAd, result: RunResult, message: str, now: int) -> Transition:
+    """A run that the gateway (not the job) ended: back to idle, like a shadow exception."""
+    return Transition(run_accounting(ad, result) | _entering(ad, JobStatus.IDLE, now) | {"LastVacateTime": now},
+                      [lambda log: log.shadow_exception(message)])
+
+
+def periodic(ad: classad2.ClassAd, now: int) -> Transition | None:
+    """PeriodicHold / PeriodicRemove / PeriodicRelease, evaluated as the schedd does every interval."""
+    status = status_of(ad)
+    if status in (JobStatus.IDLE, JobStatus.RUNNING) and _policy(ad, "PeriodicHold", False):
+        return hold(ad, _policy_reason(ad, "PeriodicHold"), HoldCode.JOB_POLICY, now)
+    if status not in (JobStatus.REMOVED, JobStatus.COMPLETED) and _policy(ad, "PeriodicRemove", False):
+        return remove(ad, _policy_reason(ad, "PeriodicRemove"), now)
+    if status is JobStatus.HELD and _policy(ad, "PeriodicRelease", False):
+        return release(ad, _policy_reason(ad, "PeriodicRelease"), now)
+    return None
+
+
+def leaves_queue(ad: classad2.ClassAd) -> bool:
+    """Completed and removed jobs leave the queue unless ``LeaveJobInQueue`` is true."""
+    return status_of(ad) in (JobStatus.COMPLETED, JobStatus.REMOVED) and not _policy(ad, "LeaveJobInQueue", False)
+
+
+def _policy(ad: classad2.ClassAd, name: str, default: bool) -> bool:
+    result = value(ad, name, default)
+    if isinstance(result, bool):
+        return result
+    if isinstance(result, (int, float)):
+        return result != 0
+    return default
+
+
+def _policy_reason(ad: classad2.ClassAd, name: str) -> str:
+    return f"The job attribute {name} expression '{ad.lookup(name)}' evaluated to TRUE"
+
+
+def updated(ad: classad2.ClassAd, updates: Updates) -> classad2.ClassAd:
+    copy = classad2.ClassAd()
+    copy.update(ad)
+    for name, new in updates.items():
+        if new is None:
+            copy.pop(name, None)
+        else:
+            copy[name] = new
+    return copy
+

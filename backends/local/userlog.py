@@ -1,0 +1,87 @@
+"""HTCondor user logs (the job's ``UserLog``/``Log`` file): the event text ``htcondor2.JobEventLog`` reads."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+
+import classad2
+
+SEPARATOR = "...\n"
+
+
+def log_path(ad: classad2.ClassAd) -> Path | None:
+    """The job's user log, relative paths taken from ``Iwd``; ``None`` when it has none."""
+    for name in ("UserLog", "Log"):
+        value = ad.eval(name) if name in ad else None
+        if isinstance(value, str) and value:
+            path = Path(value)
+            if not path.is_absolute():
+                iwd = ad.eval("Iwd") if "Iwd" in ad else None
+                if not isinstance(iwd, str):
+                    return None
+                path = Path(iwd) / path
+            return path
+    return None
+
+
+def _usage(seconds: float) -> str:
+    seconds = int(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{days} {hours:02d}:{minutes:02d}:{secs:02d}"
+
+
+class UserLog:
+    """Appends events to a job's user log (several jobs may share one file: each event is one locked write)."""
+
+    def __init__(self, path: Path, cluster: int, proc: int, clock=time.time) -> None:
+        self.path = path
+        self._id = f"({cluster:03d}.{proc:03d}.000)"
+        self._clock = clock
+
+    def _write(self, number: int, headline: str, *lines: str) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self._clock()))
+        text = f"{number:03d} {self._id} {stamp} {headline}\n" + "".join(f"\t{line}\n" for line in lines) + SEPARATOR
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, text.encode("utf-8"))
+        finally:
+            os.close(fd)
+
+    def submitted(self, host: str) -> None:
+        self._write(0, f"Job submitted from host: {host}")
+
+    def executing(self, host: str) -> None:
+        self._write(1, f"Job executing on host: {host}")
+
+    def terminated(self, exit_code: int | None, signal: int | None, user_cpu: float, sys_cpu: float,
+                   total_user_cpu: float, total_sys_cpu: float) -> None:
+        if signal is None:
+            status = [f"(1) Normal termination (return value {exit_code})"]
+        else:
+            status = [f"(0) Abnormal termination (signal {signal})", "(0) No core file"]
+        self._write(5, "Job terminated.", *status,
+                    f"\tUsr {_usage(user_cpu)}, Sys {_usage(sys_cpu)}  -  Run Remote Usage",
+                    f"\tUsr {_usage(0)}, Sys {_usage(0)}  -  Run Local Usage",
+                    f"\tUsr {_usage(total_user_cpu)}, Sys {_usage(total_sys_cpu)}  -  Total Remote Usage",
+                    f"\tUsr {_usage(0)}, Sys {_usage(0)}  -  Total Local Usage",
+                    "0  -  Run Bytes Sent By Job", "0  -  Run Bytes Received By Job",
+                    "0  -  Total Bytes Sent By Job", "0  -  Total Bytes Received By Job")
+
+    def held(self, reason: str, code: int, subcode: int = 0) -> None:
+        self._write(12, "Job was held.", reason, f"Code {code} Subcode {subcode}")
+
+    def released(self, reason: str) -> None:
+        self._write(13, "Job was released.", reason)
+
+    def aborted(self, reason: str) -> None:
+        self._write(9, "Job was aborted.", reason)
+
+    def shadow_exception(self, message: str) -> None:
+        self._write(7, "Shadow exception!", message, "0  -  Run Bytes Sent By Job", "0  -  Run Bytes Received By Job")
