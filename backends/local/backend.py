@@ -450,7 +450,8 @@ def _run_result(result: dict | None, ad: classad2.ClassAd, now: int) -> RunResul
         return RunResult(exit_code=None, signal=int(signal.SIGKILL), wall_seconds=max(0.0, now - started))
     return RunResult(exit_code=result.get("exit_code"), signal=result.get("signal"),
                      user_cpu=float(result.get("user_cpu", 0.0)), sys_cpu=float(result.get("sys_cpu", 0.0)),
-                     max_rss_kb=int(result.get("max_rss_kb", 0)), wall_seconds=float(result.get("wall_seconds", 0.0)))
+                     max_rss_kb=int(result.get("max_rss_kb", 0)), wall_seconds=float(result.get("wall_seconds", 0.0)),
+                     exec_error=result.get("exec_error"))
 
 
 def _kill_leftover(directory: ExecuteDir) -> None:

@@ -74,10 +74,16 @@ class Executor:
     # -- life cycle ---------------------------------------------------------------------------------
     def start(self) -> Deferred:
         started = self._call(self._backend.recover)
-        started.addCallback(lambda _: self._periodic.start(self.options.periodic_interval, now=False))
-        started.addCallback(lambda _: self.wake())
+        started.addCallback(lambda _: self._begin_cycles())
         started.addErrback(lambda failure: log.failure("recovering running jobs failed", failure))
         return started
+
+    def _begin_cycles(self) -> None:
+        if self._stopped:
+            return
+        looping = self._periodic.start(self.options.periodic_interval, now=False)  # fires only when stopped
+        looping.addErrback(lambda failure: log.failure("periodic evaluation stopped", failure))
+        self.wake()
 
     async def stop(self) -> None:
         """Stop starting jobs, end the running ones (they go back to idle) and wait for them."""
@@ -149,23 +155,35 @@ class Executor:
 
     # -- ending runs --------------------------------------------------------------------------------
     def _signal(self, key: JobKey, number: int) -> None:
+        """Send the job's stop signal to its launcher (which passes it to the job), then SIGKILL after the grace
+        period.  A launcher that has not set up its session yet is signalled as soon as it has."""
         running = self._running.get(key)
         if running is None or running.transport is None or running.killer is not None:
             return
+        running.killer = self._reactor.callLater(self.options.kill_grace, self._kill, key)
+        self._deliver(key, number)
+
+    def _deliver(self, key: JobKey, number: int) -> None:
+        running = self._running.get(key)
+        if running is None or running.transport is None or running.transport.pid is None:
+            return
+        if running.launch.directory.pgid() is None:
+            self._reactor.callLater(0.02, self._deliver, key, number)
+            return
         try:
             os.kill(running.transport.pid, number)
-        except (ProcessLookupError, TypeError):
-            return
-        running.killer = self._reactor.callLater(self.options.kill_grace, self._kill, key)
+        except ProcessLookupError:
+            pass
 
     def _kill(self, key: JobKey) -> None:
         running = self._running.get(key)
-        if running is not None and running.transport is not None and running.transport.pid:
-            log.info("job {job} did not stop within {grace}s: SIGKILL", job=key, grace=self.options.kill_grace)
-            try:
-                os.killpg(running.transport.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        if running is None or running.transport is None or running.transport.pid is None:
+            return
+        log.info("job {job} did not stop within {grace}s: SIGKILL", job=key, grace=self.options.kill_grace)
+        try:
+            os.killpg(running.launch.directory.pgid() or running.transport.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
     def _ended(self, key: JobKey) -> None:
         running = self._running.get(key)

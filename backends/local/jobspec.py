@@ -104,7 +104,8 @@ def _executable(ad: classad2.ClassAd, iwd: Path) -> Path:
     path = Path(cmd) if os.path.isabs(cmd) else iwd / cmd
     if not path.is_file():
         raise BadJob(f"Error from starter: Failed to execute '{path}': No such file", HoldCode.FAILED_TO_CREATE_PROCESS)
-    if not os.access(path, os.X_OK) and not _transfers_executable(ad):  # a transferred copy is made executable
+    executable = os.access(path, os.X_OK) and path.stat().st_mode & 0o111  # root may "access" any file
+    if not executable and not _transfers_executable(ad):  # a transferred copy is made executable
         raise BadJob(f"Error from starter: Failed to execute '{path}': Permission denied (not executable)",
                      HoldCode.FAILED_TO_CREATE_PROCESS)
     return path

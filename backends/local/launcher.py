@@ -24,12 +24,19 @@ def _open(path: str, flags: int) -> int:
 def run(spec: dict) -> dict:
     started = time.time()
     os.setsid()
-    with open(spec["pgid_file"] + ".tmp", "w") as stream:
+    early: list[int] = []  # signals that arrive before the job exists are replayed once it does
+    for number in FORWARDED:
+        signal.signal(number, lambda received, _frame: early.append(received))
+    with open(spec["pgid_file"] + ".tmp", "w") as stream:  # the gateway signals us only once this exists
         stream.write(str(os.getpgrp()))
     os.replace(spec["pgid_file"] + ".tmp", spec["pgid_file"])
+    failure_read, failure_write = os.pipe()  # close-on-exec: EOF means exec succeeded
     child = os.fork()
     if child == 0:  # the job
+        os.close(failure_read)
         try:
+            for number in FORWARDED:
+                signal.signal(number, signal.SIG_DFL)
             os.chdir(spec["cwd"])
             for fd, path, flags in ((0, spec["stdin"], os.O_RDONLY),
                                     (1, spec["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
@@ -37,14 +44,17 @@ def run(spec: dict) -> dict:
                 opened = _open(path, flags)
                 os.dup2(opened, fd)
                 os.close(opened)
-            for number in FORWARDED:
-                signal.signal(number, signal.SIG_DFL)
             os.execve(spec["executable"], [spec["executable"], *spec["arguments"]], spec["environment"])
         except OSError as exc:
-            os.write(2, f"launcher: cannot start {spec['executable']}: {exc.strerror}\n".encode())
+            os.write(failure_write, f"{exc.filename or spec['executable']}: {exc.strerror}".encode())
             os._exit(127)
+    os.close(failure_write)
     for number in FORWARDED:
         signal.signal(number, _forward)
+    for number in early:
+        _forward(number, None)
+    with os.fdopen(failure_read, "rb") as stream:
+        exec_error = stream.read().decode(errors="replace") or None
     while True:
         try:
             _, status, usage = os.wait4(child, 0)
@@ -55,7 +65,7 @@ def run(spec: dict) -> dict:
         "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
         "user_cpu": usage.ru_utime, "sys_cpu": usage.ru_stime, "max_rss_kb": usage.ru_maxrss,
-        "wall_seconds": time.time() - started,
+        "wall_seconds": time.time() - started, "exec_error": exec_error,
     }
 
 

@@ -38,6 +38,7 @@ class RunResult:
     sys_cpu: float = 0.0
     max_rss_kb: int = 0
     wall_seconds: float = 0.0
+    exec_error: str | None = None  # the job's program could not be started at all
 
 
 def status_of(ad: classad2.ClassAd) -> JobStatus:
@@ -125,6 +126,10 @@ def run_accounting(ad: classad2.ClassAd, result: RunResult) -> Updates:
 def exited(ad: classad2.ClassAd, result: RunResult, now: int) -> Transition:
     """A run ended by itself: record how, then let OnExitHold / OnExitRemove decide what happens next."""
     updates = run_accounting(ad, result)
+    if result.exec_error is not None:
+        held = hold(ad, f"Error from starter: Failed to execute '{result.exec_error}'",
+                    HoldCode.FAILED_TO_CREATE_PROCESS, now)
+        return Transition(updates | held.updates, held.events)
     if result.signal is None:
         updates |= {"ExitCode": result.exit_code, "ExitStatus": result.exit_code, "ExitBySignal": False,
                     "ExitSignal": None}

@@ -1,0 +1,341 @@
+"""The local backend runs jobs: submitted through SOAP, watched with getJobAd, output fetched with getFile."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from gateway.core.arguments import join_v2
+from tests.birdbath import ad, begin, expr, new_job, values
+from tests.conftest import zeep_client
+
+RUNNER = "[backends.local]\nslots = 2\nkill_grace = 1.0\nperiodic_interval = 0.5\n"
+KEEP = {"LeaveJobInQueue": expr("FilesRetrieved =?= false"), "FilesRetrieved": False}
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory):
+    from tests.conftest import GatewayProcess
+
+    tmp = tmp_path_factory.mktemp("runner")
+    process = GatewayProcess(tmp / "state", RUNNER, tmp=tmp).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def schedd(runner):
+    return zeep_client(runner.url + "condorSchedd.wsdl", runner.url)
+
+
+def submit(schedd, files: dict[str, bytes] | None = None, procs: int = 1, **attributes) -> list[tuple[int, int]]:
+    txn = begin(schedd)
+    cluster = schedd.newCluster(txn).integer
+    keys = []
+    for _ in range(procs):
+        proc = schedd.newJob(txn, cluster).integer
+        for name, data in (files or {}).items():
+            assert schedd.declareFile(txn, cluster, proc, name, len(data), "NOHASH", None).code == "SUCCESS"
+            assert schedd.sendFile(txn, cluster, proc, name, 0, data).code == "SUCCESS"
+        job = {"Requirements": expr("TRUE"), **KEEP, **attributes}
+        answer = schedd.submit(txn, cluster, proc, ad(**job))
+        assert answer.status.code == "SUCCESS", answer
+        keys.append((cluster, proc))
+    assert schedd.commitTransaction(txn).code == "SUCCESS"
+    return keys
+
+
+def job(schedd, key) -> dict[str, str]:
+    answer = schedd.getJobAd(None, *key)
+    return values(answer.classAd) if answer.status.code == "SUCCESS" else {}
+
+
+def wait_for(schedd, key, condition, timeout: float = 30.0) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        current = job(schedd, key)
+        if condition(current):
+            return current
+        if time.monotonic() > deadline:
+            raise AssertionError(f"job {key} never reached the expected state; last seen {current}")
+        time.sleep(0.05)
+
+
+def wait_until(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{condition} stayed false for {timeout}s")
+        time.sleep(0.05)
+
+
+def status_is(*statuses: int):
+    return lambda current: current.get("JobStatus") in {str(s) for s in statuses}
+
+
+def fetch(schedd, key, name: str) -> bytes:
+    size = {f.name: f.size for f in schedd.listSpool(None, *key).info.item}[name]
+    chunks = []
+    for offset in range(0, size, 1000):
+        answer = schedd.getFile(None, *key, name, offset, min(1000, size - offset))
+        assert answer.status.code == "SUCCESS"
+        chunks.append(answer.data)
+    return b"".join(chunks)
+
+
+def script(body: str) -> bytes:
+    return ("#!/bin/sh\n" + body + "\n").encode()
+
+
+# -- the Birdbath workflow ----------------------------------------------------------------------------------
+def test_input_files_in_output_back_through_the_spool(schedd):
+    run = script('tr a-z A-Z < words.txt > shouted.txt\necho "args: $1 $2"\necho warning >&2\nexit 0')
+    (key,) = submit(schedd, files={"run.sh": run, "words.txt": b"hello spool\n"}, Cmd="run.sh",
+                    Arguments="one 'two three'", ShouldTransferFiles="YES", Out="out.txt", Err="err.txt")
+    done = wait_for(schedd, key, status_is(4))
+    assert done["ExitCode"] == "0" and done["ExitBySignal"] == "FALSE"
+    assert fetch(schedd, key, "shouted.txt") == b"HELLO SPOOL\n"
+    assert fetch(schedd, key, "out.txt") == b"args: one two three\n"
+    assert fetch(schedd, key, "err.txt") == b"warning\n"
+    assert {f.name for f in schedd.listSpool(None, *key).info.item} >= {"run.sh", "words.txt", "shouted.txt"}
+    assert schedd.closeSpool(None, *key).code == "SUCCESS"
+    wait_for(schedd, key, lambda current: current == {})  # FilesRetrieved: the job leaves the queue
+
+
+def test_the_lifecycle_attributes_a_schedd_keeps(schedd):
+    (key,) = submit(schedd, Cmd="/bin/sh", Arguments="-c 'sleep 0.3; exit 7'")
+    done = wait_for(schedd, key, status_is(4))
+    for name in ("JobStartDate", "JobCurrentStartDate", "CompletionDate", "EnteredCurrentStatus"):
+        assert int(done[name]) >= int(done["QDate"])
+    assert done["NumJobStarts"] == "1" and done["NumJobCompletions"] == "1"
+    assert done["ExitCode"] == "7" and done["LastJobStatus"] == "2"
+    assert float(done["RemoteWallClockTime"]) >= 0.3
+    assert float(done["RemoteUserCpu"]) >= 0 and float(done["RemoteSysCpu"]) >= 0
+    assert int(done["ImageSize"]) > 0 and int(done["MemoryUsage"]) > 0
+
+
+def test_a_job_killed_by_a_signal(schedd):
+    (key,) = submit(schedd, Cmd="/bin/sh", Arguments="-c 'kill -9 $$'")
+    done = wait_for(schedd, key, status_is(4))
+    assert done["ExitBySignal"] == "TRUE" and done["ExitSignal"] == "9" and "ExitCode" not in done
+
+
+def test_arguments_and_environment_in_both_syntaxes(schedd, tmp_path):
+    out = tmp_path / "env.txt"
+    (v2,) = submit(schedd, Cmd="/bin/sh", Arguments=f"-c 'echo \"$GREETING|$OTHER|$0\" > {out}' zero",
+                   Environment="GREETING='hello there' OTHER=x", Iwd=str(tmp_path))
+    wait_for(schedd, v2, status_is(4))
+    assert out.read_text() == "hello there|x|zero\n"
+    (v1,) = submit(schedd, Cmd="/usr/bin/env", Args="", Env="ONE=1;TWO=2", Out=str(tmp_path / "v1.txt"),
+                   Iwd=str(tmp_path))
+    wait_for(schedd, v1, status_is(4))
+    environment = dict(line.split("=", 1) for line in (tmp_path / "v1.txt").read_text().splitlines())
+    assert environment["ONE"] == "1" and environment["TWO"] == "2" and "_CONDOR_SCRATCH_DIR" in environment
+
+
+def test_standard_input_and_a_relative_command_in_a_shared_iwd(schedd, tmp_path):
+    (tmp_path / "prog").write_bytes(script("cat; echo done"))
+    (tmp_path / "prog").chmod(0o755)
+    (tmp_path / "input").write_text("from stdin\n")
+    (key,) = submit(schedd, Cmd="prog", In="input", Out="output", Iwd=str(tmp_path), ShouldTransferFiles="NO")
+    wait_for(schedd, key, status_is(4))
+    assert (tmp_path / "output").read_text() == "from stdin\ndone\n"
+
+
+# -- control of running jobs --------------------------------------------------------------------------------
+def test_hold_stops_a_running_job_and_release_runs_it_again(schedd, tmp_path):
+    marker = tmp_path / "starts"
+    (key,) = submit(schedd, Cmd="/bin/sh", Arguments=f"-c 'echo start >> {marker}; sleep 30'")
+    wait_for(schedd, key, status_is(2))
+    started = time.monotonic()
+    assert schedd.holdJob(None, *key, "pause please", False, False, False).code == "SUCCESS"
+    held = wait_for(schedd, key, status_is(5))
+    assert held["HoldReason"] == "pause please" and held["HoldReasonCode"] == "1"
+    wait_for(schedd, key, lambda current: float(current.get("RemoteWallClockTime", 0)) > 0)
+    assert time.monotonic() - started < 10
+    assert schedd.releaseJob(None, *key, "go on", False, False).code == "SUCCESS"
+    again = wait_for(schedd, key, lambda current: current.get("NumJobStarts") == "2" and
+                     current.get("JobStatus") == "2")
+    assert again["LastHoldReason"] == "pause please"
+    wait_until(lambda: marker.read_text() == "start\nstart\n")
+    assert marker.read_text() == "start\nstart\n"
+    assert schedd.removeJob(None, *key, "enough", False).code == "SUCCESS"
+    removed = wait_for(schedd, key, status_is(3))
+    assert removed["RemoveReason"] == "enough"
+
+
+def test_remove_honours_remove_kill_sig(schedd, tmp_path):
+    caught = tmp_path / "caught"
+    body = f"trap 'echo usr1 > {caught}; exit 0' USR1\nwhile true; do sleep 0.1; done"
+    (key,) = submit(schedd, files={"trap.sh": script(body)}, Cmd="trap.sh", ShouldTransferFiles="YES",
+                    RemoveKillSig="SIGUSR1")
+    wait_for(schedd, key, status_is(2))
+    time.sleep(0.5)  # let the shell install its trap
+    assert schedd.removeJob(None, *key, "stop", False).code == "SUCCESS"
+    wait_for(schedd, key, status_is(3))
+    wait_until(caught.exists)
+    assert caught.read_text() == "usr1\n"
+
+
+def test_a_job_ignoring_its_signal_is_killed_after_the_grace_period(schedd, tmp_path):
+    alive = tmp_path / "alive"
+    loop = f"trap '' TERM; while true; do touch {alive}; sleep 0.1; done"
+    (key,) = submit(schedd, Cmd="/bin/sh", Arguments="-c " + join_v2([loop]))
+    wait_for(schedd, key, status_is(2))
+    wait_until(alive.exists)  # the trap is in place
+    started = time.monotonic()
+    schedd.holdJob(None, *key, "stubborn", False, False, False)
+    wait_for(schedd, key, lambda current: current.get("JobStatus") == "5" and
+             float(current.get("RemoteWallClockTime", 0)) > 0, timeout=15)
+    assert time.monotonic() - started >= 0.9  # SIGTERM was ignored; SIGKILL came after kill_grace (1 s)
+    time.sleep(0.3)
+    stamp = alive.stat().st_mtime
+    time.sleep(0.5)
+    assert alive.stat().st_mtime == stamp  # nothing of the job runs any more
+
+
+def test_on_exit_remove_false_requeues_the_job(schedd):
+    (key,) = submit(schedd, Cmd="/bin/true", OnExitRemove=expr("NumJobStarts >= 3"))
+    done = wait_for(schedd, key, status_is(4))
+    assert done["NumJobStarts"] == "3" and done["NumJobCompletions"] == "1"
+
+
+def test_on_exit_hold(schedd):
+    (key,) = submit(schedd, Cmd="/bin/sh", Arguments="-c 'exit 2'", OnExitHold=expr("ExitCode =!= 0"))
+    held = wait_for(schedd, key, status_is(5))
+    assert held["HoldReasonCode"] == "3" and "OnExitHold" in held["HoldReason"] and held["ExitCode"] == "2"
+
+
+def test_periodic_hold_and_release(schedd):
+    (key,) = submit(schedd, Cmd="/bin/sleep", Arguments="30", PeriodicHold=expr("JobStatus == 2"),
+                    PeriodicRelease=expr("NumJobStarts < 2"))
+    wait_for(schedd, key, lambda current: current.get("NumJobStarts") == "2", timeout=20)
+    held = wait_for(schedd, key, status_is(5), timeout=20)
+    assert "PeriodicHold" in held["HoldReason"] and held["HoldReasonCode"] == "3"
+    schedd.removeJob(None, *key, "done", False)
+
+
+def test_periodic_remove(schedd):
+    (key,) = submit(schedd, Cmd="/bin/sleep", Arguments="30", PeriodicRemove=expr("JobStatus == 2"))
+    removed = wait_for(schedd, key, status_is(3), timeout=20)
+    assert "PeriodicRemove" in removed["RemoveReason"]
+
+
+# -- scheduling -----------------------------------------------------------------------------------------------
+def test_many_short_jobs_share_the_slots(schedd, tmp_path):
+    record = tmp_path / "spans"
+    body = f"-c 'echo start $(date +%s.%N) >> {record}; sleep 0.2; echo end $(date +%s.%N) >> {record}'"
+    keys = submit(schedd, procs=12, Cmd="/bin/sh", Arguments=body)
+    for key in keys:
+        wait_for(schedd, key, status_is(4), timeout=60)
+    events = sorted((float(stamp), 1 if kind == "start" else -1)
+                    for kind, stamp in (line.split() for line in record.read_text().splitlines()))
+    running, peak = 0, 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    assert len(events) == 24 and peak == 2
+
+
+def test_jobs_start_in_priority_order(start_gateway, tmp_path):
+    gateway = start_gateway("[backends.local]\nslots = 1\n")
+    schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
+    order = tmp_path / "order"
+    txn = begin(schedd)
+    cluster = schedd.newCluster(txn).integer
+    keys = []
+    for priority in (1, 10, 5):
+        proc = schedd.newJob(txn, cluster).integer
+        schedd.submit(txn, cluster, proc, ad(Cmd="/bin/sh", Arguments=f"-c 'echo {priority} >> {order}'",
+                                             JobPrio=priority, Requirements=expr("TRUE"), **KEEP))
+        keys.append((cluster, proc))
+    schedd.commitTransaction(txn)
+    for key in keys:
+        wait_for(schedd, key, status_is(4))
+    assert order.read_text().split() == ["10", "5", "1"]
+
+
+def test_unmatched_requirements_and_oversized_requests_stay_idle(schedd):
+    (never,) = submit(schedd, Cmd="/bin/true", Requirements=expr('TARGET.Arch == "NO-SUCH-ARCH"'))
+    (huge,) = submit(schedd, Cmd="/bin/true", RequestCpus=64)
+    (fits,) = submit(schedd, Cmd="/bin/true", Requirements=expr("TARGET.Memory > 0 && TARGET.Cpus >= 1"))
+    wait_for(schedd, fits, status_is(4))
+    schedd.requestReschedule()
+    time.sleep(0.5)
+    assert job(schedd, never)["JobStatus"] == "1" and job(schedd, huge)["JobStatus"] == "1"
+    for key in (never, huge):
+        schedd.removeJob(None, *key, "cleanup", False)
+
+
+def test_scheduler_and_local_universe_jobs_run_without_slots(start_gateway, tmp_path):
+    gateway = start_gateway("[backends.local]\nslots = 0\n")
+    schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
+    keys = [submit(schedd, Cmd="/bin/sh", Arguments=f"-c 'echo {u} > {tmp_path}/u{u}'", JobUniverse=u,
+                   Iwd=str(tmp_path))[0] for u in (7, 12)]
+    (vanilla,) = submit(schedd, Cmd="/bin/true")
+    for key in keys:
+        wait_for(schedd, key, status_is(4))
+    assert (tmp_path / "u7").read_text() == "7\n" and (tmp_path / "u12").read_text() == "12\n"
+    assert job(schedd, vanilla)["JobStatus"] == "1"
+
+
+# -- jobs that cannot run -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("attributes, code, words", [
+    ({"Cmd": "/no/such/program"}, "6", "No such file"),
+    ({"Cmd": "/bin/true", "ShouldTransferFiles": "YES", "TransferInput": "missing.dat"}, "13", "missing.dat"),
+    ({"Cmd": "/bin/cat", "In": "/no/such/input"}, "8", "standard input"),
+    ({"Cmd": "/bin/true", "JobUniverse": 9}, "6", "JobUniverse 9"),
+])
+def test_bad_jobs_go_on_hold_with_a_clear_reason(schedd, attributes, code, words):
+    (key,) = submit(schedd, **attributes)
+    held = wait_for(schedd, key, status_is(5))
+    assert held["HoldReasonCode"] == code and words in held["HoldReason"]
+
+
+def test_files_that_are_not_programs_go_on_hold(schedd, tmp_path):
+    (tmp_path / "data.txt").write_text("not a program\n")
+    (tmp_path / "data.txt").chmod(0o644)
+    (tmp_path / "garbage").write_bytes(b"\x00\x01\x02 not an executable format")
+    (tmp_path / "garbage").chmod(0o755)
+    (plain,) = submit(schedd, Cmd="data.txt", Iwd=str(tmp_path), ShouldTransferFiles="NO")
+    (binary,) = submit(schedd, Cmd="garbage", Iwd=str(tmp_path), ShouldTransferFiles="NO")
+    held = wait_for(schedd, plain, status_is(5))
+    assert held["HoldReasonCode"] == "6" and "not executable" in held["HoldReason"]
+    held = wait_for(schedd, binary, status_is(5))
+    assert held["HoldReasonCode"] == "6" and "Exec format error" in held["HoldReason"]
+
+
+# -- user log ---------------------------------------------------------------------------------------------
+def test_the_user_log_reads_with_htcondors_reader(schedd, tmp_path):
+    import htcondor2
+
+    logfile = tmp_path / "jobs.log"
+    (done,) = submit(schedd, Cmd="/bin/sh", Arguments="-c 'exit 4'", UserLog=str(logfile))
+    wait_for(schedd, done, status_is(4))
+    (held,) = submit(schedd, Cmd="/bin/sleep", Arguments="30", UserLog=str(logfile))
+    wait_for(schedd, held, status_is(2))
+    schedd.holdJob(None, *held, "for the log", False, False, False)
+    wait_for(schedd, held, status_is(5))
+    schedd.releaseJob(None, *held, "released for the log", False, False)
+    schedd.removeJob(None, *held, "removed for the log", False)
+    wait_for(schedd, held, status_is(3))
+    deadline = time.monotonic() + 10
+    while True:
+        events = [(e.cluster, e.proc, e.type) for e in htcondor2.JobEventLog(str(logfile)).events(stop_after=0)]
+        if (held[0], held[1], htcondor2.JobEventType.JOB_ABORTED) in events or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    T = htcondor2.JobEventType
+    assert [t for c, p, t in events if (c, p) == done] == [T.SUBMIT, T.EXECUTE, T.JOB_TERMINATED]
+    assert [t for c, p, t in events if (c, p) == held] == [
+        T.SUBMIT, T.EXECUTE, T.JOB_HELD, T.JOB_RELEASED, T.JOB_ABORTED] or \
+        [t for c, p, t in events if (c, p) == held][:5] == [T.SUBMIT, T.EXECUTE, T.JOB_HELD, T.JOB_RELEASED,
+                                                             T.EXECUTE]
+    terminated = [e for e in htcondor2.JobEventLog(str(logfile)).events(stop_after=0)
+                  if e.type == T.JOB_TERMINATED][0]
+    assert terminated["ReturnValue"] == 4 and terminated["TerminatedNormally"] is True
+    held_event = [e for e in htcondor2.JobEventLog(str(logfile)).events(stop_after=0) if e.type == T.JOB_HELD][0]
+    assert held_event["HoldReason"] == "for the log" and held_event["HoldReasonCode"] == 1
