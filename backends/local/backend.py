@@ -10,6 +10,7 @@ user-log events and tells the executor.
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import platform
 import signal
@@ -28,6 +29,9 @@ from gateway.core.classads import matches
 from gateway.core.jobs import HoldCode, JobAction, JobStatus, Universe
 
 from . import jobspec, lifecycle, sandbox
+from .dag import dagman, language
+from .dag.language import Dag, DagSyntaxError
+from .dag.submit import SubmitError, node_ads
 from .executor import Executor, ExecutorOptions
 from .lifecycle import Event, RunResult, Transition, Updates, status_of, updated
 from .machine import machine_ad
@@ -53,11 +57,27 @@ class LocalTransaction:
 
 @dataclass(frozen=True)
 class Launch:
-    """A job the executor should start now: its execute directory holds the launcher's spec."""
+    """A job the executor should start now: a process (its execute directory holds the launcher's spec) or, for
+    a DAGMan job, a DAG run inside the gateway."""
 
     key: JobKey
     directory: ExecuteDir
     cpus: int
+    dag: bool = False
+
+
+@dataclass
+class DagSetup:
+    """What a DAG run needs to start, read on the backend thread; ``error`` when the DAG cannot run at all."""
+
+    log_path: Path
+    dag: Dag | None = None
+    options: dagman.DagmanOptions | None = None
+    saved: dict[str, dict] = field(default_factory=dict)
+    rescue: Path | None = None
+    rescued: int = 0
+    ignored: tuple[str, ...] = ()
+    error: str | None = None
 
 
 class LocalBackend:
@@ -84,7 +104,7 @@ class LocalBackend:
                                        periodic_interval=periodic_interval)
         self._machine = machine_ad(self.options.slots, state_dir, self._info.version)
         self._active: set[JobKey] = set()  # jobs whose process is (or may be) running
-        self._listener: Callable[[dict[JobKey, tuple[JobStatus, str]]], None] | None = None
+        self._listener: Callable[[dict[JobKey, classad2.ClassAd]], None] | None = None
         self._executor: Executor | None = None
 
     def info(self) -> BackendInfo:
@@ -277,6 +297,13 @@ class LocalBackend:
             if cpus > free_cpus or not self._matches_machine(ad):
                 continue
             directory = ExecuteDir.of(self._execute, *key)
+            if dagman.is_dagman(ad):  # run by the built-in DAG runner, not as a process
+                transition = lifecycle.started(ad, now, self._info.schedd_name)
+                launches.append(Launch(key, directory, 0, dag=True))
+                self._active.add(key)
+                ads[key] = updated(ad, transition.updates)
+                events.extend((key, event) for event in transition.events)
+                continue
             try:
                 plan = jobspec.plan(ad, directory.sandbox, dict(os.environ))
                 sandbox.prepare(plan, directory, ad, self._machine)
@@ -324,6 +351,123 @@ class LocalBackend:
             return Transition(ended.updates | held.updates, ended.events + held.events)
         return lifecycle.exited(ad, result, now)
 
+    # -- the DAG runner's side (called on the backend thread) -------------------------------------------
+    def dag_setup(self, key: JobKey) -> DagSetup:
+        ad = self._store.get(key)
+        iwd = Path(jobspec.string(ad, "Iwd") or self.state_dir) if ad is not None else self.state_dir
+        fallback = DagSetup(log_path=iwd / f"dagman-{key[0]}.dagman.out")
+        if ad is None:
+            return fallback
+        try:
+            options = dagman.options(ad)
+        except dagman.DagError as exc:
+            fallback.error = str(exc)
+            return fallback
+        setup = DagSetup(log_path=dagman.dagman_log_path(ad, options.dag), options=options, ignored=options.ignored)
+        for name in ("Out", "Err"):
+            target = jobspec.string(ad, name)
+            if target and target != jobspec.NULL_FILE:
+                (iwd / target).touch()
+        saved = self._store.dag_state(key[0])
+        try:
+            setup.dag = language.read(options.dag)
+            if saved:
+                setup.saved = json.loads(saved)
+            else:
+                setup.rescue = dagman.rescue_to_use(options)
+                if setup.rescue is not None:
+                    setup.rescued = language.apply_done(setup.dag, setup.rescue)
+        except (DagSyntaxError, dagman.DagError) as exc:
+            setup.error = str(exc)
+        if options.lock_file is not None:
+            options.lock_file.write_text(f"{os.getpid()}\n")
+        return setup
+
+    def submit_node(self, dag_key: JobKey, dag: Dag, name: str, retry: int) -> tuple[int, int]:
+        """Submit a node's job(s) into the queue as one cluster; returns (cluster, number of procs)."""
+        dag_ad = self._store.get(dag_key)
+        node = dag.nodes[name]
+        directory = dag.directory_of(node)
+        macros = {**node.variables, "JOB": name, "DAG_NODE_NAME": name, "RETRY": str(retry)}
+        txn = self.begin()
+        cluster = self.new_cluster(txn)
+        try:
+            ads = node_ads(_under(directory, node.submit_file), directory, macros, cluster)
+            for job in ads:
+                proc = self.new_proc(txn, cluster)
+                job["ProcId"] = proc
+                job["DAGManJobId"] = dag_key[0]
+                job["DAGNodeName"] = name
+                job["DAGParentNodeNames"] = ",".join(node.parents)
+                job["DAGNodeRetry"] = retry
+                job["UserLog"] = str(dag.path.with_name(dag.path.name + ".nodes.log"))
+                for inherited in ("Owner", "Submission"):
+                    if dag_ad is not None and isinstance(dag_ad.get(inherited), str):
+                        job[inherited] = dag_ad[inherited]
+                self.submit(txn, cluster, proc, job)
+        except (SubmitError, BackendError) as exc:
+            self.abort(txn)
+            raise SubmitError(f"node {name}: {exc}") from None
+        self.commit(txn)
+        return cluster, len(ads)
+
+    def node_job_states(self, cluster: int) -> tuple[int, dict[int, classad2.ClassAd]]:
+        """How many procs a node job has, and the final ads of those that finished (queue or history)."""
+        finished: dict[int, classad2.ClassAd] = {}
+        procs = 0
+        for key in self._store.keys_in_cluster(cluster):
+            procs += 1
+            ad = self._store.get(key)
+            if ad is not None and status_of(ad) in (JobStatus.COMPLETED, JobStatus.REMOVED):
+                finished[key[1]] = ad
+        for ad in self.history(classad2.ExprTree(f"ClusterId == {cluster}")):
+            procs += 1
+            finished[int(ad.get("ProcId", 0))] = ad
+        return procs, finished
+
+    def remove_node_jobs(self, dag_cluster: int, reason: str) -> int:
+        """Remove every queued job of a DAG (what OtherJobRemoveRequirements does for condor_dagman)."""
+        txn = self.begin()
+        removed = 0
+        for key, ad in self._store.ads():
+            if ad.get("DAGManJobId") == dag_cluster and status_of(ad) not in (JobStatus.REMOVED, JobStatus.COMPLETED):
+                self._record(txn, key, lifecycle.remove(ad, reason, self._now()))
+                removed += 1
+        self.commit(txn)
+        return removed
+
+    def save_dag_state(self, dag_cluster: int, state: str) -> None:
+        self._store.save_dag_state(dag_cluster, state)
+
+    def clear_dag_state(self, dag_cluster: int) -> None:
+        self._store.save_dag_state(dag_cluster, None)
+
+    def write_rescue(self, dag: Dag, done: list[str], failed: list[str]) -> Path:
+        return dagman.write_rescue(dag, done, failed)
+
+    def finish_dag(self, key: JobKey, exit_code: int | None, interruption: str | None = None) -> None:
+        """Record the end of a DAG run: its exit code, or (``None``) that it only stopped."""
+        self._active.discard(key)
+        ad = self._store.get(key)
+        if ad is None:
+            return
+        now = self._now()
+        started = _number(ad, "JobCurrentStartDate") or now
+        result = RunResult(exit_code=exit_code, signal=None, wall_seconds=max(0.0, now - started))
+        if status_of(ad) is not JobStatus.RUNNING:
+            transition = Transition(lifecycle.run_accounting(ad, result))
+        elif exit_code is None:
+            transition = lifecycle.interrupted(ad, result, interruption or "The DAG runner stopped", now)
+        else:
+            transition = lifecycle.exited(ad, result, now)
+        try:
+            options = dagman.options(ad)
+            if options.lock_file is not None and exit_code is not None:
+                options.lock_file.unlink(missing_ok=True)
+        except (dagman.DagError, OSError):
+            pass
+        self._write({key: updated(ad, transition.updates)}, [(key, event) for event in transition.events])
+
     def recover(self) -> None:
         """At start-up: jobs the queue says are running were cut off by a crash.  A run that finished while
         the gateway was down is recorded as finished (never run twice); any other is stopped and requeued."""
@@ -367,7 +511,7 @@ class LocalBackend:
         for key in leaving:
             self._spool.discard(*key)
         if notify and self._listener is not None:
-            self._listener({key: (status_of(ad), _kill_signal(ad)) for key, ad in ads.items()})
+            self._listener(dict(ads))
 
     def _log_event(self, ad: classad2.ClassAd | None, key: JobKey, event: Event) -> None:
         path = log_path(ad) if ad is not None else None
@@ -432,16 +576,8 @@ def _number(ad: classad2.ClassAd, name: str) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
-def _kill_signal(ad: classad2.ClassAd) -> str:
-    """The signal that stops a job for its new state: RemoveKillSig/HoldKillSig, else KillSig, else SIGTERM."""
-    status = status_of(ad)
-    specific = {JobStatus.REMOVED: "RemoveKillSig", JobStatus.HELD: "HoldKillSig"}.get(status)
-    for name in (specific, "KillSig"):
-        if name:
-            value = jobspec.string(ad, name)
-            if value:
-                return value
-    return "SIGTERM"
+def _under(base: Path, name: str) -> Path:
+    return Path(name) if os.path.isabs(name) else base / name
 
 
 def _run_result(result: dict | None, ad: classad2.ClassAd, now: int) -> RunResult:

@@ -19,8 +19,12 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
+import classad2
+
 from gateway.core.jobs import JobStatus
 
+from .dag.runner import DagRun, Outcome
+from .lifecycle import kill_signal, status_of
 from .sandbox import ExecuteDir
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,6 +57,7 @@ class _Running:
     transport: Any = None
     killer: Any = None
     stopping: str | None = None  # set when the gateway (not the job or a user) ends the run
+    dag: DagRun | None = None
 
 
 class Executor:
@@ -92,19 +97,33 @@ class Executor:
             self._periodic.stop()
         for key, running in list(self._running.items()):
             running.stopping = "The gateway shut down while the job was running; it will run again"
-            self._signal(key, signal.SIGTERM)
+            if running.dag is not None:
+                running.dag.stop("shutdown")
+            else:
+                self._signal(key, signal.SIGTERM)
         while self._running:
             waiter: Deferred = Deferred()
             self._drained.append(waiter)
             await waiter
 
     # -- what the backend tells us ------------------------------------------------------------------
-    def changed(self, changes: dict[JobKey, tuple[JobStatus, str]]) -> None:
-        """Called (in the reactor thread) after queue changes: stop runs that were held or removed."""
-        for key, (status, kill_signal) in changes.items():
-            if key in self._running and status is not JobStatus.RUNNING:
-                self._signal(key, _signal_number(kill_signal))
-        if any(status is JobStatus.IDLE for status, _ in changes.values()) or not changes:
+    def changed(self, changes: dict[JobKey, classad2.ClassAd]) -> None:
+        """Called (in the reactor thread) after queue changes: stop runs that were held or removed, tell DAG
+        runs about their node jobs, and look for work when something became idle."""
+        for key, ad in changes.items():
+            status = status_of(ad)
+            running = self._running.get(key)
+            if running is not None and status is not JobStatus.RUNNING:
+                if running.dag is not None:
+                    running.dag.stop("remove" if status is JobStatus.REMOVED else "hold")
+                else:
+                    self._signal(key, _signal_number(kill_signal(ad)))
+            dag_cluster = ad.get("DAGManJobId")
+            if isinstance(dag_cluster, int):
+                for other in self._running.values():
+                    if other.dag is not None and other.dag.cluster == dag_cluster:
+                        other.dag.job_changed(key, ad)
+        if not changes or any(status_of(ad) is JobStatus.IDLE for ad in changes.values()):
             self.wake()
 
     def wake(self) -> None:
@@ -144,6 +163,9 @@ class Executor:
     def _spawn(self, launch: "Launch") -> None:
         running = _Running(launch)
         self._running[launch.key] = running
+        if launch.dag:
+            self._run_dag(running)
+            return
         try:
             running.transport = self._reactor.spawnProcess(
                 _JobProcess(self, launch.key), sys.executable,
@@ -152,6 +174,21 @@ class Executor:
         except OSError as exc:
             log.error("cannot start the launcher for job {job}: {error}", job=launch.key, error=exc)
             self._reactor.callLater(0, self._ended, launch.key)
+
+    def _run_dag(self, running: _Running) -> None:
+        key = running.launch.key
+        running.dag = DagRun(self._reactor, self._call, self._backend, key)
+        outcome = Deferred.fromCoroutine(running.dag.run())
+
+        def failed(failure: Any) -> Outcome:
+            log.failure("the DAG of job {job} failed", failure, job=key)
+            return Outcome(1)
+
+        outcome.addErrback(failed)
+        outcome.addCallback(lambda ended: self._call(self._backend.finish_dag, key, ended.exit_code,
+                                                     running.stopping))
+        outcome.addErrback(lambda failure: log.failure("recording the end of DAG job {job} failed", failure, job=key))
+        outcome.addBoth(lambda _: self._forget(key))
 
     # -- ending runs --------------------------------------------------------------------------------
     def _signal(self, key: JobKey, number: int) -> None:

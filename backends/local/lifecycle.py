@@ -169,6 +169,17 @@ def periodic(ad: classad2.ClassAd, now: int) -> Transition | None:
     return None
 
 
+def kill_signal(ad: classad2.ClassAd) -> str:
+    """The signal that stops a job for its new state: RemoveKillSig/HoldKillSig, else KillSig, else SIGTERM."""
+    specific = {JobStatus.REMOVED: "RemoveKillSig", JobStatus.HELD: "HoldKillSig"}.get(status_of(ad))
+    for name in (specific, "KillSig"):
+        if name:
+            result = value(ad, name)
+            if isinstance(result, str) and result:
+                return result
+    return "SIGTERM"
+
+
 def leaves_queue(ad: classad2.ClassAd) -> bool:
     """Completed and removed jobs leave the queue unless ``LeaveJobInQueue`` is true."""
     return status_of(ad) in (JobStatus.COMPLETED, JobStatus.REMOVED) and not _policy(ad, "LeaveJobInQueue", False)

@@ -24,6 +24,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     ad TEXT NOT NULL,
     PRIMARY KEY (cluster, proc)
 );
+CREATE TABLE IF NOT EXISTS dag_state (cluster INTEGER PRIMARY KEY, state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS history (
     cluster INTEGER NOT NULL,
     proc INTEGER NOT NULL,
@@ -86,6 +87,19 @@ class JobStore:
             self._jobs.update((key, ad) for key, ad in ads.items() if key not in archived)
             for key in archived:
                 self._jobs.pop(key, None)
+
+    def dag_state(self, cluster: int) -> str | None:
+        """The saved node states of the DAG whose DAGMan job is ``cluster`` (JSON text), if any."""
+        with self._lock:
+            row = self._db.execute("SELECT state FROM dag_state WHERE cluster = ?", (cluster,)).fetchone()
+        return row[0] if row else None
+
+    def save_dag_state(self, cluster: int, state: str | None) -> None:
+        with self._lock, self._transaction():
+            if state is None:
+                self._db.execute("DELETE FROM dag_state WHERE cluster = ?", (cluster,))
+            else:
+                self._db.execute("INSERT OR REPLACE INTO dag_state (cluster, state) VALUES (?, ?)", (cluster, state))
 
     def history(self) -> Iterator[classad2.ClassAd]:
         """Jobs that left the queue, most recent cluster first (read from disk: the history is not cached)."""
