@@ -1,0 +1,229 @@
+"""DAGs submitted through SOAP run on the local backend (docs/birdbath.md §13, the blog's diamond)."""
+
+from __future__ import annotations
+
+import time
+
+import htcondor2
+import pytest
+
+from tests.conftest import GatewayProcess, zeep_client
+from tests.dags import dagman_out, node_clusters, submit_dag, wait_for_dag, write_dag
+from tests.birdbath import values
+from tests.test_execution import RUNNER, wait_until
+
+DIAMOND = "JOB A A.sub\nJOB B B.sub\nJOB C C.sub\nJOB D D.sub\nPARENT A CHILD B C\nPARENT B C CHILD D\n"
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dags")
+    process = GatewayProcess(tmp / "state", RUNNER, tmp=tmp).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def schedd(runner):
+    return zeep_client(runner.url + "condorSchedd.wsdl", runner.url)
+
+
+def counted(directory, node: str) -> str:
+    """A node command that appends a line to <node>.runs each time it runs."""
+    return f"echo run >> {directory}/{node}.runs"
+
+
+def runs(directory, node: str) -> int:
+    path = directory / f"{node}.runs"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_the_diamond_dag_runs_in_order(schedd, tmp_path):
+    dag = write_dag(tmp_path, DIAMOND, {n: f"{counted(tmp_path, n)}; sleep 0.3" for n in "ABCD"})
+    key = submit_dag(schedd, dag, keep=True, Submission="diamond-test")
+    wait_until(lambda: "Submitted node A" in dagman_out(dag))
+    seen = schedd.getJobAds(None, f"DAGManJobId == {key[0]}")
+    nodes = [values(item) for item in seen.classAdArray.item]
+    assert nodes and nodes[0]["DAGNodeName"] == "A" and nodes[0]["Submission"] == "diamond-test"
+    running = values(schedd.getJobAd(None, *key).classAd)
+    assert running["JobStatus"] == "2"
+    done = wait_for_dag(schedd, key)
+    assert done["ExitCode"] == "0"
+    assert all(runs(tmp_path, node) == 1 for node in "ABCD")
+    clusters = {cluster: node for node, found in node_clusters(dag).items() for cluster in found}
+    T = htcondor2.JobEventType
+    events = [(clusters[e.cluster], e.type) for e in htcondor2.JobEventLog(f"{dag}.nodes.log").events(stop_after=0)]
+    order = {(node, kind): index for index, (node, kind) in enumerate(events)}
+    assert order[("A", T.JOB_TERMINATED)] < min(order[("B", T.EXECUTE)], order[("C", T.EXECUTE)])
+    assert max(order[("B", T.JOB_TERMINATED)], order[("C", T.JOB_TERMINATED)]) < order[("D", T.EXECUTE)]
+    assert "All jobs Completed!" in dagman_out(dag)
+    assert (tmp_path / "test.dag.stdout").exists()
+
+
+def test_node_jobs_carry_their_dag_attributes(schedd, tmp_path):
+    dag = write_dag(tmp_path, "JOB A A.sub\nJOB B B.sub\nPARENT A CHILD B\n", {"A": "true", "B": "sleep 30"})
+    key = submit_dag(schedd, dag)
+    wait_until(lambda: "Submitted node B" in dagman_out(dag))
+    (b,) = [values(item) for item in schedd.getJobAds(None, f"DAGManJobId == {key[0]}").classAdArray.item]
+    assert b["DAGNodeName"] == "B" and b["DAGParentNodeNames"] == "A" and b["DAGManJobId"] == str(key[0])
+    assert b["UserLog"] == f"{dag}.nodes.log" and b["Owner"] == values(schedd.getJobAd(None, *key).classAd)["Owner"]
+    schedd.removeJob(None, *key, "done looking", False)
+
+
+def test_retry_reruns_a_failed_node(schedd, tmp_path):
+    flaky = f"{counted(tmp_path, 'B')}; test $(wc -l < {tmp_path}/B.runs) -ge 3"
+    dag = write_dag(tmp_path, DIAMOND + "RETRY B 3\n", {"A": "true", "B": flaky, "C": "true", "D": "true"})
+    done = wait_for_dag(schedd, submit_dag(schedd, dag))
+    assert done["ExitCode"] == "0" and runs(tmp_path, "B") == 3
+    assert "Retrying node B (retry #2 of 3)" in dagman_out(dag)
+
+
+def test_retry_unless_exit_stops_retrying(schedd, tmp_path):
+    dag = write_dag(tmp_path, "JOB A A.sub\nRETRY A 5 UNLESS-EXIT 4\n", {"A": f"{counted(tmp_path, 'A')}; exit 4"})
+    done = wait_for_dag(schedd, submit_dag(schedd, dag))
+    assert done["ExitCode"] == "1" and runs(tmp_path, "A") == 1
+
+
+def test_pre_and_post_scripts_with_their_macros(schedd, tmp_path):
+    (tmp_path / "pre.sh").write_text(f"#!/bin/sh\necho \"pre $1 retry $2\" >> {tmp_path}/scripts\n")
+    (tmp_path / "post.sh").write_text(f"#!/bin/sh\necho \"post $1 return $2\" >> {tmp_path}/scripts\nexit $2\n")
+    for script in ("pre.sh", "post.sh"):
+        (tmp_path / script).chmod(0o755)
+    dag = write_dag(tmp_path, "JOB A A.sub\nSCRIPT PRE A pre.sh $JOB $RETRY\nSCRIPT POST A post.sh $JOB $RETURN\n"
+                              "RETRY A 1\n", {"A": "exit 3"})
+    done = wait_for_dag(schedd, submit_dag(schedd, dag))
+    assert done["ExitCode"] == "1"  # the POST script passed the job's failure on
+    assert (tmp_path / "scripts").read_text().splitlines() == [
+        "pre A retry 0", "post A return 3", "pre A retry 1", "post A return 3"]
+    assert (tmp_path / "test.dag.rescue001").exists()
+
+
+def test_a_post_script_can_rescue_a_failed_job(schedd, tmp_path):
+    (tmp_path / "ok.sh").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "ok.sh").chmod(0o755)
+    dag = write_dag(tmp_path, "JOB A A.sub\nSCRIPT POST A ok.sh\n", {"A": "exit 9"})
+    assert wait_for_dag(schedd, submit_dag(schedd, dag))["ExitCode"] == "0"
+
+
+def test_pre_skip_skips_the_job(schedd, tmp_path):
+    (tmp_path / "skip.sh").write_text("#!/bin/sh\nexit 2\n")
+    (tmp_path / "skip.sh").chmod(0o755)
+    dag = write_dag(tmp_path, "JOB A A.sub\nSCRIPT PRE A skip.sh\nPRE_SKIP A 2\n", {"A": counted(tmp_path, "A")})
+    assert wait_for_dag(schedd, submit_dag(schedd, dag))["ExitCode"] == "0"
+    assert runs(tmp_path, "A") == 0
+
+
+def test_abort_dag_on_stops_everything_with_its_return_value(schedd, tmp_path):
+    dag = write_dag(tmp_path, "JOB A A.sub\nJOB B B.sub\nJOB C C.sub\nPARENT A CHILD C\nABORT-DAG-ON A 3 RETURN 7\n",
+                    {"A": "sleep 0.3; exit 3", "B": "sleep 30", "C": counted(tmp_path, "C")})
+    key = submit_dag(schedd, dag, OnExitRemove=True)
+    done = wait_for_dag(schedd, key)
+    assert done["ExitCode"] == "7" and runs(tmp_path, "C") == 0
+    (b_cluster,) = node_clusters(dag)["B"]
+    assert schedd.getJobAd(None, b_cluster, 0).status.code == "UNKNOWNJOB"  # removed, gone from the queue
+    assert "ABORT-DAG-ON" in dagman_out(dag)
+
+
+def test_a_failed_dag_writes_a_rescue_dag_and_a_rerun_uses_it(schedd, tmp_path):
+    gate = tmp_path / "gate"
+    nodes = {n: counted(tmp_path, n) for n in "ABD"}
+    nodes["C"] = f"{counted(tmp_path, 'C')}; test -e {gate}"
+    dag = write_dag(tmp_path, DIAMOND, nodes)
+    first = wait_for_dag(schedd, submit_dag(schedd, dag))
+    assert first["ExitCode"] == "1"
+    rescue = (tmp_path / "test.dag.rescue001").read_text()
+    assert "DONE A" in rescue and "DONE B" in rescue and "DONE C" not in rescue and "DONE D" not in rescue
+    assert runs(tmp_path, "D") == 0
+    gate.touch()
+    second = wait_for_dag(schedd, submit_dag(schedd, dag))
+    assert second["ExitCode"] == "0"
+    assert [runs(tmp_path, n) for n in "ABCD"] == [1, 1, 2, 1]
+    assert "Using rescue DAG" in dagman_out(dag)
+
+
+def test_do_rescue_from_names_a_rescue_file(schedd, tmp_path):
+    dag = write_dag(tmp_path, "JOB A A.sub\nJOB B B.sub\n", {n: counted(tmp_path, n) for n in "AB"})
+    (tmp_path / "test.dag.rescue002").write_text("DONE A\n")
+    key = submit_dag(schedd, dag, Arguments=f"-AutoRescue 0 -DoRescueFrom 2 -Dag {dag}")
+    assert wait_for_dag(schedd, key)["ExitCode"] == "0"
+    assert runs(tmp_path, "A") == 0 and runs(tmp_path, "B") == 1
+
+
+def test_removing_the_dagman_job_removes_its_nodes(schedd, tmp_path):
+    dag = write_dag(tmp_path, "JOB A A.sub\nJOB B B.sub\n", {"A": "sleep 30", "B": "sleep 30"})
+    key = submit_dag(schedd, dag, keep=False)
+    wait_until(lambda: len(node_clusters(dag)) == 2)
+    clusters = [found[0] for found in node_clusters(dag).values()]
+    for cluster in clusters:
+        wait_until(lambda: schedd.getJobAd(None, cluster, 0).status.code == "SUCCESS" and
+                   values(schedd.getJobAd(None, cluster, 0).classAd)["JobStatus"] == "2")
+    assert schedd.removeJob(None, *key, "cancel the DAG", False).code == "SUCCESS"
+    for cluster in [key[0], *clusters]:
+        wait_until(lambda: schedd.getJobAd(None, cluster, 0).status.code == "UNKNOWNJOB")
+    assert "removing its node jobs" in dagman_out(dag)
+
+
+def test_holding_the_dagman_job_pauses_new_nodes(schedd, tmp_path):
+    gate = tmp_path / "gate"
+    dag = write_dag(tmp_path, "JOB A A.sub\nJOB B B.sub\nPARENT A CHILD B\n",
+                    {"A": f"while ! test -e {gate}; do sleep 0.05; done", "B": counted(tmp_path, "B")})
+    key = submit_dag(schedd, dag)
+    wait_until(lambda: "Submitted node A" in dagman_out(dag))
+    assert schedd.holdJob(None, *key, "pause the DAG", False, False, False).code == "SUCCESS"
+    gate.touch()
+    (a_cluster,) = node_clusters(dag)["A"]
+    wait_until(lambda: schedd.getJobAd(None, a_cluster, 0).status.code == "UNKNOWNJOB")  # A finished
+    time.sleep(0.5)
+    assert runs(tmp_path, "B") == 0 and "B" not in node_clusters(dag)
+    assert schedd.releaseJob(None, *key, "go on", False, False).code == "SUCCESS"
+    assert wait_for_dag(schedd, key)["ExitCode"] == "0" and runs(tmp_path, "B") == 1
+    assert node_clusters(dag)["A"] == [a_cluster]  # A was not submitted again
+
+
+def test_a_dag_resumes_after_the_gateway_is_killed(start_gateway, tmp_path):
+    gateway = start_gateway(RUNNER)
+    schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
+    gate = tmp_path / "gate"
+    dag = write_dag(tmp_path, DIAMOND, {"A": counted(tmp_path, "A"), "B": counted(tmp_path, "B"),
+                                        "C": f"{counted(tmp_path, 'C')}; while ! test -e {gate}; do sleep 0.05; done",
+                                        "D": counted(tmp_path, "D")})
+    key = submit_dag(schedd, dag)
+    wait_until(lambda: runs(tmp_path, "C") == 1 and runs(tmp_path, "B") == 1)
+    gateway.kill()
+    gate.touch()
+    gateway.start()
+    schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
+    done = wait_for_dag(schedd, key)
+    assert done["ExitCode"] == "0" and done["NumJobStarts"] == "2"
+    assert [runs(tmp_path, n) for n in "ABD"] == [1, 1, 1]
+    assert runs(tmp_path, "C") in (1, 2)  # its node job either finished while the gateway was down or reran
+    assert "Resuming the DAG from its saved state" in dagman_out(dag)
+
+
+def test_an_unsupported_dag_command_fails_the_dag_with_a_clear_error(schedd, tmp_path):
+    dag = write_dag(tmp_path, "JOB A A.sub\nSPLICE S other.dag\n", {"A": counted(tmp_path, "A")})
+    done = wait_for_dag(schedd, submit_dag(schedd, dag))
+    assert done["ExitCode"] == "1" and runs(tmp_path, "A") == 0
+    assert "test.dag:2: unsupported DAG command 'SPLICE'" in dagman_out(dag)
+
+
+def test_vars_dir_noop_and_categories(schedd, tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "V.sub").write_text(
+        "executable = /bin/sh\narguments = \"-c 'echo $(greeting) $(other) $(JOB) > vars.out'\"\nqueue\n")
+    dag = write_dag(tmp_path, 'JOB V V.sub DIR sub\nVARS V greeting="hello dag" other="x"\nJOB N none.sub NOOP\n'
+                              "JOB X1 A.sub\nJOB X2 A.sub\nCATEGORY X1 cat\nCATEGORY X2 cat\nMAXJOBS cat 1\n"
+                              "PARENT N CHILD V\n", {"A": f"{counted(tmp_path, 'A')}; sleep 0.2"})
+    assert wait_for_dag(schedd, submit_dag(schedd, dag))["ExitCode"] == "0"
+    assert (tmp_path / "sub" / "vars.out").read_text() == "hello dag x V\n"
+    assert runs(tmp_path, "A") == 2 and "N" not in node_clusters(dag)
+
+
+def test_maxjobs_runs_one_node_of_a_category_at_a_time(schedd, tmp_path):
+    dag = write_dag(tmp_path, "JOB X1 A.sub\nJOB X2 A.sub\nJOB X3 A.sub\nCATEGORY X1 cat\nCATEGORY X2 cat\n"
+                              "CATEGORY X3 cat\nMAXJOBS cat 1\n", {"A": f"{counted(tmp_path, 'A')}; sleep 0.2"})
+    assert wait_for_dag(schedd, submit_dag(schedd, dag))["ExitCode"] == "0"
+    log = [line.split(" ", 2)[2] for line in dagman_out(dag).splitlines()]
+    submitted = [i for i, line in enumerate(log) if line.startswith("Submitted node X")]
+    completed = [i for i, line in enumerate(log) if line.startswith("Node X") and "completed" in line]
+    assert len(submitted) == 3 and all(completed[i] < submitted[i + 1] for i in range(2))
