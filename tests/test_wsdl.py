@@ -103,12 +103,14 @@ def test_the_installed_package_serves_its_own_copy_of_the_wsdl(tmp_path):
         pytest.skip("birdbath-gateway is not installed (tox installs it)")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     port_file = tmp_path / "port"
+    output = tmp_path / "output"
     process = subprocess.Popen([script, "--port", "0", "--port-file", str(port_file), "--state-dir",
                                 str(tmp_path / "state")], cwd=tmp_path, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=open(output, "wb"), stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 30
         while not (port_file.exists() and port_file.read_text().strip()) and time.monotonic() < deadline:
+            assert process.poll() is None, output.read_text()
             time.sleep(0.05)
         with urllib.request.urlopen(f"http://127.0.0.1:{port_file.read_text().strip()}/?wsdl") as response:
             served = etree.fromstring(response.read())
