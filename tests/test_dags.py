@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import GatewayProcess, zeep_client
 from tests.dags import dagman_out, node_clusters, submit_dag, wait_for_dag, write_dag
 from tests.birdbath import values
-from tests.test_execution import RUNNER, wait_until
+from tests.test_execution import RUNNER, clear_queue, wait_until
 
 DIAMOND = "JOB A A.sub\nJOB B B.sub\nJOB C C.sub\nJOB D D.sub\nPARENT A CHILD B C\nPARENT B C CHILD D\n"
 
@@ -26,6 +26,13 @@ def runner(tmp_path_factory):
 @pytest.fixture(scope="module")
 def schedd(runner):
     return zeep_client(runner.url + "condorSchedd.wsdl", runner.url)
+
+
+@pytest.fixture(autouse=True)
+def empty_queue_afterwards(request):
+    yield
+    if "schedd" in request.fixturenames:
+        clear_queue(request.getfixturevalue("schedd"))
 
 
 def counted(directory, node: str) -> str:
