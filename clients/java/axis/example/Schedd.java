@@ -1,0 +1,69 @@
+package example;
+
+import condor.ClassAdAttrType;
+import condor.ClassAdStructAttr;
+import condor.CondorScheddLocator;
+import condor.CondorScheddPortType;
+import condor.Status;
+import condor.StatusCode;
+
+import java.net.URL;
+import java.util.ArrayList;
+import java.util.List;
+
+/** What every Axis 1.4 example needs: a port for a gateway URL, job ads, and status checks. */
+final class Schedd {
+    private Schedd() {
+    }
+
+    static CondorScheddPortType connect(String url) throws Exception {
+        return new CondorScheddLocator().getcondorSchedd(new URL(url));
+    }
+
+    /** Axis names the hyphenated enum values by position: value1 = INTEGER-ATTR, value3 = STRING-ATTR, ... */
+    static ClassAdStructAttr string(String name, String value) {
+        return new ClassAdStructAttr(name, ClassAdAttrType.value3, value);
+    }
+
+    static ClassAdStructAttr integer(String name, long value) {
+        return new ClassAdStructAttr(name, ClassAdAttrType.value1, Long.toString(value));
+    }
+
+    static ClassAdStructAttr expression(String name, String value) {
+        return new ClassAdStructAttr(name, ClassAdAttrType.value4, value);
+    }
+
+    static String value(ClassAdStructAttr[] ad, String name) {
+        for (ClassAdStructAttr attr : ad == null ? new ClassAdStructAttr[0] : ad) {
+            if (attr.getName().equals(name)) {
+                return attr.getValue();
+            }
+        }
+        return null;
+    }
+
+    static void check(Status status, String what) {
+        if (!StatusCode.SUCCESS.equals(status.getCode())) {
+            throw new IllegalStateException(what + " failed: " + status.getCode() + " " + status.getMessage());
+        }
+    }
+
+    /** The template attributes with some replaced or added. */
+    static ClassAdStructAttr[] with(ClassAdStructAttr[] template, ClassAdStructAttr... changes) {
+        List<ClassAdStructAttr> attrs = new ArrayList<>();
+        for (ClassAdStructAttr attr : template) {
+            boolean replaced = false;
+            for (ClassAdStructAttr change : changes) {
+                replaced |= change.getName().equals(attr.getName());
+            }
+            if (!replaced && !attr.getName().equals("MyType") && !attr.getName().equals("TargetType")
+                    && !attr.getName().equals("ServerTime")) {
+                attrs.add(attr);
+            }
+        }
+        for (ClassAdStructAttr change : changes) {
+            attrs.add(change);
+        }
+        return attrs.toArray(new ClassAdStructAttr[0]);
+    }
+}
