@@ -1,0 +1,79 @@
+"""Python values and ClassAds to and from Birdbath's ``ClassAdStruct`` (name, type, value) triples.
+
+Types are chosen from the Python value: ``bool`` -> BOOLEAN-ATTR, ``int`` -> INTEGER-ATTR, ``float`` ->
+FLOAT-ATTR, ``str`` -> STRING-ATTR, :class:`Expr` or a ``classad2.ExprTree`` -> EXPRESSION-ATTR.  Expressions stay
+expressions in both directions: the text is kept, never replaced by its value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+
+class Expr(str):
+    """ClassAd expression text, e.g. ``Expr('Memory > 1024')``; a plain ``str`` is a string literal."""
+
+    def __repr__(self) -> str:
+        return f"Expr({str.__repr__(self)})"
+
+
+def _typed(value: Any) -> tuple[str, str] | None:
+    if value is None:
+        return None
+    if isinstance(value, Expr):
+        return "EXPRESSION-ATTR", str(value)
+    if isinstance(value, bool):
+        return "BOOLEAN-ATTR", "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return "INTEGER-ATTR", str(value)
+    if isinstance(value, float):
+        return "FLOAT-ATTR", repr(value)
+    if isinstance(value, str):
+        return "STRING-ATTR", value
+    type_name = type(value).__name__
+    if type_name == "ExprTree":  # classad2.ExprTree, without importing classad2 for plain dicts
+        return "EXPRESSION-ATTR", str(value)
+    raise TypeError(f"cannot send a {type_name} as a ClassAd attribute value: {value!r}")
+
+
+def to_struct(ad: Mapping[str, Any]) -> dict:
+    """A dict or a ``classad2.ClassAd`` as a ClassAdStruct (``{"item": [...]}``) for zeep."""
+    items = []
+    for name, value in ad.items():
+        typed = _typed(value)
+        if typed is not None:
+            items.append({"name": name, "type": typed[0], "value": typed[1]})
+    return {"item": items}
+
+
+_FROM_WIRE = {
+    "INTEGER-ATTR": int,
+    "FLOAT-ATTR": float,
+    "BOOLEAN-ATTR": lambda text: text.strip().upper() == "TRUE",
+    "STRING-ATTR": lambda text: text,
+    "EXPRESSION-ATTR": Expr,
+    "UNDEFINED-ATTR": lambda text: None,
+    "ERROR-ATTR": Expr,
+}
+
+
+def from_struct(struct: Any) -> dict[str, Any]:
+    """A ClassAdStruct answer (zeep object or list of items) as a dict of typed Python values."""
+    items: Iterable[Any] = getattr(struct, "item", struct) or []
+    ad: dict[str, Any] = {}
+    for item in items:
+        text = item.value if item.value is not None else ""  # zeep reads an empty string as None
+        ad[item.name] = _FROM_WIRE.get(item.type, Expr)(text)
+    return ad
+
+
+def to_classad(ad: Mapping[str, Any]):
+    """A dict from :func:`from_struct` as a ``classad2.ClassAd`` (expressions parsed)."""
+    import classad2
+
+    result = classad2.ClassAd()
+    for name, value in ad.items():
+        if value is None:
+            continue
+        result[name] = classad2.ExprTree(value) if isinstance(value, Expr) else value
+    return result
