@@ -13,10 +13,12 @@ from gateway.config import GatewayConfig
 from gateway.core.auth import Caller
 from gateway.core.schedd import BirdbathSchedd
 from gateway.core.threads import BlockingCaller
-from gateway.http import GatewayResource, GatewaySite
+from gateway.core.submissions import SubmissionService, SubmissionSettings
+from gateway.http import Endpoint, GatewayResource, GatewaySite
 from gateway.soap.application import schedd_application
 from gateway.soap.context import RequestContext
 from gateway.soap.dispatch import SoapDispatcher
+from gateway.soap.submission import SubmissionContext, json_application, json_request, soap_application
 from gateway.soap.wsdl import PublishedWsdl, wsdl_path
 
 log = Logger()
@@ -38,13 +40,25 @@ class Gateway:
         self.schedd = BirdbathSchedd(self.backend, self.calls, policy, reactor, config.schedd_settings())
         dispatcher = SoapDispatcher(schedd_application())
         self._answers = dispatcher.ad_answers()
-        root = GatewayResource(dispatcher, PublishedWsdl(wsdl_path("condorSchedd.wsdl")), "condorSchedd.wsdl",
-                               self._request_context)
+        self.submissions = SubmissionService(self.backend, self.calls, policy, reactor, SubmissionSettings(
+            schedd_name=self.backend.info().schedd_name, staging_root=config.state_dir / "staging",
+            staging_lifetime=config.staging_lifetime, output_retention=config.output_retention))
+        root = GatewayResource([
+            Endpoint(b"/submission/json", SoapDispatcher(json_application()), self._submission_context,
+                     content_type=b"application/json", body_for=lambda op, body: json_request(op.decode(), body)),
+            Endpoint(b"/submission", SoapDispatcher(soap_application()), self._submission_context,
+                     PublishedWsdl(wsdl_path("submission.wsdl")), b"submission.wsdl"),
+            Endpoint(b"", dispatcher, self._request_context, PublishedWsdl(wsdl_path("condorSchedd.wsdl")),
+                     b"condorSchedd.wsdl"),
+        ])
         self.site = GatewaySite(root, max_body=config.max_request_bytes, policy=policy)
         self.port: IListeningPort | None = None
 
     def _request_context(self, caller: Caller) -> RequestContext:
         return RequestContext(caller=caller, schedd=self.schedd, answers=self._answers)
+
+    def _submission_context(self, caller: Caller) -> SubmissionContext:
+        return SubmissionContext(caller=caller, service=self.submissions)
 
     def listen(self) -> IListeningPort:
         self.port = self.reactor.listenTCP(self.config.port, self.site, interface=self.config.listen)

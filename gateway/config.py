@@ -18,6 +18,10 @@ default_owner = "alice"       # Owner of anonymous submissions (default: the use
 max_soap_transaction_duration = -1
 soap_leave_in_queue = ""
 
+[submission]                  # the simplified submission API
+staging_lifetime = 3600       # seconds an unused staging area (create/send) lives
+output_retention = 86400      # seconds a finished staged job stays queued so its output can be fetched
+
 [backends.local]              # passed to the selected backend as keyword arguments
 ```
 """
@@ -59,6 +63,8 @@ class GatewayConfig:
     default_owner: str = field(default_factory=getpass.getuser)
     max_soap_transaction_duration: int = -1
     soap_leave_in_queue: str = ""
+    staging_lifetime: int = 3600
+    output_retention: int = 86400
     backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def policy(self) -> AccessPolicy:
@@ -77,6 +83,7 @@ class GatewayConfig:
 
 _SECTIONS = {
     "gateway": ("listen", "port", "state_dir", "backend", "max_request_bytes"),
+    "submission": ("staging_lifetime", "output_retention"),
     "birdbath": ("allow_soap", "allow_read", "allow_write", "queue_all_users_trusted", "queue_super_users",
                  "default_owner", "max_soap_transaction_duration", "soap_leave_in_queue"),
 }

@@ -8,7 +8,9 @@ operation, client, status and duration.
 
 from __future__ import annotations
 
+import json
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from twisted.internet.defer import Deferred
@@ -87,54 +89,80 @@ class GatewayRequest(server.Request):
         self.channel.loseConnection()
 
 
+@dataclass
+class Endpoint:
+    """One service of the site: requests whose path starts with ``prefix`` (the empty prefix takes the rest)."""
+
+    prefix: bytes
+    dispatcher: SoapDispatcher
+    context_for: Callable[[Caller], Any]
+    wsdl: PublishedWsdl | None = None
+    wsdl_name: bytes = b""
+    content_type: bytes = XML
+    #: turns (path below the prefix, body) into what the dispatcher reads; None = the body as it is
+    body_for: Callable[[bytes, bytes], bytes] | None = None
+
+    def matches(self, path: bytes) -> bool:
+        return path == self.prefix or path.startswith(self.prefix + b"/") or not self.prefix
+
+
 class GatewayResource(resource.Resource):
     isLeaf = True
 
-    def __init__(self, dispatcher: SoapDispatcher, wsdl: PublishedWsdl, wsdl_name: str,
-                 context_for: Callable[[Caller], Any], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, endpoints: list[Endpoint], clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
-        self._dispatcher = dispatcher
-        self._wsdl = wsdl
-        self._wsdl_name = wsdl_name.encode()
-        self._context_for = context_for
+        self._endpoints = endpoints
         self._clock = clock
 
+    def _endpoint(self, request: server.Request) -> Endpoint:
+        return next(endpoint for endpoint in self._endpoints if endpoint.matches(request.path.rstrip(b"/")))
+
     def render_GET(self, request: server.Request) -> bytes:
+        endpoint = self._endpoint(request)
         path = request.path.rstrip(b"/").rsplit(b"/", 1)[-1]
-        wants_wsdl = path == self._wsdl_name or (request.args is not None and b"wsdl" in request.args) \
+        wants_wsdl = path == endpoint.wsdl_name or (request.args is not None and b"wsdl" in request.args) \
             or request.uri.lower().endswith(b"?wsdl")
-        if not wants_wsdl:
+        if endpoint.wsdl is None or not wants_wsdl:
             request.setResponseCode(404)
             request.setHeader(b"content-type", b"text/plain; charset=utf-8")
-            return b"Not found: GET /%s or /?wsdl for the WSDL; POST SOAP requests to any path.\n" % self._wsdl_name
+            return (b"Not found. WSDLs: GET /condorSchedd.wsdl (or /?wsdl) and /submission?wsdl; "
+                    b"POST SOAP requests to any path, JSON to /submission/json/<operation>.\n")
         request.setHeader(b"content-type", XML)
         log.info("GET {path} (WSDL) from {client}", path=request.uri.decode("latin-1"),
                  client=getattr(request.getClientAddress(), "host", ""))
-        return self._wsdl.render(_base_url(request))
+        return endpoint.wsdl.render(_base_url(request) + endpoint.prefix.decode().lstrip("/"))
 
     def render_HEAD(self, request: server.Request) -> bytes:
         return self.render_GET(request)
 
     def render_POST(self, request: server.Request) -> int:
         started = self._clock()
+        endpoint = self._endpoint(request)
         caller = Caller(host=getattr(request.getClientAddress(), "host", ""))
-        udc = self._context_for(caller)
+        udc = endpoint.context_for(caller)
         body = request.content.read() if request.content is not None else b""
-        finished = Deferred.fromCoroutine(self._dispatcher.dispatch(body, udc))
-        finished.addCallback(self._respond, request, udc, caller, started)
+        if endpoint.body_for is not None:
+            try:
+                body = endpoint.body_for(request.path[len(endpoint.prefix):].strip(b"/"), body)
+            except ValueError as exc:
+                request.setResponseCode(400)
+                request.setHeader(b"content-type", endpoint.content_type)
+                return json.dumps({"status": {"code": "FAIL", "text": f"Bad request: {exc}"}}).encode()
+        finished = Deferred.fromCoroutine(endpoint.dispatcher.dispatch(body, udc))
+        finished.addCallback(self._respond, request, endpoint, udc, caller, started)
         finished.addErrback(self._crashed, request, caller)
         return server.NOT_DONE_YET
 
-    def _respond(self, answer: SoapAnswer, request: server.Request, udc: Any, caller: Caller,
+    def _respond(self, answer: SoapAnswer, request: server.Request, endpoint: Endpoint, udc: Any, caller: Caller,
                  started: float) -> None:
         status = getattr(udc, "status", None)
-        outcome = answer.fault or (status.code.value if status is not None else "?")
+        outcome = answer.fault or (getattr(getattr(status, "code", status), "value", status) or "?")
         log.info("{operation} from {client}: {outcome} in {ms:.1f} ms", operation=answer.operation or "-",
                  client=caller.host, outcome=outcome, ms=(self._clock() - started) * 1000)
         if request.finished or request._disconnected:
             return
         request.setResponseCode(answer.code)
-        request.setHeader(b"content-type", XML)
+        request.setHeader(b"content-type", endpoint.content_type)
         request.write(answer.body)
         request.finish()
 

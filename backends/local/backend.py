@@ -42,6 +42,9 @@ from .userlog import UserLog, log_path
 
 log = Logger()
 
+#: states in which a job has a process (a suspended one is stopped, not gone)
+ACTIVE = (JobStatus.RUNNING, JobStatus.SUSPENDED)
+
 #: the HTCondor release whose SOAP interface the gateway reproduces (the last one that had it)
 INTERFACE_VERSION = "8.6.13"
 
@@ -337,7 +340,7 @@ class LocalBackend:
     def _ended(self, ad: classad2.ClassAd, result: RunResult, directory: ExecuteDir,
                interruption: str | None) -> Transition:
         now = self._now()
-        if status_of(ad) is not JobStatus.RUNNING:  # held or removed meanwhile: we stopped it on purpose
+        if status_of(ad) not in ACTIVE:  # held or removed meanwhile: we stopped it on purpose
             return Transition(lifecycle.run_accounting(ad, result))
         if interruption is not None or directory.result() is None:
             return lifecycle.interrupted(ad, result, interruption or "The job's launcher was killed", now)
@@ -473,7 +476,7 @@ class LocalBackend:
         the gateway was down is recorded as finished (never run twice); any other is stopped and requeued."""
         for key, ad in self._store.ads():
             directory = ExecuteDir.of(self._execute, *key)
-            if status_of(ad) is JobStatus.RUNNING:
+            if status_of(ad) in ACTIVE:
                 if directory.result() is None:
                     _kill_leftover(directory)
                     self.finish_job(key, "The gateway restarted while the job was running; it will run again")

@@ -58,6 +58,7 @@ class _Running:
     killer: Any = None
     stopping: str | None = None  # set when the gateway (not the job or a user) ends the run
     dag: DagRun | None = None
+    suspended: bool = False
 
 
 class Executor:
@@ -100,6 +101,7 @@ class Executor:
             if running.dag is not None:
                 running.dag.stop("shutdown")
             else:
+                self._pause(running, False)
                 self._signal(key, signal.SIGTERM)
         while self._running:
             waiter: Deferred = Deferred()
@@ -113,7 +115,10 @@ class Executor:
         for key, ad in changes.items():
             status = status_of(ad)
             running = self._running.get(key)
-            if running is not None and status is not JobStatus.RUNNING:
+            if running is not None and running.dag is None and status in (JobStatus.SUSPENDED, JobStatus.RUNNING):
+                self._pause(running, status is JobStatus.SUSPENDED)
+            elif running is not None and status is not JobStatus.RUNNING:
+                self._pause(running, False)
                 if running.dag is not None:
                     running.dag.stop("remove" if status is JobStatus.REMOVED else "hold")
                 else:
@@ -211,6 +216,18 @@ class Executor:
             os.kill(running.transport.pid, number)
         except ProcessLookupError:
             pass
+
+    def _pause(self, running: _Running, stop: bool) -> None:
+        """SIGSTOP (suspend) or SIGCONT (continue) the job's whole process group."""
+        if running.suspended == stop:
+            return
+        pgid = running.launch.directory.pgid()
+        if pgid:
+            try:
+                os.killpg(pgid, signal.SIGSTOP if stop else signal.SIGCONT)
+            except OSError:
+                return
+            running.suspended = stop
 
     def _kill(self, key: JobKey) -> None:
         running = self._running.get(key)

@@ -61,6 +61,7 @@ def hold(ad: classad2.ClassAd, reason: str, code: HoldCode, now: int, *, subcode
     status = status_of(ad)
     if status in (JobStatus.HELD, JobStatus.REMOVED, JobStatus.COMPLETED):
         raise InvalidState(f"{_job(ad)} is {status.name.lower()} and cannot be held")
+    # (a suspended job can be held or removed: the executor continues it before stopping it)
     updates = _entering(ad, JobStatus.HELD, now) | {
         "HoldReason": reason, "HoldReasonCode": int(code), "HoldReasonSubCode": subcode}
     if code != HoldCode.USER_REQUEST:
@@ -86,12 +87,31 @@ def remove(ad: classad2.ClassAd, reason: str, now: int) -> Transition:
                       [lambda log: log.aborted(reason)])
 
 
+def suspend(ad: classad2.ClassAd, now: int) -> Transition:
+    if status_of(ad) is not JobStatus.RUNNING:
+        raise InvalidState(f"{_job(ad)} is {status_of(ad).name.lower()}, not running: only running jobs suspend")
+    return Transition(_entering(ad, JobStatus.SUSPENDED, now) | {
+        "TotalSuspensions": int(value(ad, "TotalSuspensions", 0)) + 1, "LastSuspensionTime": now})
+
+
+def resume(ad: classad2.ClassAd, now: int) -> Transition:
+    if status_of(ad) is not JobStatus.SUSPENDED:
+        raise InvalidState(f"{_job(ad)} is {status_of(ad).name.lower()}, not suspended")
+    suspended = now - int(value(ad, "LastSuspensionTime", now))
+    return Transition(_entering(ad, JobStatus.RUNNING, now) | {
+        "CumulativeSuspensionTime": int(value(ad, "CumulativeSuspensionTime", 0)) + suspended})
+
+
 USER_ACTION_DEFAULTS = {JobAction.HOLD: "Held via Birdbath SOAP", JobAction.RELEASE: "Released via Birdbath SOAP",
                         JobAction.REMOVE: "Removed via Birdbath SOAP"}
 
 
 def user_action(action: JobAction, ad: classad2.ClassAd, reason: str | None, system: bool,
                 now: int) -> Transition:
+    if action is JobAction.SUSPEND:
+        return suspend(ad, now)
+    if action is JobAction.CONTINUE:
+        return resume(ad, now)
     reason = reason or USER_ACTION_DEFAULTS[action]
     if action is JobAction.HOLD:
         return hold(ad, reason, HoldCode.UNSPECIFIED if system else HoldCode.USER_REQUEST, now)

@@ -35,6 +35,8 @@ class JobAction(enum.Enum):
     HOLD = "hold"
     RELEASE = "release"
     REMOVE = "remove"
+    SUSPEND = "suspend"
+    CONTINUE = "continue"
 
 
 # Attributes that a real schedd (7.0.4+) never sends to SOAP clients.

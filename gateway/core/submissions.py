@@ -1,0 +1,459 @@
+"""The simplified submission API (QMF/Aviary-like, docs/qmf.md): ``submit(ad) -> id``, ``create() -> id`` and
+``send(id, name, offset, data)`` for input staging, jobs grouped by their ``Submission`` attribute, job control and
+queries.  Protocol-free: the SOAP and JSON forms in ``gateway.soap.submission`` call this.
+
+Deliberate fixes of the originals' quirks (qmf.md §10): expressions keep their text on output; strings are never
+quote-trimmed; output retrieval is binary-safe and limited to the job's own Out/Err/UserLog and spool files; an
+unknown submission is NO_MATCH; SetJobAttribute honours a given type; suspend/continue report whether they applied.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import classad2
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger
+
+from backends.interface import BackendError, ScheddBackend, UnknownJob
+from .auth import AccessPolicy, Caller, Permission
+from .classads import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value, parse_constraint
+from .jobs import JobAction, JobStatus, Universe
+from .status import BirdbathError
+
+log = Logger()
+
+RESERVED = frozenset({"error", "false", "is", "isnt", "parent", "true", "undefined"})
+VALID_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+SUMMARY_ATTRIBUTES = ("ClusterId", "ProcId", "GlobalJobId", "QDate", "EnteredCurrentStatus", "JobStatus", "Cmd",
+                      "Args", "Arguments", "ReleaseReason", "HoldReason", "Submission", "Owner")
+STATE_NAMES = {JobStatus.IDLE: "Idle", JobStatus.RUNNING: "Running", JobStatus.REMOVED: "Removed",
+               JobStatus.COMPLETED: "Completed", JobStatus.HELD: "Held",
+               JobStatus.TRANSFERRING_OUTPUT: "TransferringOutput", JobStatus.SUSPENDED: "Suspended"}
+
+
+class ApiStatus(str, enum.Enum):
+    """Aviary's status codes, used by both forms of the API."""
+
+    OK = "OK"
+    FAIL = "FAIL"
+    NO_MATCH = "NO_MATCH"
+    INVALID_OFFSET = "INVALID_OFFSET"
+    UNIMPLEMENTED = "UNIMPLEMENTED"
+    UNAVAILABLE = "UNAVAILABLE"
+
+
+class ApiError(Exception):
+    def __init__(self, code: ApiStatus, text: str) -> None:
+        super().__init__(text)
+        self.code = code
+        self.text = text
+
+
+def fail(text: str) -> ApiError:
+    return ApiError(ApiStatus.FAIL, text)
+
+
+@dataclass(frozen=True)
+class JobRef:
+    cluster: int
+    proc: int
+
+    @classmethod
+    def parse(cls, text: str) -> "JobRef":
+        """``cluster.proc`` or ``schedd#cluster.proc``."""
+        match = re.fullmatch(r"(?:.*#)?(\d+)\.(\d+)", (text or "").strip())
+        if not match or int(match.group(1)) <= 0:
+            raise ApiError(ApiStatus.FAIL, f"Invalid Id {text!r}: expected cluster.proc or schedd#cluster.proc")
+        return cls(int(match.group(1)), int(match.group(2)))
+
+    def __str__(self) -> str:
+        return f"{self.cluster}.{self.proc}"
+
+
+@dataclass(frozen=True)
+class SubmissionInfo:
+    name: str
+    owner: str
+    qdate: int
+    counts: dict[str, int]
+
+
+@dataclass(eq=False)
+class StagingArea:
+    id: str
+    submission: str | None
+    directory: Path
+    owner: str
+    files: dict[str, int] = field(default_factory=dict)
+    expiry: IDelayedCall | None = None
+
+
+@dataclass(frozen=True)
+class SubmissionSettings:
+    schedd_name: str
+    staging_root: Path
+    staging_lifetime: int = 3600  # seconds an unused staging area lives
+    output_retention: int = 86400  # seconds a finished staged job stays queued so its output can be fetched
+
+
+class SubmissionService:
+    def __init__(self, backend: ScheddBackend, call: Callable[..., Any], policy: AccessPolicy, clock: IReactorTime,
+                 settings: SubmissionSettings) -> None:
+        self._backend = backend
+        self._call = call
+        self._policy = policy
+        self._clock = clock
+        self.settings = settings
+        self._staging: dict[str, StagingArea] = {}
+        shutil.rmtree(settings.staging_root, ignore_errors=True)  # staging areas do not survive a restart
+        settings.staging_root.mkdir(parents=True, exist_ok=True)
+
+    def _check(self, caller: Caller, permission: Permission) -> None:
+        try:
+            self._policy.check(caller, permission)
+        except BirdbathError:
+            raise fail("Permission denied") from None
+
+    async def _run(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await self._call(function, *args, **kwargs)
+        except UnknownJob as exc:
+            raise ApiError(ApiStatus.NO_MATCH, str(exc)) from None
+        except BackendError as exc:
+            raise fail(str(exc)) from None
+
+    # -- submitting ---------------------------------------------------------------------------------
+    async def submit(self, caller: Caller, attrs: Sequence[Attr], staging: str | None = None) -> str:
+        """One job in a fresh cluster; returns ``<schedd>#<cluster>.<proc>``."""
+        self._check(caller, Permission.WRITE)
+        area = self._staging_area(caller, staging) if staging else None
+        ad = self._job_ad(caller, attrs, spooled=area is not None)
+        if area is not None and "Submission" not in ad and area.submission:
+            ad["Submission"] = area.submission
+        backend = self._backend
+        txn = await self._run(backend.begin)
+        try:
+            cluster = await self._run(backend.new_cluster, txn)
+            proc = await self._run(backend.new_proc, txn, cluster)
+            if area is not None:
+                await self._run(self._spool_staged, txn, cluster, proc, area)
+                self._spooled_defaults(ad, backend.spool_directory(cluster, proc), area)
+            if "Submission" not in ad:
+                ad["Submission"] = f"{self.settings.schedd_name}#{cluster}"
+            await self._run(backend.submit, txn, cluster, proc, ad)
+            await self._run(backend.commit, txn)
+        except BaseException:
+            await self._call(backend.abort, txn)
+            raise
+        return f"{self.settings.schedd_name}#{cluster}.{proc}"
+
+    def _job_ad(self, caller: Caller, attrs: Sequence[Attr], spooled: bool) -> classad2.ClassAd:
+        ad = classad2.ClassAd()
+        ad["ShouldTransferFiles"] = "NO"  # as the originals: the ad may override it
+        for attr in attrs:
+            _check_name(attr.name)
+            try:
+                ad[attr.name] = attribute_value(attr.name, attr.type, attr.value)
+            except BadAttribute as exc:
+                raise fail(f"Failed to parse job ad attribute {attr.name}: {exc}") from None
+        required = ["Cmd", "Requirements"] + ([] if spooled else ["Iwd"])
+        missing = [name for name in required if name not in ad]
+        if missing:
+            raise fail(f"Job ad is missing required attributes: {', '.join(missing)}")
+        owner = ad.get("Owner")
+        if owner is None or isinstance(owner, classad2.Value):
+            ad["Owner"] = self._policy.submitter(caller)
+        else:
+            try:
+                self._policy.check_owner(caller, str(owner))
+            except PermissionError as exc:
+                raise fail(str(exc)) from None
+        for name, default in (("JobStatus", int(JobStatus.IDLE)), ("RemoteUserCpu", 0.0), ("JobPrio", 0),
+                              ("ImageSize", 0), ("JobUniverse", int(Universe.VANILLA)), ("MaxHosts", 1),
+                              ("MinHosts", 1), ("CurrentHosts", 0)):
+            if name not in ad:
+                ad[name] = default
+        return ad
+
+    def _spool_staged(self, txn: object, cluster: int, proc: int, area: StagingArea) -> None:
+        """Copy a staging area's files into the new job's spool (on the backend's thread)."""
+        for name in area.files:
+            self._backend.stage_file(txn, cluster, proc, name)
+            with open(area.directory / name, "rb") as stream:
+                offset = 0
+                for block in iter(lambda: stream.read(1 << 20), b""):
+                    self._backend.write_file(txn, cluster, proc, name, offset, block)
+                    offset += len(block)
+
+    def _spooled_defaults(self, ad: classad2.ClassAd, spool: str, area: StagingArea) -> None:
+        """Staged input becomes the job's input, as in Birdbath: Iwd = spool, TransferInput = the files."""
+        if not isinstance(ad.get("Iwd"), str):
+            ad["Iwd"] = spool
+        if "TransferInput" not in ad:
+            ad["TransferInput"] = ",".join(area.files)
+        ad["ShouldTransferFiles"] = "YES"
+        if "LeaveJobInQueue" not in ad:
+            ad["LeaveJobInQueue"] = classad2.ExprTree(
+                f"(JobStatus == 3 || JobStatus == 4) && (time() - EnteredCurrentStatus) < "
+                f"{self.settings.output_retention}")
+
+    # -- staging ------------------------------------------------------------------------------------
+    async def create(self, caller: Caller, submission: str | None = None) -> str:
+        self._check(caller, Permission.WRITE)
+        staging = uuid.uuid4().hex
+        area = StagingArea(staging, submission or None, self.settings.staging_root / staging,
+                           self._policy.submitter(caller))
+        await self._run(area.directory.mkdir)
+        self._staging[area.id] = area
+        area.expiry = self._clock.callLater(self.settings.staging_lifetime, self._expire, area.id)
+        return area.id
+
+    async def send(self, caller: Caller, staging: str, name: str, offset: int, data: bytes,
+                   md5: str | None = None) -> int:
+        """Write ``data`` at ``offset`` into the staged file ``name``; with ``md5``, check the whole file after."""
+        self._check(caller, Permission.WRITE)
+        area = self._staging_area(caller, staging)
+        _check_file_name(name)
+        if offset < 0:
+            raise ApiError(ApiStatus.INVALID_OFFSET, f"offset {offset} is negative")
+        size = await self._run(_write_at, area.directory / name, offset, data)
+        area.files[name] = size
+        if md5:
+            actual = await self._run(_md5, area.directory / name)
+            if actual != md5.lower():
+                raise fail(f"File {name!r} does not match the MD5 sent (sent {md5}, staged {actual})")
+        self._renew(area)
+        return size
+
+    async def abort(self, caller: Caller, staging: str) -> None:
+        self._check(caller, Permission.WRITE)
+        self._discard(self._staging_area(caller, staging))
+
+    def _staging_area(self, caller: Caller, staging: str) -> StagingArea:
+        area = self._staging.get(staging)
+        if area is None:
+            raise ApiError(ApiStatus.NO_MATCH, f"No staging area {staging!r} (unknown, used up or expired)")
+        if area.owner != self._policy.submitter(caller) and not self._policy.queue_all_users_trusted:
+            raise fail("Not the owner of this staging area")
+        return area
+
+    def _renew(self, area: StagingArea) -> None:
+        if area.expiry is not None and area.expiry.active():
+            area.expiry.reset(self.settings.staging_lifetime)
+
+    def _expire(self, staging: str) -> None:
+        area = self._staging.get(staging)
+        if area is not None:
+            log.info("staging area {id} expired unused; removing its files", id=staging)
+            area.expiry = None
+            self._discard(area)
+
+    def _discard(self, area: StagingArea) -> None:
+        self._staging.pop(area.id, None)
+        if area.expiry is not None and area.expiry.active():
+            area.expiry.cancel()
+        self._call(shutil.rmtree, area.directory, True).addErrback(
+            lambda failure: log.failure("removing staging area {id}", failure, id=area.id))
+
+    # -- control --------------------------------------------------------------------------------------
+    async def act(self, caller: Caller, job: str, action: JobAction, reason: str | None) -> None:
+        self._check(caller, Permission.WRITE)
+        ref = JobRef.parse(job)
+        try:
+            await self._call(self._backend.act, None, action, ref.cluster, ref.proc, reason)
+        except UnknownJob as exc:
+            raise ApiError(ApiStatus.NO_MATCH, str(exc)) from None
+        except BackendError as exc:
+            raise fail(f"Failed to {action.value} job {ref}: {exc}") from None
+
+    async def set_attribute(self, caller: Caller, job: str, name: str, type_: AttrType | None, value: str) -> None:
+        """A typed value (STRING is quoted for you), or with no type raw ClassAd text, as QMF did."""
+        self._check(caller, Permission.WRITE)
+        ref = JobRef.parse(job)
+        _check_name(name)
+        if name.lower() == "submission":
+            raise fail("Changes to submission name not allowed")
+        try:
+            parsed = attribute_value(name, type_ or AttrType.EXPRESSION, value)
+        except BadAttribute as exc:
+            raise fail(f"Failed to set attribute {name} to {value}: {exc}") from None
+        await self._run(self._backend.set_attribute, None, ref.cluster, ref.proc, name, parsed)
+
+    # -- queries --------------------------------------------------------------------------------------
+    async def job_ad(self, caller: Caller, job: str) -> list[Attr]:
+        self._check(caller, Permission.READ)
+        ad = await self._find(JobRef.parse(job))
+        return [attr for attr in ad_to_struct(ad, int(self._clock.seconds()))
+                if attr.name not in ("MyType", "TargetType", "ServerTime")]
+
+    async def _find(self, ref: JobRef) -> classad2.ClassAd:
+        ad = await self._run(self._lookup, ref)
+        if ad is None:
+            raise ApiError(ApiStatus.NO_MATCH, f"Unknown job {ref}")
+        return ad
+
+    def _lookup(self, ref: JobRef) -> classad2.ClassAd | None:
+        """A live job, else one from the history (on the backend's thread)."""
+        ad = self._backend.get_job(ref.cluster, ref.proc)
+        if ad is None and hasattr(self._backend, "history"):
+            found = self._backend.history(parse_constraint(f"ClusterId == {ref.cluster} && ProcId == {ref.proc}"), 1)
+            ad = found[0] if found else None
+        return ad
+
+    async def summaries(self, caller: Caller, jobs: Sequence[str]) -> list[dict[str, Any]]:
+        """Summary attributes of the given jobs (all live jobs when the list is empty)."""
+        self._check(caller, Permission.READ)
+        if jobs:
+            ads = [await self._find(JobRef.parse(job)) for job in jobs]
+        else:
+            ads = await self._run(self._backend.query, None)
+        return [_summary(ad) for ad in ads]
+
+    async def submissions(self, caller: Caller, name: str | None = None) -> list[SubmissionInfo]:
+        """Submissions (live and finished jobs), with owner, oldest QDate and per-state counts."""
+        self._check(caller, Permission.READ)
+        ads = await self._run(self._everything, name)
+        groups: dict[str, list[classad2.ClassAd]] = {}
+        for ad in ads:
+            groups.setdefault(_submission_of(ad, self.settings.schedd_name), []).append(ad)
+        if name is not None and name not in groups:
+            raise ApiError(ApiStatus.NO_MATCH, f"Unable to locate submission {name!r}")
+        return [SubmissionInfo(group, str(members[0].get("Owner", "")), min(int(a.get("QDate", 0)) for a in members),
+                               _counts(members)) for group, members in sorted(groups.items())]
+
+    async def submission_jobs(self, caller: Caller, name: str) -> list[dict[str, Any]]:
+        self._check(caller, Permission.READ)
+        ads = await self._run(self._everything, name)
+        members = [ad for ad in ads if _submission_of(ad, self.settings.schedd_name) == name]
+        if not members:
+            raise ApiError(ApiStatus.NO_MATCH, f"Unable to locate submission {name!r}")
+        order = list(STATE_NAMES)
+        return [_summary(ad) for ad in sorted(members, key=lambda a: (order.index(_status(a)), a.get("ClusterId", 0),
+                                                                      a.get("ProcId", 0)))]
+
+    def _everything(self, name: str | None) -> list[classad2.ClassAd]:
+        constraint = parse_constraint(f"Submission == {classad2.quote(name)}") if name and "#" not in name else None
+        ads = list(self._backend.query(constraint))
+        if hasattr(self._backend, "history"):
+            ads += self._backend.history(constraint)
+        return ads
+
+    # -- output ---------------------------------------------------------------------------------------
+    async def fetch(self, caller: Caller, job: str, file: str, start: int, end: int) -> bytes:
+        """Bytes of the job's Out, Err, UserLog or a spool file, with QMF's (start, end) range rules."""
+        self._check(caller, Permission.READ)
+        ref = JobRef.parse(job)
+        ad = await self._find(ref)
+        spool = self._backend.spool_directory(ref.cluster, ref.proc)
+        path = _allowed_file(ad, file, spool)
+        size = await self._run(_size, path)
+        offset, length = _range(start, end, size)
+        return await self._run(_read, path, offset, length)
+
+
+def _check_name(name: str) -> None:
+    if name.lower() in RESERVED:
+        raise fail(f"Reserved ClassAd keyword cannot be an attribute name: {name}")
+    if not VALID_NAME.match(name or ""):
+        raise fail(f"Invalid attribute name {name!r}: use letters, digits and underscores")
+
+
+def _check_file_name(name: str) -> None:
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        raise fail(f"{name!r} is not a plain file name")
+
+
+def _status(ad: classad2.ClassAd) -> JobStatus:
+    try:
+        return JobStatus(ad.get("JobStatus", 1))
+    except ValueError:
+        return JobStatus.IDLE
+
+
+def _submission_of(ad: classad2.ClassAd, schedd: str) -> str:
+    value = ad.get("Submission")
+    if isinstance(value, str) and value:
+        return value
+    dag = ad.get("DAGManJobId")
+    return f"{schedd}#{dag if isinstance(dag, int) else ad.get('ClusterId')}"
+
+
+def _counts(ads: Iterable[classad2.ClassAd]) -> dict[str, int]:
+    counts = {name: 0 for name in STATE_NAMES.values()}
+    for ad in ads:
+        counts[STATE_NAMES[_status(ad)]] += 1
+    return counts
+
+
+def _summary(ad: classad2.ClassAd) -> dict[str, Any]:
+    summary = {}
+    for name in SUMMARY_ATTRIBUTES:
+        if name in ad:
+            value = ad[name]
+            summary[name] = str(ad.lookup(name)) if isinstance(value, classad2.ExprTree) else value
+    return summary
+
+
+def _allowed_file(ad: classad2.ClassAd, name: str, spool: str) -> Path:
+    """Only the job's own files: its Out, Err, UserLog (by attribute name or value) or a plain spool file."""
+    iwd = ad.get("Iwd") if isinstance(ad.get("Iwd"), str) else spool
+    for attribute in ("Out", "Err", "UserLog", "Log"):
+        value = ad.get(attribute)
+        if isinstance(value, str) and value not in ("", "/dev/null") and name in (attribute.upper(), attribute, value):
+            return Path(value) if os.path.isabs(value) else Path(iwd) / value
+    _check_file_name(name)
+    return Path(spool) / name
+
+
+def _range(start: int, end: int, size: int) -> tuple[int, int]:
+    """QMF FetchJobData's rules (qmf.md §3.4), with the from-the-end length computed after clamping."""
+    if start >= 0:
+        if end < start:
+            raise ApiError(ApiStatus.INVALID_OFFSET, f"Invalid start and end values ({start}, {end})")
+        offset = min(start, size)
+        return offset, min(end, size) - offset
+    if end > 0:
+        end = 0
+    if end < start:
+        raise ApiError(ApiStatus.INVALID_OFFSET, f"Invalid start and end values ({start}, {end})")
+    offset = max(0, size + start)
+    return offset, max(0, size + end - offset)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError as exc:
+        raise BackendError(f"Failed to open {path.name}: {exc.strerror}") from None
+
+
+def _read(path: Path, offset: int, length: int) -> bytes:
+    with open(path, "rb") as stream:
+        stream.seek(offset)
+        return stream.read(length)
+
+
+def _write_at(path: Path, offset: int, data: bytes) -> int:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.pwrite(fd, data, offset)
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+
+
+def _md5(path: Path) -> str:
+    digest = hashlib.md5()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,333 @@
+"""The simplified submission API as one spyne service, exposed twice: SOAP 1.1 (document/literal, namespace
+``urn:birdbath:submission``, WSDL in ``wsdl/submission.wsdl``) and JSON over HTTP (``POST /submission/json/<op>``
+with the parameters as a JSON object).  Every operation answers with a ``status`` (code and text); application
+errors are never faults.
+
+In JSON, job ads are typed maps as QMF's ``mrg.grid`` encoding had them, ``{"Cmd": {"TYPE": 3, "VALUE":
+"/bin/sleep"}}`` (0 EXPR, 1 INTEGER, 2 FLOAT, 3 STRING), and on input also native JSON values; binary data is
+base64.  In SOAP they are lists of typed attributes (name, type, value) with BOOLEAN as a fifth type.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from spyne import Application, Array, ByteArray, ComplexModel, Enum, Integer32, Long, Service, Unicode, rpc
+from spyne.protocol.json import JsonDocument
+from spyne.protocol.soap import Soap11
+from twisted.internet.defer import Deferred
+
+from gateway.core.auth import Caller
+from gateway.core.classads import Attr, AttrType
+from gateway.core.jobs import JobAction
+from gateway.core.submissions import ApiError, ApiStatus, SubmissionService
+
+TNS = "urn:birdbath:submission"
+
+#: the wire types of attributes, and the classad kinds they carry
+WIRE_TYPES = {"EXPR": AttrType.EXPRESSION, "INTEGER": AttrType.INTEGER, "FLOAT": AttrType.FLOAT,
+              "STRING": AttrType.STRING, "BOOLEAN": AttrType.BOOLEAN}
+TO_WIRE = {AttrType.EXPRESSION: "EXPR", AttrType.INTEGER: "INTEGER", AttrType.FLOAT: "FLOAT",
+           AttrType.STRING: "STRING", AttrType.BOOLEAN: "BOOLEAN"}
+#: QMF's numeric type codes; a boolean travels as an expression, as in QMF
+QMF_CODES = {"EXPR": 0, "INTEGER": 1, "FLOAT": 2, "STRING": 3, "BOOLEAN": 0}
+FROM_QMF = {0: "EXPR", 1: "INTEGER", 2: "FLOAT", 3: "STRING"}
+
+
+class _Model(ComplexModel):
+    __namespace__ = TNS
+
+
+StatusCode = Enum(*[code.value for code in ApiStatus], type_name="StatusCode")
+AttributeType = Enum(*WIRE_TYPES, type_name="AttributeType")
+
+
+class Status(_Model):
+    _type_info = [("code", StatusCode), ("text", Unicode)]
+
+
+class Attribute(_Model):
+    _type_info = [("name", Unicode), ("type", AttributeType), ("value", Unicode)]
+
+
+JobAd = Array(Attribute, type_name="JobAd")
+
+
+class IdResult(_Model):
+    _type_info = [("status", Status), ("id", Unicode)]
+
+
+class SizeResult(_Model):
+    _type_info = [("status", Status), ("size", Long)]
+
+
+class StatusResult(_Model):
+    _type_info = [("status", Status)]
+
+
+class JobAdResult(_Model):
+    _type_info = [("status", Status), ("ad", JobAd)]
+
+
+class JobSummary(_Model):
+    _type_info = [("id", Unicode), ("ad", JobAd)]
+
+
+class JobsResult(_Model):
+    _type_info = [("status", Status), ("jobs", Array(JobSummary, type_name="JobSummaryList"))]
+
+
+class SubmissionSummary(_Model):
+    _type_info = [("name", Unicode), ("owner", Unicode), ("qdate", Long), ("idle", Integer32),
+                  ("running", Integer32), ("removed", Integer32), ("completed", Integer32), ("held", Integer32),
+                  ("transferring_output", Integer32), ("suspended", Integer32)]
+
+
+class SubmissionsResult(_Model):
+    _type_info = [("status", Status), ("submissions", Array(SubmissionSummary, type_name="SubmissionList"))]
+
+
+class DataResult(_Model):
+    _type_info = [("status", Status), ("data", ByteArray)]
+
+
+@dataclass
+class SubmissionContext:
+    caller: Caller
+    service: SubmissionService
+    status: Any = None  # the ApiStatus answered, for the request log
+
+
+# -- conversions -------------------------------------------------------------------------------------------
+def attrs_from_wire(ad: Any) -> list[Attr]:
+    result = []
+    for item in ad or ():
+        if item is None or not item.name:
+            continue
+        result.append(Attr(item.name, WIRE_TYPES.get(str(item.type), AttrType.EXPRESSION), item.value or ""))
+    return result
+
+
+def attrs_to_wire(attrs: list[Attr]) -> list[Attribute]:
+    return [Attribute(name=a.name, type=TO_WIRE.get(a.type, "EXPR"), value=a.value) for a in attrs]
+
+
+def summary_to_wire(summary: dict[str, Any]) -> JobSummary:
+    return JobSummary(id=f"{summary.get('ClusterId')}.{summary.get('ProcId')}", ad=_typed_values(summary))
+
+
+def _typed_values(summary: dict[str, Any]) -> list[Attribute]:
+    out = []
+    for name, value in summary.items():
+        if isinstance(value, bool):
+            out.append(Attribute(name=name, type="BOOLEAN", value="TRUE" if value else "FALSE"))
+        elif isinstance(value, int):
+            out.append(Attribute(name=name, type="INTEGER", value=str(value)))
+        elif isinstance(value, float):
+            out.append(Attribute(name=name, type="FLOAT", value=repr(value)))
+        elif isinstance(value, str):
+            out.append(Attribute(name=name, type="STRING", value=value))
+    return out
+
+
+def _run(ctx: Any, operation: Callable[[SubmissionService, Caller], Awaitable[Any]],
+         answer: Callable[[Status, Any], Any], model: type) -> Deferred:
+    context: SubmissionContext = ctx.udc
+
+    async def run() -> Any:
+        try:
+            result = await operation(context.service, context.caller)
+        except ApiError as exc:
+            context.status = exc.code
+            return model(status=Status(code=exc.code.value, text=exc.text))
+        context.status = ApiStatus.OK
+        return answer(Status(code="OK", text="OK"), result)
+
+    return Deferred.fromCoroutine(run())
+
+
+class SubmissionApi(Service):
+    """submit/create/send, job control and queries; see gateway.core.submissions for the semantics."""
+
+    __service_name__ = "Submission"
+
+    @rpc(JobAd, Unicode, _returns=IdResult)
+    def submit(ctx, ad, staging):
+        return _run(ctx, lambda s, c: s.submit(c, attrs_from_wire(ad), staging),
+                    lambda ok, job: IdResult(status=ok, id=job), IdResult)
+
+    @rpc(Unicode, _returns=IdResult)
+    def create(ctx, submission):
+        return _run(ctx, lambda s, c: s.create(c, submission), lambda ok, staging: IdResult(status=ok, id=staging),
+                    IdResult)
+
+    @rpc(Unicode, Unicode, Long, ByteArray, Unicode, _returns=SizeResult)
+    def send(ctx, staging, name, offset, data, md5):
+        payload = b"".join(data) if data else b""
+        return _run(ctx, lambda s, c: s.send(c, staging, name or "", offset or 0, payload, md5),
+                    lambda ok, size: SizeResult(status=ok, size=size), SizeResult)
+
+    @rpc(Unicode, _returns=StatusResult)
+    def abort(ctx, staging):
+        return _run(ctx, lambda s, c: s.abort(c, staging), lambda ok, _: StatusResult(status=ok), StatusResult)
+
+    @rpc(Unicode, Unicode, _returns=StatusResult)
+    def hold(ctx, id, reason):
+        return _act(ctx, id, JobAction.HOLD, reason)
+
+    @rpc(Unicode, Unicode, _returns=StatusResult)
+    def release(ctx, id, reason):
+        return _act(ctx, id, JobAction.RELEASE, reason)
+
+    @rpc(Unicode, Unicode, _returns=StatusResult)
+    def remove(ctx, id, reason):
+        return _act(ctx, id, JobAction.REMOVE, reason)
+
+    @rpc(Unicode, Unicode, _returns=StatusResult)
+    def suspend(ctx, id, reason):
+        return _act(ctx, id, JobAction.SUSPEND, reason)
+
+    @rpc(Unicode, Unicode, _returns=StatusResult, _operation_name="continue")
+    def continue_(ctx, id, reason):
+        return _act(ctx, id, JobAction.CONTINUE, reason)
+
+    @rpc(Unicode, Unicode, AttributeType, Unicode, _returns=StatusResult)
+    def setAttribute(ctx, id, name, type, value):
+        kind = WIRE_TYPES.get(str(type)) if type is not None else None
+        return _run(ctx, lambda s, c: s.set_attribute(c, id or "", name or "", kind, value or ""),
+                    lambda ok, _: StatusResult(status=ok), StatusResult)
+
+    @rpc(Unicode, _returns=JobAdResult)
+    def getJobAd(ctx, id):
+        return _run(ctx, lambda s, c: s.job_ad(c, id or ""),
+                    lambda ok, ad: JobAdResult(status=ok, ad=attrs_to_wire(ad)), JobAdResult)
+
+    @rpc(Array(Unicode), _returns=JobsResult)
+    def getJobSummaries(ctx, ids):
+        return _run(ctx, lambda s, c: s.summaries(c, list(ids or [])),
+                    lambda ok, jobs: JobsResult(status=ok, jobs=[summary_to_wire(j) for j in jobs]), JobsResult)
+
+    @rpc(Unicode, _returns=SubmissionsResult)
+    def getSubmissions(ctx, name):
+        return _run(ctx, lambda s, c: s.submissions(c, name or None),
+                    lambda ok, found: SubmissionsResult(status=ok, submissions=[
+                        SubmissionSummary(name=i.name, owner=i.owner, qdate=i.qdate, idle=i.counts["Idle"],
+                                          running=i.counts["Running"], removed=i.counts["Removed"],
+                                          completed=i.counts["Completed"], held=i.counts["Held"],
+                                          transferring_output=i.counts["TransferringOutput"],
+                                          suspended=i.counts["Suspended"]) for i in found]), SubmissionsResult)
+
+    @rpc(Unicode, _returns=JobsResult)
+    def getSubmissionJobs(ctx, name):
+        return _run(ctx, lambda s, c: s.submission_jobs(c, name or ""),
+                    lambda ok, jobs: JobsResult(status=ok, jobs=[summary_to_wire(j) for j in jobs]), JobsResult)
+
+    @rpc(Unicode, Unicode, Long, Long, _returns=DataResult)
+    def fetch(ctx, id, file, start, end):
+        return _run(ctx, lambda s, c: s.fetch(c, id or "", file or "", start or 0, end or 0),
+                    lambda ok, data: DataResult(status=ok, data=[data]), DataResult)
+
+
+def _act(ctx: Any, job: str | None, action: JobAction, reason: str | None) -> Deferred:
+    return _run(ctx, lambda s, c: s.act(c, job or "", action, reason), lambda ok, _: StatusResult(status=ok),
+                StatusResult)
+
+
+OPERATIONS = ("submit", "create", "send", "abort", "hold", "release", "remove", "suspend", "continue",
+              "setAttribute", "getJobAd", "getJobSummaries", "getSubmissions", "getSubmissionJobs", "fetch")
+
+
+def soap_application() -> Application:
+    return Application([SubmissionApi], tns=TNS, name="Submission", in_protocol=Soap11(validator="soft"),
+                       out_protocol=Soap11())
+
+
+class TypedMapJson(JsonDocument):
+    """JSON with QMF's typed maps for job ads (see the module docstring)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("ignore_wrappers", True)
+        super().__init__(**kwargs)
+
+    def decompose_incoming_envelope(self, ctx: Any, message: str) -> None:
+        super().decompose_incoming_envelope(ctx, message)
+        body = ctx.in_body_doc
+        for params in body.values():
+            if isinstance(params, dict) and isinstance(params.get("ad"), dict):
+                params["ad"] = typed_map_to_attributes(params["ad"])
+
+    def create_out_string(self, ctx: Any, *args: Any, **kwargs: Any) -> Any:
+        ctx.out_document = _maps_for_ads(ctx.out_document)
+        return super().create_out_string(ctx, *args, **kwargs)
+
+
+def typed_map_to_attributes(ad: dict[str, Any]) -> list[dict[str, str]]:
+    items = []
+    for name, value in ad.items():
+        if isinstance(value, dict) and "TYPE" in value:
+            kind = FROM_QMF.get(value["TYPE"])
+            if kind is None:
+                raise ValueError(f"attribute {name}: TYPE must be 0 (EXPR), 1 (INTEGER), 2 (FLOAT) or 3 (STRING)")
+            items.append({"name": name, "type": kind, "value": str(value.get("VALUE", ""))})
+        elif isinstance(value, bool):
+            items.append({"name": name, "type": "BOOLEAN", "value": "TRUE" if value else "FALSE"})
+        elif isinstance(value, int):
+            items.append({"name": name, "type": "INTEGER", "value": str(value)})
+        elif isinstance(value, float):
+            items.append({"name": name, "type": "FLOAT", "value": repr(value)})
+        elif isinstance(value, str):
+            items.append({"name": name, "type": "STRING", "value": value})
+        elif value is not None:
+            raise ValueError(f"attribute {name}: a JSON {type(value).__name__} is not a ClassAd value")
+    return items
+
+
+def _maps_for_ads(document: Any) -> Any:
+    """Turn every list of {name, type, value} (an ad) in an answer into a QMF typed map."""
+    if isinstance(document, tuple):
+        return tuple(_maps_for_ads(item) for item in document)
+    if isinstance(document, list):
+        if document and all(isinstance(i, dict) and set(i) == {"name", "type", "value"} for i in document):
+            return {i["name"]: {"TYPE": QMF_CODES.get(i["type"], 0), "VALUE": i["value"]} for i in document}
+        return [_maps_for_ads(item) for item in document]
+    if isinstance(document, dict):
+        return {key: _maps_for_ads(value) for key, value in document.items()}
+    return document
+
+
+def json_application() -> Application:
+    return Application([SubmissionApi], tns=TNS, name="Submission", in_protocol=TypedMapJson(validator="soft"),
+                       out_protocol=TypedMapJson())
+
+
+def json_request(operation: str, body: bytes) -> bytes:
+    """The spyne JSON document for ``POST /submission/json/<operation>`` with a parameter object."""
+    params = json.loads(body or b"{}")
+    if not isinstance(params, dict):
+        raise ValueError("the request body must be a JSON object of parameters")
+    if isinstance(params.get("data"), (bytes, bytearray)):
+        params["data"] = base64.b64encode(params["data"]).decode()
+    return json.dumps({operation: params}).encode()
+
+
+def generated_wsdl(address: str = "http://localhost:1984/submission") -> bytes:
+    """The WSDL spyne derives from the service definition; ``wsdl/submission.wsdl`` is this, pretty-printed
+    (``python -m gateway.soap.submission > wsdl/submission.wsdl``; a test keeps the two equal)."""
+    from lxml import etree
+    from spyne.interface.wsdl import Wsdl11
+
+    document = Wsdl11(soap_application().interface)
+    document.build_interface_document(address)
+    tree = etree.fromstring(document.get_interface_document())
+    return etree.tostring(tree, pretty_print=True, xml_declaration=True, encoding="UTF-8")
+
+
+if __name__ == "__main__":
+    import os
+    import sys
+
+    os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
+    sys.stdout.buffer.write(generated_wsdl())
