@@ -1,0 +1,265 @@
+"""The simplified submission API (QMF/Aviary-like): zeep against the SOAP form, plain HTTP against the JSON form."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+import zeep
+from lxml import etree
+
+from tests.conftest import ROOT, GatewayProcess
+from tests.test_execution import RUNNER, wait_until
+from tests.test_wsdl import first_difference, shape
+
+CONFIG = RUNNER + "[submission]\nstaging_lifetime = 2\n"
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("submission")
+    process = GatewayProcess(tmp / "state", CONFIG, tmp=tmp).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def api(gateway):
+    return zeep.Client(gateway.url + "submission?wsdl").service
+
+
+def call(gateway, operation: str, **params) -> dict:
+    request = urllib.request.Request(gateway.url + f"submission/json/{operation}", json.dumps(params).encode(),
+                                     {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.headers["Content-Type"] == "application/json"
+        return json.loads(response.read())
+
+
+def ok(answer) -> None:
+    status = answer["status"] if isinstance(answer, dict) else answer.status
+    code = status["code"] if isinstance(status, dict) else status.code
+    assert code == "OK", answer
+
+
+def job_of(full_id: str) -> str:
+    return full_id.rsplit("#", 1)[1]
+
+
+def status_of(gateway, job: str) -> int:
+    return int(call(gateway, "getJobAd", id=job)["ad"]["JobStatus"]["VALUE"])
+
+
+def test_the_blogs_minimal_vanilla_job_over_json(gateway, tmp_path):
+    ad = {"Cmd": {"TYPE": 3, "VALUE": "/bin/sleep"}, "Args": {"TYPE": 3, "VALUE": "60"},
+          "Requirements": {"TYPE": 0, "VALUE": "TRUE"}, "JobUniverse": {"TYPE": 1, "VALUE": "5"},
+          "Iwd": {"TYPE": 3, "VALUE": str(tmp_path)}, "Owner": {"TYPE": 3, "VALUE": __import__("getpass").getuser()}}
+    answer = call(gateway, "submit", ad=ad)
+    ok(answer)
+    schedd, job = answer["id"].rsplit("#", 1)
+    assert schedd and job.endswith(".0")
+    found = call(gateway, "getJobAd", id=answer["id"])["ad"]
+    assert found["Cmd"] == {"TYPE": 3, "VALUE": "/bin/sleep"} and found["Requirements"]["TYPE"] == 0
+    assert found["Submission"] == {"TYPE": 3, "VALUE": f"{schedd}#{job.split('.')[0]}"}
+    assert found["ShouldTransferFiles"]["VALUE"] == "NO"
+    summaries = call(gateway, "getJobSummaries", ids=[job])["jobs"]
+    assert summaries[0]["id"] == job and summaries[0]["ad"]["Cmd"]["VALUE"] == "/bin/sleep"
+    ok(call(gateway, "remove", id=job, reason="done"))
+
+
+def test_native_json_values_and_expressions_that_stay_expressions(gateway, tmp_path):
+    answer = call(gateway, "submit", ad={"Cmd": "/bin/true", "Requirements": {"TYPE": 0, "VALUE": "Memory < 0"},
+                                         "Iwd": str(tmp_path), "Count": 4, "Ratio": 0.5, "Flag": True,
+                                         "Rule": {"TYPE": 0, "VALUE": "Count * 2"}})
+    ad = call(gateway, "getJobAd", id=answer["id"])["ad"]
+    assert ad["Count"] == {"TYPE": 1, "VALUE": "4"} and ad["Ratio"]["TYPE"] == 2
+    assert ad["Rule"] == {"TYPE": 0, "VALUE": "Count * 2"}  # the text, not its value 8
+    assert ad["Flag"] == {"TYPE": 0, "VALUE": "TRUE"}  # booleans travel as expressions, as in QMF
+
+
+def test_soap_with_typed_attributes(api, gateway, tmp_path):
+    ad = [{"name": "Cmd", "type": "STRING", "value": "/bin/true"},
+          {"name": "Requirements", "type": "EXPR", "value": "TARGET.Memory < 0"},
+          {"name": "Iwd", "type": "STRING", "value": str(tmp_path)},
+          {"name": "Happy", "type": "BOOLEAN", "value": "TRUE"},
+          {"name": "Submission", "type": "STRING", "value": "soap-batch"}]
+    answer = api.submit({"Attribute": ad}, None)
+    assert answer.status.code == "OK"
+    got = {a.name: (a.type, a.value) for a in api.getJobAd(answer.id).ad.Attribute}
+    assert got["Requirements"] == ("EXPR", "TARGET.Memory < 0") and got["Happy"] == ("BOOLEAN", "TRUE")
+    (submission,) = api.getSubmissions("soap-batch").submissions.SubmissionSummary
+    assert submission.name == "soap-batch" and submission.idle == 1 and submission.owner
+    assert api.hold(job_of(answer.id), "pause").code == "OK"  # zeep unwraps a one-field answer
+    assert api.getSubmissions("soap-batch").submissions.SubmissionSummary[0].held == 1
+
+
+def test_create_send_submit_and_fetch_the_output(gateway, tmp_path):
+    staging = call(gateway, "create", submission="staged")["id"]
+    program = b"#!/bin/sh\ncat data.bin data.bin > twice.bin\necho done\n"
+    data = bytes(range(256)) * 1000
+    for name, content in (("run.sh", program), ("data.bin", data)):
+        for offset in range(0, len(content), 100_000):
+            chunk = content[offset:offset + 100_000]
+            last = offset + 100_000 >= len(content)
+            answer = call(gateway, "send", staging=staging, name=name, offset=offset,
+                          data=base64.b64encode(chunk).decode(), md5=hashlib.md5(content).hexdigest() if last else None)
+            ok(answer)
+        assert answer["size"] == len(content)
+    answer = call(gateway, "submit", ad={"Cmd": "run.sh", "Requirements": {"TYPE": 0, "VALUE": "TRUE"},
+                                         "Out": "job.out"}, staging=staging)
+    ok(answer)
+    wait_until(lambda: status_of(gateway, answer["id"]) == 4, timeout=30)
+    fetched = call(gateway, "fetch", id=answer["id"], file="twice.bin", start=0, end=10_000_000)
+    ok(fetched)
+    assert base64.b64decode(fetched["data"]) == data * 2
+    assert base64.b64decode(call(gateway, "fetch", id=answer["id"], file="OUT", start=0, end=100)["data"]) == b"done\n"
+    assert base64.b64decode(call(gateway, "fetch", id=answer["id"], file="job.out", start=-3, end=0)["data"]) == b"ne\n"
+    (submission,) = call(gateway, "getSubmissions", name="staged")["submissions"]
+    assert submission["completed"] == 1
+
+
+def test_one_staging_area_feeds_several_jobs(api, gateway):
+    staging = api.create("shared-input").id
+    assert api.send(staging, "in.txt", 0, b"shared\n", None).status.code == "OK"
+    ads = [[{"name": "Cmd", "type": "STRING", "value": "/bin/cat"}, {"name": "In", "type": "STRING", "value": "in.txt"},
+            {"name": "Out", "type": "STRING", "value": "out.txt"},
+            {"name": "Requirements", "type": "EXPR", "value": "TRUE"}] for _ in range(2)]
+    ids = [api.submit({"Attribute": ad}, staging).id for ad in ads]
+    for job in ids:
+        wait_until(lambda: status_of(gateway, job) == 4, timeout=30)
+        assert api.fetch(job, "out.txt", 0, 100).data == b"shared\n"
+    (submission,) = api.getSubmissions("shared-input").submissions.SubmissionSummary
+    assert submission.completed == 2
+    jobs = api.getSubmissionJobs("shared-input").jobs.JobSummary
+    assert sorted(job.id for job in jobs) == sorted(job_of(i) for i in ids)
+
+
+def test_submission_counts_follow_the_jobs(gateway, tmp_path):
+    base = {"Iwd": str(tmp_path), "Submission": "counted", "Requirements": {"TYPE": 0, "VALUE": "TRUE"}}
+    idle = call(gateway, "submit", ad={**base, "Cmd": "/bin/true", "Requirements": {"TYPE": 0, "VALUE": "FALSE"}})
+    running = call(gateway, "submit", ad={**base, "Cmd": "/bin/sleep", "Args": "30"})
+    done = call(gateway, "submit", ad={**base, "Cmd": "/bin/true",
+                                       "LeaveJobInQueue": {"TYPE": 0, "VALUE": "TRUE"}})
+    wait_until(lambda: status_of(gateway, running["id"]) == 2 and status_of(gateway, done["id"]) == 4)
+    ok(call(gateway, "hold", id=idle["id"], reason="held for the count"))
+    (summary,) = call(gateway, "getSubmissions", name="counted")["submissions"]
+    assert (summary["held"], summary["running"], summary["completed"], summary["idle"]) == (1, 1, 1, 0)
+    ok(call(gateway, "suspend", id=running["id"]))
+    assert call(gateway, "getSubmissions", name="counted")["submissions"][0]["suspended"] == 1
+    ok(call(gateway, "continue", id=running["id"]))
+    assert status_of(gateway, running["id"]) == 2
+    ok(call(gateway, "remove", id=running["id"], reason="enough"))
+    wait_until(lambda: call(gateway, "getSubmissions", name="counted")["submissions"][0]["removed"] == 1)
+    jobs = call(gateway, "getSubmissionJobs", name="counted")["jobs"]
+    states = [int(job["ad"]["JobStatus"]["VALUE"]) for job in jobs]
+    assert states == sorted(states, key=[1, 2, 3, 4, 5, 6, 7].index)
+
+
+def test_suspend_stops_the_process_and_continue_resumes_it(gateway, tmp_path):
+    ticks = tmp_path / "ticks"
+    answer = call(gateway, "submit", ad={"Cmd": "/bin/sh",
+                                         "Arguments": f"-c 'while true; do echo x >> {ticks}; sleep 0.05; done'",
+                                         "Iwd": str(tmp_path), "Requirements": {"TYPE": 0, "VALUE": "TRUE"}})
+    wait_until(lambda: ticks.exists() and ticks.stat().st_size > 10)
+    ok(call(gateway, "suspend", id=answer["id"], reason="breathe"))
+    assert status_of(gateway, answer["id"]) == 7
+    time.sleep(0.3)
+    frozen = ticks.stat().st_size
+    time.sleep(0.5)
+    assert ticks.stat().st_size == frozen
+    ok(call(gateway, "continue", id=answer["id"]))
+    wait_until(lambda: ticks.stat().st_size > frozen)
+    ad = call(gateway, "getJobAd", id=answer["id"])["ad"]
+    assert ad["JobStatus"]["VALUE"] == "2" and ad["TotalSuspensions"]["VALUE"] == "1"
+    ok(call(gateway, "remove", id=answer["id"]))
+
+
+def test_set_attribute_typed_and_raw(api, gateway, tmp_path):
+    job = job_of(call(gateway, "submit", ad={"Cmd": "/bin/true", "Iwd": str(tmp_path),
+                                             "Requirements": {"TYPE": 0, "VALUE": "FALSE"}})["id"])
+    ok(call(gateway, "setAttribute", id=job, name="Recipe", type="STRING", value="secret sauce"))
+    ok(call(gateway, "setAttribute", id=job, name="Limit", value="2 * 21"))
+    ok(call(gateway, "setAttribute", id=job, name="Quoted", value='"raw string"'))
+    ad = call(gateway, "getJobAd", id=job)["ad"]
+    assert ad["Recipe"] == {"TYPE": 3, "VALUE": "secret sauce"} and ad["Limit"] == {"TYPE": 0, "VALUE": "2 * 21"}
+    assert ad["Quoted"] == {"TYPE": 3, "VALUE": "raw string"}
+    refused = call(gateway, "setAttribute", id=job, name="submission", value='"other"')
+    assert refused["status"] == {"code": "FAIL", "text": "Changes to submission name not allowed"}
+
+
+@pytest.mark.parametrize("operation, params, code, words", [
+    ("getJobAd", {"id": "999999.0"}, "NO_MATCH", "Unknown job"),
+    ("hold", {"id": "999999.0"}, "NO_MATCH", "999999.0"),
+    ("hold", {"id": "not-an-id"}, "FAIL", "Invalid Id"),
+    ("release", {"id": "0.0"}, "FAIL", "Invalid Id"),
+    ("submit", {"ad": {"Cmd": "/bin/true"}}, "FAIL", "missing required attributes: Requirements, Iwd"),
+    ("submit", {"ad": {"Cmd": "/bin/true", "Requirements": True, "Iwd": "/tmp", "true": 1}}, "FAIL",
+     "Reserved ClassAd keyword"),
+    ("submit", {"ad": {"Cmd": "/bin/true", "Requirements": True, "Iwd": "/tmp", "bad-name": 1}}, "FAIL",
+     "Invalid attribute name"),
+    ("submit", {"ad": {"Cmd": "/bin/true", "Requirements": True, "Iwd": "/tmp", "Owner": "mallory"}}, "FAIL",
+     "QUEUE_ALL_USERS_TRUSTED"),
+    ("submit", {"ad": {"Cmd": "/bin/true", "Requirements": {"TYPE": 0, "VALUE": "(("}, "Iwd": "/tmp"}}, "FAIL",
+     "Failed to parse job ad attribute Requirements"),
+    ("submit", {"ad": {"Cmd": "/bin/true", "Requirements": True}, "staging": "nope"}, "NO_MATCH", "staging area"),
+    ("send", {"staging": "nope", "name": "x", "offset": 0, "data": ""}, "NO_MATCH", "staging area"),
+    ("getSubmissions", {"name": "no-such-submission"}, "NO_MATCH", "Unable to locate submission"),
+    ("getSubmissionJobs", {"name": "no-such-submission"}, "NO_MATCH", "Unable to locate submission"),
+])
+def test_errors_are_statuses_not_faults(gateway, operation, params, code, words):
+    answer = call(gateway, operation, **params)
+    assert answer["status"]["code"] == code and words in answer["status"]["text"], answer
+
+
+def test_fetch_is_limited_to_the_jobs_own_files_and_checks_ranges(gateway, tmp_path):
+    job = call(gateway, "submit", ad={"Cmd": "/bin/true", "Iwd": str(tmp_path), "Out": "o.txt",
+                                      "Requirements": {"TYPE": 0, "VALUE": "FALSE"}})["id"]
+    (tmp_path / "o.txt").write_text("0123456789")
+    for file in ("/etc/passwd", "../../etc/passwd", "queue.sqlite3"):
+        assert call(gateway, "fetch", id=job, file=file, start=0, end=10)["status"]["code"] == "FAIL"
+    bad = call(gateway, "fetch", id=job, file="OUT", start=5, end=2)
+    assert bad["status"]["code"] == "INVALID_OFFSET"
+    assert base64.b64decode(call(gateway, "fetch", id=job, file="o.txt", start=-4, end=-1)["data"]) == b"678"
+    assert base64.b64decode(call(gateway, "fetch", id=job, file="OUT", start=-100, end=0)["data"]) == b"0123456789"
+
+
+def test_unused_staging_areas_expire_and_abort_cleans_up(gateway):
+    staging = call(gateway, "create")["id"]
+    ok(call(gateway, "send", staging=staging, name="f", offset=0, data=base64.b64encode(b"x").decode()))
+    area = gateway.state_dir / "staging" / staging
+    assert area.exists()
+    wait_until(lambda: not area.exists(), timeout=10)
+    assert call(gateway, "send", staging=staging, name="f", offset=0, data="")["status"]["code"] == "NO_MATCH"
+    other = call(gateway, "create")["id"]
+    ok(call(gateway, "abort", staging=other))
+    assert call(gateway, "abort", staging=other)["status"]["code"] == "NO_MATCH"
+
+
+def test_a_wrong_md5_is_refused(gateway):
+    staging = call(gateway, "create")["id"]
+    answer = call(gateway, "send", staging=staging, name="f", offset=0, data=base64.b64encode(b"abc").decode(),
+                  md5=hashlib.md5(b"xyz").hexdigest())
+    assert answer["status"]["code"] == "FAIL" and "does not match the MD5" in answer["status"]["text"]
+
+
+def test_malformed_json_is_a_400(gateway):
+    for body in (b"{not json", b"[1, 2]", json.dumps({"ad": {"A": {"TYPE": 9, "VALUE": "x"}}}).encode()):
+        request = urllib.request.Request(gateway.url + "submission/json/submit", body)
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(request, timeout=30)
+        assert error.value.code == 400
+
+
+def test_the_wsdl_file_is_what_the_service_definition_generates(gateway):
+    from gateway.soap.submission import generated_wsdl
+
+    ours = etree.parse(str(ROOT / "wsdl" / "submission.wsdl")).getroot()
+    assert first_difference(shape(etree.fromstring(generated_wsdl())), shape(ours)) is None
+    with urllib.request.urlopen(gateway.url + "submission?wsdl") as response:
+        served = etree.fromstring(response.read())
+    assert first_difference(shape(served), shape(ours)) is None
