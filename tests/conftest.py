@@ -99,13 +99,21 @@ def start_gateway(tmp_path: Path) -> Iterator:
         gateway.stop()
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    """One gateway shared by a module's tests (each test uses its own clusters); it runs no vanilla jobs."""
-    tmp = tmp_path_factory.mktemp("gateway")
-    process = GatewayProcess(tmp / "state", QUEUE_ONLY, tmp=tmp).start()
-    yield process
-    process.stop()
+def module_gateway(config: str | None, scope: str = "module"):
+    """A fixture running one gateway with this configuration, shared by a module's (or the session's) tests."""
+
+    @pytest.fixture(scope=scope)
+    def fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+        tmp = tmp_path_factory.mktemp("gateway")
+        process = GatewayProcess(tmp / "state", config, tmp=tmp).start()
+        yield process
+        process.stop()
+
+    return fixture
+
+
+#: the default shared gateway: each test uses its own clusters, and no vanilla job runs
+gateway = module_gateway(QUEUE_ONLY)
 
 
 def zeep_client(wsdl: str, address: str):

@@ -7,32 +7,15 @@ import time
 import htcondor2
 import pytest
 
-from tests.conftest import GatewayProcess, zeep_client
+from tests.conftest import module_gateway, zeep_client
 from tests.dags import dagman_out, node_clusters, submit_dag, wait_for_dag, write_dag
 from tests.birdbath import values
-from tests.test_execution import RUNNER, clear_queue, wait_until
+from tests.test_execution import RUNNER, empty_queue_afterwards, schedd, wait_until  # noqa: F401 (fixtures)
 
 DIAMOND = "JOB A A.sub\nJOB B B.sub\nJOB C C.sub\nJOB D D.sub\nPARENT A CHILD B C\nPARENT B C CHILD D\n"
 
 
-@pytest.fixture(scope="module")
-def runner(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("dags")
-    process = GatewayProcess(tmp / "state", RUNNER, tmp=tmp).start()
-    yield process
-    process.stop()
-
-
-@pytest.fixture(scope="module")
-def schedd(runner):
-    return zeep_client(runner.url + "condorSchedd.wsdl", runner.url)
-
-
-@pytest.fixture(autouse=True)
-def empty_queue_afterwards(request):
-    yield
-    if "schedd" in request.fixturenames:
-        clear_queue(request.getfixturevalue("schedd"))
+runner = module_gateway(RUNNER)
 
 
 def counted(directory, node: str) -> str:

@@ -10,20 +10,13 @@ import pytest
 
 from gateway.core.arguments import join_v2
 from tests.birdbath import ad, begin, expr, new_job, values
-from tests.conftest import zeep_client
+from tests.conftest import module_gateway, zeep_client
 
 RUNNER = "[backends.local]\nslots = 2\nkill_grace = 1.0\nperiodic_interval = 0.5\n"
 KEEP = {"LeaveJobInQueue": expr("FilesRetrieved =?= false"), "FilesRetrieved": False}
 
 
-@pytest.fixture(scope="module")
-def runner(tmp_path_factory):
-    from tests.conftest import GatewayProcess
-
-    tmp = tmp_path_factory.mktemp("runner")
-    process = GatewayProcess(tmp / "state", RUNNER, tmp=tmp).start()
-    yield process
-    process.stop()
+runner = module_gateway(RUNNER)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.birdbath import expr, values
-from tests.conftest import LEGACY_WSDL, ROOT, GatewayProcess, zeep_client
+from tests.conftest import LEGACY_WSDL, ROOT, module_gateway, zeep_client
 from tests.dags import write_dag
 from tests.test_execution import RUNNER, submit, wait_until
 
@@ -31,12 +31,7 @@ def java_clients(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("java-gateway")
-    process = GatewayProcess(tmp / "state", RUNNER + "[birdbath]\nqueue_all_users_trusted = true\n", tmp=tmp).start()
-    yield process
-    process.stop()
+gateway = module_gateway(RUNNER + "[birdbath]\nqueue_all_users_trusted = true\n")
 
 
 @pytest.fixture(scope="module")

@@ -13,19 +13,14 @@ import pytest
 import zeep
 from lxml import etree
 
-from tests.conftest import ROOT, GatewayProcess
+from tests.conftest import ROOT, module_gateway
 from tests.test_execution import RUNNER, wait_until
 from tests.test_wsdl import first_difference, shape
 
 CONFIG = RUNNER + "[submission]\nstaging_lifetime = 2\n"
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("submission")
-    process = GatewayProcess(tmp / "state", CONFIG, tmp=tmp).start()
-    yield process
-    process.stop()
+gateway = module_gateway(CONFIG)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
 
-from tests.conftest import LEGACY_WSDL, GatewayProcess  # noqa: E402
+from tests.conftest import LEGACY_WSDL, module_gateway  # noqa: E402
 
 RUNNER = ("[backends.local]\nslots = 2\nkill_grace = 1.0\nperiodic_interval = 0.5\n"
           "[birdbath]\nqueue_all_users_trusted = true\n")
@@ -20,12 +20,7 @@ RUNNER = ("[backends.local]\nslots = 2\nkill_grace = 1.0\nperiodic_interval = 0.
 __all__ = ["LEGACY_WSDL"]
 
 
-@pytest.fixture(scope="session")
-def gateway(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("client-gateway")
-    process = GatewayProcess(tmp / "state", RUNNER, tmp=tmp).start()
-    yield process
-    process.stop()
+gateway = module_gateway(RUNNER, scope="session")
 
 
 @pytest.fixture(scope="session")
