@@ -66,7 +66,8 @@ class ScheddBackend(Protocol):
 
     # Optional: ``start(reactor, call)`` is called once the gateway runs, for backends that run services in its
     # process (``call(function, *args)`` runs a function on the backend's worker thread and returns a
-    # Deferred); ``async stop()`` is awaited at shutdown before ``close``.
+    # Deferred); ``async stop()`` is awaited at shutdown before ``close``; ``history(constraint, limit=None)``
+    # returns jobs that left the queue, newest first (the submission API shows them when it exists).
 
     # -- transactions -------------------------------------------------------------------------------
     def begin(self) -> object:
