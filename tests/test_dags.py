@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import htcondor2
-import pytest
 
 from tests.conftest import module_gateway, zeep_client
 from tests.dags import dagman_out, node_clusters, submit_dag, wait_for_dag, write_dag

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
 import pytest
 
 from gateway.core.arguments import join_v2
-from tests.birdbath import ad, begin, expr, new_job, values
+from tests.birdbath import ad, begin, expr, values
 from tests.conftest import module_gateway, zeep_client
 
 RUNNER = "[backends.local]\nslots = 2\nkill_grace = 1.0\nperiodic_interval = 0.5\n"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 
 import pytest
-from lxml import etree
 
 from tests.wire import SOAP_ENV, body_element, post
 

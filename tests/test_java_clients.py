@@ -13,7 +13,7 @@ import pytest
 from tests.birdbath import expr, values
 from tests.conftest import LEGACY_WSDL, ROOT, module_gateway, zeep_client
 from tests.dags import write_dag
-from tests.test_execution import RUNNER, submit, wait_until
+from tests.test_execution import RUNNER, submit
 
 pytestmark = pytest.mark.java
 

@@ -26,7 +26,7 @@ from twisted.logger import Logger
 from backends.interface import BackendError, BackendInfo, FileInfo, UnknownJob
 from gateway import __version__
 from gateway.core.classads import matches
-from gateway.core.jobs import HoldCode, JobAction, JobStatus, Universe
+from gateway.core.jobs import JobAction, JobStatus, Universe
 
 from . import jobspec, lifecycle, sandbox
 from .dag import dagman, language
