@@ -12,6 +12,7 @@ import json
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
+from xml.sax.saxutils import escape
 
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
@@ -32,8 +33,6 @@ FAULT = (b'<?xml version="1.0" encoding="UTF-8"?>\n<SOAP-ENV:Envelope '
 
 
 def fault_document(message: str) -> bytes:
-    from xml.sax.saxutils import escape
-
     return FAULT % escape(message).encode("utf-8")
 
 

@@ -300,28 +300,27 @@ class LocalBackend:
             if cpus > free_cpus or not self._matches_machine(ad):
                 continue
             directory = ExecuteDir.of(self._execute, *key)
-            if dagman.is_dagman(ad):  # run by the built-in DAG runner, not as a process
-                transition = lifecycle.started(ad, now, self._info.schedd_name)
-                launches.append(Launch(key, directory, 0, dag=True))
-                self._active.add(key)
-                ads[key] = updated(ad, transition.updates)
-                events.extend((key, event) for event in transition.events)
-                continue
             try:
-                plan = jobspec.plan(ad, directory.sandbox, dict(os.environ))
-                sandbox.prepare(plan, directory, ad, self._machine)
+                launch = self._launch(key, ad, directory, cpus)
             except jobspec.BadJob as bad:
                 directory.remove()
                 transition = lifecycle.hold(ad, bad.reason, bad.code, now)
             else:
                 transition = lifecycle.started(ad, now, self._info.schedd_name)
-                launches.append(Launch(key, directory, cpus))
+                launches.append(launch)
                 self._active.add(key)
-                free_cpus -= cpus
+                free_cpus -= launch.cpus
             ads[key] = updated(ad, transition.updates)
             events.extend((key, event) for event in transition.events)
         self._write(ads, events, notify=False)
         return launches
+
+    def _launch(self, key: JobKey, ad: classad2.ClassAd, directory: ExecuteDir, cpus: int) -> Launch:
+        """A DAGMan job is run by the built-in DAG runner; any other job as a process from its execute directory."""
+        if dagman.is_dagman(ad):
+            return Launch(key, directory, 0, dag=True)
+        sandbox.prepare(jobspec.plan(ad, directory.sandbox, dict(os.environ)), directory, ad, self._machine)
+        return Launch(key, directory, cpus)
 
     def finish_job(self, key: JobKey, interruption: str | None = None) -> None:
         """Record the end of a run: how it ended (from the launcher's result file), the output it made, and

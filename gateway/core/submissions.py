@@ -445,7 +445,10 @@ def _read(path: Path, offset: int, length: int) -> bytes:
 def _write_at(path: Path, offset: int, data: bytes) -> int:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
     try:
-        os.pwrite(fd, data, offset)
+        view = memoryview(data)
+        while view:  # pwrite may write less than asked
+            written = os.pwrite(fd, view, offset)
+            view, offset = view[written:], offset + written
         return os.fstat(fd).st_size
     finally:
         os.close(fd)
