@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     from twisted.internet.defer import Deferred
     from twisted.logger import globalLogBeginner, textFileLogObserver
 
+    from backends.interface import BackendError
     from backends.registry import UnknownBackend
     from gateway.app import Gateway
     from gateway.config import ConfigError, load
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stderr)], redirectStandardIO=False)
         gateway = Gateway(config, reactor)
         port = gateway.listen()
-    except (ConfigError, UnknownBackend, OSError) as exc:
+    except (ConfigError, UnknownBackend, BackendError, OSError) as exc:
         print(f"birdbath-gateway: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # e.g. the port is taken (CannotListenError)
