@@ -56,7 +56,8 @@ class FileInfo:
 class ScheddBackend(Protocol):
     """A schedd as the gateway sees it: a transactional job queue with per-job spool directories."""
 
-    #: how many worker threads may call into the backend at once (1 serialises every call)
+    #: how many worker threads may call into the backend at once (1 serialises every call); a backend may also
+    #: set ``call_timeout`` (seconds) after which the gateway stops waiting for a call and reports it unavailable
     threads: int
 
     def info(self) -> BackendInfo: ...

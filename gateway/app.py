@@ -32,7 +32,8 @@ class Gateway:
         self.reactor = reactor
         self.backend = backend or registry.create(config.backend, config.state_dir,
                                                   config.backend_options.get(config.backend))
-        self.calls = BlockingCaller(reactor, getattr(self.backend, "threads", 1), config.backend)
+        self.calls = BlockingCaller(reactor, getattr(self.backend, "threads", 1), config.backend,
+                                    getattr(self.backend, "call_timeout", None))
         start = getattr(self.backend, "start", None)
         if start is not None:  # backends that run services in the gateway (the local executor) start here
             start(reactor, self.calls)

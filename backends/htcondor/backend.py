@@ -85,8 +85,10 @@ class HTCondorBackend:
     threads = 1  # one bindings call at a time keeps a transaction's calls in order
 
     def __init__(self, state_dir: Path, *, collector: str | None = None, schedd_name: str | None = None,
-                 schedd: Any = None, submitter: Any = None, location: classad2.ClassAd | None = None) -> None:
+                 timeout: float = 30.0, schedd: Any = None, submitter: Any = None,
+                 location: classad2.ClassAd | None = None) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)
+        self.call_timeout = timeout  # the gateway stops waiting for a bindings call after this many seconds
         if schedd is None or submitter is None or location is None:
             location, schedd, submitter = _connect(collector, schedd_name)
         self._schedd = schedd

@@ -4,24 +4,43 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar
 
+from twisted.internet import defer
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorThreads
 from twisted.internet.threads import deferToThreadPool
+from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
+
+from backends.interface import BackendUnavailable
 
 T = TypeVar("T")
 
 
 class BlockingCaller:
-    """A private thread pool sized for one backend (a pool of one serialises every call, in order)."""
+    """A private thread pool sized for one backend (a pool of one serialises every call, in order).
 
-    def __init__(self, reactor: IReactorThreads, threads: int, name: str) -> None:
+    With a ``timeout``, a call that has not answered by then fails with BackendUnavailable (the thread itself
+    cannot be interrupted; the caller stops waiting for it)."""
+
+    def __init__(self, reactor: IReactorThreads, threads: int, name: str, timeout: float | None = None) -> None:
         self._reactor = reactor
+        self._name = name
+        self._timeout = timeout
         self._pool = ThreadPool(minthreads=1, maxthreads=max(1, threads), name=f"backend-{name}")
         self._pool.start()
 
     def __call__(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> "Deferred[T]":
-        return deferToThreadPool(self._reactor, self._pool, function, *args, **kwargs)
+        called = deferToThreadPool(self._reactor, self._pool, function, *args, **kwargs)
+        if self._timeout:
+            called.addTimeout(self._timeout, self._reactor)
+            called.addErrback(self._timed_out, getattr(function, "__name__", "call"))
+        return called
+
+    def _timed_out(self, failure: Failure, operation: str) -> Failure:
+        if failure.check(defer.TimeoutError, defer.CancelledError):
+            raise BackendUnavailable(f"the {self._name} backend did not answer {operation} within "
+                                     f"{self._timeout:g} s")
+        return failure
 
     def stop(self) -> None:
         """Wait for queued calls to finish and join the threads."""
