@@ -17,7 +17,7 @@ def run(coroutine):
     """Drive the global reactor just long enough for one coroutine (no pytest-twisted here)."""
     result = {}
     deferred = ensureDeferred(coroutine)
-    deferred.addBoth(lambda value: result.setdefault("value", value))
+    deferred.addBoth(lambda value: result.update(value=value))  # keeps the failure, consumes it from the chain
     deadline = time.monotonic() + 10
     while "value" not in result and time.monotonic() < deadline:
         reactor.runUntilCurrent()
