@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 from twisted.internet import reactor
 from twisted.internet.defer import ensureDeferred
 

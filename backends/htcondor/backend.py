@@ -21,7 +21,6 @@ unreachable, the schedd refused) is a :class:`BackendUnavailable` naming the cal
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sqlite3
@@ -33,7 +32,8 @@ from typing import Any, Sequence
 import classad2
 
 from backends.interface import BackendError, BackendInfo, BackendUnavailable, FileInfo, InvalidState, UnknownJob
-from gateway.core.classads import matches
+from gateway.core.classads import copy_ad, matches, projected
+from gateway.core.files import is_plain_name, md5_of, write_at
 from gateway.core.jobs import JobAction
 
 FIRST_GATEWAY_CLUSTER = 1_000_000_000
@@ -136,7 +136,7 @@ class HTCondorBackend:
 
         proc_ads = []
         for proc, ad in procs:
-            ad = _copy(ad)
+            ad = copy_ad(ad)
             ad["BirdbathClusterId"] = cluster
             ad["BirdbathProcId"] = proc
             for name in ("ClusterId", "ProcId"):
@@ -178,7 +178,7 @@ class HTCondorBackend:
 
     def submit(self, txn: PoolTransaction, cluster: int, proc: int, ad: classad2.ClassAd) -> None:
         self._new_job(txn, cluster, proc)
-        txn.clusters[cluster][proc] = _copy(ad)
+        txn.clusters[cluster][proc] = copy_ad(ad)
 
     # -- files ----------------------------------------------------------------------------------------
     def stage_file(self, txn: PoolTransaction, cluster: int, proc: int, name: str) -> None:
@@ -189,18 +189,11 @@ class HTCondorBackend:
     def write_file(self, txn: PoolTransaction, cluster: int, proc: int, name: str, offset: int,
                    data: bytes) -> None:
         self._new_job(txn, cluster, proc)
-        fd = os.open(self._file(cluster, proc, name), os.O_WRONLY)
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.pwrite(fd, view, offset)
-                view, offset = view[written:], offset + written
-        finally:
-            os.close(fd)
+        write_at(self._file(cluster, proc, name), offset, data)
 
     def file_md5(self, txn: PoolTransaction, cluster: int, proc: int, name: str) -> str:
         self._new_job(txn, cluster, proc)
-        return hashlib.md5(self._file(cluster, proc, name).read_bytes()).hexdigest()
+        return md5_of(self._file(cluster, proc, name))
 
     def list_files(self, txn: PoolTransaction | None, cluster: int, proc: int) -> Sequence[FileInfo]:
         self._retrieve(cluster, proc)
@@ -230,7 +223,7 @@ class HTCondorBackend:
         ads = [_translated(ad) for ad in self._call("query", self._schedd.query, "true")]
         found = [ad for ad in ads if matches(constraint, ad)]
         if projection:
-            return [_projected(ad, projection) for ad in found]
+            return [projected(ad, projection) for ad in found]
         return found
 
     def history(self, constraint: classad2.ExprTree | None, limit: int | None = None) -> list[classad2.ClassAd]:
@@ -299,7 +292,7 @@ class HTCondorBackend:
         return self._staging / str(cluster) / str(proc)
 
     def _file(self, cluster: int, proc: int, name: str) -> Path:
-        if not name or name in (".", "..") or "/" in name or "\0" in name:
+        if not is_plain_name(name):
             raise BackendError(f"'{name}' is not a plain file name")
         return self._directory(cluster, proc) / name
 
@@ -337,27 +330,13 @@ def _connect(collector: str | None, schedd_name: str | None) -> tuple[classad2.C
     return location, htcondor2.Schedd(location), htcondor.Schedd(v1_location)
 
 
-def _copy(ad: classad2.ClassAd) -> classad2.ClassAd:
-    copy = classad2.ClassAd()
-    copy.update(ad)
-    return copy
-
-
 def _translated(ad: classad2.ClassAd) -> classad2.ClassAd:
     """A schedd ad as the gateway shows it: gateway-submitted jobs under their gateway ids."""
     gateway_cluster = ad.get("BirdbathClusterId")
     if not isinstance(gateway_cluster, int):
         return ad
-    shown = _copy(ad)
+    shown = copy_ad(ad)
     shown["SchedulerClusterId"] = ad.get("ClusterId")
     shown["ClusterId"] = gateway_cluster
     shown["ProcId"] = ad.get("BirdbathProcId", ad.get("ProcId"))
     return shown
-
-
-def _projected(ad: classad2.ClassAd, projection: Sequence[str]) -> classad2.ClassAd:
-    out = classad2.ClassAd()
-    for name in projection:
-        if name in ad:
-            out[name] = ad.lookup(name)
-    return out

@@ -25,7 +25,7 @@ from twisted.logger import Logger
 
 from backends.interface import BackendError, BackendInfo, FileInfo, UnknownJob
 from gateway import __version__
-from gateway.core.classads import matches
+from gateway.core.classads import matches, projected
 from gateway.core.jobs import JobAction, JobStatus, Universe
 
 from . import jobspec, lifecycle, sandbox
@@ -233,7 +233,7 @@ class LocalBackend:
               projection: Sequence[str] | None = None) -> list[classad2.ClassAd]:
         found = [ad for _, ad in self._store.ads() if matches(constraint, ad)]
         if projection:
-            return [_projected(ad, projection) for ad in found]
+            return [projected(ad, projection) for ad in found]
         return found
 
     def history(self, constraint: classad2.ExprTree | None, limit: int | None = None) -> list[classad2.ClassAd]:
@@ -610,11 +610,3 @@ def _kill_leftover(directory: ExecuteDir) -> None:
                 return
         except (OSError, ValueError, IndexError):
             continue
-
-
-def _projected(ad: classad2.ClassAd, projection: Sequence[str]) -> classad2.ClassAd:
-    out = classad2.ClassAd()
-    for name in projection:
-        if name in ad:
-            out[name] = ad.lookup(name)
-    return out

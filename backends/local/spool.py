@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -10,6 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from backends.interface import BackendError, FileInfo
+from gateway.core.files import is_plain_name, md5_of, write_at
 
 
 _JOB_DIRECTORY = re.compile(r"cluster(?P<cluster>\d+)\.proc(?P<proc>\d+)\.subproc0")
@@ -42,7 +42,7 @@ class Spool:
         return removed
 
     def _file(self, cluster: int, proc: int, name: str) -> Path:
-        if not name or name in (".", "..") or "/" in name or "\0" in name:
+        if not is_plain_name(name):
             raise BackendError(f"'{name}' is not a plain file name")
         return self.directory(cluster, proc) / name
 
@@ -55,25 +55,13 @@ class Spool:
             raise BackendError(f"Failed to open '{name}' for writing, reason: {exc.strerror}") from None
 
     def write(self, cluster: int, proc: int, name: str, offset: int, data: bytes) -> None:
-        path = self._file(cluster, proc, name)
         try:
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                view = memoryview(data)
-                while view:
-                    written = os.pwrite(fd, view, offset)
-                    view, offset = view[written:], offset + written
-            finally:
-                os.close(fd)
+            write_at(self._file(cluster, proc, name), offset, data)
         except OSError as exc:
             raise BackendError(f"Failed to write to '{name}', reason: {exc.strerror}") from None
 
     def md5(self, cluster: int, proc: int, name: str) -> str:
-        digest = hashlib.md5()
-        with open(self._file(cluster, proc, name), "rb") as stream:
-            for block in iter(lambda: stream.read(1 << 20), b""):
-                digest.update(block)
-        return digest.hexdigest()
+        return md5_of(self._file(cluster, proc, name))
 
     def sync(self, cluster: int, proc: int) -> None:
         """fsync every file of a job's spool and the directory itself, so a commit never loses accepted data."""

@@ -154,3 +154,18 @@ def matches(constraint: classad2.ExprTree | None, ad: classad2.ClassAd) -> bool:
     if isinstance(result, classad2.Value):  # an IntEnum: must not pass for a number
         return False
     return isinstance(result, (int, float)) and result != 0  # numbers count as booleans, as in EvalBool
+
+
+def copy_ad(ad: classad2.ClassAd) -> classad2.ClassAd:
+    copy = classad2.ClassAd()
+    copy.update(ad)
+    return copy
+
+
+def projected(ad: classad2.ClassAd, names: Iterable[str]) -> classad2.ClassAd:
+    """Only the named attributes (as expressions, unevaluated) that the ad has."""
+    out = classad2.ClassAd()
+    for name in names:
+        if name in ad:
+            out[name] = ad.lookup(name)
+    return out

@@ -10,7 +10,6 @@ unknown submission is NO_MATCH; SetJobAttribute honours a given type; suspend/co
 from __future__ import annotations
 
 import enum
-import hashlib
 import os
 import re
 import shutil
@@ -26,6 +25,7 @@ from twisted.logger import Logger
 from backends.interface import BackendError, ScheddBackend, UnknownJob
 from .auth import AccessPolicy, Caller, Permission
 from .classads import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value, parse_constraint
+from .files import is_plain_name, md5_of, write_at
 from .jobs import JobAction, JobStatus, Universe
 from .status import BirdbathError
 
@@ -225,10 +225,10 @@ class SubmissionService:
         _check_file_name(name)
         if offset < 0:
             raise ApiError(ApiStatus.INVALID_OFFSET, f"offset {offset} is negative")
-        size = await self._run(_write_at, area.directory / name, offset, data)
+        size = await self._run(write_at, area.directory / name, offset, data, True)
         area.files[name] = size
         if md5:
-            actual = await self._run(_md5, area.directory / name)
+            actual = await self._run(md5_of, area.directory / name)
             if actual != md5.lower():
                 raise fail(f"File {name!r} does not match the MD5 sent (sent {md5}, staged {actual})")
         self._renew(area)
@@ -368,7 +368,7 @@ def _check_name(name: str) -> None:
 
 
 def _check_file_name(name: str) -> None:
-    if not name or name in (".", "..") or "/" in name or "\0" in name:
+    if not is_plain_name(name):
         raise fail(f"{name!r} is not a plain file name")
 
 
@@ -440,23 +440,3 @@ def _read(path: Path, offset: int, length: int) -> bytes:
     with open(path, "rb") as stream:
         stream.seek(offset)
         return stream.read(length)
-
-
-def _write_at(path: Path, offset: int, data: bytes) -> int:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        view = memoryview(data)
-        while view:  # pwrite may write less than asked
-            written = os.pwrite(fd, view, offset)
-            view, offset = view[written:], offset + written
-        return os.fstat(fd).st_size
-    finally:
-        os.close(fd)
-
-
-def _md5(path: Path) -> str:
-    digest = hashlib.md5()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
