@@ -21,8 +21,6 @@ unreachable, the schedd refused) is a :class:`BackendUnavailable` naming the cal
 
 from __future__ import annotations
 
-import os
-import shutil
 import sqlite3
 import threading
 from dataclasses import dataclass, field
@@ -32,8 +30,8 @@ from typing import Any, Sequence
 import classad2
 
 from backends.interface import BackendError, BackendInfo, BackendUnavailable, FileInfo, InvalidState, UnknownJob
+from backends.spool import Spool
 from gateway.core.classads import copy_ad, matches, projected
-from gateway.core.files import is_plain_name, md5_of, write_at
 from gateway.core.jobs import JobAction
 
 FIRST_GATEWAY_CLUSTER = 1_000_000_000
@@ -94,8 +92,7 @@ class HTCondorBackend:
         self._schedd = schedd
         self._submitter = submitter
         self._ids = IdMap(state_dir / "htcondor-ids.sqlite3")
-        self._staging = state_dir / "spool"
-        self._staging.mkdir(exist_ok=True)
+        self._spool = Spool(state_dir / "spool")  # the submit side of the jobs' files
         self._info = BackendInfo(
             name="htcondor",
             version=str(location.get("CondorVersion", "$CondorVersion: unknown $")),
@@ -142,7 +139,7 @@ class HTCondorBackend:
             for name in ("ClusterId", "ProcId"):
                 ad.pop(name, None)
             proc_ads.append((classad.parseOne(str(ad)), 1))
-        spool = any(self._files(cluster, proc) for proc, _ in procs)
+        spool = any(self._spool.list(cluster, proc) for proc, _ in procs)
         results: list[Any] = []
         schedd_cluster = self._call("submit", self._submitter.submitMany, classad.ClassAd(), proc_ads, spool=spool,
                                     ad_results=results)
@@ -154,8 +151,9 @@ class HTCondorBackend:
         if not txn.open:
             return
         txn.open = False
-        for cluster in txn.clusters:
-            shutil.rmtree(self._staging / str(cluster), ignore_errors=True)
+        for cluster, procs in txn.clusters.items():
+            for proc in range(len(procs)):
+                self._spool.discard(cluster, proc)
 
     # -- building jobs ------------------------------------------------------------------------------
     def new_cluster(self, txn: PoolTransaction) -> int:
@@ -170,11 +168,11 @@ class HTCondorBackend:
             raise BackendError(f"cluster {cluster} was not created in this transaction")
         txn.clusters[cluster].append(None)
         proc = len(txn.clusters[cluster]) - 1
-        self._directory(cluster, proc).mkdir(parents=True, exist_ok=True)
+        self._spool.create(cluster, proc)
         return proc
 
     def spool_directory(self, cluster: int, proc: int) -> str:
-        return str(self._directory(cluster, proc))
+        return str(self._spool.directory(cluster, proc))
 
     def submit(self, txn: PoolTransaction, cluster: int, proc: int, ad: classad2.ClassAd) -> None:
         self._new_job(txn, cluster, proc)
@@ -183,33 +181,26 @@ class HTCondorBackend:
     # -- files ----------------------------------------------------------------------------------------
     def stage_file(self, txn: PoolTransaction, cluster: int, proc: int, name: str) -> None:
         self._new_job(txn, cluster, proc)
-        path = self._file(cluster, proc, name)
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        self._spool.stage(cluster, proc, name)
 
     def write_file(self, txn: PoolTransaction, cluster: int, proc: int, name: str, offset: int,
                    data: bytes) -> None:
         self._new_job(txn, cluster, proc)
-        write_at(self._file(cluster, proc, name), offset, data)
+        self._spool.write(cluster, proc, name, offset, data)
 
     def file_md5(self, txn: PoolTransaction, cluster: int, proc: int, name: str) -> str:
         self._new_job(txn, cluster, proc)
-        return md5_of(self._file(cluster, proc, name))
+        return self._spool.md5(cluster, proc, name)
 
     def list_files(self, txn: PoolTransaction | None, cluster: int, proc: int) -> Sequence[FileInfo]:
         self._retrieve(cluster, proc)
-        return self._files(cluster, proc)
+        return self._spool.list(cluster, proc)
 
     def read_file(self, txn: PoolTransaction | None, cluster: int, proc: int, name: str, offset: int,
                   length: int) -> bytes:
-        path = self._file(cluster, proc, name)
-        if not path.exists():
+        if name not in {info.name for info in self._spool.list(cluster, proc)}:
             self._retrieve(cluster, proc)
-        try:
-            with open(path, "rb") as stream:
-                stream.seek(offset)
-                return stream.read(length)
-        except OSError as exc:
-            raise BackendError(f"Failed to open file '{name}', reason: {exc.strerror}") from None
+        return self._spool.read(cluster, proc, name, offset, length)
 
     def _retrieve(self, cluster: int, proc: int) -> None:
         """Bring a finished spooled job's output back into its submit-side directory."""
@@ -287,21 +278,6 @@ class HTCondorBackend:
         if cluster >= FIRST_GATEWAY_CLUSTER:
             return f"BirdbathClusterId == {cluster} && BirdbathProcId == {proc}"
         return f"ClusterId == {cluster} && ProcId == {proc}"
-
-    def _directory(self, cluster: int, proc: int) -> Path:
-        return self._staging / str(cluster) / str(proc)
-
-    def _file(self, cluster: int, proc: int, name: str) -> Path:
-        if not is_plain_name(name):
-            raise BackendError(f"'{name}' is not a plain file name")
-        return self._directory(cluster, proc) / name
-
-    def _files(self, cluster: int, proc: int) -> list[FileInfo]:
-        directory = self._directory(cluster, proc)
-        if not directory.is_dir():
-            return []
-        return sorted((FileInfo(p.name, p.stat().st_size) for p in directory.iterdir() if p.is_file()),
-                      key=lambda info: info.name)
 
     @staticmethod
     def _check_open(txn: PoolTransaction) -> None:

@@ -36,7 +36,7 @@ from .executor import Executor, ExecutorOptions
 from .lifecycle import Event, RunResult, Transition, Updates, status_of, updated
 from .machine import machine_ad
 from .sandbox import ExecuteDir
-from .spool import Spool
+from backends.spool import Spool
 from .store import JobKey, JobStore
 from .userlog import UserLog, log_path
 

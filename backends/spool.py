@@ -1,4 +1,4 @@
-"""Per-job spool directories, laid out as HTCondor 7.5.5+ did: ``<c%10000>/<p%10000>/cluster<C>.proc<P>.subproc0``."""
+"""Per-job spool directories (shared by the backends), laid out as HTCondor 7.5.5+ did: ``<c%10000>/<p%10000>/cluster<C>.proc<P>.subproc0``."""
 
 from __future__ import annotations
 
