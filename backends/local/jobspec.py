@@ -15,6 +15,7 @@ import classad2
 
 from gateway.core.arguments import (ArgumentSyntaxError, parse_environment_v1, parse_environment_v2, parse_v1,
                                     parse_v2)
+from gateway.core.classads import comma_list, evaluate as value, evaluate_string as string
 from gateway.core.jobs import HoldCode, Universe
 
 SUPPORTED_UNIVERSES = (Universe.VANILLA, Universe.SCHEDULER, Universe.LOCAL)
@@ -44,22 +45,6 @@ class Plan:
     inputs: list[Path] = field(default_factory=list)  # files copied into the sandbox (from Iwd)
     outputs: list[str] | None = None  # TransferOutput names; None = every new or changed file
     returns: dict[Path, Path] = field(default_factory=dict)  # sandbox stdout/stderr -> where they belong
-
-
-def value(ad: classad2.ClassAd, name: str, default: object = None) -> object:
-    """An attribute evaluated against the ad; ``default`` when absent, undefined or an error."""
-    if name not in ad:
-        return default
-    try:
-        result = ad.eval(name)
-    except classad2.ClassAdException:
-        return default
-    return default if isinstance(result, classad2.Value) else result
-
-
-def string(ad: classad2.ClassAd, name: str, default: str = "") -> str:
-    result = value(ad, name, default)
-    return result if isinstance(result, str) else default
 
 
 def universe_of(ad: classad2.ClassAd) -> int:
@@ -161,7 +146,7 @@ def _streams(ad: classad2.ClassAd, job: Plan) -> None:
 
 
 def _transfers(ad: classad2.ClassAd, job: Plan) -> None:
-    for item in _comma_list(string(ad, "TransferInput")):
+    for item in comma_list(string(ad, "TransferInput")):
         source = _in_iwd(job.iwd, item)
         if not source.exists() or not os.access(source, os.R_OK):
             raise BadJob(f"Transfer input files failure: cannot read '{source}'", HoldCode.TRANSFER_INPUT_ERROR)
@@ -170,12 +155,8 @@ def _transfers(ad: classad2.ClassAd, job: Plan) -> None:
         job.inputs.append(job.executable)
         job.executable = job.cwd / job.executable.name
     if "TransferOutput" in ad:
-        job.outputs = _comma_list(string(ad, "TransferOutput"))
+        job.outputs = comma_list(string(ad, "TransferOutput"))
 
 
 def _in_iwd(iwd: Path, name: str) -> Path:
     return Path(name) if os.path.isabs(name) else iwd / name
-
-
-def _comma_list(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]

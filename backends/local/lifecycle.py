@@ -15,7 +15,7 @@ import classad2
 from backends.interface import InvalidState
 from gateway.core.jobs import HoldCode, JobAction, JobStatus
 
-from .jobspec import value
+from gateway.core.classads import copy_ad, evaluate as value, job_status as status_of
 from .userlog import UserLog
 
 Updates = dict[str, object]  # attribute -> new value (None deletes the attribute)
@@ -39,14 +39,6 @@ class RunResult:
     max_rss_kb: int = 0
     wall_seconds: float = 0.0
     exec_error: str | None = None  # the job's program could not be started at all
-
-
-def status_of(ad: classad2.ClassAd) -> JobStatus:
-    result = value(ad, "JobStatus", int(JobStatus.IDLE))
-    try:
-        return JobStatus(result)
-    except ValueError:
-        return JobStatus.IDLE
 
 
 def _job(ad: classad2.ClassAd) -> str:
@@ -219,8 +211,7 @@ def _policy_reason(ad: classad2.ClassAd, name: str) -> str:
 
 
 def updated(ad: classad2.ClassAd, updates: Updates) -> classad2.ClassAd:
-    copy = classad2.ClassAd()
-    copy.update(ad)
+    copy = copy_ad(ad)
     for name, new in updates.items():
         if new is None:
             copy.pop(name, None)

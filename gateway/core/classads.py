@@ -14,7 +14,7 @@ from typing import Iterable, Iterator
 
 import classad2
 
-from .jobs import PRIVATE_ATTRIBUTES
+from .jobs import PRIVATE_ATTRIBUTES, JobStatus
 
 
 class AttrType(str, enum.Enum):
@@ -154,6 +154,34 @@ def matches(constraint: classad2.ExprTree | None, ad: classad2.ClassAd) -> bool:
     if isinstance(result, classad2.Value):  # an IntEnum: must not pass for a number
         return False
     return isinstance(result, (int, float)) and result != 0  # numbers count as booleans, as in EvalBool
+
+
+def evaluate(ad: classad2.ClassAd, name: str, default: object = None) -> object:
+    """An attribute evaluated against the ad; ``default`` when absent, undefined or an error."""
+    if name not in ad:
+        return default
+    try:
+        result = ad.eval(name)
+    except classad2.ClassAdException:
+        return default
+    return default if isinstance(result, classad2.Value) else result
+
+
+def evaluate_string(ad: classad2.ClassAd, name: str, default: str = "") -> str:
+    result = evaluate(ad, name, default)
+    return result if isinstance(result, str) else default
+
+
+def job_status(ad: classad2.ClassAd) -> JobStatus:
+    """The ad's ``JobStatus`` (IDLE when absent or not a known state)."""
+    try:
+        return JobStatus(evaluate(ad, "JobStatus", int(JobStatus.IDLE)))
+    except ValueError:
+        return JobStatus.IDLE
+
+
+def comma_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def copy_ad(ad: classad2.ClassAd) -> classad2.ClassAd:

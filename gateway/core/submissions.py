@@ -24,7 +24,7 @@ from twisted.logger import Logger
 
 from backends.interface import BackendError, ScheddBackend, UnknownJob
 from .auth import AccessPolicy, Caller, Permission
-from .classads import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value, parse_constraint
+from .classads import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value, job_status, parse_constraint
 from .files import is_plain_name, md5_of, write_at
 from .jobs import JobAction, JobStatus, Universe
 from .status import BirdbathError
@@ -337,7 +337,7 @@ class SubmissionService:
         if not members:
             raise ApiError(ApiStatus.NO_MATCH, f"Unable to locate submission {name!r}")
         order = list(STATE_NAMES)
-        return [_summary(ad) for ad in sorted(members, key=lambda a: (order.index(_status(a)), a.get("ClusterId", 0),
+        return [_summary(ad) for ad in sorted(members, key=lambda a: (order.index(job_status(a)), a.get("ClusterId", 0),
                                                                       a.get("ProcId", 0)))]
 
     def _everything(self, name: str | None) -> list[classad2.ClassAd]:
@@ -372,13 +372,6 @@ def _check_file_name(name: str) -> None:
         raise fail(f"{name!r} is not a plain file name")
 
 
-def _status(ad: classad2.ClassAd) -> JobStatus:
-    try:
-        return JobStatus(ad.get("JobStatus", 1))
-    except ValueError:
-        return JobStatus.IDLE
-
-
 def _submission_of(ad: classad2.ClassAd, schedd: str) -> str:
     value = ad.get("Submission")
     if isinstance(value, str) and value:
@@ -390,7 +383,7 @@ def _submission_of(ad: classad2.ClassAd, schedd: str) -> str:
 def _counts(ads: Iterable[classad2.ClassAd]) -> dict[str, int]:
     counts = {name: 0 for name in STATE_NAMES.values()}
     for ad in ads:
-        counts[STATE_NAMES[_status(ad)]] += 1
+        counts[STATE_NAMES[job_status(ad)]] += 1
     return counts
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import classad2
 
 from .arguments import ArgumentSyntaxError, join_v2, parse_v2
+from .classads import comma_list, evaluate, evaluate_string
 from .jobs import JobStatus
 
 LEAVE_IN_QUEUE = "FilesRetrieved =?= false"
@@ -79,27 +80,14 @@ def input_files(ad: classad2.ClassAd) -> list[str]:
     stdin, the proxy, then the executable unless ``TransferExecutable`` is false or it is listed already."""
     files: list[str] = []
     for attribute in ("TransferInput", "PublicInputFiles"):
-        files.extend(_comma_list(_string(ad, attribute)))
-    stdin = _string(ad, "In")
+        files.extend(comma_list(evaluate_string(ad, attribute)))
+    stdin = evaluate_string(ad, "In")
     if stdin not in NULL_FILES:
         files.append(stdin)
-    proxy = _string(ad, "x509userproxy")
+    proxy = evaluate_string(ad, "x509userproxy")
     if proxy:
         files.append(proxy)
-    cmd = _string(ad, "Cmd")
-    if cmd and _evaluate(ad, "TransferExecutable") is not False and cmd not in files:
+    cmd = evaluate_string(ad, "Cmd")
+    if cmd and evaluate(ad, "TransferExecutable") is not False and cmd not in files:
         files.append(cmd)
     return files
-
-
-def _evaluate(ad: classad2.ClassAd, name: str) -> object:
-    return ad.eval(name) if name in ad else classad2.Value.Undefined
-
-
-def _string(ad: classad2.ClassAd, name: str) -> str:
-    value = _evaluate(ad, name)
-    return value if isinstance(value, str) else ""
-
-
-def _comma_list(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
