@@ -109,7 +109,8 @@ def test_abort_dag_on_stops_everything_with_its_return_value(schedd, tmp_path):
     done = wait_for_dag(schedd, key)
     assert done["ExitCode"] == "7" and runs(tmp_path, "C") == 0
     (b_cluster,) = node_clusters(dag)["B"]
-    assert schedd.getJobAd(None, b_cluster, 0).status.code == "UNKNOWNJOB"  # removed, gone from the queue
+    # removed: it leaves the queue once its process has been stopped (which may end after the DAGMan job)
+    wait_until(lambda: schedd.getJobAd(None, b_cluster, 0).status.code == "UNKNOWNJOB")
     assert "ABORT-DAG-ON" in dagman_out(dag)
 
 
@@ -216,3 +217,19 @@ def test_maxjobs_runs_one_node_of_a_category_at_a_time(schedd, tmp_path):
     submitted = [i for i, line in enumerate(log) if line.startswith("Submitted node X")]
     completed = [i for i, line in enumerate(log) if line.startswith("Node X") and "completed" in line]
     assert len(submitted) == 3 and all(completed[i] < submitted[i + 1] for i in range(2))
+
+
+def test_maxpre_runs_one_pre_script_at_a_time(schedd, tmp_path):
+    (tmp_path / "pre.sh").write_text(f"#!/bin/sh\necho start $(date +%s.%N) >> {tmp_path}/spans\nsleep 0.3\n"
+                                     f"echo end $(date +%s.%N) >> {tmp_path}/spans\n")
+    (tmp_path / "pre.sh").chmod(0o755)
+    dag = write_dag(tmp_path, "JOB A A.sub\nJOB B A.sub\nJOB C A.sub\nSCRIPT PRE ALL_NODES pre.sh\n", {"A": "true"})
+    key = submit_dag(schedd, dag, Arguments=f"-MaxPre 1 -Dag {dag}")
+    assert wait_for_dag(schedd, key)["ExitCode"] == "0"
+    events = sorted((float(stamp), 1 if kind == "start" else -1)
+                    for kind, stamp in (line.split() for line in (tmp_path / "spans").read_text().splitlines()))
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    assert len(events) == 6 and peak == 1

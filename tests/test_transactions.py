@@ -27,7 +27,7 @@ def table(clock: Clock, expired: list) -> TransactionTable:
 
 
 def test_a_lease_expires_after_its_duration(table, clock, expired):
-    txn = table.open(10, "backend", None)
+    txn = table.open(10, "backend")
     clock.advance(9.9)
     assert expired == []
     clock.advance(0.2)
@@ -38,7 +38,7 @@ def test_a_lease_expires_after_its_duration(table, clock, expired):
 
 
 def test_each_call_renews_the_lease_by_the_duration_it_carries(table, clock, expired):
-    txn = table.open(10, "backend", None)
+    txn = table.open(10, "backend")
     clock.advance(8)
     table.enter(TransactionRef(txn.id, 30), required=True)
     clock.advance(29)
@@ -48,7 +48,7 @@ def test_each_call_renews_the_lease_by_the_duration_it_carries(table, clock, exp
 
 
 def test_a_call_without_duration_cannot_extend(table):
-    txn = table.open(10, "backend", None)
+    txn = table.open(10, "backend")
     with pytest.raises(BirdbathError) as error:
         table.enter(TransactionRef(txn.id, None), required=True)
     assert error.value.status.code is StatusCode.FAIL
@@ -64,21 +64,21 @@ def test_null_transactions(table, ref):
 
 
 def test_closing_cancels_the_lease(table, clock, expired):
-    txn = table.open(10, "backend", None)
+    txn = table.open(10, "backend")
     table.close(txn)
     clock.advance(60)
     assert expired == [] and len(table) == 0
 
 
 def test_many_transactions_in_the_same_second_get_distinct_nonzero_ids(table):
-    ids = {table.open(60, n, None).id for n in range(1000)}
+    ids = {table.open(60, n).id for n in range(1000)}
     assert len(ids) == 1000 and 0 not in ids
     assert all(-2**31 <= i < 2**31 for i in ids)
 
 
 def test_leases_are_independent(table, clock, expired):
-    short = table.open(5, "a", None)
-    long = table.open(50, "b", None)
+    short = table.open(5, "a")
+    long = table.open(50, "b")
     clock.advance(6)
     assert expired == [short]
     assert table.enter(TransactionRef(long.id, 50), required=True) is long

@@ -84,7 +84,7 @@ class BirdbathSchedd:
         self.policy.check(caller, Permission.WRITE)
         duration = self._clamp(duration)
         backend_txn = await self._call(self.backend.begin)
-        return self.transactions.open(duration, backend_txn, caller.user)
+        return self.transactions.open(duration, backend_txn)
 
     def _clamp(self, duration: int) -> int:
         limit = self.settings.max_transaction_duration

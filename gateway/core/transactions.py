@@ -43,7 +43,6 @@ class Transaction:
     id: int
     duration: int
     backend_txn: object
-    owner: str | None
     active_cluster: int | None = None
     jobs: dict[tuple[int, int], StagedJob] = field(default_factory=dict)
     timer: IDelayedCall | None = None
@@ -66,9 +65,9 @@ class TransactionTable:
     def __len__(self) -> int:
         return len(self._open)
 
-    def open(self, duration: int, backend_txn: object, owner: str | None) -> Transaction:
+    def open(self, duration: int, backend_txn: object) -> Transaction:
         """Register a new transaction and arm its lease."""
-        txn = Transaction(self._new_id(), duration, backend_txn, owner)
+        txn = Transaction(self._new_id(), duration, backend_txn)
         self._open[txn.id] = txn
         self._arm(txn, duration)
         return txn

@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 import classad2
 from twisted.internet import protocol as twisted_protocol
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, DeferredSemaphore
 from twisted.logger import Logger
 
 from gateway.core.jobs import JobStatus
@@ -72,6 +73,7 @@ class DagRun:
         self._scripts: set[Any] = set()
         self._log: Callable[[str], None] = lambda message: None
         self._setup: "DagSetup | None" = None
+        self._script_limits: dict[str, DeferredSemaphore] = {}
 
     # -- what the executor tells us -----------------------------------------------------------------
     def job_changed(self, key: tuple[int, int], ad: classad2.ClassAd) -> None:
@@ -95,6 +97,8 @@ class DagRun:
             self._log("**** condor_scheduniv_exec (birdbath-gateway DAG runner) EXITING WITH STATUS 1")
             return Outcome(1)
         self._dag = setup.dag
+        limits = {"PRE": setup.options.max_pre, "POST": setup.options.max_post}  # -MaxPre / -MaxPost
+        self._script_limits = {kind: DeferredSemaphore(n) for kind, n in limits.items() if n > 0}
         self._state = {name: NodeState(**saved) for name, saved in setup.saved.items()}
         self._begin_log(setup)
         for name, node in self._dag.nodes.items():
@@ -291,6 +295,13 @@ class DagRun:
         if not os.access(executable, os.X_OK):
             self._log(f"{kind} script of node {node.name}: {executable} is not an executable file")
             return 1
+        limit = self._script_limits.get(kind)
+        if limit is None:
+            return await self._spawn_script(node, kind, executable, arguments, directory)
+        return await limit.run(self._spawn_script, node, kind, executable, arguments, directory)
+
+    async def _spawn_script(self, node: Node, kind: str, executable: str, arguments: list[str],
+                            directory: Path) -> int:
         protocol = _ScriptProcess()
         process = self._reactor.spawnProcess(protocol, executable, [executable, *arguments],
                                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
