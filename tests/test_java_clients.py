@@ -1,9 +1,11 @@
 """Java programs built on generated stubs (Axis 1.4 WSDL2Java and JAX-WS wsimport, each from our WSDL and from
-the shipped 7.2.4 WSDL) submit real jobs and the diamond DAG against the running gateway."""
+the shipped 7.2.4 WSDL) submit real jobs and the diamond DAG against the running gateway, and abort their
+transaction when a submission fails before its commit."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.birdbath import expr, values
-from tests.conftest import LEGACY_WSDL, ROOT, module_gateway, zeep_client
+from tests.conftest import LEGACY_WSDL, QUEUE_ONLY, ROOT, module_gateway, zeep_client
 from tests.dags import write_dag
 from tests.test_execution import RUNNER, submit
 
@@ -37,6 +39,15 @@ gateway = module_gateway(RUNNER + "[birdbath]\nqueue_all_users_trusted = true\n"
 @pytest.fixture(scope="module")
 def schedd(gateway):
     return zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
+
+
+#: a gateway that keeps QUEUE_ALL_USERS_TRUSTED false, so an anonymous client's job owned by alice is refused
+strict_gateway = module_gateway(QUEUE_ONLY)
+
+
+@pytest.fixture(scope="module")
+def strict_schedd(strict_gateway):
+    return zeep_client(strict_gateway.url + "condorSchedd.wsdl", strict_gateway.url)
 
 
 def run_java(java_clients: Path, variant: str, program: str, *args: str) -> subprocess.CompletedProcess:
@@ -91,3 +102,22 @@ def test_hold_release_and_remove(java_clients, schedd, gateway, variant):
         assert values(schedd.getJobAd(None, cluster, proc).classAd)["JobStatus"] == status
     held_twice = run_java(java_clients, variant, "ControlJob", gateway.url, "release", str(cluster), str(proc), "x")
     assert held_twice.returncode != 0 and "Failed to release job." in held_twice.stderr
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("program", ["SubmitDag", "SubmitJob"])
+def test_a_submission_that_fails_aborts_its_transaction(java_clients, strict_gateway, strict_schedd, variant,
+                                                        program, tmp_path):
+    if program == "SubmitDag":  # the gateway refuses the Owner at submit
+        dag = write_dag(tmp_path, "JOB A A.sub\n", {"A": "true"}, name="refused.dag")
+        args, failure = ("alice", str(dag)), "may not submit jobs owned by 'alice'"
+    else:  # the client fails half way through spooling: the program is sent, the input does not exist
+        (tmp_path / "job.sh").write_text("#!/bin/sh\ntrue\n")
+        args, failure = (str(tmp_path / "job.sh"), str(tmp_path / "missing.txt"), str(tmp_path / "out")), "missing.txt"
+    result = run_java(java_clients, variant, program, strict_gateway.url, *args)
+    assert result.returncode != 0 and failure in result.stderr, result.stdout + result.stderr
+    aborted = re.findall(r"^aborted transaction (\d+)$", result.stderr, re.MULTILINE)
+    assert len(aborted) == 1, result.stderr
+    # An open transaction (its 60 s lease has not run out) would answer SUCCESS.
+    answer = strict_schedd.extendTransaction({"id": int(aborted[0]), "duration": 60}, 60)
+    assert answer.status.code == "INVALIDTRANSACTION"

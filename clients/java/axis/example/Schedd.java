@@ -4,14 +4,17 @@ import condor.ClassAdAttrType;
 import condor.ClassAdStructAttr;
 import condor.CondorScheddLocator;
 import condor.CondorScheddPortType;
+import condor.IntAndStatus;
 import condor.Status;
 import condor.StatusCode;
+import condor.Transaction;
+import condor.TransactionAndStatus;
 
 import java.net.URL;
 import java.util.ArrayList;
 import java.util.List;
 
-/** What every Axis 1.4 example needs: a port for a gateway URL, job ads, and status checks. */
+/** What every Axis 1.4 example needs: a port for a gateway URL, transactions, job ads, and status checks. */
 final class Schedd {
     private Schedd() {
     }
@@ -45,6 +48,33 @@ final class Schedd {
     static void check(Status status, String what) {
         if (!StatusCode.SUCCESS.equals(status.getCode())) {
             throw new IllegalStateException(what + " failed: " + status.getCode() + " " + status.getMessage());
+        }
+    }
+
+    /** The number a call such as newCluster or newJob answered, or an exception if it failed. */
+    static int check(IntAndStatus answer, String what) {
+        check(answer.getStatus(), what);
+        return answer.getInteger();
+    }
+
+    /** A new transaction, or an exception saying why the schedd would not begin one. */
+    static Transaction begin(CondorScheddPortType schedd, int duration) throws Exception {
+        TransactionAndStatus begun = schedd.beginTransaction(duration);
+        check(begun.getStatus(), "beginTransaction");
+        return begun.getTransaction();
+    }
+
+    /**
+     * Abort a transaction that will not be committed, so that its clusters, jobs and spooled files go now rather
+     * than when its lease runs out. Meant for a catch block that rethrows: a failure of the abort itself is only
+     * reported, never thrown, so it cannot hide the failure that made the program give up.
+     */
+    static void abort(CondorScheddPortType schedd, Transaction txn) {
+        try {
+            check(schedd.abortTransaction(txn), "abortTransaction");
+            System.err.println("aborted transaction " + txn.getId());
+        } catch (Exception e) {
+            System.err.println("could not abort transaction " + txn.getId() + ": " + e);
         }
     }
 

@@ -17,34 +17,43 @@ public final class SubmitDag {
         File dagFile = new File(args[2]).getAbsoluteFile();
         String dag = dagFile.getPath();
 
-        Transaction txn = schedd.beginTransaction(60).getTransaction();
-        int cluster = schedd.newCluster(txn).getInteger();
-        int job = schedd.newJob(txn, cluster).getInteger();
-        ClassAdStructAttr[] ad = {
-            Schedd.string("Owner", owner),
-            Schedd.string("Iwd", dagFile.getParent()),
-            Schedd.integer("JobUniverse", 7),
-            Schedd.string("Cmd", "/usr/bin/condor_dagman"),
-            Schedd.integer("JobStatus", 1),
-            Schedd.string("Env", "_CONDOR_MAX_DAGMAN_LOG=0;_CONDOR_DAGMAN_LOG=" + dag + ".dagman.out"),
-            Schedd.integer("JobNotification", 0),
-            Schedd.string("UserLog", dag + ".dagman.log"),
-            Schedd.string("RemoveKillSig", "SIGUSR1"),
-            Schedd.string("Out", dag + ".stdout"),
-            Schedd.string("Err", dag + ".stderr"),
-            Schedd.string("ShouldTransferFiles", "NO"),
-            Schedd.expression("Requirements", "TRUE"),
-            Schedd.expression("OnExitRemove",
-                    "(ExitSignal =?= 11 || (ExitCode =!= UNDEFINED && ExitCode >=0 && ExitCode <= 2))"),
-            Schedd.expression("LeaveJobInQueue", "FilesRetrieved =?= FALSE"),
-            Schedd.expression("FilesRetrieved", "FALSE"),
-            Schedd.string("Arguments", "-f -l . -Debug 3 -AutoRescue 1 -DoRescueFrom 0 -Allowversionmismatch"
-                    + " -Lockfile " + dag + ".lock -Dag " + dag),
-            Schedd.integer("ClusterId", cluster),
-            Schedd.integer("ProcId", job),
-        };
-        Schedd.check(schedd.submit(txn, cluster, job, ad).getStatus(), "submit");
-        Schedd.check(schedd.commitTransaction(txn), "commitTransaction");
+        // Until the commit succeeds the DAG job exists only in this transaction: on any failure (the schedd
+        // refusing the Owner, say), abort it rather than leave it open until the 60 s lease runs out.
+        Transaction txn = Schedd.begin(schedd, 60);
+        int cluster;
+        int job;
+        try {
+            cluster = Schedd.check(schedd.newCluster(txn), "newCluster");
+            job = Schedd.check(schedd.newJob(txn, cluster), "newJob");
+            ClassAdStructAttr[] ad = {
+                Schedd.string("Owner", owner),
+                Schedd.string("Iwd", dagFile.getParent()),
+                Schedd.integer("JobUniverse", 7),
+                Schedd.string("Cmd", "/usr/bin/condor_dagman"),
+                Schedd.integer("JobStatus", 1),
+                Schedd.string("Env", "_CONDOR_MAX_DAGMAN_LOG=0;_CONDOR_DAGMAN_LOG=" + dag + ".dagman.out"),
+                Schedd.integer("JobNotification", 0),
+                Schedd.string("UserLog", dag + ".dagman.log"),
+                Schedd.string("RemoveKillSig", "SIGUSR1"),
+                Schedd.string("Out", dag + ".stdout"),
+                Schedd.string("Err", dag + ".stderr"),
+                Schedd.string("ShouldTransferFiles", "NO"),
+                Schedd.expression("Requirements", "TRUE"),
+                Schedd.expression("OnExitRemove",
+                        "(ExitSignal =?= 11 || (ExitCode =!= UNDEFINED && ExitCode >=0 && ExitCode <= 2))"),
+                Schedd.expression("LeaveJobInQueue", "FilesRetrieved =?= FALSE"),
+                Schedd.expression("FilesRetrieved", "FALSE"),
+                Schedd.string("Arguments", "-f -l . -Debug 3 -AutoRescue 1 -DoRescueFrom 0 -Allowversionmismatch"
+                        + " -Lockfile " + dag + ".lock -Dag " + dag),
+                Schedd.integer("ClusterId", cluster),
+                Schedd.integer("ProcId", job),
+            };
+            Schedd.check(schedd.submit(txn, cluster, job, ad).getStatus(), "submit");
+            Schedd.check(schedd.commitTransaction(txn), "commitTransaction");
+        } catch (Throwable failure) {
+            Schedd.abort(schedd, txn);
+            throw failure;
+        }
         schedd.requestReschedule();
         System.out.println("submitted DAG " + dag + " as job " + cluster + "." + job);
 

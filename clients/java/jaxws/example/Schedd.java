@@ -5,13 +5,16 @@ import condor.ClassAdStruct;
 import condor.ClassAdStructAttr;
 import condor.CondorSchedd;
 import condor.CondorScheddPortType;
+import condor.IntAndStatus;
 import condor.Status;
 import condor.StatusCode;
+import condor.Transaction;
+import condor.TransactionAndStatus;
 
 import javax.xml.bind.JAXBElement;
 import javax.xml.ws.BindingProvider;
 
-/** What every JAX-WS example needs: a port for a gateway URL, job ads, and status checks. */
+/** What every JAX-WS example needs: a port for a gateway URL, transactions, job ads, and status checks. */
 final class Schedd {
     private Schedd() {
     }
@@ -59,6 +62,33 @@ final class Schedd {
     static void check(Status status, String what) {
         if (status.getCode() != StatusCode.SUCCESS) {
             throw new IllegalStateException(what + " failed: " + status.getCode() + " " + value(status.getMessage()));
+        }
+    }
+
+    /** The number a call such as newCluster or newJob answered, or an exception if it failed. */
+    static int check(IntAndStatus answer, String what) {
+        check(answer.getStatus(), what);
+        return answer.getInteger();
+    }
+
+    /** A new transaction, or an exception saying why the schedd would not begin one. */
+    static Transaction begin(CondorScheddPortType schedd, int duration) {
+        TransactionAndStatus begun = schedd.beginTransaction(duration);
+        check(begun.getStatus(), "beginTransaction");
+        return begun.getTransaction();
+    }
+
+    /**
+     * Abort a transaction that will not be committed, so that its clusters, jobs and spooled files go now rather
+     * than when its lease runs out. Meant for a catch block that rethrows: a failure of the abort itself is only
+     * reported, never thrown, so it cannot hide the failure that made the program give up.
+     */
+    static void abort(CondorScheddPortType schedd, Transaction txn) {
+        try {
+            check(schedd.abortTransaction(txn), "abortTransaction");
+            System.err.println("aborted transaction " + txn.getId());
+        } catch (Exception e) {
+            System.err.println("could not abort transaction " + txn.getId() + ": " + e);
         }
     }
 

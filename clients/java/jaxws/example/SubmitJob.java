@@ -29,25 +29,34 @@ public final class SubmitJob {
         File input = new File(args[2]);
         File output = new File(args[3]);
 
-        Transaction txn = schedd.beginTransaction(60).getTransaction();
-        int cluster = schedd.newCluster(txn).getInteger();
-        int job = schedd.newJob(txn, cluster).getInteger();
-        for (File file : new File[] {program, input}) {
-            byte[] data = Files.readAllBytes(file.toPath());
-            Schedd.check(schedd.declareFile(txn, cluster, job, file.getName(), data.length, HashType.NOHASH, null),
-                    "declareFile " + file.getName());
-            for (int offset = 0; offset < data.length; offset += CHUNK) {
-                byte[] chunk = Arrays.copyOfRange(data, offset, Math.min(data.length, offset + CHUNK));
-                Schedd.check(schedd.sendFile(txn, cluster, job, file.getName(), offset, chunk), "sendFile");
+        // Until the commit succeeds the cluster exists only in this transaction: on any failure, abort it
+        // rather than leave it (and the spooled files) to the schedd until the 60 s lease runs out.
+        Transaction txn = Schedd.begin(schedd, 60);
+        int cluster;
+        int job;
+        try {
+            cluster = Schedd.check(schedd.newCluster(txn), "newCluster");
+            job = Schedd.check(schedd.newJob(txn, cluster), "newJob");
+            for (File file : new File[] {program, input}) {
+                byte[] data = Files.readAllBytes(file.toPath());
+                Schedd.check(schedd.declareFile(txn, cluster, job, file.getName(), data.length, HashType.NOHASH,
+                        null), "declareFile " + file.getName());
+                for (int offset = 0; offset < data.length; offset += CHUNK) {
+                    byte[] chunk = Arrays.copyOfRange(data, offset, Math.min(data.length, offset + CHUNK));
+                    Schedd.check(schedd.sendFile(txn, cluster, job, file.getName(), offset, chunk), "sendFile");
+                }
             }
+            ClassAdStructAndStatus template = schedd.createJobTemplate(cluster, job, null, UniverseType.VANILLA,
+                    program.getName(), input.getName(), null);
+            Schedd.check(template.getStatus(), "createJobTemplate");
+            ClassAdStruct ad = Schedd.with(Schedd.value(template.getClassAd()), Schedd.string("Out", "job.out"),
+                    Schedd.string("Err", "job.err"));
+            Schedd.check(schedd.submit(txn, cluster, job, ad).getStatus(), "submit");
+            Schedd.check(schedd.commitTransaction(txn), "commitTransaction");
+        } catch (Throwable failure) {
+            Schedd.abort(schedd, txn);
+            throw failure;
         }
-        ClassAdStructAndStatus template = schedd.createJobTemplate(cluster, job, null, UniverseType.VANILLA,
-                program.getName(), input.getName(), null);
-        Schedd.check(template.getStatus(), "createJobTemplate");
-        ClassAdStruct ad = Schedd.with(Schedd.value(template.getClassAd()), Schedd.string("Out", "job.out"),
-                Schedd.string("Err", "job.err"));
-        Schedd.check(schedd.submit(txn, cluster, job, ad).getStatus(), "submit");
-        Schedd.check(schedd.commitTransaction(txn), "commitTransaction");
         System.out.println("submitted job " + cluster + "." + job);
 
         ClassAdStruct done = waitForCompletion(schedd, cluster, job);
