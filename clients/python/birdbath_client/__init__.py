@@ -2,8 +2,10 @@
 an HTCondor 6.8-8.6 schedd with ENABLE_SOAP."""
 
 from .ads import Expr, from_struct, to_struct
-from .errors import GatewayError, GatewayUnavailable
-from .schedd import JobId, Schedd, Transaction
+from .errors import GatewayError, GatewayUnavailable, UnknownJob
+from .jobs import JobId, JobStatus, Selection
+from .schedd import Schedd, Transaction
+from .submission import SubmissionApi
 
-__all__ = ["Expr", "GatewayError", "GatewayUnavailable", "JobId", "Schedd", "Transaction", "from_struct",
-           "to_struct"]
+__all__ = ["Expr", "GatewayError", "GatewayUnavailable", "JobId", "JobStatus", "Schedd", "Selection",
+           "SubmissionApi", "Transaction", "UnknownJob", "from_struct", "to_struct"]

@@ -67,6 +67,48 @@ def from_struct(struct: Any) -> dict[str, Any]:
     return ad
 
 
+#: the submission API's JSON form types values with QMF's codes; it sends booleans as expressions
+_FROM_QMF = {1: int, 2: float, 3: lambda text: text, 0: lambda text: _BOOLEANS.get(text.strip().upper(), Expr(text))}
+_BOOLEANS = {"TRUE": True, "FALSE": False}
+
+
+def from_typed_map(ad: Mapping[str, Any]) -> dict[str, Any]:
+    """A QMF typed map (``{"Cmd": {"TYPE": 3, "VALUE": "/bin/sleep"}}``, the submission API's JSON ads) as the
+    same typed Python values :func:`from_struct` gives for a Birdbath ad, so callers need not care which API
+    answered."""
+    result: dict[str, Any] = {}
+    for name, typed in ad.items():
+        if isinstance(typed, Mapping) and "TYPE" in typed:
+            result[name] = _FROM_QMF.get(typed["TYPE"], Expr)(str(typed.get("VALUE", "")))
+        else:
+            result[name] = typed
+    return result
+
+
+def parse_constraint(text: str):
+    """A constraint as a ``classad2.ExprTree``; a syntax error is a ``ValueError`` naming the text."""
+    import classad2
+
+    try:
+        return classad2.ExprTree(text)
+    except Exception:  # classad2 raises its own ClassAdException
+        raise ValueError(f"cannot parse the constraint {text!r}") from None
+
+
+def matches(constraint: Any, ad: Mapping[str, Any]) -> bool:
+    """Whether a parsed constraint is true for the ad (undefined or an error is false, as for condor_q)."""
+    return constraint.eval(to_classad(ad)) is True
+
+
+def rules_out(constraint: Any, partial: Mapping[str, Any]) -> bool:
+    """Whether a partial ad (a job summary) already shows the constraint cannot be true for the full ad: it holds
+    every attribute the constraint names, and the constraint is not true for it.  Saves fetching full ads."""
+    ad = to_classad(partial)
+    if any(name for name in ad.externalRefs(constraint)):  # classad2 answers [''] when there are none
+        return False
+    return constraint.eval(ad) is not True
+
+
 def to_classad(ad: Mapping[str, Any]):
     """A dict from :func:`from_struct` as a ``classad2.ClassAd`` (expressions parsed)."""
     import classad2

@@ -1,87 +1,194 @@
 """``birdbath``: HTCondor-style commands against a Birdbath gateway.
 
-    birdbath [--url URL] submit FILE.sub [--spool]     submit a submit description (condor_submit)
-    birdbath q [-constraint EXPR] [-long | -af ATTR...] list jobs (condor_q)
-    birdbath rm|hold|release ID... [-reason TEXT]      act on jobs (condor_rm, condor_hold, condor_release)
-    birdbath wait ID [--timeout S]                     wait for a job, with a progress line
-    birdbath fetch ID [DIR]                            download a job's spool (output) files
-    birdbath submit_dag FILE.dag [--owner NAME] [--wait]
+    birdbath [-url URL] submit FILE.sub [-spool]        submit a submit description (condor_submit)
+    birdbath q [-nobatch] [-hold | -run] [-constraint EXPR] [-long | -af ATTR...] [CLUSTER | CLUSTER.PROC | OWNER]...
+                                                        list queued jobs (condor_q)
+    birdbath history [-limit N] [-constraint EXPR] [-long | -af ATTR...] [CLUSTER | CLUSTER.PROC | OWNER]...
+                                                        jobs that left the queue, newest first (condor_history)
+    birdbath rm|hold|release CLUSTER.PROC|CLUSTER|OWNER... [-reason TEXT]
+    birdbath rm|hold|release -all [-reason TEXT]        act on jobs (condor_rm, condor_hold, condor_release)
+    birdbath wait ID [-timeout S]                       wait for a job (progress on stderr)
+    birdbath fetch ID [DIR] [-close]                    download a job's spool (output) files
+    birdbath submit_dag FILE.dag [-owner NAME] [-wait]  submit a DAG (condor_submit_dag)
     birdbath version
 
-The gateway URL comes from --url, else BIRDBATH_URL, else http://127.0.0.1:1984/.
+A number is a cluster (all its jobs), CLUSTER.PROC one job, anything else an owner's jobs.  Every option may be
+spelled with one dash or two (-long, --long).  The gateway URL comes from -url, else BIRDBATH_URL, else
+http://127.0.0.1:1984/.
+
+Exit status: 0 on success, 1 on an error (a message on stderr), 2 on a usage error.  wait (and submit_dag -wait)
+exits with the job's exit code, 128 + N if a signal N killed it, 1 if it was removed.  When the reader of the
+output goes away (birdbath q -long | head -1) the command stops quietly with 141 (128 + SIGPIPE), the status a
+shell reports for a C tool killed by SIGPIPE.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TextIO
 
-from .errors import GatewayError, GatewayUnavailable
-from .schedd import JOB_STATES, JobId, Schedd
+from . import tables
+from .errors import GatewayError, UnknownJob
+from .jobs import FINAL_STATES, JOB_STATES, JobId, JobStatus, Scope, Selection, all_of, any_of
+from .schedd import Progress, Schedd
 
-DONE_VERBS = {"remove": "marked for removal", "hold": "held", "release": "released"}
-STATE_LETTERS = {1: "I", 2: "R", 3: "X", 4: "C", 5: "H", 6: ">", 7: "S"}
+SELECTION = "CLUSTER|CLUSTER.PROC|OWNER"
+SPINNER = "|/-\\"
+
+
+@dataclass(frozen=True)
+class Action:
+    """rm, hold or release: the Schedd method, condor_rm's word for it, and the states of the jobs a cluster,
+    owner or -all selection applies it to (as condor_hold skips held jobs, and condor_release acts on held ones)."""
+
+    verb: str
+    done: str
+    acts_on: frozenset[JobStatus]
+
+
+ACTIONS = {
+    "rm": Action("remove", "marked for removal", frozenset(JobStatus) - FINAL_STATES),
+    "hold": Action("hold", "held", frozenset(JobStatus) - FINAL_STATES - {JobStatus.HELD}),
+    "release": Action("release", "released", frozenset({JobStatus.HELD})),
+}
+
+#: q's views: -hold and -run show what condor_q -hold and -run show, of the jobs in that state
+VIEWS = {"hold": (tables.HELD, JobStatus.HELD), "run": (tables.RUNNING, JobStatus.RUNNING)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        schedd = Schedd(args.url)
-        return args.run(schedd, args) or 0
-    except (GatewayUnavailable, GatewayError, TimeoutError, FileNotFoundError, ValueError) as exc:
+        status = _run(args)
+        sys.stdout.flush()  # here rather than at exit, where a reader that went away could not be handled
+        return status
+    except BrokenPipeError:
+        return _reader_gone()
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        return args.run(Schedd(args.url), args) or 0
+    except BrokenPipeError:
+        raise
+    except (GatewayError, OSError, ValueError) as exc:  # OSError: GatewayUnavailable, TimeoutError, local files
         print(f"birdbath: {exc}", file=sys.stderr)
         return 1
 
 
+def _reader_gone() -> int:
+    """The reader of our output went away (``birdbath q | head -1``).  Python ignores SIGPIPE and raises
+    BrokenPipeError instead; stop quietly with the status of a tool SIGPIPE killed.  stdout and stderr now go to
+    /dev/null, so the interpreter's last flush of what is still buffered cannot fail again at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError):  # a stream without a file descriptor (replaced by a caller)
+            pass
+    return 128 + signal.SIGPIPE
+
+
+# -- arguments -----------------------------------------------------------------------------------------
+def _option(parser: argparse.ArgumentParser | Any, *names: str, **kwargs: Any) -> None:
+    """An option under both spellings users type: condor_q's ``-long`` and the GNU ``--long``."""
+    parser.add_argument(*(dash + name for name in names for dash in ("-", "--")), **kwargs)
+
+
+def _selection(text: str) -> Selection:
+    try:
+        return Selection.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _job_id(text: str) -> JobId:
+    selection = _selection(text)
+    if selection.scope not in (Scope.JOB, Scope.CLUSTER):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a job id (CLUSTER.PROC)")
+    return selection.job
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="birdbath", description="HTCondor-style commands for a Birdbath gateway")
-    parser.add_argument("--url", default=os.environ.get("BIRDBATH_URL", "http://127.0.0.1:1984/"))
+    parser = argparse.ArgumentParser(prog="birdbath", description="HTCondor-style commands for a Birdbath gateway",
+                                     epilog="\n\n".join(__doc__.split("\n\n")[2:]), allow_abbrev=False,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    _option(parser, "url", default=os.environ.get("BIRDBATH_URL", "http://127.0.0.1:1984/"),
+            help="the gateway (default: $BIRDBATH_URL, else http://127.0.0.1:1984/)")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    submit = commands.add_parser("submit", help="submit a submit description file")
+    def command(name: str, run: Callable[[Schedd, argparse.Namespace], int | None], help: str,
+                **defaults: Any) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help, allow_abbrev=False)
+        sub.set_defaults(run=run, parser=sub, **defaults)
+        return sub
+
+    submit = command("submit", _submit, "submit a submit description file (condor_submit)")
     submit.add_argument("file", type=Path)
-    submit.add_argument("--spool", action="store_true",
-                        help="send the executable and input files to the gateway instead of sharing a file system")
-    submit.set_defaults(run=_submit)
+    _option(submit, "spool", action="store_true",
+            help="send the executable and input files to the gateway instead of sharing a file system")
 
-    q = commands.add_parser("q", help="list jobs like condor_q")
-    q.add_argument("-constraint", "--constraint")
-    q.add_argument("-long", "--long", action="store_true")
-    q.add_argument("-af", "--autoformat", nargs="+", metavar="ATTR")
-    q.set_defaults(run=_q)
+    q = command("q", _q, "list queued jobs (condor_q)")
+    _selections(q)
+    _option(q, "nobatch", action="store_true", help="one line per job (accepted: the table is per job already)")
+    view = q.add_mutually_exclusive_group()
+    _option(view, "hold", dest="view", action="store_const", const="hold", help="held jobs, with their HoldReason")
+    _option(view, "run", dest="view", action="store_const", const="run", help="running jobs, with their host")
+    _formats(q)
 
-    for name, verb in (("rm", "remove"), ("hold", "hold"), ("release", "release")):
-        action = commands.add_parser(name, help=f"{verb} jobs")
-        action.add_argument("jobs", nargs="+", type=JobId.parse, metavar="ID")
-        action.add_argument("-reason", "--reason")
-        action.set_defaults(run=_act, verb=verb)
+    history = command("history", _history, "jobs that left the queue, newest first (condor_history)")
+    _selections(history)
+    _option(history, "limit", type=int, metavar="N", help="at most N jobs")
+    _formats(history)
 
-    wait = commands.add_parser("wait", help="wait for a job to finish")
-    wait.add_argument("job", type=JobId.parse, metavar="ID")
-    wait.add_argument("--timeout", type=float)
-    wait.set_defaults(run=_wait)
+    for name, action in ACTIONS.items():
+        act = command(name, _act, f"{action.verb} jobs (condor_{name}): CLUSTER.PROC one job, CLUSTER all of "
+                                  f"its jobs, OWNER all of an owner's jobs", action=action)
+        act.add_argument("selections", nargs="*", type=_selection, metavar=SELECTION)
+        _option(act, "all", action="store_true", help=f"{action.verb} every job")
+        _option(act, "reason", metavar="TEXT")
 
-    fetch = commands.add_parser("fetch", help="download a job's spool files")
-    fetch.add_argument("job", type=JobId.parse, metavar="ID")
-    fetch.add_argument("directory", type=Path, nargs="?", default=Path("."))
-    fetch.add_argument("--close", action="store_true", help="close the spool afterwards (the job may leave)")
-    fetch.set_defaults(run=_fetch)
+    wait = command("wait", _wait, "wait for a job to finish; the exit status is the job's exit code")
+    wait.add_argument("job", type=_job_id, metavar="ID")
+    _option(wait, "timeout", type=float, metavar="S", help="give up (status 1) after S seconds")
 
-    dag = commands.add_parser("submit_dag", help="submit a DAG like condor_submit_dag")
+    fetch = command("fetch", _fetch, "download a job's spool files (its output)")
+    fetch.add_argument("job", type=_job_id, metavar="ID")
+    fetch.add_argument("directory", type=Path, nargs="?", default=Path("."), metavar="DIR")
+    _option(fetch, "close", action="store_true", help="close the spool afterwards (the job may leave the queue)")
+
+    dag = command("submit_dag", _submit_dag, "submit a DAG (condor_submit_dag)")
     dag.add_argument("file", type=Path)
-    dag.add_argument("--owner")
-    dag.add_argument("--wait", action="store_true", help="wait for the DAG and exit with its status")
-    dag.set_defaults(run=_submit_dag)
+    _option(dag, "owner", metavar="NAME")
+    _option(dag, "wait", action="store_true", help="wait for the DAG and exit with its status")
 
-    version = commands.add_parser("version", help="the gateway's version and platform")
-    version.set_defaults(run=lambda schedd, args: print(schedd.version(), schedd.platform(), sep="\n"))
+    command("version", lambda schedd, args: print(schedd.version(), schedd.platform(), sep="\n"),
+            "the gateway's version and platform")
     return parser
 
 
+def _selections(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("selections", nargs="*", type=_selection, metavar=SELECTION,
+                        help="only these jobs: a cluster, one job, or an owner's")
+    _option(parser, "constraint", metavar="EXPR", help="only jobs for which this ClassAd expression is true")
+
+
+def _formats(parser: argparse.ArgumentParser) -> None:
+    form = parser.add_mutually_exclusive_group()
+    _option(form, "long", action="store_true", help="whole job ads")
+    _option(form, "af", "autoformat", dest="autoformat", nargs="+", metavar="ATTR",
+            help="these attributes' values, one line per job")
+
+
+# -- commands ------------------------------------------------------------------------------------------
 def _submit(schedd: Schedd, args: argparse.Namespace) -> int:
     from .submitfile import job_ads
 
@@ -100,7 +207,8 @@ def _submit(schedd: Schedd, args: argparse.Namespace) -> int:
             ad["ShouldTransferFiles"] = "YES"
             ad["LeaveJobInQueue"] = _keep()  # as condor_submit -spool: stay until the output is fetched
             ad["FilesRetrieved"] = False
-    jobs = schedd.submit_many(ads, files, progress=_bytes_progress("uploading") if files else None)
+    with ProgressLine() as line:
+        jobs = schedd.submit_many(ads, files, progress=_bytes_progress(line, "uploading") if files else None)
     print(f"{len(jobs)} job(s) submitted to cluster {jobs[0].cluster}.")
     return 0
 
@@ -112,87 +220,133 @@ def _keep() -> Any:
 
 
 def _q(schedd: Schedd, args: argparse.Namespace) -> int:
-    ads = schedd.query(args.constraint)
-    if args.long:
-        for ad in ads:
-            print("\n".join(f"{name} = {_classad_text(value)}" for name, value in ad.items()), end="\n\n")
-        return 0
-    if args.autoformat:
-        for ad in ads:
-            print(" ".join(str(ad.get(name, "undefined")) for name in args.autoformat))
-        return 0
-    print(" ID        OWNER            SUBMITTED     RUN_TIME ST PRI SIZE    CMD")
-    now = time.time()
-    for ad in sorted(ads, key=lambda a: (a.get("ClusterId", 0), a.get("ProcId", 0))):
-        print(_q_line(ad, now))
-    counts = {state: sum(1 for ad in ads if ad.get("JobStatus") == number) for number, state in JOB_STATES.items()}
-    print(f"\n{len(ads)} jobs; " + ", ".join(f"{counts[s]} {s.lower()}" for s in
-                                            ("Completed", "Removed", "Idle", "Running", "Held", "Suspended")))
+    columns, status = VIEWS.get(args.view, (tables.QUEUE, None))
+    constraint = all_of(any_of(args.selections), args.constraint, status and f"JobStatus == {int(status)}")
+    ads = sorted(schedd.query(constraint), key=lambda ad: (ad.get("ClusterId", 0), ad.get("ProcId", 0)))
+    _show(ads, args, columns)
+    if not (args.long or args.autoformat):
+        print("\n" + tables.totals(ads))
     return 0
 
 
-def _q_line(ad: dict[str, Any], now: float) -> str:
-    job = f"{ad.get('ClusterId')}.{ad.get('ProcId')}"
-    submitted = time.strftime("%m/%d %H:%M", time.localtime(ad.get("QDate", 0)))
-    run = float(ad.get("RemoteWallClockTime", 0.0))
-    if ad.get("JobStatus") == 2:
-        run += now - float(ad.get("JobCurrentStartDate", now))
-    days, rest = divmod(int(run), 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    size = float(ad.get("ImageSize", 0)) / 1024
-    command = " ".join(part for part in (os.path.basename(str(ad.get("Cmd", ""))),
-                                         str(ad.get("Arguments", ad.get("Args", "")))) if part)
-    return (f"{job:<10} {str(ad.get('Owner', '')):<14} {submitted}  {days}+{hours:02d}:{minutes:02d}:{seconds:02d} "
-            f"{STATE_LETTERS.get(ad.get('JobStatus'), '?'):<2} {ad.get('JobPrio', 0):<3} {size:<7.1f} {command}")
+def _history(schedd: Schedd, args: argparse.Namespace) -> int:
+    _show(schedd.history(all_of(any_of(args.selections), args.constraint), args.limit), args, tables.HISTORY)
+    return 0
 
 
-def _classad_text(value: Any) -> str:
-    from .ads import Expr
-
-    if isinstance(value, Expr):
-        return str(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return str(value)
+def _show(ads: list[dict[str, Any]], args: argparse.Namespace, columns: tuple[tables.Column, ...]) -> None:
+    """The ads as -long, -af or the table the command shows by default."""
+    if args.long:
+        for ad in ads:
+            print(tables.long_form(ad), end="\n\n")
+    elif args.autoformat:
+        for ad in ads:
+            print(tables.autoformat(ad, args.autoformat))
+    else:
+        for line in tables.table(columns, ads):
+            print(line)
 
 
 def _act(schedd: Schedd, args: argparse.Namespace) -> int:
-    failed = 0
-    for job in args.jobs:
-        try:
-            getattr(schedd, args.verb)(job, args.reason)
-            print(f"Job {job} {DONE_VERBS[args.verb]}.")
-        except GatewayError as exc:
-            print(f"birdbath: job {job}: {exc}", file=sys.stderr)
-            failed += 1
-    return 1 if failed else 0
+    if args.all == bool(args.selections):
+        args.parser.error(f"give {SELECTION} arguments or -all (not both)")
+    selections = [Selection.everything()] if args.all else args.selections
+    failures = [selection for selection in selections if not _act_on(schedd, args.action, selection, args.reason)]
+    return 1 if failures else 0
+
+
+def _act_on(schedd: Schedd, action: Action, selection: Selection, reason: str | None) -> bool:
+    """Apply the action to what one argument selects, print condor_rm's line for it; False if anything failed."""
+    if selection.scope is Scope.JOB:
+        return _act_on_job(schedd, action, selection.job, reason)
+    found = schedd.query(selection.constraint())
+    jobs = [JobId(ad["ClusterId"], ad["ProcId"]) for ad in found if JobStatus.of(ad) in action.acts_on]
+    if not jobs:
+        _error(f"no job {_group(selection)}to {action.verb}")
+        return False
+    if action.verb == "remove" and selection.scope is Scope.CLUSTER:  # Birdbath's own call for it
+        ok = _attempt(str(selection), lambda: schedd.remove_cluster(selection.cluster, reason))
+    else:
+        ok = all([_apply(schedd, action, job, reason) for job in jobs])  # a list: act on every job
+    if ok:
+        print(f"All jobs {_group(selection)}have been {action.done}.")
+    return ok
+
+
+def _group(selection: Selection) -> str:
+    """condor_rm's words for a group of jobs: "in cluster 27 ", 'of user "alice" ', or nothing for all."""
+    if selection.scope is Scope.CLUSTER:
+        return f"in {selection} "
+    if selection.scope is Scope.OWNER:
+        return f"of {selection} "
+    return ""
+
+
+def _act_on_job(schedd: Schedd, action: Action, job: JobId, reason: str | None) -> bool:
+    if _apply(schedd, action, job, reason):
+        print(f"Job {job} {action.done}.")
+        return True
+    return False
+
+
+def _apply(schedd: Schedd, action: Action, job: JobId, reason: str | None) -> bool:
+    return _attempt(f"job {job}", lambda: getattr(schedd, action.verb)(job, reason))
+
+
+def _attempt(what: str, call: Callable[[], None]) -> bool:
+    """A failed action is reported and does not stop the others (condor_rm goes on too)."""
+    try:
+        call()
+        return True
+    except GatewayError as exc:
+        _error(f"{what}: {exc}")
+        return False
 
 
 def _wait(schedd: Schedd, args: argparse.Namespace) -> int:
+    return _wait_for(schedd, args.job, args.timeout)
+
+
+def _wait_for(schedd: Schedd, job: JobId, timeout: float | None) -> int:
+    """Wait with a progress line; then the job's fate on stdout and its exit code as ours."""
     started = time.monotonic()
 
     def show(ad: dict[str, Any] | None) -> None:
-        state = "left the queue" if ad is None else JOB_STATES.get(ad.get("JobStatus"), "?")
-        spinner = "|/-\\"[int((time.monotonic() - started) * 4) % 4]
-        print(f"\r{spinner} job {args.job}: {state:<20} {time.monotonic() - started:6.1f} s", end="",
-              file=sys.stderr, flush=True)
+        elapsed = time.monotonic() - started
+        state = "unknown" if ad is None else JOB_STATES.get(ad.get("JobStatus"), "?")
+        line.show(f"{SPINNER[int(elapsed * 4) % 4]} job {job}: {state:<20} {elapsed:6.1f} s")
 
-    final = schedd.wait(args.job, timeout=args.timeout, poll=0.25, progress=show)
-    print(file=sys.stderr)
+    with ProgressLine() as line:
+        final = schedd.wait(job, timeout=timeout, poll=0.25, progress=show)
     if final is None:
-        raise GatewayError("wait", "UNKNOWNJOB", f"job {args.job} is not in the queue")
+        raise UnknownJob.nowhere("wait", job)
+    return _outcome(job, final)
+
+
+def _outcome(job: JobId, final: dict[str, Any]) -> int:
+    """A finished job's exit status as a shell sees a process's: its exit code, 128 + N for signal N; a removed
+    job (or one without an exit code) is a failure, 1, with the reason on stderr."""
+    if JobStatus.of(final) is JobStatus.REMOVED:
+        print(f"job {job}: Removed")
+        reason = final.get("RemoveReason")
+        _error(f"job {job} was removed" + (f" ({reason})" if reason else ""))
+        return 1
+    if final.get("ExitBySignal") is True:
+        number = int(final.get("ExitSignal") or 0)
+        print(f"job {job}: Completed, killed by signal {number}")
+        return 128 + number
     code = final.get("ExitCode")
-    print(f"job {args.job}: {JOB_STATES.get(final.get('JobStatus'), '?')}"
-          + (f", exit code {code}" if code is not None else ""))
-    return int(code) if isinstance(code, int) else 0
+    if not isinstance(code, int):
+        print(f"job {job}: Completed")
+        _error(f"job {job} completed without an exit code")
+        return 1
+    print(f"job {job}: Completed, exit code {code}")
+    return code
 
 
 def _fetch(schedd: Schedd, args: argparse.Namespace) -> int:
-    written = schedd.download(args.job, args.directory, progress=_bytes_progress("downloading"))
-    print(file=sys.stderr)
+    with ProgressLine() as line:
+        written = schedd.download(args.job, args.directory, progress=_bytes_progress(line, "downloading"))
     for path in written:
         print(path)
     if args.close:
@@ -205,18 +359,40 @@ def _submit_dag(schedd: Schedd, args: argparse.Namespace) -> int:
     print(f"DAG {args.file} submitted as job {job}.")
     if not args.wait:
         return 0
-    args.job, args.timeout = job, None
-    status = _wait(schedd, args)
+    status = _wait_for(schedd, job, None)
     schedd.close_spool(job)
     return status
 
 
-def _bytes_progress(verb: str):
+# -- output --------------------------------------------------------------------------------------------
+def _error(message: str) -> None:
+    print(f"birdbath: {message}", file=sys.stderr)
+
+
+class ProgressLine:
+    """A status line on stderr, redrawn in place.  Leaving the ``with`` block ends it with a newline (also on an
+    error) so that what follows, a result, an error or the shell's prompt, starts on a line of its own."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.width = 0  # of the longest text shown, to blank out what a shorter one would leave behind
+
+    def show(self, text: str) -> None:
+        print("\r" + text.ljust(self.width), end="", file=self.stream, flush=True)
+        self.width = max(self.width, len(text))
+
+    def __enter__(self) -> "ProgressLine":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self.width:
+            print(file=self.stream, flush=True)
+
+
+def _bytes_progress(line: ProgressLine, verb: str, width: int = 30) -> Progress:
     def show(done: int, total: int) -> None:
-        width = 30
         filled = width if total == 0 else int(width * done / total)
-        print(f"\r{verb} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} bytes", end="", file=sys.stderr,
-              flush=True)
+        line.show(f"{verb} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} bytes")
     return show
 
 

@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from .ads import from_struct, to_struct
-from .errors import GatewayError, GatewayUnavailable
+from .ads import from_struct, matches, parse_constraint, rules_out, to_struct
+from .errors import GatewayError, GatewayUnavailable, UnknownJob
+from .jobs import FINAL_STATES, JOB_STATES, JobId, JobStatus
+from .submission import SubmissionApi
+
+__all__ = ["CHUNK", "JOB_STATES", "JobId", "JobStatus", "Progress", "Schedd", "Transaction"]
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
 CHUNK = 1024 * 1024  # base64 makes it ~1.4 MB on the wire, well under the gateway's default request cap
-
-JOB_STATES = {1: "Idle", 2: "Running", 3: "Removed", 4: "Completed", 5: "Held", 6: "Transferring Output",
-              7: "Suspended"}
-
-
-class JobId(NamedTuple):
-    cluster: int
-    proc: int
-
-    def __str__(self) -> str:
-        return f"{self.cluster}.{self.proc}"
-
-    @classmethod
-    def parse(cls, text: str) -> "JobId":
-        cluster, _, proc = text.partition(".")
-        return cls(int(cluster), int(proc or 0))
 
 
 class Schedd:
@@ -38,6 +27,7 @@ class Schedd:
         from zeep.transports import Transport
 
         self.url = url if url.endswith("/") else url + "/"
+        self.timeout = timeout
         try:
             client = zeep.Client(wsdl or self.url + "condorSchedd.wsdl", transport=Transport(timeout=timeout))
         except Exception as exc:  # requests' connection errors, or a 404 from something else
@@ -60,6 +50,11 @@ class Schedd:
         if status.code != "SUCCESS":
             raise GatewayError(operation, status.code, status.message)
         return answer
+
+    @functools.cached_property
+    def submission_api(self) -> SubmissionApi:
+        """The same gateway's submission API, which answers for jobs that left the queue (Birdbath cannot)."""
+        return SubmissionApi(self.url, self.timeout)
 
     # -- information ----------------------------------------------------------------------------------
     def version(self) -> str:
@@ -107,13 +102,49 @@ class Schedd:
         array = self.call("getJobAds", None, constraint).classAdArray
         return [from_struct(ad) for ad in (array.item if array is not None else [])]
 
-    def job(self, job: JobId) -> dict[str, Any] | None:
+    def job(self, job: JobId, history: bool = False) -> dict[str, Any] | None:
+        """The job's ad from the queue, None if it is not there.  Birdbath's getJobAd answers UNKNOWNJOB once a
+        job has left the queue; with ``history`` its last ad then comes from the history, through the submission
+        API (a gateway without one raises GatewayUnavailable)."""
         try:
             return from_struct(self.call("getJobAd", None, job.cluster, job.proc).classAd)
         except GatewayError as exc:
-            if exc.code == "UNKNOWNJOB":
-                return None
-            raise
+            if exc.code != "UNKNOWNJOB":
+                raise
+        return self.submission_api.job_ad(job) if history else None
+
+    def history(self, constraint: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Full ads of the jobs that left the queue and match ``constraint``, newest first (by the time they
+        entered their final state, then by id), at most ``limit`` of them.
+
+        Birdbath has no history call, so this goes through the submission API: its submissions cover finished
+        jobs, but it only lists them per submission and only as summaries, so this costs one request per
+        submission with finished jobs and one per job returned (jobs the summary already rules out are not
+        fetched).  The constraint is evaluated here, with the official ClassAd library."""
+        expr = parse_constraint(constraint) if constraint else None
+        api = self.submission_api
+        found: list[dict[str, Any]] = []
+        for summary in self._left_queue():
+            if limit is not None and len(found) >= limit:
+                break
+            if expr is not None and rules_out(expr, summary):
+                continue
+            ad = api.job_ad(JobId(summary["ClusterId"], summary["ProcId"]))
+            if ad is not None and (expr is None or matches(expr, ad)):
+                found.append(ad)
+        return found
+
+    def _left_queue(self) -> list[dict[str, Any]]:
+        """Summaries of every job in the history, newest first."""
+        api = self.submission_api
+        live = {_key(summary) for summary in api.live_summaries()}
+        gone: dict[tuple[int, int], dict[str, Any]] = {}
+        for submission in api.submissions():
+            if submission.get("completed") or submission.get("removed"):  # only finished jobs leave the queue
+                for summary in api.submission_jobs(submission["name"]):
+                    if _key(summary) not in live:
+                        gone[_key(summary)] = summary
+        return sorted(gone.values(), key=lambda s: (s.get("EnteredCurrentStatus", 0), *_key(s)), reverse=True)
 
     def hold(self, job: JobId, reason: str | None = None) -> None:
         self.call("holdJob", None, job.cluster, job.proc, reason, False, False, False)
@@ -124,23 +155,24 @@ class Schedd:
     def remove(self, job: JobId, reason: str | None = None) -> None:
         self.call("removeJob", None, job.cluster, job.proc, reason, False)
 
+    def remove_cluster(self, cluster: int, reason: str | None = None) -> None:
+        """Remove every job of the cluster that is not removed or completed yet (one call, as condor_rm 27)."""
+        self.call("removeCluster", None, cluster, reason)
+
     def wait(self, job: JobId, timeout: float | None = None, poll: float = 0.5,
              progress: Callable[[dict[str, Any] | None], None] | None = None) -> dict[str, Any] | None:
-        """Poll until the job completes, is removed or leaves the queue; returns its last ad (``None`` if it was
-        never seen).  A held job is not an end: it may be released."""
+        """Poll until the job has completed or was removed and return its final ad, with ExitCode, also when it
+        has already left the queue (then from the history); ``None`` if the gateway knows no such job.  A held
+        job is not an end: it may be released."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        last = None
         while True:
-            current = self.job(job)
+            current = self.job(job, history=True)
             if progress is not None:
                 progress(current)
-            if current is None:
-                return last
-            last = current
-            if current.get("JobStatus") in (3, 4):
+            if current is None or JobStatus.of(current) in FINAL_STATES:
                 return current
             if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"job {job} did not finish within {timeout} s "
+                raise TimeoutError(f"job {job} did not finish within {timeout:g} s "
                                    f"(it is {JOB_STATES.get(current.get('JobStatus'), '?')})")
             time.sleep(poll)
 
@@ -151,7 +183,10 @@ class Schedd:
 
     def download(self, job: JobId, destination: Path, names: Sequence[str] | None = None,
                  chunk_size: int = CHUNK, progress: Progress | None = None) -> list[Path]:
-        """Fetch spool files (all when ``names`` is None) into ``destination``."""
+        """Fetch spool files (all when ``names`` is None) into ``destination``, which is created only once the job
+        is known to be in the queue (UnknownJob otherwise: listSpool lists nothing for an unknown job)."""
+        if self.job(job) is None:
+            raise self._not_queued(job, "listSpool")
         sizes = self.files(job)
         wanted = list(sizes) if names is None else list(names)
         total, done = sum(sizes.get(name, 0) for name in wanted), 0
@@ -174,6 +209,22 @@ class Schedd:
 
     def close_spool(self, job: JobId) -> None:
         self.call("closeSpool", None, job.cluster, job.proc)
+
+    def _not_queued(self, job: JobId, operation: str) -> UnknownJob:
+        """The error for a job that is not in the queue, saying why: it left (its spool went with it), or the
+        gateway never had it."""
+        try:
+            final = self.submission_api.job_ad(job)
+        except GatewayUnavailable:  # no submission API: only the queue could be asked
+            return UnknownJob(operation, f"job {job} is not in the queue")
+        if final is None:
+            return UnknownJob.nowhere(operation, job)
+        return UnknownJob(operation, f"job {job} has left the queue "
+                                     f"({JOB_STATES.get(final.get('JobStatus'), '?').lower()}); its spool went with it")
+
+
+def _key(summary: Mapping[str, Any]) -> tuple[int, int]:
+    return int(summary["ClusterId"]), int(summary["ProcId"])
 
 
 class Transaction:

@@ -5,13 +5,19 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
+from birdbath_client import Expr, GatewayError, JobId, Selection
+
 
 def birdbath(gateway, *args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "birdbath_client.cli", "--url", gateway.url, *args],
-                          capture_output=True, text=True, timeout=120, cwd=cwd)
+    return subprocess.run(command(gateway, *args), capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def command(gateway, *args: str) -> list[str]:
+    return [sys.executable, "-m", "birdbath_client.cli", "--url", gateway.url, *args]
 
 
 def test_submit_a_submit_file_list_it_and_wait(gateway, tmp_path):
@@ -44,7 +50,8 @@ def test_submit_with_spooling_and_fetch_the_output(gateway, tmp_path):
     fetched = birdbath(gateway, "fetch", job, str(tmp_path / "out"), "--close")
     assert fetched.returncode == 0, fetched.stderr
     assert (tmp_path / "out" / "count.txt").read_text().strip() == "4"
-    assert "downloading [" in fetched.stderr
+    assert "downloading [" in fetched.stderr and fetched.stderr.endswith("bytes\n")  # the progress line is ended
+    assert "uploading [" in submitted.stderr and submitted.stderr.endswith("bytes\n")
 
 
 def test_q_shows_a_condor_q_table_and_constraints_work(gateway, tmp_path):
@@ -78,3 +85,219 @@ def test_a_gateway_that_is_down(tmp_path):
     result = subprocess.run([sys.executable, "-m", "birdbath_client.cli", "--url", "http://127.0.0.1:1/", "q"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and result.stderr.startswith("birdbath: cannot read the WSDL of the gateway")
+
+
+# -- HTCondor users' habits ------------------------------------------------------------------------------
+IDLE = Expr("FALSE")  # Requirements nothing matches: the job stays idle until removed
+
+
+def poll(check, what: str, timeout: float = 60):
+    """check()'s first true value, polled until a deadline (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+def af(result: subprocess.CompletedProcess) -> list[list[str]]:
+    assert result.returncode == 0, result.stderr
+    return [line.split() for line in result.stdout.splitlines()]
+
+
+def test_wait_exits_with_the_exit_code_of_a_shared_file_system_job(gateway, tmp_path):
+    (tmp_path / "three.sub").write_text("executable = /bin/sh\narguments = \"-c 'exit 3'\"\nqueue\n")
+    submitted = birdbath(gateway, "submit", str(tmp_path / "three.sub"))
+    job = submitted.stdout.split("cluster ")[1].rstrip(".\n") + ".0"
+    waited = birdbath(gateway, "wait", job, "-timeout", "60")
+    assert waited.returncode == 3, waited.stderr
+    assert f"job {job}: Completed, exit code 3" in waited.stdout
+    assert waited.stderr.endswith("s\n") and "Completed" in waited.stderr  # the progress line, ended
+
+
+def test_wait_for_a_job_that_already_left_the_queue(gateway, schedd):
+    (job,) = schedd.submit({"Cmd": "/bin/sh", "Arguments": "-c 'exit 3'", "Requirements": Expr("TRUE")})
+    poll(lambda: schedd.job(job) is None, f"job {job} to leave the queue")
+    with pytest.raises(GatewayError) as error:  # what Birdbath itself answers now, as the original did
+        schedd.call("getJobAd", None, job.cluster, job.proc)
+    assert error.value.code == "UNKNOWNJOB"
+    waited = birdbath(gateway, "wait", str(job))
+    assert waited.returncode == 3 and f"job {job}: Completed, exit code 3" in waited.stdout, waited.stderr
+    assert schedd.wait(job, timeout=10)["ExitCode"] == 3
+    unknown = birdbath(gateway, "wait", "999999.0")
+    assert unknown.returncode == 1 and "job 999999.0 is unknown" in unknown.stderr
+
+
+def test_wait_for_a_removed_job_fails_with_a_message(gateway, schedd):
+    (job,) = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE})
+    removed = birdbath(gateway, "rm", str(job), "-reason", "no longer needed")
+    assert removed.returncode == 0 and f"Job {job} marked for removal." in removed.stdout
+    waited = birdbath(gateway, "wait", str(job))  # it has left the queue for the history by now
+    assert waited.returncode == 1
+    assert f"job {job} was removed (no longer needed)" in waited.stderr and f"job {job}: Removed" in waited.stdout
+
+
+def test_wait_gives_up_after_the_timeout_with_either_spelling(gateway, schedd):
+    (job,) = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE})
+    for flag in ("-timeout", "--timeout"):
+        waited = birdbath(gateway, "wait", str(job), flag, "0.5")
+        assert waited.returncode == 1 and f"did not finish within 0.5 s (it is Idle)" in waited.stderr
+        assert "\nbirdbath: " in waited.stderr  # the progress line was ended before the error
+    schedd.remove(job)
+
+
+def test_fetch_of_an_unknown_job_fails_without_creating_the_directory(gateway, schedd, tmp_path):
+    fetched = birdbath(gateway, "fetch", "999999.0", str(tmp_path / "out"))
+    assert fetched.returncode == 1
+    assert fetched.stderr == "birdbath: job 999999.0 is unknown (neither in the queue nor in the history)\n"
+    assert not (tmp_path / "out").exists()
+    (job,) = schedd.submit({"Cmd": "/bin/true", "Requirements": Expr("TRUE")})
+    poll(lambda: schedd.job(job) is None, f"job {job} to leave the queue")
+    gone = birdbath(gateway, "fetch", str(job), str(tmp_path / "out"))
+    assert gone.returncode == 1 and f"job {job} has left the queue (completed)" in gone.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_hold_release_and_rm_of_a_whole_cluster(gateway, schedd):
+    jobs = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE, "LeaveJobInQueue": True}, count=3)
+    cluster = jobs[0].cluster
+    states = lambda: [ad["JobStatus"] for ad in schedd.query(f"ClusterId == {cluster}")]  # noqa: E731
+    held = birdbath(gateway, "hold", str(cluster), "-reason", "cluster hold")
+    assert held.returncode == 0 and held.stdout == f"All jobs in cluster {cluster} have been held.\n"
+    assert states() == [5, 5, 5]
+    table = birdbath(gateway, "q", "-hold", str(cluster)).stdout.splitlines()
+    assert table[0].split() == ["ID", "OWNER", "HELD_SINCE", "HOLD_REASON"]
+    assert [line.split()[0] for line in table[1:4]] == [str(job) for job in jobs]
+    assert all(line.endswith(" cluster hold") for line in table[1:4])
+    released = birdbath(gateway, "release", str(cluster))
+    assert released.returncode == 0 and released.stdout == f"All jobs in cluster {cluster} have been released.\n"
+    assert states() == [1, 1, 1]
+    schedd.hold(jobs[1], "only this one")
+    removed = birdbath(gateway, "rm", str(cluster))
+    assert removed.stdout == f"All jobs in cluster {cluster} have been marked for removal.\n"
+    assert states() == [3, 3, 3]
+    again = birdbath(gateway, "rm", str(cluster))
+    assert again.returncode == 1 and f"no job in cluster {cluster} to remove" in again.stderr
+    for name in ("rm", "hold", "release"):
+        assert birdbath(gateway, name, "999999").returncode == 1
+
+
+def test_rm_of_an_owner_and_q_restricted_to_owners_clusters_and_jobs(gateway, schedd):
+    owner, other = unique("alice"), unique("bob")
+    first = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE, "Owner": owner}, count=2)
+    (second,) = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE, "Owner": owner})
+    (kept,) = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE, "Owner": other})
+    ids = lambda *args: [row[0] for row in af(birdbath(gateway, "q", *args, "-af", "GlobalJobId"))]  # noqa: E731
+    assert af(birdbath(gateway, "q", owner, "-af", "ClusterId", "ProcId", "Owner")) == [
+        [str(job.cluster), str(job.proc), owner] for job in (*first, second)]
+    assert af(birdbath(gateway, "q", str(first[0].cluster), "-af", "ProcId")) == [["0"], ["1"]]
+    assert af(birdbath(gateway, "q", str(first[1]), str(kept.cluster), "-af", "Owner")) == [[owner], [other]]
+    assert len(ids(other)) == 1 and ids(unique("nobody")) == []
+    removed = birdbath(gateway, "rm", owner)
+    assert removed.returncode == 0 and removed.stdout == f'All jobs of user "{owner}" have been marked for removal.\n'
+    assert schedd.query(f'Owner == "{owner}"') == [] and schedd.job(kept)["JobStatus"] == 1
+    assert birdbath(gateway, "rm", owner).returncode == 1  # nothing left to remove
+    assert birdbath(gateway, "rm", "-all", owner).returncode == 2  # -all or arguments, not both
+    assert birdbath(gateway, "rm").returncode == 2
+    schedd.remove(kept)
+
+
+def test_rm_all(gateway, schedd):
+    jobs = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE}, count=2)
+    removed = birdbath(gateway, "rm", "--all", "--reason", "clean up")
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout == "All jobs have been marked for removal.\n"
+    assert all(schedd.job(job) is None for job in jobs)
+    assert not [ad for ad in schedd.query() if ad["JobStatus"] not in (3, 4)]
+
+
+def test_q_run_shows_only_running_jobs_with_their_host(gateway, schedd):
+    tag = unique("run")
+    (running,) = schedd.submit({"Cmd": "/bin/sleep", "Arguments": "60", "Requirements": Expr("TRUE"), "Tag": tag})
+    (idle,) = schedd.submit({"Cmd": "/bin/sleep", "Arguments": "60", "Requirements": IDLE, "Tag": tag})
+    poll(lambda: schedd.job(running)["JobStatus"] == 2, f"job {running} to run")
+    for flag in ("-run", "--run"):
+        table = birdbath(gateway, "q", flag, "-constraint", f'Tag == "{tag}"').stdout.splitlines()
+        assert table[0].split() == ["ID", "OWNER", "SUBMITTED", "RUN_TIME", "HOST(S)"]
+        assert [line.split()[0] for line in table[1:-2]] == [str(running)]
+        assert table[1].split()[-1] == schedd.job(running)["RemoteHost"]
+        assert table[-1].startswith("1 jobs; 0 completed, 0 removed, 0 idle, 1 running")
+    nobatch = birdbath(gateway, "q", "-nobatch", "-constraint", f'Tag == "{tag}"').stdout.splitlines()
+    assert [line.split()[0] for line in nobatch[1:-2]] == [str(running), str(idle)]
+    assert birdbath(gateway, "rm", str(running.cluster), str(idle.cluster)).returncode == 0
+
+
+def test_history_newest_first_with_limit_cluster_owner_and_constraint(gateway, schedd):
+    owner = unique("carol")
+    jobs = []
+    for code in (0, 1, 2):  # one after the other, so they leave the queue in this order
+        (job,) = schedd.submit({"Cmd": "/bin/sh", "Arguments": f"-c 'exit {code}'", "Requirements": Expr("TRUE"),
+                                "Owner": owner})
+        poll(lambda: schedd.job(job) is None, f"job {job} to leave the queue")
+        jobs.append(job)
+    (queued,) = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE, "Owner": owner})  # not history
+    assert af(birdbath(gateway, "history", owner, "-af", "ClusterId", "ExitCode")) == [
+        [str(job.cluster), str(code)] for job, code in reversed(list(zip(jobs, (0, 1, 2))))]
+    for flag in ("-limit", "--limit"):
+        assert af(birdbath(gateway, "history", flag, "2", owner, "-af", "ClusterId")) == [
+            [str(jobs[2].cluster)], [str(jobs[1].cluster)]]
+    assert af(birdbath(gateway, "history", str(jobs[0].cluster), "-af", "Owner")) == [[owner]]
+    long = birdbath(gateway, "history", "-constraint", f'Owner == "{owner}" && ExitCode == 1', "-long")
+    assert long.returncode == 0 and f"ClusterId = {jobs[1].cluster}\n" in long.stdout
+    assert long.stdout.count("ClusterId = ") == 1 and f'Owner = "{owner}"' in long.stdout
+    table = birdbath(gateway, "history", "-limit", "1", owner).stdout.splitlines()
+    assert table[0].split() == ["ID", "OWNER", "SUBMITTED", "RUN_TIME", "ST", "COMPLETED", "CMD"]
+    assert len(table) == 2 and table[1].split()[:2] == [str(jobs[2]), owner] and " C " in table[1]
+    assert str(queued) not in birdbath(gateway, "history", owner).stdout
+    bad = birdbath(gateway, "history", "-constraint", "Owner ==")
+    assert bad.returncode == 1 and "cannot parse the constraint" in bad.stderr
+    schedd.remove(queued)
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(gateway, schedd):
+    padding = "x" * 4000  # 40 jobs' ads are far more than a pipe holds, so head's leaving is noticed
+    jobs = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE, "Padding": padding}, count=40)
+    cli = subprocess.Popen(command(gateway, "q", "-long", str(jobs[0].cluster)), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+    head = subprocess.Popen(["head", "-1"], stdin=cli.stdout, stdout=subprocess.PIPE)
+    cli.stdout.close()  # only head reads it now
+    first, _ = head.communicate(timeout=120)
+    errors = cli.stderr.read().decode()
+    assert cli.wait(timeout=120) == 141 and errors == "", errors
+    assert first.decode().count("\n") == 1
+    closed = subprocess.Popen(command(gateway, "q", "-long"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    closed.stdout.close()  # nobody reads at all: the first write fails
+    assert closed.wait(timeout=120) == 141 and b"Traceback" not in closed.stderr.read()
+    schedd.remove_cluster(jobs[0].cluster)
+
+
+@pytest.mark.parametrize("name", ["submit", "q", "history", "rm", "hold", "release", "wait", "fetch",
+                                  "submit_dag", None])
+def test_every_option_has_both_spellings(name):
+    from birdbath_client.cli import _parser
+
+    parser = _parser()
+    if name is not None:
+        parser = parser._subparsers._group_actions[0].choices[name]
+    for action in parser._actions:
+        strings = set(action.option_strings) - {"-h", "--help"}
+        for option in strings:
+            assert option.lstrip("-") and {"-" + option.lstrip("-"), "--" + option.lstrip("-")} <= strings, option
+
+
+def test_selections_become_constraints():
+    from birdbath_client.jobs import Scope, all_of, any_of
+
+    assert Selection.parse("27").scope is Scope.CLUSTER and Selection.parse("27.3").job == JobId(27, 3)
+    assert Selection.parse('o"brien').constraint() == 'Owner == "o\\"brien"'
+    with pytest.raises(ValueError):
+        Selection.parse("27.x")
+    assert any_of([]) is None and all_of(None, None) is None
+    assert all_of(any_of([Selection.parse("1"), Selection.parse("al")]), "JobStatus == 5") == (
+        '((ClusterId == 1) || (Owner == "al")) && (JobStatus == 5)')
