@@ -1,4 +1,4 @@
-"""Replays of what real Axis 1.4, gSOAP and zeep clients sent (shared/wire/requests): each request is parsed into
+"""Replays of what real Axis 1.4, gSOAP and zeep clients sent (tests/data/wire/requests): each request is parsed into
 the values the client sent, and answered with the operation's wrapper in gSOAP's shape, valid against the WSDL."""
 
 from __future__ import annotations

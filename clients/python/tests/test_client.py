@@ -121,9 +121,5 @@ def test_a_gateway_that_went_away_is_a_clear_error(start_stopped_gateway):
 
 
 @pytest.fixture
-def start_stopped_gateway(tmp_path):
-    from tests.conftest import GatewayProcess
-
-    process = GatewayProcess(tmp_path / "state", tmp=tmp_path).start()
-    yield process
-    process.stop()
+def start_stopped_gateway(start_gateway):
+    return start_gateway()

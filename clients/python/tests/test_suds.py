@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import LEGACY_WSDL
+from conftest import LEGACY_WSDL
 
 
 def test_suds_submits_and_lists_a_job(gateway):
