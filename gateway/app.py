@@ -6,6 +6,7 @@ from typing import Any
 
 from twisted.internet.interfaces import IListeningPort
 from twisted.logger import Logger
+from twisted.web import resource
 
 from backends import registry
 from backends.interface import ScheddBackend
@@ -25,26 +26,47 @@ log = Logger()
 
 
 class Gateway:
-    """One gateway: a backend behind the Birdbath core, published as a twisted.web site."""
+    """One gateway: a backend behind the Birdbath core, published as a twisted.web site.
+
+    It starts in two steps so that a start that is refused leaves nothing behind: :meth:`listen` binds the port
+    (a taken port fails here, before any state exists), then :meth:`start` creates the backend, which may create
+    its state directory.  Until the reactor runs, the bound port serves nothing, so nobody sees the gap."""
 
     def __init__(self, config: GatewayConfig, reactor: Any, backend: ScheddBackend | None = None) -> None:
         self.config = config
         self.reactor = reactor
-        self.backend = backend or registry.create(config.backend, config.state_dir,
-                                                  config.backend_options.get(config.backend))
-        self.calls = BlockingCaller(reactor, getattr(self.backend, "threads", 1), config.backend,
+        self.backend = backend
+        self.calls: BlockingCaller | None = None
+        self.schedd: BirdbathSchedd | None = None
+        self.submissions: SubmissionService | None = None
+        # the operations' resource replaces this placeholder in start(), before the reactor serves anything
+        self.site = GatewaySite(resource.Resource(), max_body=config.max_request_bytes, policy=config.policy())
+        self.port: IListeningPort | None = None
+
+    def listen(self) -> IListeningPort:
+        """Bind the listening port (raises CannotListenError when it is taken)."""
+        self.port = self.reactor.listenTCP(self.config.port, self.site, interface=self.config.listen)
+        return self.port
+
+    def start(self) -> None:
+        """Create the backend, start its services in the reactor and serve the operations on the bound port."""
+        config = self.config
+        if self.backend is None:
+            self.backend = registry.create(config.backend, config.state_dir,
+                                           config.backend_options.get(config.backend))
+        self.calls = BlockingCaller(self.reactor, getattr(self.backend, "threads", 1), config.backend,
                                     getattr(self.backend, "call_timeout", None))
         start = getattr(self.backend, "start", None)
         if start is not None:  # backends that run services in the gateway (the local executor) start here
-            start(reactor, self.calls)
+            start(self.reactor, self.calls)
         policy = config.policy()
-        self.schedd = BirdbathSchedd(self.backend, self.calls, policy, reactor, config.schedd_settings())
+        self.schedd = BirdbathSchedd(self.backend, self.calls, policy, self.reactor, config.schedd_settings())
         dispatcher = SoapDispatcher(schedd_application())
         self._answers = dispatcher.ad_answers()
-        self.submissions = SubmissionService(self.backend, self.calls, policy, reactor, SubmissionSettings(
+        self.submissions = SubmissionService(self.backend, self.calls, policy, self.reactor, SubmissionSettings(
             schedd_name=self.backend.info().schedd_name, staging_root=config.state_dir / "staging",
             staging_lifetime=config.staging_lifetime, output_retention=config.output_retention))
-        root = GatewayResource([
+        self.site.resource = GatewayResource([
             Endpoint(b"/submission/json", SoapDispatcher(json_application()), self._submission_context,
                      content_type=b"application/json", body_for=lambda op, body: json_request(op.decode(), body)),
             Endpoint(b"/submission", SoapDispatcher(soap_application()), self._submission_context,
@@ -52,8 +74,11 @@ class Gateway:
             Endpoint(b"", dispatcher, self._request_context, PublishedWsdl(wsdl_path("condorSchedd.wsdl")),
                      b"condorSchedd.wsdl"),
         ])
-        self.site = GatewaySite(root, max_body=config.max_request_bytes, policy=policy)
-        self.port: IListeningPort | None = None
+        if self.port is not None:
+            address = self.port.getHost()
+            log.info("birdbath gateway listening on http://{host}:{port}/ with the {backend} backend "
+                     "(state in {state})", host=address.host, port=address.port, backend=config.backend,
+                     state=config.state_dir)
 
     def _request_context(self, caller: Caller) -> RequestContext:
         return RequestContext(caller=caller, schedd=self.schedd, answers=self._answers)
@@ -61,21 +86,26 @@ class Gateway:
     def _submission_context(self, caller: Caller) -> SubmissionContext:
         return SubmissionContext(caller=caller, service=self.submissions)
 
-    def listen(self) -> IListeningPort:
-        self.port = self.reactor.listenTCP(self.config.port, self.site, interface=self.config.listen)
-        address = self.port.getHost()
-        log.info("birdbath gateway listening on http://{host}:{port}/ with the {backend} backend "
-                 "(state in {state})", host=address.host, port=address.port, backend=self.config.backend,
-                 state=self.config.state_dir)
-        return self.port
-
     async def stop(self) -> None:
-        """Stop listening, roll back open transactions, then release the backend."""
-        if self.port is not None:
-            await self.port.stopListening()
-        await self.schedd.abort_all()
-        stop = getattr(self.backend, "stop", None)
-        if stop is not None:
-            await stop()
-        self.calls.stop()
-        self.backend.close()
+        """Stop listening, roll back open transactions, then release the backend.
+
+        The backend's threads are stopped whatever fails before, or they would keep the process alive."""
+        try:
+            if self.port is not None:
+                await self.port.stopListening()
+            if self.schedd is not None:
+                await self.schedd.abort_all()
+            stop = getattr(self.backend, "stop", None)
+            if stop is not None:
+                await stop()
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """Join the backend's threads and close it: all a start that failed half-way has to undo (the port closes
+        with the process)."""
+        if self.calls is not None:
+            self.calls.stop()
+            self.calls = None
+        if self.backend is not None:
+            self.backend.close()

@@ -1,4 +1,11 @@
-"""``birdbath-gateway``: run the gateway in the foreground until interrupted."""
+"""``birdbath-gateway``: run the gateway in the foreground until interrupted.
+
+A start that cannot succeed (bad configuration, unusable state directory or log file, port taken, backend that
+refuses to start) ends the process at once with one line on stderr and a non-zero status: 1 when the port cannot be
+bound or something unexpected fails, 2 for everything else.  The checks run in an order that creates nothing
+before the last one that can fail early: the configuration and the paths are checked, then the port is bound, and
+only then does the backend create its state.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +13,20 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gateway import __version__
+from gateway.logging import LEVELS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gateway.config import GatewayConfig
+
+#: exit statuses of a refused start
+EXIT_CONFIG = 2
+EXIT_START = 1
+
+#: the flags that override the configuration file's [gateway] settings of the same names
+OVERRIDES = ("listen", "port", "state_dir", "backend", "log_file", "log_level")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -22,8 +41,40 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--backend", metavar="NAME", help="schedd backend (default local)")
     parser.add_argument("--port-file", type=Path, metavar="FILE",
                         help="write the port actually listened on to FILE once ready (useful with --port 0)")
+    parser.add_argument("--log-file", type=Path, metavar="PATH", help="append the log to PATH (default stderr)")
+    parser.add_argument("--log-level", choices=list(LEVELS), help="least severe level logged (default info)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser.parse_args(argv)
+
+
+def configure(args: argparse.Namespace) -> "GatewayConfig":
+    """The configuration file with the flags applied, checked (raises ConfigError; creates nothing)."""
+    from gateway.config import load, validate
+
+    config = load(args.config)
+    for name in OVERRIDES:
+        if getattr(args, name) is not None:
+            setattr(config, name, getattr(args, name))
+    # the backend runs jobs from directories of their own: a relative state directory would name another place
+    config.state_dir = config.state_dir.absolute()
+    validate(config)
+    return config
+
+
+def refuse(reason: object, status: int) -> int:
+    """Say on one line why the gateway does not start; the exit status to end with."""
+    print(f"birdbath-gateway: {' '.join(str(reason).split())}", file=sys.stderr)
+    return status
+
+
+def refuse_start(exc: Exception) -> int:
+    """A backend that refuses to start (its settings, its state, a pool it cannot reach) or a file that cannot be
+    written is a matter of configuration, said as it is; anything else is a failure to start."""
+    from backends.interface import BackendError
+
+    if isinstance(exc, (BackendError, OSError)):
+        return refuse(exc, EXIT_CONFIG)
+    return refuse(f"cannot start: {exc}", EXIT_START)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,29 +83,31 @@ def main(argv: list[str] | None = None) -> int:
 
     from twisted.internet import reactor
     from twisted.internet.defer import Deferred
-    from twisted.logger import globalLogBeginner, textFileLogObserver
 
-    from backends.interface import BackendError
-    from backends.registry import UnknownBackend
+    from gateway import logging
     from gateway.app import Gateway
-    from gateway.config import ConfigError, load
+    from gateway.config import ConfigError
 
     try:
-        config = load(args.config)
-        for name in ("listen", "port", "state_dir", "backend"):
-            if getattr(args, name) is not None:
-                setattr(config, name, getattr(args, name))
-        globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stderr)], redirectStandardIO=False)
-        gateway = Gateway(config, reactor)
+        config = configure(args)
+    except ConfigError as exc:
+        return refuse(exc, EXIT_CONFIG)
+    gateway = Gateway(config, reactor)
+    try:
         port = gateway.listen()
-    except (ConfigError, UnknownBackend, BackendError, OSError) as exc:
-        print(f"birdbath-gateway: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # e.g. the port is taken (CannotListenError)
-        print(f"birdbath-gateway: cannot start: {exc}", file=sys.stderr)
-        return 1
-    if args.port_file:
-        args.port_file.write_text(f"{port.getHost().port}\n")
+    except Exception as exc:  # CannotListenError: the port is taken, or the address is not ours
+        return refuse(exc, EXIT_START)
+    try:
+        logging.begin(logging.open_log(config.log_file), config.log_level)
+    except OSError as exc:
+        return refuse(f"cannot open the log file: {exc}", EXIT_CONFIG)
+    try:
+        gateway.start()
+        if args.port_file:
+            args.port_file.write_text(f"{port.getHost().port}\n")
+    except Exception as exc:
+        gateway.release()  # the backend's threads would keep the process alive
+        return refuse_start(exc)
     reactor.addSystemEventTrigger("before", "shutdown", lambda: Deferred.fromCoroutine(gateway.stop()))
     reactor.run()
     return 0

@@ -7,6 +7,8 @@ port = 1984                   # --port
 state_dir = "/var/lib/birdbath-gateway"   # --state-dir
 backend = "local"             # --backend
 max_request_bytes = 16777216
+log_file = "/var/log/birdbath-gateway.log"   # --log-file (default: standard error)
+log_level = "info"            # --log-level: debug, info, warn or error
 
 [birdbath]                    # HTCondor's knobs of the same names, in lower case
 allow_soap = ["127.0.0.0/8", "::1"]
@@ -29,14 +31,19 @@ output_retention = 86400      # seconds a finished staged job stays queued so it
 from __future__ import annotations
 
 import getpass
+import inspect
 import os
 import tomllib
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Union
 
+from backends import registry
 from gateway.core.auth import LOOPBACK, AccessPolicy, HostList
 from gateway.core.schedd import ScheddSettings
+from gateway.logging import LEVELS
 
 
 class ConfigError(ValueError):
@@ -55,6 +62,8 @@ class GatewayConfig:
     state_dir: Path = field(default_factory=default_state_dir)
     backend: str = "local"
     max_request_bytes: int = 16 * 1024 * 1024
+    log_file: Path | None = None  # None: standard error
+    log_level: str = "info"
     allow_soap: list[str] = field(default_factory=lambda: list(LOOPBACK))
     allow_read: list[str] = field(default_factory=lambda: ["*"])
     allow_write: list[str] = field(default_factory=lambda: ["*"])
@@ -82,7 +91,7 @@ class GatewayConfig:
 
 
 _SECTIONS = {
-    "gateway": ("listen", "port", "state_dir", "backend", "max_request_bytes"),
+    "gateway": ("listen", "port", "state_dir", "backend", "max_request_bytes", "log_file", "log_level"),
     "submission": ("staging_lifetime", "output_retention"),
     "birdbath": ("allow_soap", "allow_read", "allow_write", "queue_all_users_trusted", "queue_super_users",
                  "default_owner", "max_soap_transaction_duration", "soap_leave_in_queue"),
@@ -111,10 +120,123 @@ def load(path: Path | None) -> GatewayConfig:
     return config
 
 
+#: settings that name a file or directory (given as strings, ``~`` expanded)
+_PATHS = frozenset({"state_dir", "log_file"})
+
+
 def _set(config: GatewayConfig, key: str, value: Any, where: str) -> None:
-    current = getattr(config, key)
-    if isinstance(current, Path):
-        value = Path(os.path.expanduser(str(value)))
-    elif type(current) is not type(value):
-        raise ConfigError(f"{where}: expected {type(current).__name__}, got {value!r}")
-    setattr(config, key, value)
+    expected = str if key in _PATHS else type(getattr(config, key))
+    if type(value) is not expected:
+        raise ConfigError(f"{where}: expected {expected.__name__}, got {value!r}")
+    setattr(config, key, Path(os.path.expanduser(value)) if key in _PATHS else value)
+
+
+# -- checking a configuration before anything is started ---------------------------------------------------
+#: inclusive bounds of the numeric settings (None: unbounded)
+_RANGES: dict[str, tuple[int, int | None]] = {
+    "port": (0, 65535), "max_request_bytes": (1, None), "staging_lifetime": (1, None), "output_retention": (0, None)}
+
+
+def validate(config: GatewayConfig) -> None:
+    """Raise ConfigError for anything that would make the gateway fail later, once flags are applied.
+
+    Nothing is created here: a refused start must leave no state directory or log file behind."""
+    for key, (low, high) in _RANGES.items():
+        number = getattr(config, key)
+        if number < low or (high is not None and number > high):
+            raise ConfigError(f"{key} must be {_bounds(low, high)}, not {number}")
+    if config.log_level not in LEVELS:
+        raise ConfigError(f"log_level must be one of {', '.join(LEVELS)}, not {config.log_level!r}")
+    config.policy()
+    check_backend_options(config.backend, config.backend_options.get(config.backend, {}))
+    check_directory(config.state_dir, "state directory")
+    if config.log_file is not None:
+        check_file(config.log_file, "log file")
+
+
+def _bounds(low: int, high: int | None) -> str:
+    return f"between {low} and {high}" if high is not None else f"at least {low}"
+
+
+def check_directory(path: Path, what: str) -> None:
+    """Fail unless ``path`` is a directory we can write in, or one we could create: its nearest existing
+    ancestor is a writable directory.  (As root ``os.access`` says yes to nearly everything, but not to a path
+    under a regular file or on a read-only file system, the cases that matter.)"""
+    existing = path.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"cannot use {path} as the {what}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot use {path} as the {what}: {existing} is not writable")
+
+
+def check_file(path: Path, what: str) -> None:
+    """Fail unless ``path`` is a writable file, or can be created in its (existing) directory."""
+    if path.is_dir():
+        raise ConfigError(f"cannot use {path} as the {what}: it is a directory")
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise ConfigError(f"cannot use {path} as the {what}: it is not writable")
+    elif not path.absolute().parent.is_dir():
+        raise ConfigError(f"cannot use {path} as the {what}: {path.absolute().parent} is not a directory")
+    elif not os.access(path.absolute().parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot use {path} as the {what}: {path.absolute().parent} is not writable")
+
+
+def check_backend_options(name: str, options: Any) -> None:
+    """Fail if ``name`` is not an installed backend, or ``[backends.NAME]`` has a setting its factory does not
+    take or a value of the wrong type: found now, before the backend creates its state, not at its first use."""
+    found = registry.available()
+    if name not in found:
+        raise ConfigError(f"no backend named {name!r}; installed backends: {', '.join(sorted(found)) or 'none'}")
+    where = f"[backends.{name}]"
+    if not isinstance(options, dict):
+        raise ConfigError(f"{where} must be a table of settings")
+    factory = found[name].load()
+    parameters = list(inspect.signature(factory).parameters.values())[1:]  # the first is the state directory
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return
+    accepted = {p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    unknown = set(options) - accepted
+    if unknown:
+        raise ConfigError(f"unknown setting(s) in {where}: {', '.join(sorted(unknown))}")
+    hints = _type_hints(factory)
+    for key, value in options.items():
+        allowed = _toml_types(hints.get(key))
+        if allowed and not _is_one_of(value, allowed):
+            names = " or ".join(kind.__name__ for kind in allowed)
+            raise ConfigError(f"{where} {key}: expected {names}, got {value!r}")
+
+
+def _type_hints(factory: Callable[..., Any]) -> dict[str, Any]:
+    """The factory's parameter annotations, or none when they cannot be resolved (then values are not checked)."""
+    try:
+        return typing.get_type_hints(factory.__init__ if isinstance(factory, type) else factory)
+    except Exception:  # an annotation naming something only imported for type checkers
+        return {}
+
+
+def _toml_types(hint: Any) -> tuple[type, ...]:
+    """The TOML value types an annotation admits; empty when it says nothing checkable (Any, callables, ...)."""
+    members = typing.get_args(hint) if typing.get_origin(hint) in (Union, types.UnionType) else (hint,)
+    admitted: list[type] = []
+    for member in members:
+        if member is type(None):
+            continue  # TOML has no null
+        if member in (bool, int, str, list, dict):
+            admitted.append(member)
+        elif member is float:
+            admitted += [float, int]
+        elif member is Path:
+            admitted.append(str)
+        else:
+            return ()
+    return tuple(admitted)
+
+
+def _is_one_of(value: Any, allowed: tuple[type, ...]) -> bool:
+    """isinstance, except that a bool is not a number (TOML ``true`` is no slot count)."""
+    if isinstance(value, bool):
+        return bool in allowed
+    return isinstance(value, allowed)

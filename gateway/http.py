@@ -3,7 +3,7 @@
 POST (any path, any SOAPAction, HTTP/1.0 or 1.1, chunked or not) is SOAP; GET ``/condorSchedd.wsdl`` or any
 ``?wsdl`` serves the WSDL with this server's address.  Peers outside ``allow_soap`` are refused before their
 body is read, bodies over the size cap are refused while they arrive, and every request is logged with its
-operation, client, status and duration.
+operation, client, status (with the reason of a FAIL) and duration.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ from gateway.soap.wsdl import PublishedWsdl
 log = Logger(namespace="birdbath.request")
 
 XML = b"text/xml; charset=utf-8"
+
+#: the status code, the same in both APIs, that needs its text to mean anything in the request log
+FAIL = "FAIL"
 
 FAULT = (b'<?xml version="1.0" encoding="UTF-8"?>\n<SOAP-ENV:Envelope '
          b'xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/"><SOAP-ENV:Body><SOAP-ENV:Fault>'
@@ -141,12 +144,15 @@ class GatewayResource(resource.Resource):
         udc = endpoint.context_for(caller)
         body = request.content.read() if request.content is not None else b""
         if endpoint.body_for is not None:
+            operation = request.path[len(endpoint.prefix):].strip(b"/")
             try:
-                body = endpoint.body_for(request.path[len(endpoint.prefix):].strip(b"/"), body)
+                body = endpoint.body_for(operation, body)
             except ValueError as exc:
+                reason = f"Bad request: {exc}"
+                self._log_request(operation.decode("latin-1") or "-", caller, FAIL, reason, started)
                 request.setResponseCode(400)
                 request.setHeader(b"content-type", endpoint.content_type)
-                return json.dumps({"status": {"code": "FAIL", "text": f"Bad request: {exc}"}}).encode()
+                return json.dumps({"status": {"code": "FAIL", "text": reason}}).encode()
         finished = Deferred.fromCoroutine(endpoint.dispatcher.dispatch(body, udc))
         finished.addCallback(self._respond, request, endpoint, udc, caller, started)
         finished.addErrback(self._crashed, request, caller)
@@ -155,15 +161,25 @@ class GatewayResource(resource.Resource):
     def _respond(self, answer: SoapAnswer, request: server.Request, endpoint: Endpoint, udc: Any, caller: Caller,
                  started: float) -> None:
         status = getattr(udc, "status", None)
-        outcome = answer.fault or (getattr(getattr(status, "code", status), "value", status) or "?")
-        log.info("{operation} from {client}: {outcome} in {ms:.1f} ms", operation=answer.operation or "-",
-                 client=caller.host, outcome=outcome, ms=(self._clock() - started) * 1000)
+        outcome = answer.fault or answer.status or getattr(getattr(status, "code", status), "value", status) or "?"
+        self._log_request(answer.operation or "-", caller, outcome, answer.reason, started)
         if request.finished or request._disconnected:
             return
         request.setResponseCode(answer.code)
         request.setHeader(b"content-type", endpoint.content_type)
         request.write(answer.body)
         request.finish()
+
+    def _log_request(self, operation: str, caller: Caller, outcome: str, reason: str | None,
+                     started: float) -> None:
+        """One line per request; a FAIL says why, since that code alone explains nothing (the other codes name
+        the problem, and keep their text in the event's ``reason`` field)."""
+        fields = {"operation": operation, "client": caller.host, "outcome": outcome, "reason": reason,
+                  "ms": (self._clock() - started) * 1000}
+        if outcome == FAIL and reason:
+            log.info("{operation} from {client}: {outcome} in {ms:.1f} ms: {reason}", **fields)
+        else:
+            log.info("{operation} from {client}: {outcome} in {ms:.1f} ms", **fields)
 
     def _crashed(self, failure: Any, request: server.Request, caller: Caller) -> None:
         log.failure("unhandled error answering {client}", failure, client=caller.host)

@@ -28,7 +28,7 @@ from gateway import __version__
 from gateway.core.classads import matches, projected
 from gateway.core.jobs import JobAction, JobStatus, Universe
 
-from . import jobspec, lifecycle, sandbox
+from . import joblog, jobspec, lifecycle, sandbox
 from .dag import dagman, language
 from .dag.language import Dag, DagSyntaxError
 from .dag.submit import SubmitError, node_ads
@@ -331,8 +331,11 @@ class LocalBackend:
         if ad is None:
             directory.remove()
             return
+        if interruption is None and directory.result() is None:  # the launcher died with the job
+            interruption = "The job's launcher was killed"
         result = _run_result(directory.result(), ad, self._now())
         transition = self._ended(ad, result, directory, interruption)
+        joblog.run_ended(key, ad, result, interruption)
         self._write({key: updated(ad, transition.updates)}, [(key, event) for event in transition.events])
         directory.remove()
 
@@ -341,8 +344,8 @@ class LocalBackend:
         now = self._now()
         if status_of(ad) not in ACTIVE:  # held or removed meanwhile: we stopped it on purpose
             return Transition(lifecycle.run_accounting(ad, result))
-        if interruption is not None or directory.result() is None:
-            return lifecycle.interrupted(ad, result, interruption or "The job's launcher was killed", now)
+        if interruption is not None:  # (finish_job names a launcher that left no result as one)
+            return lifecycle.interrupted(ad, result, interruption, now)
         try:
             sandbox.collect(directory)
         except jobspec.BadJob as bad:
@@ -456,12 +459,14 @@ class LocalBackend:
         now = self._now()
         started = _number(ad, "JobCurrentStartDate") or now
         result = RunResult(exit_code=exit_code, signal=None, wall_seconds=max(0.0, now - started))
+        stopped = None if exit_code is not None else interruption or "The DAG runner stopped"
         if status_of(ad) is not JobStatus.RUNNING:
             transition = Transition(lifecycle.run_accounting(ad, result))
-        elif exit_code is None:
-            transition = lifecycle.interrupted(ad, result, interruption or "The DAG runner stopped", now)
+        elif stopped is not None:
+            transition = lifecycle.interrupted(ad, result, stopped, now)
         else:
             transition = lifecycle.exited(ad, result, now)
+        joblog.run_ended(key, ad, result, stopped)
         try:
             options = dagman.options(ad)
             if options.lock_file is not None and exit_code is not None:
@@ -476,6 +481,7 @@ class LocalBackend:
         for key, ad in self._store.ads():
             directory = ExecuteDir.of(self._execute, *key)
             if status_of(ad) in ACTIVE:
+                joblog.recovered(key, ad, finished=directory.result() is not None)
                 if directory.result() is None:
                     _kill_leftover(directory)
                     self.finish_job(key, "The gateway restarted while the job was running; it will run again")
@@ -507,7 +513,10 @@ class LocalBackend:
         if not ads:
             return
         leaving = [key for key, ad in ads.items() if key not in self._active and lifecycle.leaves_queue(ad)]
+        before = {key: joblog.status_before(self._store.get(key)) for key in ads}
         self._store.apply(ads, leaving)
+        for key, ad in ads.items():
+            joblog.status_changed(key, before[key], ad)
         for key, event in events:
             self._log_event(ads.get(key), key, event)
         for key in leaving:

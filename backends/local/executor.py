@@ -96,6 +96,9 @@ class Executor:
         self._stopped = True
         if self._periodic.running:
             self._periodic.stop()
+        if self._running:
+            log.info("stopping {count} running job(s); they are requeued and run when the gateway next starts",
+                     count=len(self._running))
         for key, running in list(self._running.items()):
             running.stopping = "The gateway shut down while the job was running; it will run again"
             if running.dag is not None:

@@ -35,6 +35,9 @@ class SoapAnswer:
     body: bytes
     operation: str | None
     fault: str | None = None
+    #: the application status the answer carries (code and text), for the request log
+    status: str | None = None
+    reason: str | None = None
 
 
 class SoapDispatcher:
@@ -68,7 +71,8 @@ class SoapDispatcher:
             p_ctx.close()
             return SoapAnswer(200, result.body, operation)
         self._server.get_out_string(p_ctx)
-        answer = SoapAnswer(200, b"".join(p_ctx.out_string), operation)
+        answer = SoapAnswer(200, b"".join(p_ctx.out_string), operation, status=_status_code(result),
+                            reason=_status_text(result))
         p_ctx.close()
         return answer
 
@@ -105,6 +109,22 @@ class SoapDispatcher:
         answer = SoapAnswer(500, b"".join(p_ctx.out_string), operation, fault=f"{fault.faultcode}: {fault.faultstring}")
         p_ctx.close()
         return answer
+
+
+def _status_of(result: Any) -> Any:
+    """The status element of an answer: its ``status`` member, or the answer itself for status-only operations."""
+    return getattr(result, "status", None) or result
+
+
+def _status_code(result: Any) -> str | None:
+    code = getattr(_status_of(result), "code", None)
+    return None if code is None else str(getattr(code, "value", code))
+
+
+def _status_text(result: Any) -> str | None:
+    """Birdbath's ``Status.message`` or the submission API's ``status.text``."""
+    status = _status_of(result)
+    return getattr(status, "message", None) or getattr(status, "text", None)
 
 
 def _operation_name(ctx: Any) -> str | None:

@@ -1,0 +1,158 @@
+"""The gateway's log: where it goes (``--log-file``/``log_file``), how much (``--log-level``/``log_level``), and
+what it says about jobs (their life cycle, crash recovery) and about failed requests (the reason of a FAIL).
+
+Every wait polls the log with a deadline; a line is looked for only after what must have logged it happened.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import socket
+import subprocess
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+import zeep
+
+from backends.local.sandbox import ExecuteDir
+from tests.birdbath import submit_job
+from tests.test_startup import ENV, ROOT, gateway_command
+
+OWNER = getpass.getuser()  # the gateway runs as this test's user, whose name anonymous submissions get
+RUNS_JOBS = "[backends.local]\nslots = 2\nkill_grace = 1.0\n"
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout}s")
+        time.sleep(0.05)
+
+
+def wait_for_line(read: Callable[[], str], *parts: str, timeout: float = 30.0) -> str:
+    """The first log line containing every one of ``parts``, once it has been written."""
+    found: list[str] = []
+
+    def written() -> bool:
+        found[:] = [line for line in read().splitlines() if all(part in line for part in parts)]
+        return bool(found)
+
+    wait_until(written, f"a log line with {parts}\n{read()}", timeout)
+    return found[0]
+
+
+def schedd_of(gateway) -> zeep.proxy.ServiceProxy:
+    return zeep.Client(gateway.url + "condorSchedd.wsdl").service
+
+
+@contextmanager
+def serving(tmp: Path, *flags: str | Path) -> Iterator[tuple[int, Path]]:
+    """The gateway started with these flags; yields its port and the file its stdout and stderr go to."""
+    port_file, output = tmp / "port", tmp / "output"
+    with open(output, "wb") as stream:
+        process = subprocess.Popen(gateway_command("--port", "0", "--port-file", port_file, *flags), cwd=ROOT,
+                                   env=ENV, stdout=stream, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: port_file.exists() and port_file.read_text().strip() or process.poll() is not None,
+                   "the gateway to listen")
+        assert process.poll() is None, output.read_text()
+        yield int(port_file.read_text()), output
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def refused_for_its_size(port: int) -> bytes:
+    """A POST declaring a body over max_request_bytes: refused at once, with a warning in the log."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+        connection.sendall(b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100000\r\n\r\n")
+        return connection.recv(100)
+
+
+def test_log_file_and_log_level_flags(tmp_path):
+    log = tmp_path / "gateway.log"
+    (tmp_path / "gateway.toml").write_text("[gateway]\nmax_request_bytes = 1000\n")
+    with serving(tmp_path, "--state-dir", tmp_path / "state", "--config", tmp_path / "gateway.toml",
+                 "--log-file", log, "--log-level", "warn") as (port, output):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/condorSchedd.wsdl", timeout=30) as response:
+            assert response.status == 200  # an info line ("GET ... (WSDL)") if info were logged, written before this
+        assert b" 413 " in refused_for_its_size(port)
+        line = wait_for_line(log.read_text, "refused request from 127.0.0.1", "max_request_bytes")
+    assert "#warn]" in line
+    text = log.read_text()
+    assert "WSDL" not in text and "listening on" not in text and "#info]" not in text
+    assert "refused request" not in output.read_text()  # the log went to the file, not to stderr
+
+
+def test_log_settings_in_the_configuration_file(start_gateway, tmp_path):
+    log = tmp_path / "configured.log"
+    gateway = start_gateway(f'[gateway]\nlog_file = "{log}"\nlog_level = "debug"\n')
+    wait_for_line(log.read_text, "listening on", gateway.url)
+    assert "listening on" not in gateway.log()
+
+
+def test_a_jobs_life_is_logged_with_its_fields(start_gateway, tmp_path):
+    gateway = start_gateway(RUNS_JOBS)
+    schedd = schedd_of(gateway)
+    cluster, proc = submit_job(schedd, Cmd="/bin/sh", Arguments="-c 'exit 3'", Iwd=str(tmp_path))
+    job = f"job {cluster}.{proc}"
+    wait_for_line(gateway.log, f"{job} completed")  # the last of its lines
+    lines = gateway.log().splitlines()
+    order = [next(number for number, line in enumerate(lines) if part in line) for part in (
+        f"{job} submitted by {OWNER}: /bin/sh", f"{job} of {OWNER} started", f"{job} ended with exit code 3",
+        f"{job} completed")]
+    assert order == sorted(order)
+
+    cluster, proc = submit_job(schedd, Cmd="/bin/sh", Arguments="-c 'kill -9 $$'", Iwd=str(tmp_path))
+    wait_for_line(gateway.log, f"job {cluster}.{proc} ended by signal 9")
+
+    cluster, proc = submit_job(schedd, Cmd="/bin/sleep", Arguments="60", Iwd=str(tmp_path))
+    job = f"job {cluster}.{proc}"
+    wait_for_line(gateway.log, f"{job} of {OWNER} started")
+    assert schedd.holdJob(None, cluster, proc, "held for the log test", False, False, False).code == "SUCCESS"
+    wait_for_line(gateway.log, f"{job} held: held for the log test")
+    wait_for_line(gateway.log, f"{job} stopped, as it was held")
+    assert schedd.releaseJob(None, cluster, proc, "released for the log test", False, False).code == "SUCCESS"
+    wait_for_line(gateway.log, f"{job} released: released for the log test")
+    assert schedd.removeJob(None, cluster, proc, "removed for the log test", False).code == "SUCCESS"
+    wait_for_line(gateway.log, f"{job} removed: removed for the log test")
+
+
+def test_a_fail_status_is_logged_with_its_reason(gateway, schedd):
+    answer = schedd.holdJob(None, 987654, 0, "no such job", False, False, False)
+    assert answer.code == "FAIL" and answer.message
+    line = wait_for_line(gateway.log, "holdJob from 127.0.0.1: FAIL in")
+    assert line.endswith(f"ms: {answer.message}")
+
+    request = urllib.request.Request(gateway.url + "submission/json/getJobAd", json.dumps({"id": "x.y"}).encode())
+    with urllib.request.urlopen(request, timeout=30) as response:
+        status = json.load(response)["status"]
+    assert status["code"] == "FAIL"
+    line = wait_for_line(gateway.log, "getJobAd from 127.0.0.1: FAIL in", "x.y")
+    assert line.endswith(f"ms: {status['text']}")
+
+
+def test_recovery_after_a_crash_is_logged(start_gateway, tmp_path):
+    """One job is cut off by the crash (requeued), the other ends while no gateway runs (recorded as finished)."""
+    gateway = start_gateway(RUNS_JOBS)
+    schedd = schedd_of(gateway)
+    # (the jobs run in their Iwd: no file transfer)
+    cut = submit_job(schedd, Cmd="/bin/sh", Arguments="-c 'touch cut; sleep 60'", Iwd=str(tmp_path))
+    ends = submit_job(schedd, Cmd="/bin/sh", Arguments="-c 'touch ends; while [ ! -e go ]; do sleep 0.05; done; exit 5'",
+                      Iwd=str(tmp_path))
+    wait_until(lambda: (tmp_path / "cut").exists() and (tmp_path / "ends").exists(), "both jobs to run")
+    gateway.kill()
+    (tmp_path / "go").touch()
+    execute = gateway.state_dir / "execute"
+    wait_until(lambda: ExecuteDir.of(execute, *ends).result() is not None, "the launcher to record the exit")
+    gateway.start()
+    cut_job, ended_job = (f"job {cluster}.{proc}" for cluster, proc in (cut, ends))
+    wait_for_line(gateway.log, f"recovery: {cut_job} was cut off by the restart; requeued")
+    wait_for_line(gateway.log, f"{cut_job} interrupted: The gateway restarted while the job was running")
+    wait_for_line(gateway.log, f"recovery: {ended_job} finished while the gateway was down; recorded as finished")
+    wait_for_line(gateway.log, f"{ended_job} ended with exit code 5")

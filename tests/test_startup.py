@@ -1,0 +1,116 @@
+"""A start that cannot succeed ends at once, says why on one line, and leaves nothing behind.
+
+Each test runs ``birdbath-gateway`` as a real process; ``subprocess.run``'s timeout is the deadline for "at once"
+(a gateway that hangs instead of exiting fails it).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = dict(os.environ, CONDOR_CONFIG="/dev/null", PYTHONPATH=str(ROOT))
+
+#: seconds a refused start may take (Python and Twisted start-up included, on a busy machine)
+PROMPTLY = 20
+
+
+def gateway_command(*args: str | Path) -> list[str]:
+    return [sys.executable, "-m", "gateway.cli", *map(str, args)]
+
+
+def refused_start(*args: str | Path, config: str | None = None, tmp: Path) -> subprocess.CompletedProcess[str]:
+    """Run the gateway with these arguments (and this configuration file), expecting it to exit by itself."""
+    if config is not None:
+        (tmp / "gateway.toml").write_text(config)
+        args = (*args, "--config", tmp / "gateway.toml")
+    return subprocess.run(gateway_command("--port", "0", *args), cwd=ROOT, env=ENV, capture_output=True, text=True,
+                          timeout=PROMPTLY)
+
+
+def assert_refused(result: subprocess.CompletedProcess[str], *words: str) -> None:
+    """A non-zero exit with one line on stderr that names the problem."""
+    assert result.returncode != 0, result
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("birdbath-gateway: "), result.stderr
+    for word in words:
+        assert word in lines[0], result.stderr
+
+
+def test_a_port_in_use_ends_the_start_at_once_without_creating_the_state_directory(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = refused_start("--port", port, "--state-dir", tmp_path / "state", tmp=tmp_path)
+    assert_refused(result, str(port), "in use")
+    assert result.returncode == 1
+    assert not (tmp_path / "state").exists()
+
+
+def test_a_state_directory_that_cannot_be_created_is_refused(tmp_path):
+    """Below a regular file no directory can ever be made, even by root (whom os.access never refuses)."""
+    (tmp_path / "file").write_text("not a directory\n")
+    result = refused_start("--state-dir", tmp_path / "file" / "state", tmp=tmp_path)
+    assert_refused(result, "state directory", "not a directory")
+    assert result.returncode == 2
+    assert (tmp_path / "file").read_text() == "not a directory\n"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write in a read-only directory")
+def test_a_state_directory_in_a_read_only_directory_is_refused(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    try:
+        result = refused_start("--state-dir", locked / "state", tmp=tmp_path)
+    finally:
+        locked.chmod(0o755)
+    assert_refused(result, "state directory", "not writable")
+    assert not (locked / "state").exists()
+
+
+BAD_CONFIGS = {
+    "bad TOML": ("[gateway\nport = 1\n", "gateway.toml"),
+    "unknown key": ("[gateway]\nprot = 1984\n", "prot"),
+    "unknown section": ("[gateways]\nport = 1984\n", "gateways"),
+    "bad value type": ('[gateway]\nport = "1984"\n', "port"),
+    "number out of range": ("[gateway]\nmax_request_bytes = 0\n", "max_request_bytes"),
+    "bad host list": ('[birdbath]\nallow_soap = ["not a host/99"]\n', "not a host"),
+    "unknown backend": ('[gateway]\nbackend = "nonesuch"\n', "nonesuch"),
+    "unknown backend setting": ("[backends.local]\nslot = 1\n", "slot"),
+    "bad backend value": ('[backends.local]\nslots = "four"\n', "slots"),
+    "bad log level": ('[gateway]\nlog_level = "chatty"\n', "log_level"),
+    "log file in a missing directory": ('[gateway]\nlog_file = "/nonexistent/dir/gateway.log"\n', "log file"),
+}
+
+
+@pytest.mark.parametrize("config, named", BAD_CONFIGS.values(), ids=BAD_CONFIGS.keys())
+def test_a_bad_configuration_is_refused_before_anything_is_created(tmp_path, config, named):
+    result = refused_start("--state-dir", tmp_path / "state", config=config, tmp=tmp_path)
+    assert_refused(result, named)
+    assert result.returncode == 2
+    assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize("flags, named", [(("--backend", "nonesuch"), "installed backends"),
+                                          (("--port", "70000"), "port")], ids=["backend", "port"])
+def test_flags_are_checked_like_the_file(tmp_path, flags, named):
+    result = refused_start("--state-dir", tmp_path / "state", *flags, tmp=tmp_path)
+    assert_refused(result, named)
+    assert result.returncode == 2
+    assert not (tmp_path / "state").exists()
+
+
+def test_a_start_that_fails_after_the_backend_started_still_ends_the_process(tmp_path):
+    """The port file cannot be written once the backend runs (its thread pool started, its recovery queued):
+    the process must release them and exit instead of hanging on their threads."""
+    result = refused_start("--state-dir", tmp_path / "state", "--port-file", tmp_path / "missing" / "port",
+                           "--log-file", tmp_path / "gateway.log", tmp=tmp_path)
+    assert_refused(result, "No such file or directory", str(tmp_path / "missing" / "port"))
+    assert "listening on" in (tmp_path / "gateway.log").read_text()  # it got that far
