@@ -8,11 +8,15 @@ import json
 import time
 import urllib.error
 import urllib.request
+import uuid
 
 import pytest
 import zeep
 from lxml import etree
+from twisted.python.failure import Failure
 
+from gateway.core.auth import AccessPolicy, Caller, HostList
+from gateway.core.submissions import ApiError, SubmissionService, SubmissionSettings
 from tests.conftest import ROOT, module_gateway
 from tests.test_execution import RUNNER, wait_until
 from tests.test_wsdl import first_difference, shape
@@ -205,10 +209,110 @@ def test_set_attribute_typed_and_raw(api, gateway, tmp_path):
     ("send", {"staging": "nope", "name": "x", "offset": 0, "data": ""}, "NO_MATCH", "staging area"),
     ("getSubmissions", {"name": "no-such-submission"}, "NO_MATCH", "Unable to locate submission"),
     ("getSubmissionJobs", {"name": "no-such-submission"}, "NO_MATCH", "Unable to locate submission"),
+    ("getHistory", {"constraint": "Owner =="}, "FAIL", "cannot parse the constraint 'Owner =='"),
+    ("getHistory", {"limit": -1}, "FAIL", "limit must not be negative"),
 ])
 def test_errors_are_statuses_not_faults(gateway, operation, params, code, words):
     answer = call(gateway, operation, **params)
     assert answer["status"]["code"] == code and words in answer["status"]["text"], answer
+
+
+def history_ids(gateway, **params) -> list[str]:
+    answer = call(gateway, "getHistory", **params)
+    ok(answer)
+    return [job["id"] for job in answer["jobs"]]
+
+
+def test_get_history_lists_the_jobs_that_left_the_queue_newest_first(api, gateway, tmp_path):
+    tag = f"history-{uuid.uuid4().hex[:8]}"
+    mine = f'Tag == "{tag}"'
+    base = {"Iwd": str(tmp_path), "Tag": tag, "Requirements": {"TYPE": 0, "VALUE": "TRUE"}}
+    jobs = []
+    for code in (0, 1, 2):  # one after the other, so they leave the queue in this order
+        job = job_of(call(gateway, "submit", ad={**base, "Cmd": "/bin/sh", "Arguments": f"-c 'exit {code}'"})["id"])
+        wait_until(lambda: job in history_ids(gateway, constraint=mine), timeout=30)
+        jobs.append(job)
+    live = job_of(call(gateway, "submit", ad={**base, "Cmd": "/bin/true",
+                                              "Requirements": {"TYPE": 0, "VALUE": "FALSE"}})["id"])
+    newest_first = jobs[::-1]
+
+    answer = call(gateway, "getHistory", constraint=mine)
+    ok(answer)
+    assert [job["id"] for job in answer["jobs"]] == newest_first and live not in str(answer)
+    newest = answer["jobs"][0]["ad"]
+    assert newest["ExitCode"] == {"TYPE": 1, "VALUE": "2"} and newest["Tag"] == {"TYPE": 3, "VALUE": tag}
+    assert newest["JobStatus"]["VALUE"] == "4" and "MyType" not in newest  # the whole ad, as getJobAd has it
+    assert history_ids(gateway, constraint=mine, limit=2) == newest_first[:2]
+    assert history_ids(gateway, constraint=mine, limit=0) == []
+    assert history_ids(gateway, constraint=f"{mine} && ExitCode == 1") == [jobs[1]]
+    assert history_ids(gateway, limit=1) == [jobs[2]]  # no constraint: the newest job of all
+    assert live not in history_ids(gateway)
+
+    soap = api.getHistory(mine, 2)
+    assert soap.status.code == "OK"
+    assert [job.id for job in soap.jobs.JobSummary] == newest_first[:2]
+    typed = {a.name: (a.type, a.value) for a in soap.jobs.JobSummary[0].ad.Attribute}
+    assert typed["ExitCode"] == ("INTEGER", "2") and typed["Tag"] == ("STRING", tag)
+    assert [job.id for job in api.getHistory(f"{mine} && ExitCode == 0", None).jobs.JobSummary] == [jobs[0]]
+    bad = api.getHistory("ExitCode ==", None)
+    assert bad.status.code == "FAIL" and "cannot parse the constraint" in bad.status.text and bad.jobs is None
+    assert api.getHistory(mine, -1).status.code == "FAIL"
+    ok(call(gateway, "remove", id=live))
+
+
+class _NoHistory:
+    """A backend without the optional history method (its queue is empty)."""
+
+    def query(self, constraint):
+        return []
+
+
+class _History(_NoHistory):
+    def __init__(self, ads):
+        self.ads = ads
+        self.constraints = []
+
+    def history(self, constraint, limit=None):
+        self.constraints.append(constraint)
+        return [ad for ad in self.ads if constraint is None or constraint.eval(ad) is True][:limit]
+
+
+def _service(backend, tmp_path, policy=None) -> SubmissionService:
+    from twisted.internet.defer import succeed
+    from twisted.internet.task import Clock
+
+    return SubmissionService(backend, lambda function, *args: succeed(function(*args)), policy or AccessPolicy(),
+                             Clock(), SubmissionSettings("here", tmp_path / "staging"))
+
+
+def _history(service, *args):
+    from twisted.internet.defer import Deferred
+
+    outcome = []
+    Deferred.fromCoroutine(service.history(Caller("127.0.0.1"), *args)).addBoth(outcome.append)
+    (result,) = outcome
+    if isinstance(result, Failure):
+        result.raiseException()
+    return result
+
+
+def test_history_is_ordered_by_when_jobs_left_and_needs_a_backend_history_and_read_permission(tmp_path):
+    import classad2
+
+    def ad(cluster, left):
+        return classad2.parseOne(f"[ClusterId = {cluster}; ProcId = 0; JobStatus = 4; EnteredCurrentStatus = {left}]")
+
+    # the backend lists the history by cluster, newest first; cluster 1 ran longest and left last
+    backend = _History([ad(3, 100), ad(2, 100), ad(1, 200)])
+    service = _service(backend, tmp_path)
+    assert [str(ref) for ref, _ in _history(service, None, None)] == ["1.0", "3.0", "2.0"]
+    assert [str(ref) for ref, _ in _history(service, "ClusterId > 1", 1)] == ["3.0"]
+    assert str(backend.constraints[-1]) == "ClusterId > 1"
+    with pytest.raises(ApiError, match="keeps no history"):
+        _history(_service(_NoHistory(), tmp_path), None, None)
+    refused = AccessPolicy(allow_read=HostList([]), allow_write=HostList([]))
+    with pytest.raises(ApiError, match="Permission denied"):
+        _history(_service(backend, tmp_path, refused), None, None)
 
 
 def test_fetch_is_limited_to_the_jobs_own_files_and_checks_ranges(gateway, tmp_path):

@@ -291,7 +291,10 @@ class SubmissionService:
     # -- queries --------------------------------------------------------------------------------------
     async def job_ad(self, caller: Caller, job: str) -> list[Attr]:
         self._check(caller, Permission.READ)
-        ad = await self._find(JobRef.parse(job))
+        return self._wire_ad(await self._find(JobRef.parse(job)))
+
+    def _wire_ad(self, ad: classad2.ClassAd) -> list[Attr]:
+        """A whole job ad as typed attributes (without the synthetic MyType, TargetType, ServerTime)."""
         return [attr for attr in ad_to_struct(ad, int(self._clock.seconds()))
                 if attr.name not in ("MyType", "TargetType", "ServerTime")]
 
@@ -317,6 +320,26 @@ class SubmissionService:
         else:
             ads = await self._run(self._backend.query, None)
         return [_summary(ad) for ad in ads]
+
+    async def history(self, caller: Caller, constraint: str | None = None,
+                      limit: int | None = None) -> list[tuple[JobRef, list[Attr]]]:
+        """Whole ads of the jobs that left the queue and match ``constraint``, newest first: by the time they
+        entered their final state (``EnteredCurrentStatus``), then by id, as condor_history lists them by when they
+        left; at most ``limit`` of them (None: all)."""
+        self._check(caller, Permission.READ)
+        if limit is not None and limit < 0:
+            raise fail(f"limit must not be negative (got {limit})")
+        if not hasattr(self._backend, "history"):
+            raise fail("This backend keeps no history of the jobs that left the queue")
+        expr = None
+        if constraint is not None and constraint.strip():
+            try:
+                expr = classad2.ExprTree(constraint)
+            except classad2.ClassAdException:
+                raise fail(f"cannot parse the constraint {constraint!r}") from None
+        ads = await self._run(self._backend.history, expr)
+        ads = sorted(ads, key=_left_order, reverse=True)[:limit]
+        return [(JobRef(*_left_order(ad)[1:]), self._wire_ad(ad)) for ad in ads]
 
     async def submissions(self, caller: Caller, name: str | None = None) -> list[SubmissionInfo]:
         """Submissions (live and finished jobs), with owner, oldest QDate and per-state counts."""
@@ -385,6 +408,15 @@ def _counts(ads: Iterable[classad2.ClassAd]) -> dict[str, int]:
     for ad in ads:
         counts[STATE_NAMES[job_status(ad)]] += 1
     return counts
+
+
+def _left_order(ad: classad2.ClassAd) -> tuple[int, int, int]:
+    """When a job left the queue, for sorting the history: the time it entered its final state, then its id."""
+    def number(name: str) -> int:
+        value = ad.get(name, 0)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    return number("EnteredCurrentStatus"), number("ClusterId"), number("ProcId")
 
 
 def _summary(ad: classad2.ClassAd) -> dict[str, Any]:

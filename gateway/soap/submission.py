@@ -224,6 +224,12 @@ class SubmissionApi(Service):
         return _run(ctx, lambda s, c: s.submission_jobs(c, name or ""),
                     lambda ok, jobs: JobsResult(status=ok, jobs=[summary_to_wire(j) for j in jobs]), JobsResult)
 
+    @rpc(Unicode, Integer32, _returns=JobsResult)
+    def getHistory(ctx, constraint, limit):
+        return _run(ctx, lambda s, c: s.history(c, constraint, limit),
+                    lambda ok, jobs: JobsResult(status=ok, jobs=[JobSummary(id=str(ref), ad=attrs_to_wire(ad))
+                                                                 for ref, ad in jobs]), JobsResult)
+
     @rpc(Unicode, Unicode, Long, Long, _returns=DataResult)
     def fetch(ctx, id, file, start, end):
         return _run(ctx, lambda s, c: s.fetch(c, id or "", file or "", start or 0, end or 0),
@@ -236,7 +242,8 @@ def _act(ctx: Any, job: str | None, action: JobAction, reason: str | None) -> De
 
 
 OPERATIONS = ("submit", "create", "send", "abort", "hold", "release", "remove", "suspend", "continue",
-              "setAttribute", "getJobAd", "getJobSummaries", "getSubmissions", "getSubmissionJobs", "fetch")
+              "setAttribute", "getJobAd", "getJobSummaries", "getSubmissions", "getSubmissionJobs", "getHistory",
+              "fetch")
 
 
 def soap_application() -> Application:

@@ -95,20 +95,6 @@ def parse_constraint(text: str):
         raise ValueError(f"cannot parse the constraint {text!r}") from None
 
 
-def matches(constraint: Any, ad: Mapping[str, Any]) -> bool:
-    """Whether a parsed constraint is true for the ad (undefined or an error is false, as for condor_q)."""
-    return constraint.eval(to_classad(ad)) is True
-
-
-def rules_out(constraint: Any, partial: Mapping[str, Any]) -> bool:
-    """Whether a partial ad (a job summary) already shows the constraint cannot be true for the full ad: it holds
-    every attribute the constraint names, and the constraint is not true for it.  Saves fetching full ads."""
-    ad = to_classad(partial)
-    if any(name for name in ad.externalRefs(constraint)):  # classad2 answers [''] when there are none
-        return False
-    return constraint.eval(ad) is not True
-
-
 def to_classad(ad: Mapping[str, Any]):
     """A dict from :func:`from_struct` as a ``classad2.ClassAd`` (expressions parsed)."""
     import classad2

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from .ads import from_struct, matches, parse_constraint, rules_out, to_struct
+from .ads import from_struct, parse_constraint, to_struct
 from .errors import GatewayError, GatewayUnavailable, UnknownJob
 from .jobs import FINAL_STATES, JOB_STATES, JobId, JobStatus
 from .submission import SubmissionApi
@@ -117,34 +117,12 @@ class Schedd:
         """Full ads of the jobs that left the queue and match ``constraint``, newest first (by the time they
         entered their final state, then by id), at most ``limit`` of them.
 
-        Birdbath has no history call, so this goes through the submission API: its submissions cover finished
-        jobs, but it only lists them per submission and only as summaries, so this costs one request per
-        submission with finished jobs and one per job returned (jobs the summary already rules out are not
-        fetched).  The constraint is evaluated here, with the official ClassAd library."""
-        expr = parse_constraint(constraint) if constraint else None
-        api = self.submission_api
-        found: list[dict[str, Any]] = []
-        for summary in self._left_queue():
-            if limit is not None and len(found) >= limit:
-                break
-            if expr is not None and rules_out(expr, summary):
-                continue
-            ad = api.job_ad(JobId(summary["ClusterId"], summary["ProcId"]))
-            if ad is not None and (expr is None or matches(expr, ad)):
-                found.append(ad)
-        return found
-
-    def _left_queue(self) -> list[dict[str, Any]]:
-        """Summaries of every job in the history, newest first."""
-        api = self.submission_api
-        live = {_key(summary) for summary in api.live_summaries()}
-        gone: dict[tuple[int, int], dict[str, Any]] = {}
-        for submission in api.submissions():
-            if submission.get("completed") or submission.get("removed"):  # only finished jobs leave the queue
-                for summary in api.submission_jobs(submission["name"]):
-                    if _key(summary) not in live:
-                        gone[_key(summary)] = summary
-        return sorted(gone.values(), key=lambda s: (s.get("EnteredCurrentStatus", 0), *_key(s)), reverse=True)
+        Birdbath has no history call, so this is one getHistory request to the same gateway's submission API,
+        which selects, orders and limits on the server.  The constraint is parsed here first, so a syntax error
+        is a ValueError naming it (and costs no request)."""
+        if constraint:
+            parse_constraint(constraint)
+        return self.submission_api.history(constraint, limit)
 
     def hold(self, job: JobId, reason: str | None = None) -> None:
         self.call("holdJob", None, job.cluster, job.proc, reason, False, False, False)
@@ -221,10 +199,6 @@ class Schedd:
             return UnknownJob.nowhere(operation, job)
         return UnknownJob(operation, f"job {job} has left the queue "
                                      f"({JOB_STATES.get(final.get('JobStatus'), '?').lower()}); its spool went with it")
-
-
-def _key(summary: Mapping[str, Any]) -> tuple[int, int]:
-    return int(summary["ClusterId"]), int(summary["ProcId"])
 
 
 class Transaction:

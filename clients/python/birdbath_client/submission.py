@@ -2,8 +2,8 @@
 
 Birdbath has no history call: once a job leaves the queue its getJobAd answers UNKNOWNJOB, as the original
 schedd's did.  The same gateway's submission API answers from the history too, so the client asks it for what
-Birdbath cannot tell: a finished job's last ad (its ExitCode) and the jobs that left the queue.  JSON over the
-standard library keeps this to one request per call, with no second WSDL to load.
+Birdbath cannot tell: a finished job's last ad (its ExitCode) and the jobs that left the queue (getHistory).
+JSON over the standard library keeps this to one request per call, with no second WSDL to load.
 """
 
 from __future__ import annotations
@@ -58,6 +58,16 @@ class SubmissionApi:
             if exc.code == NO_MATCH:
                 return None
             raise
+
+    def history(self, constraint: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Whole ads of the jobs that left the queue and match the ClassAd ``constraint``, newest first (by the
+        time they entered their final state, then by id), at most ``limit`` of them: one getHistory call."""
+        params: dict[str, Any] = {}
+        if constraint:
+            params["constraint"] = constraint
+        if limit is not None:
+            params["limit"] = limit
+        return _summaries(self.call("getHistory", **params))
 
     def live_summaries(self) -> list[dict[str, Any]]:
         """Summaries (ClusterId, ProcId, JobStatus, Owner, EnteredCurrentStatus, ...) of every queued job."""
