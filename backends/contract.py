@@ -22,8 +22,8 @@ from __future__ import annotations
 import classad2
 import pytest
 
-from gateway.core.classads import parse_constraint
-from gateway.core.jobs import JobAction, JobStatus
+from jobmodel.classads import parse_constraint
+from jobmodel.jobs import JobAction, JobStatus
 
 from .interface import BackendError, BackendInfo, InvalidState, ScheddBackend, UnknownJob
 

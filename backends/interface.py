@@ -1,8 +1,12 @@
 """The one interface between the gateway and a schedd backend.
 
-Backends schedule and store; they never see XML.  Every method may block (SQLite, the HTCondor bindings): the
-gateway calls them from worker threads, never from the reactor.  A backend transaction is an opaque object
-returned by :meth:`ScheddBackend.begin`; ``txn=None`` on an action means "commit this change at once".
+Backends schedule and store; they never see XML.  Every method may block (SQLite, the HTCondor bindings) and the
+gateway calls it from a worker thread, never from the reactor, except the two that must answer from memory and
+never block: :meth:`ScheddBackend.info` and :meth:`ScheddBackend.spool_directory`.  A backend transaction is an
+opaque object returned by :meth:`ScheddBackend.begin`; ``txn=None`` on an action means "commit this change at once".
+
+What a backend offers beyond the required methods it declares in ``capabilities`` (:class:`Capability`);
+:func:`check` verifies both when the backend is loaded, and names what is missing.
 
 Errors a caller can act on are raised as :class:`BackendError` subclasses whose message names the job, file or
 attribute concerned; the front end turns them into the protocol's status.
@@ -10,12 +14,13 @@ attribute concerned; the front end turns them into the protocol's status.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 import classad2
 
-from gateway.core.jobs import JobAction
+from jobmodel.jobs import JobAction
 
 ENTRY_POINT_GROUP = "birdbath.backends"
 
@@ -34,6 +39,24 @@ class InvalidState(BackendError):
 
 class BackendUnavailable(BackendError):
     """The backend cannot be reached (a pool that is down)."""
+
+
+class Capability(enum.Enum):
+    """Optional parts of the interface, and the methods a backend that declares one must have."""
+
+    #: ``start(reactor, call)`` once the gateway runs, for services in its process (``call(function, *args)`` runs
+    #: a function on the backend's worker thread and returns a Deferred); ``async stop()`` at shutdown, before close
+    SERVICES = ("start", "stop")
+    #: ``history(constraint, limit=None)``: jobs that left the queue, newest first
+    HISTORY = ("history",)
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return self.value
+
+
+class IncompleteBackend(TypeError):
+    """A backend that lacks a required method or attribute, or a method of a capability it declares."""
 
 
 @dataclass(frozen=True)
@@ -56,19 +79,18 @@ class FileInfo:
 class ScheddBackend(Protocol):
     """A schedd as the gateway sees it: a transactional job queue with per-job spool directories."""
 
-    #: how many worker threads may call into the backend at once (1 serialises every call); a backend may also
-    #: set ``call_timeout`` (seconds) after which the gateway stops waiting for a call and reports it unavailable
+    #: how many worker threads may call into the backend at once (1 serialises every call)
     threads: int
+    #: seconds after which the gateway stops waiting for a call and reports the backend unavailable (None: never)
+    call_timeout: float | None
+    #: the optional parts this backend has
+    capabilities: frozenset[Capability]
 
-    def info(self) -> BackendInfo: ...
+    def info(self) -> BackendInfo:
+        """Who the backend is; answered from memory (never blocks: the gateway may call it on the reactor)."""
 
     def close(self) -> None:
         """Release resources; called once at shutdown, after every open transaction was aborted."""
-
-    # Optional: ``start(reactor, call)`` is called once the gateway runs, for backends that run services in its
-    # process (``call(function, *args)`` runs a function on the backend's worker thread and returns a
-    # Deferred); ``async stop()`` is awaited at shutdown before ``close``; ``history(constraint, limit=None)``
-    # returns jobs that left the queue, newest first (the submission API shows them when it exists).
 
     # -- transactions -------------------------------------------------------------------------------
     def begin(self) -> object:
@@ -88,7 +110,8 @@ class ScheddBackend(Protocol):
         """Add the next proc (0, 1, ...) to a cluster created in ``txn`` and create its spool directory."""
 
     def spool_directory(self, cluster: int, proc: int) -> str:
-        """The job's spool directory as the backend's jobs see it (what ``Iwd`` is set to for spooled jobs)."""
+        """The job's spool directory as the backend's jobs see it (what ``Iwd`` is set to for spooled jobs); computed,
+        never blocks."""
 
     def submit(self, txn: object, cluster: int, proc: int, ad: classad2.ClassAd) -> None:
         """Give a proc of ``txn`` its job ad; the backend adds what a schedd fills in (QDate, JobStatus, ...)."""
@@ -128,3 +151,26 @@ class ScheddBackend(Protocol):
 
     def reschedule(self) -> None:
         """Ask the backend to start runnable jobs now."""
+
+
+REQUIRED_ATTRIBUTES = ("threads", "call_timeout", "capabilities")
+REQUIRED_METHODS = ("info", "close", "begin", "commit", "abort", "new_cluster", "new_proc", "spool_directory", "submit",
+                    "stage_file", "write_file", "file_md5", "list_files", "read_file", "query", "get_job", "act",
+                    "set_attribute", "reschedule")
+
+
+def check(backend: Any, name: str = "backend") -> ScheddBackend:
+    """The backend itself, once it has every required part and the methods of every capability it declares."""
+    missing = [attribute for attribute in REQUIRED_ATTRIBUTES if not hasattr(backend, attribute)]
+    missing += [method for method in REQUIRED_METHODS if not callable(getattr(backend, method, None))]
+    capabilities = getattr(backend, "capabilities", frozenset())
+    unknown = [capability for capability in capabilities if not isinstance(capability, Capability)]
+    if unknown:
+        raise IncompleteBackend(f"the {name} backend declares unknown capabilities {unknown!r}")
+    for capability in sorted(capabilities, key=lambda c: c.name):
+        missing += [f"{method} (for {capability.name})" for method in capability.methods
+                    if not callable(getattr(backend, method, None))]
+    if missing:
+        raise IncompleteBackend(f"the {name} backend does not implement the backend interface: missing "
+                                + ", ".join(missing))
+    return backend

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from backends.interface import BackendError, FileInfo
-from gateway.core.files import is_plain_name, md5_of, write_at
-
+from jobmodel.files import is_plain_name, md5_of, write_at
 
 _JOB_DIRECTORY = re.compile(r"cluster(?P<cluster>\d+)\.proc(?P<proc>\d+)\.subproc0")
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import classad2  # noqa: E402
 
-from gateway.core.classads import ad_to_struct  # noqa: E402
+from gateway.core.adstruct import ad_to_struct  # noqa: E402
 from gateway.soap import models as m  # noqa: E402
 from gateway.soap.application import schedd_application  # noqa: E402
 from gateway.soap.dispatch import SoapDispatcher  # noqa: E402

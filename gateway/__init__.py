@@ -1,3 +1,5 @@
 """A gateway that speaks HTCondor's retired Birdbath SOAP API in front of pluggable schedd backends."""
 
-__version__ = "0.1.0"
+from jobmodel import __version__
+
+__all__ = ["__version__"]

@@ -9,12 +9,12 @@ from twisted.logger import Logger
 from twisted.web import resource
 
 from backends import registry
-from backends.interface import ScheddBackend
+from backends.interface import Capability, ScheddBackend
 from gateway.config import GatewayConfig
 from gateway.core.auth import Caller
 from gateway.core.schedd import BirdbathSchedd
-from gateway.core.threads import BlockingCaller
 from gateway.core.submissions import SubmissionService, SubmissionSettings
+from gateway.core.threads import BlockingCaller
 from gateway.http import Endpoint, GatewayResource, GatewaySite
 from gateway.soap.application import schedd_application
 from gateway.soap.context import RequestContext
@@ -54,11 +54,9 @@ class Gateway:
         if self.backend is None:
             self.backend = registry.create(config.backend, config.state_dir,
                                            config.backend_options.get(config.backend))
-        self.calls = BlockingCaller(self.reactor, getattr(self.backend, "threads", 1), config.backend,
-                                    getattr(self.backend, "call_timeout", None))
-        start = getattr(self.backend, "start", None)
-        if start is not None:  # backends that run services in the gateway (the local executor) start here
-            start(self.reactor, self.calls)
+        self.calls = BlockingCaller(self.reactor, self.backend.threads, config.backend, self.backend.call_timeout)
+        if Capability.SERVICES in self.backend.capabilities:  # services in the gateway (the local executor)
+            self.backend.start(self.reactor, self.calls)
         policy = config.policy()
         self.schedd = BirdbathSchedd(self.backend, self.calls, policy, self.reactor, config.schedd_settings())
         dispatcher = SoapDispatcher(schedd_application())
@@ -95,9 +93,8 @@ class Gateway:
                 await self.port.stopListening()
             if self.schedd is not None:
                 await self.schedd.abort_all()
-            stop = getattr(self.backend, "stop", None)
-            if stop is not None:
-                await stop()
+            if self.backend is not None and Capability.SERVICES in self.backend.capabilities:
+                await self.backend.stop()
         finally:
             self.release()
 

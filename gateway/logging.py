@@ -11,8 +11,14 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from twisted.logger import (FilteringLogObserver, ILogObserver, LogLevel, LogLevelFilterPredicate,
-                            globalLogBeginner, textFileLogObserver)
+from twisted.logger import (
+    FilteringLogObserver,
+    ILogObserver,
+    LogLevel,
+    LogLevelFilterPredicate,
+    globalLogBeginner,
+    textFileLogObserver,
+)
 
 #: the names ``--log-level`` and ``log_level`` accept, least to most severe
 LEVELS: dict[str, LogLevel] = {"debug": LogLevel.debug, "info": LogLevel.info, "warn": LogLevel.warn,

@@ -14,7 +14,7 @@ from typing import Any
 
 import classad2
 
-from gateway.core.classads import matches, parse_constraint
+from jobmodel.classads import matches, parse_constraint
 
 
 class FakePool:

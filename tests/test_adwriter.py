@@ -5,7 +5,7 @@ from __future__ import annotations
 import classad2
 import pytest
 
-from gateway.core.classads import ad_to_struct
+from gateway.core.adstruct import ad_to_struct
 from gateway.soap import models as m
 from gateway.soap.adwriter import SplitAnswer
 from gateway.soap.application import schedd_application
@@ -57,7 +57,7 @@ def test_no_ads_is_an_empty_array_element(answers):
 
 
 def test_characters_xml_cannot_carry_are_replaced_not_fatal(answers):
-    from gateway.core.classads import Attr, AttrType
+    from gateway.core.adstruct import Attr, AttrType
 
     body = answers.write_job_ad([Attr("Odd", AttrType.STRING, "a\x01b")])
     assert "a\ufffdb".encode() in body

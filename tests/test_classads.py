@@ -5,8 +5,8 @@ from __future__ import annotations
 import classad2
 import pytest
 
-from gateway.core.classads import (Attr, AttrType, BadAttribute, ad_to_struct, matches, parse_constraint,
-                                   struct_to_ad)
+from gateway.core.adstruct import Attr, AttrType, BadAttribute, ad_to_struct, struct_to_ad
+from jobmodel.classads import matches, parse_constraint
 
 
 def typed(ad_text: str) -> dict[str, tuple[str, str]]:

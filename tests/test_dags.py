@@ -6,9 +6,9 @@ import time
 
 import htcondor2
 
+from tests.birdbath import values
 from tests.conftest import module_gateway, zeep_client
 from tests.dags import dagman_out, node_clusters, submit_dag, wait_for_dag, write_dag
-from tests.birdbath import values
 from tests.test_execution import RUNNER, empty_queue_afterwards, schedd, wait_until  # noqa: F401 (fixtures)
 
 DIAMOND = "JOB A A.sub\nJOB B B.sub\nJOB C C.sub\nJOB D D.sub\nPARENT A CHILD B C\nPARENT B C CHILD D\n"

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from gateway.core.arguments import join_v2
+from jobmodel.arguments import join_v2
 from tests.birdbath import ad, begin, expr, values
 from tests.conftest import module_gateway, zeep_client
 

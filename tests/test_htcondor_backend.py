@@ -10,8 +10,8 @@ from backends.contract import BackendContract, job_ad, submitted
 from backends.htcondor import HTCondorBackend
 from backends.htcondor.backend import FIRST_GATEWAY_CLUSTER
 from backends.interface import BackendUnavailable
-from gateway.core.classads import parse_constraint
-from gateway.core.jobs import JobAction
+from jobmodel.classads import parse_constraint
+from jobmodel.jobs import JobAction
 from tests.htcondor_standin import FakePool
 
 

@@ -7,8 +7,8 @@ import pytest
 
 from backends.interface import BackendError, InvalidState, ScheddBackend, UnknownJob
 from backends.local import LocalBackend
-from gateway.core.classads import parse_constraint
-from gateway.core.jobs import JobAction
+from jobmodel.classads import parse_constraint
+from jobmodel.jobs import JobAction
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from tests.conftest import ROOT
 def test_every_package_directory_is_listed_in_pyproject():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(path.parent.relative_to(ROOT).parts)
-             for top in ("gateway", "backends") for path in (ROOT / top).rglob("__init__.py")}
+             for top in ("jobmodel", "gateway", "backends") for path in (ROOT / top).rglob("__init__.py")}
     assert found <= listed, f"packages missing from pyproject.toml: {sorted(found - listed)}"
 
 

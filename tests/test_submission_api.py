@@ -15,6 +15,7 @@ import zeep
 from lxml import etree
 from twisted.python.failure import Failure
 
+from backends.interface import Capability
 from gateway.core.auth import AccessPolicy, Caller, HostList
 from gateway.core.submissions import ApiError, SubmissionService, SubmissionSettings
 from tests.conftest import ROOT, module_gateway
@@ -261,13 +262,17 @@ def test_get_history_lists_the_jobs_that_left_the_queue_newest_first(api, gatewa
 
 
 class _NoHistory:
-    """A backend without the optional history method (its queue is empty)."""
+    """A backend without the optional history (its queue is empty)."""
+
+    capabilities = frozenset()
 
     def query(self, constraint):
         return []
 
 
 class _History(_NoHistory):
+    capabilities = frozenset({Capability.HISTORY})
+
     def __init__(self, ads):
         self.ads = ads
         self.constraints = []

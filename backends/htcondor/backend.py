@@ -29,10 +29,18 @@ from typing import Any, Sequence
 
 import classad2
 
-from backends.interface import BackendError, BackendInfo, BackendUnavailable, FileInfo, InvalidState, UnknownJob
+from backends.interface import (
+    BackendError,
+    BackendInfo,
+    BackendUnavailable,
+    Capability,
+    FileInfo,
+    InvalidState,
+    UnknownJob,
+)
 from backends.spool import Spool
-from gateway.core.classads import copy_ad, matches, projected
-from gateway.core.jobs import JobAction
+from jobmodel.classads import copy_ad, matches, projected
+from jobmodel.jobs import JobAction
 
 FIRST_GATEWAY_CLUSTER = 1_000_000_000
 _ACTIONS = {JobAction.HOLD: "Hold", JobAction.RELEASE: "Release", JobAction.REMOVE: "Remove",
@@ -81,6 +89,7 @@ class IdMap:
 
 class HTCondorBackend:
     threads = 1  # one bindings call at a time keeps a transaction's calls in order
+    capabilities = frozenset({Capability.HISTORY})
 
     def __init__(self, state_dir: Path, *, collector: str | None = None, schedd_name: str | None = None,
                  timeout: float = 30.0, schedd: Any = None, submitter: Any = None,

@@ -12,27 +12,49 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
+import classad2
 from twisted.internet import protocol
 from twisted.internet.defer import Deferred
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
-import classad2
+from jobmodel.classads import job_status
+from jobmodel.jobs import JobStatus
 
-from gateway.core.jobs import JobStatus
-
-from .dag.runner import DagRun, Outcome
-from .lifecycle import kill_signal, status_of
+from .dag.runner import DagHost, DagRun, Outcome, StopReason
+from .lifecycle import kill_signal
 from .sandbox import ExecuteDir
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .backend import Launch, LocalBackend
 
 log = Logger()
 LAUNCHER = Path(__file__).with_name("launcher.py")
 JobKey = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A job the executor should start now: a process (its execute directory holds the launcher's spec) or, for
+    a DAGMan job, a DAG run inside the gateway."""
+
+    key: JobKey
+    directory: ExecuteDir
+    cpus: int
+    dag: bool = False
+
+
+class Scheduling(Protocol):
+    """The decisions the executor asks for (each call runs on the backend's thread, through ``call``)."""
+
+    def recover(self) -> None: ...
+
+    def start_jobs(self, free_cpus: int, running: set[JobKey]) -> list[Launch]: ...
+
+    def finish_job(self, key: JobKey, interruption: str | None = None) -> None: ...
+
+    def finish_dag(self, key: JobKey, exit_code: int | None, interruption: str | None = None) -> None: ...
+
+    def evaluate_periodic(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -48,12 +70,12 @@ class _JobProcess(protocol.ProcessProtocol):
         self._key = key
 
     def processEnded(self, reason: Any) -> None:
-        self._executor._ended(self._key)
+        self._executor._process_ended(self._key)
 
 
 @dataclass
 class _Running:
-    launch: "Launch"
+    launch: Launch
     transport: Any = None
     killer: Any = None
     stopping: str | None = None  # set when the gateway (not the job or a user) ends the run
@@ -62,11 +84,12 @@ class _Running:
 
 
 class Executor:
-    def __init__(self, reactor: Any, call: Callable[..., Deferred], backend: "LocalBackend",
+    def __init__(self, reactor: Any, call: Callable[..., Deferred], scheduler: Scheduling, dags: DagHost,
                  options: ExecutorOptions) -> None:
         self._reactor = reactor
         self._call = call
-        self._backend = backend
+        self._scheduler = scheduler
+        self._dags = dags
         self.options = options
         self._running: dict[JobKey, _Running] = {}
         self._wake_pending = False
@@ -79,7 +102,7 @@ class Executor:
 
     # -- life cycle ---------------------------------------------------------------------------------
     def start(self) -> Deferred:
-        started = self._call(self._backend.recover)
+        started = self._call(self._scheduler.recover)
         started.addCallback(lambda _: self._begin_cycles())
         started.addErrback(lambda failure: log.failure("recovering running jobs failed", failure))
         return started
@@ -102,9 +125,9 @@ class Executor:
         for key, running in list(self._running.items()):
             running.stopping = "The gateway shut down while the job was running; it will run again"
             if running.dag is not None:
-                running.dag.stop("shutdown")
+                running.dag.stop(StopReason.SHUTDOWN)
             else:
-                self._pause(running, False)
+                self._continue(running)
                 self._signal(key, signal.SIGTERM)
         while self._running:
             waiter: Deferred = Deferred()
@@ -116,14 +139,17 @@ class Executor:
         """Called (in the reactor thread) after queue changes: stop runs that were held or removed, tell DAG
         runs about their node jobs, and look for work when something became idle."""
         for key, ad in changes.items():
-            status = status_of(ad)
+            status = job_status(ad)
             running = self._running.get(key)
             if running is not None and running.dag is None and status in (JobStatus.SUSPENDED, JobStatus.RUNNING):
-                self._pause(running, status is JobStatus.SUSPENDED)
+                if status is JobStatus.SUSPENDED:
+                    self._suspend(running)
+                else:
+                    self._continue(running)
             elif running is not None and status is not JobStatus.RUNNING:
-                self._pause(running, False)
+                self._continue(running)
                 if running.dag is not None:
-                    running.dag.stop("remove" if status is JobStatus.REMOVED else "hold")
+                    running.dag.stop(StopReason.REMOVE if status is JobStatus.REMOVED else StopReason.HOLD)
                 else:
                     self._signal(key, _signal_number(kill_signal(ad)))
             dag_cluster = ad.get("DAGManJobId")
@@ -131,7 +157,7 @@ class Executor:
                 for other in self._running.values():
                     if other.dag is not None and other.dag.cluster == dag_cluster:
                         other.dag.job_changed(key, ad)
-        if not changes or any(status_of(ad) is JobStatus.IDLE for ad in changes.values()):
+        if not changes or any(job_status(ad) is JobStatus.IDLE for ad in changes.values()):
             self.wake()
 
     def wake(self) -> None:
@@ -160,7 +186,7 @@ class Executor:
             while not self._stopped:
                 self._again = False
                 free = self.options.slots - self.busy_cpus
-                launches = await self._call(self._backend.start_jobs, free, set(self._running))
+                launches = await self._call(self._scheduler.start_jobs, free, set(self._running))
                 for launch in launches:
                     self._spawn(launch)
                 if not self._again:
@@ -168,7 +194,7 @@ class Executor:
         finally:
             self._negotiating = False
 
-    def _spawn(self, launch: "Launch") -> None:
+    def _spawn(self, launch: Launch) -> None:
         running = _Running(launch)
         self._running[launch.key] = running
         if launch.dag:
@@ -181,11 +207,11 @@ class Executor:
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, path=str(launch.directory.root))
         except OSError as exc:
             log.error("cannot start the launcher for job {job}: {error}", job=launch.key, error=exc)
-            self._reactor.callLater(0, self._ended, launch.key)
+            self._reactor.callLater(0, self._process_ended, launch.key)
 
     def _run_dag(self, running: _Running) -> None:
         key = running.launch.key
-        running.dag = DagRun(self._reactor, self._call, self._backend, key)
+        running.dag = DagRun(self._reactor, self._call, self._dags, key)
         outcome = Deferred.fromCoroutine(running.dag.run())
 
         def failed(failure: Any) -> Outcome:
@@ -193,7 +219,7 @@ class Executor:
             return Outcome(1)
 
         outcome.addErrback(failed)
-        outcome.addCallback(lambda ended: self._call(self._backend.finish_dag, key, ended.exit_code,
+        outcome.addCallback(lambda ended: self._call(self._scheduler.finish_dag, key, ended.exit_code,
                                                      running.stopping))
         outcome.addErrback(lambda failure: log.failure("recording the end of DAG job {job} failed", failure, job=key))
         outcome.addBoth(lambda _: self._forget(key))
@@ -220,17 +246,26 @@ class Executor:
         except ProcessLookupError:
             pass
 
-    def _pause(self, running: _Running, stop: bool) -> None:
-        """SIGSTOP (suspend) or SIGCONT (continue) the job's whole process group."""
-        if running.suspended == stop:
-            return
+    def _suspend(self, running: _Running) -> None:
+        """SIGSTOP the job's whole process group."""
+        if not running.suspended and self._signal_group(running, signal.SIGSTOP):
+            running.suspended = True
+
+    def _continue(self, running: _Running) -> None:
+        """SIGCONT a suspended job's process group (also before it is stopped, so it can hear the stop signal)."""
+        if running.suspended and self._signal_group(running, signal.SIGCONT):
+            running.suspended = False
+
+    @staticmethod
+    def _signal_group(running: _Running, number: int) -> bool:
         pgid = running.launch.directory.pgid()
-        if pgid:
-            try:
-                os.killpg(pgid, signal.SIGSTOP if stop else signal.SIGCONT)
-            except OSError:
-                return
-            running.suspended = stop
+        if not pgid:
+            return False
+        try:
+            os.killpg(pgid, number)
+        except OSError:
+            return False
+        return True
 
     def _kill(self, key: JobKey) -> None:
         running = self._running.get(key)
@@ -242,7 +277,7 @@ class Executor:
         except ProcessLookupError:
             pass
 
-    def _ended(self, key: JobKey) -> None:
+    def _process_ended(self, key: JobKey) -> None:
         running = self._running.get(key)
         if running is None:
             return
@@ -254,7 +289,7 @@ class Executor:
                 os.killpg(pgid, signal.SIGKILL)
             except OSError:
                 pass
-        finished = self._call(self._backend.finish_job, key, running.stopping)
+        finished = self._call(self._scheduler.finish_job, key, running.stopping)
         finished.addErrback(lambda failure: log.failure("recording the end of job {job} failed", failure, job=key))
         finished.addBoth(lambda _: self._forget(key))
 
@@ -267,7 +302,7 @@ class Executor:
         self.wake()
 
     def _tick(self) -> Deferred:
-        ticked = self._call(self._backend.evaluate_periodic)
+        ticked = self._call(self._scheduler.evaluate_periodic)
         ticked.addErrback(lambda failure: log.failure("periodic policy evaluation failed", failure))
         return ticked
 
@@ -282,4 +317,4 @@ def _signal_number(name: str) -> int:
         return int(signal.SIGTERM)
 
 
-__all__ = ["Executor", "ExecutorOptions", "ExecuteDir"]
+__all__ = ["Executor", "ExecutorOptions", "Launch", "Scheduling"]

@@ -13,8 +13,8 @@ from typing import Any
 import classad2
 from twisted.logger import Logger
 
-from gateway.core.classads import evaluate, job_status as status_of
-from gateway.core.jobs import JobStatus
+from jobmodel.classads import evaluate, job_status
+from jobmodel.jobs import JobStatus
 
 from .lifecycle import RunResult
 
@@ -46,12 +46,12 @@ def job_fields(key: JobKey, ad: classad2.ClassAd) -> dict[str, Any]:
 
 def status_before(ad: classad2.ClassAd | None) -> JobStatus | None:
     """A job's state before a change; None for a job not yet in the queue."""
-    return None if ad is None else status_of(ad)
+    return None if ad is None else job_status(ad)
 
 
 def status_changed(key: JobKey, before: JobStatus | None, ad: classad2.ClassAd) -> None:
     """Log the state ``ad`` is in if the job was not in it ``before`` (None: the job was just submitted)."""
-    after = status_of(ad)
+    after = job_status(ad)
     if after is before:
         return
     fields = job_fields(key, ad) | {"status": after.name.lower()}
@@ -68,8 +68,8 @@ def run_ended(key: JobKey, ad: classad2.ClassAd, result: RunResult, interruption
     stopped because the job was held or removed (``ad`` is the job as it was when the run ended)."""
     fields = job_fields(key, ad) | {"exit_code": result.exit_code, "signal": result.signal,
                                     "wall_seconds": round(result.wall_seconds, 3)}
-    if status_of(ad) not in (JobStatus.RUNNING, JobStatus.SUSPENDED):
-        log.info("job {cluster}.{proc} stopped, as it was {status}", status=status_of(ad).name.lower(), **fields)
+    if job_status(ad) not in (JobStatus.RUNNING, JobStatus.SUSPENDED):
+        log.info("job {cluster}.{proc} stopped, as it was {status}", status=job_status(ad).name.lower(), **fields)
     elif interruption is not None:
         log.warn("job {cluster}.{proc} interrupted: {reason}", reason=interruption, **fields)
     elif result.exec_error is not None:

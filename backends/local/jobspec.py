@@ -13,10 +13,9 @@ from pathlib import Path
 
 import classad2
 
-from gateway.core.arguments import (ArgumentSyntaxError, parse_environment_v1, parse_environment_v2, parse_v1,
-                                    parse_v2)
-from gateway.core.classads import comma_list, evaluate as value, evaluate_string as string
-from gateway.core.jobs import HoldCode, Universe
+from jobmodel.arguments import ArgumentSyntaxError, parse_environment_v1, parse_environment_v2, parse_v1, parse_v2
+from jobmodel.classads import comma_list, evaluate, evaluate_string
+from jobmodel.jobs import HoldCode, Universe
 
 SUPPORTED_UNIVERSES = (Universe.VANILLA, Universe.SCHEDULER, Universe.LOCAL)
 NULL_FILE = "/dev/null"
@@ -48,7 +47,7 @@ class Plan:
 
 
 def universe_of(ad: classad2.ClassAd) -> int:
-    result = value(ad, "JobUniverse", int(Universe.VANILLA))
+    result = evaluate(ad, "JobUniverse", int(Universe.VANILLA))
     return result if isinstance(result, int) else int(Universe.VANILLA)
 
 
@@ -58,7 +57,7 @@ def uses_slot(ad: classad2.ClassAd) -> bool:
 
 
 def request_cpus(ad: classad2.ClassAd) -> int:
-    result = value(ad, "RequestCpus", 1)
+    result = evaluate(ad, "RequestCpus", 1)
     return max(1, int(result)) if isinstance(result, (int, float)) and not isinstance(result, bool) else 1
 
 
@@ -68,10 +67,10 @@ def plan(ad: classad2.ClassAd, sandbox: Path, gateway_environment: dict[str, str
         names = ", ".join(f"{u.name.lower()} ({int(u)})" for u in SUPPORTED_UNIVERSES)
         raise BadJob(f"JobUniverse {universe} is not supported by the local backend (it runs {names})",
                      HoldCode.FAILED_TO_CREATE_PROCESS)
-    iwd = Path(string(ad, "Iwd"))
+    iwd = Path(evaluate_string(ad, "Iwd"))
     if not iwd.is_absolute() or not iwd.is_dir():
         raise BadJob(f"Iwd '{iwd}' is not an existing absolute directory", HoldCode.IWD_ERROR)
-    sandboxed = universe == Universe.VANILLA and string(ad, "ShouldTransferFiles", "IF_NEEDED").upper() == "YES"
+    sandboxed = universe == Universe.VANILLA and evaluate_string(ad, "ShouldTransferFiles", "IF_NEEDED").upper() == "YES"
     cwd = sandbox if sandboxed else iwd
     job = Plan(executable=_executable(ad, iwd), arguments=_arguments(ad), environment=_environment(
         ad, gateway_environment), cwd=cwd, stdin=Path(NULL_FILE), stdout=Path(NULL_FILE), stderr=Path(NULL_FILE),
@@ -83,7 +82,7 @@ def plan(ad: classad2.ClassAd, sandbox: Path, gateway_environment: dict[str, str
 
 
 def _executable(ad: classad2.ClassAd, iwd: Path) -> Path:
-    cmd = string(ad, "Cmd")
+    cmd = evaluate_string(ad, "Cmd")
     if not cmd:
         raise BadJob("The job has no Cmd (executable)", HoldCode.FAILED_TO_CREATE_PROCESS)
     path = Path(cmd) if os.path.isabs(cmd) else iwd / cmd
@@ -97,34 +96,34 @@ def _executable(ad: classad2.ClassAd, iwd: Path) -> Path:
 
 
 def _transfers_executable(ad: classad2.ClassAd) -> bool:
-    return universe_of(ad) == Universe.VANILLA and string(ad, "ShouldTransferFiles", "IF_NEEDED").upper() == "YES" \
-        and value(ad, "TransferExecutable", True) is not False
+    return universe_of(ad) == Universe.VANILLA and evaluate_string(ad, "ShouldTransferFiles", "IF_NEEDED").upper() == "YES" \
+        and evaluate(ad, "TransferExecutable", True) is not False
 
 
 def _arguments(ad: classad2.ClassAd) -> list[str]:
     try:
         if "Arguments" in ad:
-            return parse_v2(string(ad, "Arguments"))
-        return parse_v1(string(ad, "Args"))
+            return parse_v2(evaluate_string(ad, "Arguments"))
+        return parse_v1(evaluate_string(ad, "Args"))
     except ArgumentSyntaxError as exc:
         raise BadJob(f"Invalid Arguments: {exc}", HoldCode.FAILED_TO_CREATE_PROCESS) from None
 
 
 def _environment(ad: classad2.ClassAd, gateway_environment: dict[str, str]) -> dict[str, str]:
-    environment = dict(gateway_environment) if value(ad, "GetEnv", False) is True else {
+    environment = dict(gateway_environment) if evaluate(ad, "GetEnv", False) is True else {
         "PATH": gateway_environment.get("PATH", "/usr/local/bin:/usr/bin:/bin")}
     try:
         if "Environment" in ad:
-            environment.update(parse_environment_v2(string(ad, "Environment")))
+            environment.update(parse_environment_v2(evaluate_string(ad, "Environment")))
         elif "Env" in ad:
-            environment.update(parse_environment_v1(string(ad, "Env")))
+            environment.update(parse_environment_v1(evaluate_string(ad, "Env")))
     except ArgumentSyntaxError as exc:
         raise BadJob(f"Invalid Environment: {exc}", HoldCode.FAILED_TO_CREATE_PROCESS) from None
     return environment
 
 
 def _streams(ad: classad2.ClassAd, job: Plan) -> None:
-    stdin = string(ad, "In", NULL_FILE) or NULL_FILE
+    stdin = evaluate_string(ad, "In", NULL_FILE) or NULL_FILE
     if stdin != NULL_FILE:
         source = _in_iwd(job.iwd, stdin)
         if not os.access(source, os.R_OK):
@@ -133,7 +132,7 @@ def _streams(ad: classad2.ClassAd, job: Plan) -> None:
         if job.sandboxed:
             job.inputs.append(source)
     for name in ("Out", "Err"):
-        target = string(ad, name, NULL_FILE) or NULL_FILE
+        target = evaluate_string(ad, name, NULL_FILE) or NULL_FILE
         if target == NULL_FILE:
             continue
         destination = _in_iwd(job.iwd, target)
@@ -146,7 +145,7 @@ def _streams(ad: classad2.ClassAd, job: Plan) -> None:
 
 
 def _transfers(ad: classad2.ClassAd, job: Plan) -> None:
-    for item in comma_list(string(ad, "TransferInput")):
+    for item in comma_list(evaluate_string(ad, "TransferInput")):
         source = _in_iwd(job.iwd, item)
         if not source.exists() or not os.access(source, os.R_OK):
             raise BadJob(f"Transfer input files failure: cannot read '{source}'", HoldCode.TRANSFER_INPUT_ERROR)
@@ -155,7 +154,7 @@ def _transfers(ad: classad2.ClassAd, job: Plan) -> None:
         job.inputs.append(job.executable)
         job.executable = job.cwd / job.executable.name
     if "TransferOutput" in ad:
-        job.outputs = comma_list(string(ad, "TransferOutput"))
+        job.outputs = comma_list(evaluate_string(ad, "TransferOutput"))
 
 
 def _in_iwd(iwd: Path, name: str) -> Path:

@@ -13,13 +13,17 @@ from typing import Callable
 import classad2
 
 from backends.interface import InvalidState
-from gateway.core.jobs import HoldCode, JobAction, JobStatus
+from jobmodel.classads import copy_ad, evaluate, job_status
+from jobmodel.jobs import HoldCode, JobAction, JobStatus
 
-from gateway.core.classads import copy_ad, evaluate as value, job_status as status_of
 from .userlog import UserLog
 
 Updates = dict[str, object]  # attribute -> new value (None deletes the attribute)
 Event = Callable[[UserLog], None]
+
+
+#: states in which a job has a process (a suspended one is stopped, not gone)
+WITH_PROCESS = (JobStatus.RUNNING, JobStatus.SUSPENDED)
 
 
 @dataclass
@@ -46,33 +50,33 @@ def _job(ad: classad2.ClassAd) -> str:
 
 
 def _entering(ad: classad2.ClassAd, status: JobStatus, now: int) -> Updates:
-    return {"LastJobStatus": int(status_of(ad)), "JobStatus": int(status), "EnteredCurrentStatus": now}
+    return {"LastJobStatus": int(job_status(ad)), "JobStatus": int(status), "EnteredCurrentStatus": now}
 
 
 def hold(ad: classad2.ClassAd, reason: str, code: HoldCode, now: int, *, subcode: int = 0) -> Transition:
-    status = status_of(ad)
+    status = job_status(ad)
     if status in (JobStatus.HELD, JobStatus.REMOVED, JobStatus.COMPLETED):
         raise InvalidState(f"{_job(ad)} is {status.name.lower()} and cannot be held")
     # (a suspended job can be held or removed: the executor continues it before stopping it)
     updates = _entering(ad, JobStatus.HELD, now) | {
         "HoldReason": reason, "HoldReasonCode": int(code), "HoldReasonSubCode": subcode}
     if code != HoldCode.USER_REQUEST:
-        updates["NumSystemHolds"] = int(value(ad, "NumSystemHolds", 0)) + 1
+        updates["NumSystemHolds"] = int(evaluate(ad, "NumSystemHolds", 0)) + 1
     return Transition(updates, [lambda log: log.held(reason, int(code), subcode)])
 
 
 def release(ad: classad2.ClassAd, reason: str, now: int) -> Transition:
-    status = status_of(ad)
+    status = job_status(ad)
     if status is not JobStatus.HELD:
         raise InvalidState(f"{_job(ad)} is {status.name.lower()}, not held")
     updates = _entering(ad, JobStatus.IDLE, now) | {
-        "LastHoldReason": value(ad, "HoldReason"), "LastHoldReasonCode": value(ad, "HoldReasonCode"),
+        "LastHoldReason": evaluate(ad, "HoldReason"), "LastHoldReasonCode": evaluate(ad, "HoldReasonCode"),
         "ReleaseReason": reason, "HoldReason": None, "HoldReasonCode": None, "HoldReasonSubCode": None}
     return Transition(updates, [lambda log: log.released(reason)])
 
 
 def remove(ad: classad2.ClassAd, reason: str, now: int) -> Transition:
-    status = status_of(ad)
+    status = job_status(ad)
     if status in (JobStatus.REMOVED, JobStatus.COMPLETED):
         raise InvalidState(f"{_job(ad)} is already {status.name.lower()}")
     return Transition(_entering(ad, JobStatus.REMOVED, now) | {"RemoveReason": reason},
@@ -80,18 +84,18 @@ def remove(ad: classad2.ClassAd, reason: str, now: int) -> Transition:
 
 
 def suspend(ad: classad2.ClassAd, now: int) -> Transition:
-    if status_of(ad) is not JobStatus.RUNNING:
-        raise InvalidState(f"{_job(ad)} is {status_of(ad).name.lower()}, not running: only running jobs suspend")
+    if job_status(ad) is not JobStatus.RUNNING:
+        raise InvalidState(f"{_job(ad)} is {job_status(ad).name.lower()}, not running: only running jobs suspend")
     return Transition(_entering(ad, JobStatus.SUSPENDED, now) | {
-        "TotalSuspensions": int(value(ad, "TotalSuspensions", 0)) + 1, "LastSuspensionTime": now})
+        "TotalSuspensions": int(evaluate(ad, "TotalSuspensions", 0)) + 1, "LastSuspensionTime": now})
 
 
 def resume(ad: classad2.ClassAd, now: int) -> Transition:
-    if status_of(ad) is not JobStatus.SUSPENDED:
-        raise InvalidState(f"{_job(ad)} is {status_of(ad).name.lower()}, not suspended")
-    suspended = now - int(value(ad, "LastSuspensionTime", now))
+    if job_status(ad) is not JobStatus.SUSPENDED:
+        raise InvalidState(f"{_job(ad)} is {job_status(ad).name.lower()}, not suspended")
+    suspended = now - int(evaluate(ad, "LastSuspensionTime", now))
     return Transition(_entering(ad, JobStatus.RUNNING, now) | {
-        "CumulativeSuspensionTime": int(value(ad, "CumulativeSuspensionTime", 0)) + suspended})
+        "CumulativeSuspensionTime": int(evaluate(ad, "CumulativeSuspensionTime", 0)) + suspended})
 
 
 USER_ACTION_DEFAULTS = {JobAction.HOLD: "Held via Birdbath SOAP", JobAction.RELEASE: "Released via Birdbath SOAP",
@@ -114,8 +118,8 @@ def user_action(action: JobAction, ad: classad2.ClassAd, reason: str | None, sys
 
 def started(ad: classad2.ClassAd, now: int, host: str) -> Transition:
     updates = _entering(ad, JobStatus.RUNNING, now) | {
-        "JobCurrentStartDate": now, "NumJobStarts": int(value(ad, "NumJobStarts", 0)) + 1, "RemoteHost": host}
-    if value(ad, "JobStartDate") is None:
+        "JobCurrentStartDate": now, "NumJobStarts": int(evaluate(ad, "NumJobStarts", 0)) + 1, "RemoteHost": host}
+    if evaluate(ad, "JobStartDate") is None:
         updates["JobStartDate"] = now
     return Transition(updates, [lambda log: log.executing(f"<127.0.0.1:0?alias={host}>")])
 
@@ -123,13 +127,13 @@ def started(ad: classad2.ClassAd, now: int, host: str) -> Transition:
 def run_accounting(ad: classad2.ClassAd, result: RunResult) -> Updates:
     """What every run adds to the ad, whatever happens to the job next."""
     updates: Updates = {
-        "RemoteWallClockTime": float(value(ad, "RemoteWallClockTime", 0.0)) + result.wall_seconds,
-        "RemoteUserCpu": float(value(ad, "RemoteUserCpu", 0.0)) + result.user_cpu,
-        "RemoteSysCpu": float(value(ad, "RemoteSysCpu", 0.0)) + result.sys_cpu,
+        "RemoteWallClockTime": float(evaluate(ad, "RemoteWallClockTime", 0.0)) + result.wall_seconds,
+        "RemoteUserCpu": float(evaluate(ad, "RemoteUserCpu", 0.0)) + result.user_cpu,
+        "RemoteSysCpu": float(evaluate(ad, "RemoteSysCpu", 0.0)) + result.sys_cpu,
         "LastRemoteWallClockTime": result.wall_seconds,
     }
     if result.max_rss_kb:
-        updates["ImageSize"] = max(int(value(ad, "ImageSize", 0)), result.max_rss_kb)
+        updates["ImageSize"] = max(int(evaluate(ad, "ImageSize", 0)), result.max_rss_kb)
         updates["ResidentSetSize"] = result.max_rss_kb
         updates["MemoryUsage"] = math.ceil(result.max_rss_kb / 1024)
     return updates
@@ -158,7 +162,7 @@ def exited(ad: classad2.ClassAd, result: RunResult, now: int) -> Transition:
         return Transition(updates | held.updates, [terminated, *held.events])
     if _policy(probe, "OnExitRemove", True):
         done = _entering(ad, JobStatus.COMPLETED, now) | {
-            "CompletionDate": now, "NumJobCompletions": int(value(ad, "NumJobCompletions", 0)) + 1}
+            "CompletionDate": now, "NumJobCompletions": int(evaluate(ad, "NumJobCompletions", 0)) + 1}
         return Transition(updates | done, [terminated])
     return Transition(updates | _entering(ad, JobStatus.IDLE, now), [terminated])
 
@@ -171,7 +175,7 @@ def interrupted(ad: classad2.ClassAd, result: RunResult, message: str, now: int)
 
 def periodic(ad: classad2.ClassAd, now: int) -> Transition | None:
     """PeriodicHold / PeriodicRemove / PeriodicRelease, evaluated as the schedd does every interval."""
-    status = status_of(ad)
+    status = job_status(ad)
     if status in (JobStatus.IDLE, JobStatus.RUNNING) and _policy(ad, "PeriodicHold", False):
         return hold(ad, _policy_reason(ad, "PeriodicHold"), HoldCode.JOB_POLICY, now)
     if status not in (JobStatus.REMOVED, JobStatus.COMPLETED) and _policy(ad, "PeriodicRemove", False):
@@ -183,10 +187,10 @@ def periodic(ad: classad2.ClassAd, now: int) -> Transition | None:
 
 def kill_signal(ad: classad2.ClassAd) -> str:
     """The signal that stops a job for its new state: RemoveKillSig/HoldKillSig, else KillSig, else SIGTERM."""
-    specific = {JobStatus.REMOVED: "RemoveKillSig", JobStatus.HELD: "HoldKillSig"}.get(status_of(ad))
+    specific = {JobStatus.REMOVED: "RemoveKillSig", JobStatus.HELD: "HoldKillSig"}.get(job_status(ad))
     for name in (specific, "KillSig"):
         if name:
-            result = value(ad, name)
+            result = evaluate(ad, name)
             if isinstance(result, str) and result:
                 return result
     return "SIGTERM"
@@ -194,11 +198,11 @@ def kill_signal(ad: classad2.ClassAd) -> str:
 
 def leaves_queue(ad: classad2.ClassAd) -> bool:
     """Completed and removed jobs leave the queue unless ``LeaveJobInQueue`` is true."""
-    return status_of(ad) in (JobStatus.COMPLETED, JobStatus.REMOVED) and not _policy(ad, "LeaveJobInQueue", False)
+    return job_status(ad) in (JobStatus.COMPLETED, JobStatus.REMOVED) and not _policy(ad, "LeaveJobInQueue", False)
 
 
 def _policy(ad: classad2.ClassAd, name: str, default: bool) -> bool:
-    result = value(ad, name, default)
+    result = evaluate(ad, name, default)
     if isinstance(result, bool):
         return result
     if isinstance(result, (int, float)):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import classad2
 
-from gateway.core.jobs import HoldCode
+from jobmodel.jobs import HoldCode
 
 from .jobspec import BadJob, Plan
 

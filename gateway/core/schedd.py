@@ -15,9 +15,11 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from backends.interface import BackendError, FileInfo, ScheddBackend
+from jobmodel.classads import parse_constraint
+from jobmodel.jobs import JobAction, Universe
+
+from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value
 from .auth import AccessPolicy, Caller, Permission
-from .classads import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value, parse_constraint
-from .jobs import JobAction, Universe
 from .status import BirdbathError, StatusCode
 from .templates import TemplateError, input_files, job_template
 from .transactions import StagedJob, Transaction, TransactionRef, TransactionTable

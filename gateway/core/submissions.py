@@ -22,11 +22,13 @@ import classad2
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-from backends.interface import BackendError, ScheddBackend, UnknownJob
+from backends.interface import BackendError, Capability, ScheddBackend, UnknownJob
+from jobmodel.classads import job_status, parse_constraint
+from jobmodel.files import is_plain_name, md5_of, write_at
+from jobmodel.jobs import JobAction, JobStatus, Universe
+
+from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value
 from .auth import AccessPolicy, Caller, Permission
-from .classads import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value, job_status, parse_constraint
-from .files import is_plain_name, md5_of, write_at
-from .jobs import JobAction, JobStatus, Universe
 from .status import BirdbathError
 
 log = Logger()
@@ -307,7 +309,7 @@ class SubmissionService:
     def _lookup(self, ref: JobRef) -> classad2.ClassAd | None:
         """A live job, else one from the history (on the backend's thread)."""
         ad = self._backend.get_job(ref.cluster, ref.proc)
-        if ad is None and hasattr(self._backend, "history"):
+        if ad is None and Capability.HISTORY in self._backend.capabilities:
             found = self._backend.history(parse_constraint(f"ClusterId == {ref.cluster} && ProcId == {ref.proc}"), 1)
             ad = found[0] if found else None
         return ad
@@ -329,7 +331,7 @@ class SubmissionService:
         self._check(caller, Permission.READ)
         if limit is not None and limit < 0:
             raise fail(f"limit must not be negative (got {limit})")
-        if not hasattr(self._backend, "history"):
+        if Capability.HISTORY not in self._backend.capabilities:
             raise fail("This backend keeps no history of the jobs that left the queue")
         expr = None
         if constraint is not None and constraint.strip():
@@ -366,7 +368,7 @@ class SubmissionService:
     def _everything(self, name: str | None) -> list[classad2.ClassAd]:
         constraint = parse_constraint(f"Submission == {classad2.quote(name)}") if name and "#" not in name else None
         ads = list(self._backend.query(constraint))
-        if hasattr(self._backend, "history"):
+        if Capability.HISTORY in self._backend.capabilities:
             ads += self._backend.history(constraint)
         return ads
 

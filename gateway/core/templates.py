@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import classad2
 
-from .arguments import ArgumentSyntaxError, join_v2, parse_v2
-from .classads import comma_list, evaluate, evaluate_string
-from .jobs import JobStatus
+from jobmodel.arguments import ArgumentSyntaxError, join_v2, parse_v2
+from jobmodel.classads import comma_list, evaluate, evaluate_string
+from jobmodel.jobs import JobStatus
 
 LEAVE_IN_QUEUE = "FilesRetrieved =?= false"
 NULL_FILES = ("", "/dev/null", "NUL")

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from gateway.core.classads import Attr
+from gateway.core.adstruct import Attr
 
 #: characters XML 1.0 cannot carry at all; they become U+FFFD rather than break the whole answer
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")

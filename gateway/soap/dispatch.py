@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from spyne import Application, Fault
-from spyne.server import ServerBase
 from spyne.context import MethodContext
+from spyne.server import ServerBase
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 

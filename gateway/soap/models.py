@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from spyne import Array, ByteArray, ComplexModel, Enum, Integer32, Long, Unicode
 
-from gateway.core.classads import AttrType
-from gateway.core.jobs import Universe
+from gateway.core.adstruct import AttrType
 from gateway.core.status import StatusCode as CoreStatusCode
+from jobmodel.jobs import Universe
 
 TNS = "urn:condor"
 

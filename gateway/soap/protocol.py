@@ -15,8 +15,8 @@ from lxml import etree
 from spyne import Fault
 from spyne.protocol.soap import Soap11
 
-from gateway.core.classads import AttrType
-from gateway.core.jobs import Universe
+from gateway.core.adstruct import AttrType
+from jobmodel.jobs import Universe
 
 SOAP_ENV = "http://schemas.xmlsoap.org/soap/envelope/"
 

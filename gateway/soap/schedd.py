@@ -8,11 +8,14 @@ from typing import Any, Awaitable, Callable, Iterable, Sequence
 from spyne import Boolean, Integer32, Service, Unicode, rpc
 from twisted.internet.defer import Deferred
 
-from gateway.core.classads import Attr, AttrType
-from gateway.core.jobs import Universe
+from gateway.core.adstruct import Attr, AttrType
 from gateway.core.schedd import BirdbathSchedd, TemplateResult
-from gateway.core.status import OK, BirdbathError, Status as CoreStatus, StatusCode as CoreStatusCode
-from gateway.core.transactions import Transaction as CoreTransaction, TransactionRef
+from gateway.core.status import OK, BirdbathError
+from gateway.core.status import Status as CoreStatus
+from gateway.core.status import StatusCode as CoreStatusCode
+from gateway.core.transactions import Transaction as CoreTransaction
+from gateway.core.transactions import TransactionRef
+from jobmodel.jobs import Universe
 
 from . import models as m
 from .adwriter import xml_text

@@ -19,10 +19,10 @@ from spyne.protocol.json import JsonDocument
 from spyne.protocol.soap import Soap11
 from twisted.internet.defer import Deferred
 
+from gateway.core.adstruct import Attr, AttrType
 from gateway.core.auth import Caller
-from gateway.core.classads import Attr, AttrType
-from gateway.core.jobs import JobAction
 from gateway.core.submissions import ApiError, ApiStatus, SubmissionService
+from jobmodel.jobs import JobAction
 
 TNS = "urn:birdbath:submission"
 

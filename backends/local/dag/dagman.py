@@ -9,11 +9,11 @@ from pathlib import Path
 
 import classad2
 
-from gateway.core.arguments import ArgumentSyntaxError, parse_environment_v1, parse_environment_v2, parse_v1, \
-    parse_v2
-from gateway.core.jobs import Universe
+from jobmodel.arguments import ArgumentSyntaxError, parse_environment_v1, parse_environment_v2, parse_v1, parse_v2
+from jobmodel.classads import evaluate_string
+from jobmodel.jobs import Universe
 
-from ..jobspec import string, universe_of
+from ..jobspec import universe_of
 from .language import Dag
 
 MAX_RESCUE = 100
@@ -24,7 +24,7 @@ class DagError(ValueError):
 
 
 def is_dagman(ad: classad2.ClassAd) -> bool:
-    return universe_of(ad) == Universe.SCHEDULER and os.path.basename(string(ad, "Cmd")) == "condor_dagman"
+    return universe_of(ad) == Universe.SCHEDULER and os.path.basename(evaluate_string(ad, "Cmd")) == "condor_dagman"
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,9 @@ _IGNORED_FLAGS = {"-f", "-allowversionmismatch", "-suppress_notification", "-don
 
 def options(ad: classad2.ClassAd) -> DagmanOptions:
     """Read condor_dagman's command line from the job ad (condor_submit_dag's form or the SOAP recipe's)."""
-    iwd = Path(string(ad, "Iwd") or "/")
+    iwd = Path(evaluate_string(ad, "Iwd") or "/")
     try:
-        words = parse_v2(string(ad, "Arguments")) if "Arguments" in ad else parse_v1(string(ad, "Args"))
+        words = parse_v2(evaluate_string(ad, "Arguments")) if "Arguments" in ad else parse_v1(evaluate_string(ad, "Args"))
     except ArgumentSyntaxError as exc:
         raise DagError(f"cannot parse condor_dagman's arguments: {exc}") from None
     values: dict[str, str] = {}
@@ -92,9 +92,9 @@ def dagman_log_path(ad: classad2.ClassAd, dag: Path) -> Path:
     """``_CONDOR_DAGMAN_LOG`` from the job's environment (as condor_submit_dag sets it), else ``<dag>.dagman.out``."""
     try:
         if "Environment" in ad:
-            environment = parse_environment_v2(string(ad, "Environment"))
+            environment = parse_environment_v2(evaluate_string(ad, "Environment"))
         else:
-            environment = parse_environment_v1(string(ad, "Env"))
+            environment = parse_environment_v1(evaluate_string(ad, "Env"))
     except ArgumentSyntaxError:
         environment = {}
     configured = environment.get("_CONDOR_DAGMAN_LOG")
@@ -162,3 +162,13 @@ class DagmanLog:
                 stream.write(f"{stamp} {message}\n")
         except OSError:
             pass
+
+
+def remove_lock_file(ad: classad2.ClassAd) -> None:
+    """Remove a DAGMan job's ``-Lockfile`` once its DAG has ended (a DAG that only stopped keeps it)."""
+    try:
+        lock_file = options(ad).lock_file
+        if lock_file is not None:
+            lock_file.unlink(missing_ok=True)
+    except (DagError, OSError):
+        pass

@@ -9,38 +9,89 @@ nodes or submitting a node job twice.  Everything that touches the queue or the 
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import re
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 import classad2
 from twisted.internet import protocol as twisted_protocol
 from twisted.internet.defer import Deferred, DeferredSemaphore
 from twisted.logger import Logger
 
-from gateway.core.jobs import JobStatus
+from jobmodel.classads import job_status
+from jobmodel.jobs import JobStatus
 
-from ..lifecycle import status_of
-from .dagman import DagmanLog
+from .dagman import DagmanLog, DagmanOptions
 from .language import Dag, Node, Script
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..backend import DagSetup
 
 log = Logger()
 
-WAITING, PRE, QUEUED, POST, DONE, FAILED = "waiting", "pre", "queued", "post", "done", "failed"
-ACTIVE = (PRE, QUEUED, POST)
+
+class NodeStatus(str, enum.Enum):
+    """Where a node is; the values are what the saved DAG state holds."""
+
+    WAITING = "waiting"  # for its parents
+    PRE = "pre"  # its PRE script runs
+    QUEUED = "queued"  # its job is (to be) submitted, or in the queue
+    POST = "post"  # its POST script runs
+    DONE = "done"
+    FAILED = "failed"
+
+
+WAITING, PRE, QUEUED, POST, DONE, FAILED = NodeStatus
+#: nodes a resumed DAG must pick up where they were
+IN_PROGRESS = (PRE, QUEUED, POST)
+
+
+class StopReason(enum.Enum):
+    """Why a DAG run is asked to stop: a hold or a shutdown keeps its state for later, a removal ends it."""
+
+    HOLD = "DAGMan job held"
+    REMOVE = "DAGMan job removed"
+    SHUTDOWN = "gateway shutdown"
+
+
+class DagHost(Protocol):
+    """What a DAG run needs of the queue it runs in (every call runs on the backend's thread)."""
+
+    def dag_setup(self, key: tuple[int, int]) -> "DagSetup": ...
+
+    def submit_node(self, dag_key: tuple[int, int], dag: Dag, name: str, retry: int) -> tuple[int, int]: ...
+
+    def node_job_states(self, cluster: int) -> tuple[int, dict[int, classad2.ClassAd]]: ...
+
+    def remove_node_jobs(self, dag_cluster: int, reason: str) -> int: ...
+
+    def save_dag_state(self, dag_cluster: int, state: str) -> None: ...
+
+    def clear_dag_state(self, dag_cluster: int) -> None: ...
+
+    def write_rescue(self, dag: Dag, done: list[str], failed: list[str]) -> Path: ...
+
+
+@dataclass
+class DagSetup:
+    """What a DAG run needs to start, read on the backend thread; ``error`` when the DAG cannot run at all."""
+
+    log_path: Path
+    dag: Dag | None = None
+    options: DagmanOptions | None = None
+    saved: dict[str, dict] = field(default_factory=dict)
+    rescue: Path | None = None
+    rescued: int = 0
+    ignored: tuple[str, ...] = ()
+    error: str | None = None
 #: $RETURN for a node job that was removed instead of finishing (DAGMan reports it as a failure)
 REMOVED_RETURN = -1
 
 
 @dataclass
 class NodeState:
-    status: str = WAITING
+    status: NodeStatus = WAITING
     retries: int = 0  # retries used so far
     cluster: int | None = None  # the node job of the current try
     job_return: int | None = None
@@ -55,10 +106,10 @@ class Outcome:
 
 
 class DagRun:
-    def __init__(self, reactor: Any, call: Callable[..., Deferred], backend: Any, key: tuple[int, int]) -> None:
+    def __init__(self, reactor: Any, call: Callable[..., Deferred], host: DagHost, key: tuple[int, int]) -> None:
         self._reactor = reactor
         self._call = call
-        self._backend = backend
+        self._host = host
         self.key = key
         self.cluster = key[0]
         self._dag: Dag | None = None
@@ -67,29 +118,29 @@ class DagRun:
         self._procs: dict[int, int] = {}  # node job cluster -> number of procs
         self._wakeup: Deferred | None = None
         self._node_waiters: list[Deferred] = []
-        self._stopping: str | None = None  # "hold", "remove" or "shutdown"
+        self._stopping: StopReason | None = None
         self._abort: int | None = None
         self._tasks: dict[str, Deferred] = {}
         self._scripts: set[Any] = set()
         self._log: Callable[[str], None] = lambda message: None
-        self._setup: "DagSetup | None" = None
+        self._setup: DagSetup | None = None
         self._script_limits: dict[str, DeferredSemaphore] = {}
 
     # -- what the executor tells us -----------------------------------------------------------------
     def job_changed(self, key: tuple[int, int], ad: classad2.ClassAd) -> None:
-        if status_of(ad) in (JobStatus.COMPLETED, JobStatus.REMOVED):
+        if job_status(ad) in (JobStatus.COMPLETED, JobStatus.REMOVED):
             self._finished.setdefault(key[0], {})[key[1]] = ad
             self._wake()
 
-    def stop(self, why: str) -> None:
-        """Stop running: ``hold`` and ``shutdown`` keep the state for later, ``remove`` also removes the nodes."""
+    def stop(self, why: StopReason) -> None:
+        """Stop running: a hold or a shutdown keeps the state for later, a removal also removes the nodes."""
         if self._stopping is None:
             self._stopping = why
             self._wake()
 
     # -- the run ------------------------------------------------------------------------------------
     async def run(self) -> Outcome:
-        setup = await self._call(self._backend.dag_setup, self.key)
+        setup = await self._call(self._host.dag_setup, self.key)
         self._setup = setup
         self._log = DagmanLog(setup.log_path)
         if setup.error is not None:
@@ -99,7 +150,8 @@ class DagRun:
         self._dag = setup.dag
         limits = {"PRE": setup.options.max_pre, "POST": setup.options.max_post}  # -MaxPre / -MaxPost
         self._script_limits = {kind: DeferredSemaphore(n) for kind, n in limits.items() if n > 0}
-        self._state = {name: NodeState(**saved) for name, saved in setup.saved.items()}
+        self._state = {name: NodeState(**(saved | {"status": NodeStatus(saved["status"])}))
+                       for name, saved in setup.saved.items()}
         self._begin_log(setup)
         for name, node in self._dag.nodes.items():
             self._state.setdefault(name, NodeState(status=DONE if node.done else WAITING))
@@ -110,7 +162,7 @@ class DagRun:
             for process in list(self._scripts):
                 _kill(process)
 
-    def _begin_log(self, setup: "DagSetup") -> None:
+    def _begin_log(self, setup: DagSetup) -> None:
         self._log("******************************************************")
         self._log(f"** birdbath-gateway DAG runner for DAGMan job {self.cluster}.{self.key[1]} "
                   f"(condor_dagman's work, done in the gateway)")
@@ -125,7 +177,7 @@ class DagRun:
 
     async def _loop(self) -> Outcome:
         for name, state in self._state.items():
-            if state.status in ACTIVE:  # resuming: pick the node up where it was
+            if state.status in IN_PROGRESS:  # resuming: pick the node up where it was
                 self._start(name)
         while True:
             if self._stopping:
@@ -134,7 +186,7 @@ class DagRun:
                 return await self._aborted()
             self._start_ready_nodes()
             if not self._tasks:
-                return await self._ended()
+                return await self._all_nodes_ended()
             self._wakeup = Deferred()
             await self._wakeup
 
@@ -263,14 +315,14 @@ class DagRun:
     async def _submit(self, node: Node, state: NodeState) -> int:
         assert self._dag is not None
         self._log(f"Submitting HTCondor Node {node.name} job(s)...")
-        cluster, procs = await self._call(self._backend.submit_node, self.key, self._dag, node.name, state.retries)
+        cluster, procs = await self._call(self._host.submit_node, self.key, self._dag, node.name, state.retries)
         self._procs[cluster] = procs
         self._log(f"Submitted node {node.name} as cluster {cluster} ({procs} proc(s))")
         return cluster
 
     async def _wait_for_job(self, name: str, cluster: int) -> int | None:
         if cluster not in self._procs or len(self._finished.get(cluster, {})) < self._procs[cluster]:
-            procs, finished = await self._call(self._backend.node_job_states, cluster)
+            procs, finished = await self._call(self._host.node_job_states, cluster)
             self._procs[cluster] = procs
             for proc, ad in finished.items():
                 self._finished.setdefault(cluster, {})[proc] = ad
@@ -315,37 +367,37 @@ class DagRun:
         return int(result)
 
     # -- endings ------------------------------------------------------------------------------------
-    async def _ended(self) -> Outcome:
+    async def _all_nodes_ended(self) -> Outcome:
         assert self._dag is not None
         failed = [name for name, state in self._state.items() if state.status == FAILED]
         if not failed:
             self._log("All jobs Completed!")
             self._log("**** condor_scheduniv_exec (birdbath-gateway DAG runner) EXITING WITH STATUS 0")
-            await self._call(self._backend.clear_dag_state, self.cluster)
+            await self._call(self._host.clear_dag_state, self.cluster)
             return Outcome(0)
         await self._write_rescue(failed)
         self._log("**** condor_scheduniv_exec (birdbath-gateway DAG runner) EXITING WITH STATUS 1")
-        await self._call(self._backend.clear_dag_state, self.cluster)
+        await self._call(self._host.clear_dag_state, self.cluster)
         return Outcome(1)
 
     async def _aborted(self) -> Outcome:
-        await self._call(self._backend.remove_node_jobs, self.cluster, "DAG abort triggered by ABORT-DAG-ON")
+        await self._call(self._host.remove_node_jobs, self.cluster, "DAG abort triggered by ABORT-DAG-ON")
         await self._wait_for_tasks()
         failed = [name for name, state in self._state.items() if state.status not in (DONE,)]
         await self._write_rescue([name for name in failed if self._state[name].status == FAILED])
         self._log(f"**** condor_scheduniv_exec (birdbath-gateway DAG runner) EXITING WITH STATUS {self._abort}")
-        await self._call(self._backend.clear_dag_state, self.cluster)
+        await self._call(self._host.clear_dag_state, self.cluster)
         return Outcome(self._abort)
 
     async def _stopped(self) -> Outcome:
-        if self._stopping == "remove":
+        if self._stopping is StopReason.REMOVE:
             self._log("DAGMan job removed: removing its node jobs")
-            await self._call(self._backend.remove_node_jobs, self.cluster, "DAGMan job was removed")
+            await self._call(self._host.remove_node_jobs, self.cluster, "DAGMan job was removed")
             await self._wait_for_tasks()
             await self._write_rescue([name for name, state in self._state.items() if state.status == FAILED])
-            await self._call(self._backend.clear_dag_state, self.cluster)
+            await self._call(self._host.clear_dag_state, self.cluster)
         else:
-            self._log(f"DAG runner stopped ({'DAGMan job held' if self._stopping == 'hold' else 'gateway shutdown'})"
+            self._log(f"DAG runner stopped ({self._stopping.value})"
                       ": node jobs keep running; the DAG resumes when its DAGMan job runs again")
             await self._wait_for_tasks()
             await self._save()
@@ -361,12 +413,12 @@ class DagRun:
     async def _write_rescue(self, failed: list[str]) -> None:
         assert self._dag is not None
         done = [name for name, state in self._state.items() if state.status == DONE]
-        path = await self._call(self._backend.write_rescue, self._dag, done, failed)
+        path = await self._call(self._host.write_rescue, self._dag, done, failed)
         self._log(f"Writing Rescue DAG file {path}")
 
     async def _save(self) -> None:
         text = json.dumps({name: asdict(state) for name, state in self._state.items()})
-        await self._call(self._backend.save_dag_state, self.cluster, text)
+        await self._call(self._host.save_dag_state, self.cluster, text)
 
     def _wake(self) -> None:
         waiters, self._node_waiters = self._node_waiters, []
@@ -387,7 +439,7 @@ def _expand(text: str, macros: dict[str, str]) -> str:
 def _return_value(ads: Any) -> int:
     """A node job's return value: the first failure among its procs (a signal as its negative number)."""
     for ad in ads:
-        if status_of(ad) is JobStatus.REMOVED:
+        if job_status(ad) is JobStatus.REMOVED:
             return REMOVED_RETURN
         if ad.get("ExitBySignal") is True:
             return -int(ad.get("ExitSignal", 0))

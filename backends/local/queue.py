@@ -1,0 +1,281 @@
+"""The local backend's job queue: transactions over the durable store, the jobs' spool, user logs, change notices.
+
+Transactions collect their changes in memory and write them in one durable SQLite transaction at commit, so an
+uncommitted job is invisible to every query and an aborted or expired one leaves nothing behind.  Every queue
+change goes through :meth:`JobQueue.write`, which also moves finished jobs into the history, writes the user-log
+events and the gateway's job log, and tells the listener (the executor) what changed.
+"""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import classad2
+from twisted.logger import Logger
+
+from backends.interface import BackendError, FileInfo, UnknownJob
+from backends.spool import Spool
+from jobmodel.classads import matches, projected
+from jobmodel.jobs import JobAction, JobStatus, Universe
+
+from . import joblog, lifecycle
+from .lifecycle import Event, Transition, Updates, updated
+from .store import JobKey, JobStore
+from .userlog import UserLog, log_path
+
+log = Logger()
+
+#: told (on the backend thread) which jobs changed; an empty dict asks for a scheduling cycle
+ChangeListener = Callable[[dict[JobKey, classad2.ClassAd]], None]
+
+
+@dataclass(eq=False)
+class LocalTransaction:
+    next_proc: dict[int, int] = field(default_factory=dict)  # clusters created in this transaction
+    new_jobs: dict[JobKey, classad2.ClassAd | None] = field(default_factory=dict)
+    updates: dict[JobKey, Updates] = field(default_factory=dict)  # changes to committed jobs, in order
+    events: list[tuple[JobKey, Event]] = field(default_factory=list)
+    open: bool = True
+
+
+class JobQueue:
+    """The queue as the backend interface sees it, plus :meth:`write` for the scheduler and the DAG runner."""
+
+    def __init__(self, store: JobStore, spool: Spool, schedd_name: str, clock: Callable[[], float]) -> None:
+        self.store = store
+        self.spool = spool
+        self.schedd_name = schedd_name
+        self._clock = clock
+        #: jobs whose process is (or may be) running: they stay in the queue whatever their state says
+        self.active: set[JobKey] = set()
+        self.listener: ChangeListener | None = None
+
+    def now(self) -> int:
+        return int(self._clock())
+
+    # -- transactions -------------------------------------------------------------------------------
+    def begin(self) -> LocalTransaction:
+        return LocalTransaction()
+
+    def commit(self, txn: LocalTransaction) -> None:
+        self._check_open(txn)
+        now = self.now()
+        ads: dict[JobKey, classad2.ClassAd] = {}
+        events: list[tuple[JobKey, Event]] = []
+        host = f"<127.0.0.1:0?alias={self.schedd_name}>"
+        for key, ad in txn.new_jobs.items():
+            if ad is None:
+                self.spool.discard(*key)  # a proc that never got a job ad is not a job
+                continue
+            ads[key] = self._enqueue(key, ad, now)
+            self.spool.sync(*key)
+            events.append((key, lambda user_log: user_log.submitted(host)))
+        for key, updates in txn.updates.items():
+            base = ads[key] if key in ads else self.store.get(key)
+            if base is not None:
+                ads[key] = updated(base, updates)
+        self.write(ads, events + txn.events)
+        txn.open = False
+
+    def abort(self, txn: LocalTransaction) -> None:
+        if not txn.open:
+            return
+        txn.open = False
+        for key in txn.new_jobs:
+            self.spool.discard(*key)
+
+    # -- building jobs ------------------------------------------------------------------------------
+    def new_cluster(self, txn: LocalTransaction) -> int:
+        self._check_open(txn)
+        cluster = self.store.next_cluster_id()
+        txn.next_proc[cluster] = 0
+        return cluster
+
+    def new_proc(self, txn: LocalTransaction, cluster: int) -> int:
+        self._check_open(txn)
+        if cluster not in txn.next_proc:
+            raise BackendError(f"cluster {cluster} was not created in this transaction")
+        proc = txn.next_proc[cluster]
+        txn.next_proc[cluster] = proc + 1
+        self.spool.create(cluster, proc)
+        txn.new_jobs[(cluster, proc)] = None
+        return proc
+
+    def submit(self, txn: LocalTransaction, cluster: int, proc: int, ad: classad2.ClassAd) -> None:
+        self._new_job(txn, cluster, proc)
+        for name, expected in (("ClusterId", cluster), ("ProcId", proc)):
+            if name in ad and ad.eval(name) != expected:
+                raise BackendError(f"{name} must be {expected}, the id of this job")
+        txn.new_jobs[(cluster, proc)] = updated(ad, {})
+
+    def _enqueue(self, key: JobKey, ad: classad2.ClassAd, now: int) -> classad2.ClassAd:
+        """Fill in what a schedd sets when a job enters the queue."""
+        cluster, proc = key
+        ad["ClusterId"] = cluster
+        ad["ProcId"] = proc
+        ad["QDate"] = now
+        if ad.get("JobStatus") not in (JobStatus.IDLE, JobStatus.HELD):
+            ad["JobStatus"] = int(JobStatus.IDLE)
+        ad["EnteredCurrentStatus"] = now
+        ad["GlobalJobId"] = f"{self.schedd_name}#{cluster}.{proc}#{now}"
+        defaults: dict[str, object] = {
+            "JobUniverse": int(Universe.VANILLA), "JobPrio": 0, "NumJobStarts": 0, "NumRestarts": 0,
+            "CompletionDate": 0, "RemoteWallClockTime": 0.0, "RemoteUserCpu": 0.0, "RemoteSysCpu": 0.0,
+            "Owner": getpass.getuser(),
+        }
+        for name, value in defaults.items():
+            if name not in ad:
+                ad[name] = value
+        if "User" not in ad and isinstance(ad.get("Owner"), str):
+            ad["User"] = f"{ad['Owner']}@{self.schedd_name}"
+        return ad
+
+    # -- files ----------------------------------------------------------------------------------------
+    def stage_file(self, txn: LocalTransaction, cluster: int, proc: int, name: str) -> None:
+        self._new_job(txn, cluster, proc)
+        self.spool.stage(cluster, proc, name)
+
+    def write_file(self, txn: LocalTransaction, cluster: int, proc: int, name: str, offset: int,
+                   data: bytes) -> None:
+        self._new_job(txn, cluster, proc)
+        self.spool.write(cluster, proc, name, offset, data)
+
+    def file_md5(self, txn: LocalTransaction, cluster: int, proc: int, name: str) -> str:
+        self._new_job(txn, cluster, proc)
+        return self.spool.md5(cluster, proc, name)
+
+    def list_files(self, cluster: int, proc: int) -> Sequence[FileInfo]:
+        return self.spool.list(cluster, proc)
+
+    def read_file(self, cluster: int, proc: int, name: str, offset: int, length: int) -> bytes:
+        return self.spool.read(cluster, proc, name, offset, length)
+
+    # -- reading ----------------------------------------------------------------------------------------
+    def query(self, constraint: classad2.ExprTree | None,
+              projection: Sequence[str] | None = None) -> list[classad2.ClassAd]:
+        found = [ad for _, ad in self.store.ads() if matches(constraint, ad)]
+        if projection:
+            return [projected(ad, projection) for ad in found]
+        return found
+
+    def history(self, constraint: classad2.ExprTree | None, limit: int | None = None) -> list[classad2.ClassAd]:
+        """Jobs that left the queue (completed or removed), newest first."""
+        found = []
+        for ad in self.store.history():
+            if matches(constraint, ad):
+                found.append(ad)
+                if limit is not None and len(found) >= limit:
+                    break
+        return found
+
+    def get_job(self, cluster: int, proc: int) -> classad2.ClassAd | None:
+        return self.store.get((cluster, proc))
+
+    # -- changing committed jobs ----------------------------------------------------------------------
+    def act(self, txn: LocalTransaction | None, action: JobAction, cluster: int, proc: int | None,
+            reason: str | None, *, system: bool = False) -> int:
+        own = txn is None
+        txn = txn or self.begin()
+        self._check_open(txn)
+        keys = self._cluster_keys(txn, cluster) if proc is None else [(cluster, proc)]
+        changed = 0
+        for key in keys:
+            current = self._view(txn, key)
+            if current is None:
+                raise UnknownJob(f"job {key[0]}.{key[1]} is not in the queue")
+            try:
+                transition = lifecycle.user_action(action, current, reason, system, self.now())
+            except BackendError:
+                if proc is None:
+                    continue  # a cluster removal skips the jobs that are already gone
+                raise
+            self.record(txn, key, transition)
+            changed += 1
+        if own:
+            self.commit(txn)
+        return changed
+
+    def set_attribute(self, txn: LocalTransaction | None, cluster: int, proc: int, name: str,
+                      value: str | classad2.ExprTree) -> None:
+        own = txn is None
+        txn = txn or self.begin()
+        self._check_open(txn)
+        if self._view(txn, (cluster, proc)) is None:
+            raise UnknownJob(f"job {cluster}.{proc} is not in the queue")
+        self.record(txn, (cluster, proc), Transition({name: value}))
+        if own:
+            self.commit(txn)
+
+    def reschedule(self) -> None:
+        if self.listener is not None:
+            self.listener({})
+
+    @staticmethod
+    def record(txn: LocalTransaction, key: JobKey, transition: Transition) -> None:
+        """Add a transition of a job to a transaction (applied, with its user-log events, at commit)."""
+        if txn.new_jobs.get(key) is not None:
+            txn.new_jobs[key] = updated(txn.new_jobs[key], transition.updates)
+        else:
+            txn.updates.setdefault(key, {}).update(transition.updates)
+        txn.events.extend((key, event) for event in transition.events)
+
+    # -- writing queue changes ------------------------------------------------------------------------
+    def write(self, ads: dict[JobKey, classad2.ClassAd], events: Iterable[tuple[JobKey, Event]],
+              notify: bool = True) -> None:
+        """Store changed ads durably (finished jobs go to the history), then write their user-log events and job
+        log lines and tell the listener."""
+        if not ads:
+            return
+        leaving = [key for key, ad in ads.items() if key not in self.active and lifecycle.leaves_queue(ad)]
+        before = {key: joblog.status_before(self.store.get(key)) for key in ads}
+        self.store.apply(ads, leaving)
+        for key, ad in ads.items():
+            joblog.status_changed(key, before[key], ad)
+        for key, event in events:
+            self._log_event(ads.get(key), key, event)
+        for key in leaving:
+            self.spool.discard(*key)
+        if notify and self.listener is not None:
+            self.listener(dict(ads))
+
+    def write_transitions(self, transitions: dict[JobKey, tuple[classad2.ClassAd, Transition]],
+                          notify: bool = True) -> None:
+        """Apply each job's transition to its ad and :meth:`write` the results with their events."""
+        self.write({key: updated(ad, transition.updates) for key, (ad, transition) in transitions.items()},
+                   [(key, event) for key, (_, transition) in transitions.items() for event in transition.events],
+                   notify)
+
+    def _log_event(self, ad: classad2.ClassAd | None, key: JobKey, event: Event) -> None:
+        path = log_path(ad) if ad is not None else None
+        if path is None:
+            return
+        try:
+            event(UserLog(path, *key, clock=self._clock))
+        except OSError as exc:
+            log.warn("cannot write to the user log {path} of job {job}: {error}", path=path, job=key, error=exc)
+
+    # -- helpers ------------------------------------------------------------------------------------
+    @staticmethod
+    def _check_open(txn: LocalTransaction) -> None:
+        if not txn.open:
+            raise BackendError("the transaction is no longer open")
+
+    def _new_job(self, txn: LocalTransaction, cluster: int, proc: int) -> None:
+        self._check_open(txn)
+        if (cluster, proc) not in txn.new_jobs:
+            raise UnknownJob(f"job {cluster}.{proc} was not created in this transaction")
+
+    def _cluster_keys(self, txn: LocalTransaction, cluster: int) -> list[JobKey]:
+        pending = [key for key, ad in txn.new_jobs.items() if key[0] == cluster and ad is not None]
+        return sorted(set(self.store.keys_in_cluster(cluster)) | set(pending))
+
+    def _view(self, txn: LocalTransaction, key: JobKey) -> classad2.ClassAd | None:
+        """A job as this transaction sees it: committed or created here, with the transaction's changes."""
+        base = txn.new_jobs.get(key)
+        if base is None:
+            base = self.store.get(key)
+        if base is None:
+            return None
+        return updated(base, txn.updates.get(key, {}))

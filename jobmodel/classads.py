@@ -1,0 +1,87 @@
+"""Reading job ads with the official ClassAd library: constraints, attribute values, states, copies.
+
+Both sides use these: the front ends to parse a client's constraint, the backends to evaluate policies and
+queries.  Evaluation never raises for a client's expression; undefined and error values count as absent.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import classad2
+
+from .jobs import JobStatus
+
+
+def parse_constraint(text: str | None) -> classad2.ExprTree | None:
+    """Parse a query constraint once per request; ``None`` means "every ad", an unparsable one matches nothing."""
+    if text is None or not text.strip():
+        return None
+    try:
+        return classad2.ExprTree(text)
+    except classad2.ClassAdException:
+        return classad2.ExprTree("false")
+
+
+def matches(constraint: classad2.ExprTree | None, ad: classad2.ClassAd) -> bool:
+    """True when the constraint evaluates to true or a non-zero number; undefined and error count as false."""
+    if constraint is None:
+        return True
+    try:
+        result = constraint.eval(ad)
+    except classad2.ClassAdException:
+        return False
+    if isinstance(result, bool):
+        return result
+    if isinstance(result, classad2.Value):  # an IntEnum: must not pass for a number
+        return False
+    return isinstance(result, (int, float)) and result != 0  # numbers count as booleans, as in EvalBool
+
+
+def evaluate(ad: classad2.ClassAd, name: str, default: object = None) -> object:
+    """An attribute evaluated against the ad; ``default`` when absent, undefined or an error."""
+    if name not in ad:
+        return default
+    try:
+        result = ad.eval(name)
+    except classad2.ClassAdException:
+        return default
+    return default if isinstance(result, classad2.Value) else result
+
+
+def evaluate_number(ad: classad2.ClassAd, name: str) -> float:
+    """A numeric attribute as a float; 0 when absent, not a number, or a boolean (for sorting and arithmetic)."""
+    result = evaluate(ad, name, 0)
+    return float(result) if isinstance(result, (int, float)) and not isinstance(result, bool) else 0.0
+
+
+def evaluate_string(ad: classad2.ClassAd, name: str, default: str = "") -> str:
+    result = evaluate(ad, name, default)
+    return result if isinstance(result, str) else default
+
+
+def job_status(ad: classad2.ClassAd) -> JobStatus:
+    """The ad's ``JobStatus`` (IDLE when absent or not a known state)."""
+    try:
+        return JobStatus(evaluate(ad, "JobStatus", int(JobStatus.IDLE)))
+    except ValueError:
+        return JobStatus.IDLE
+
+
+def comma_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def copy_ad(ad: classad2.ClassAd) -> classad2.ClassAd:
+    copy = classad2.ClassAd()
+    copy.update(ad)
+    return copy
+
+
+def projected(ad: classad2.ClassAd, names: Iterable[str]) -> classad2.ClassAd:
+    """Only the named attributes (as expressions, unevaluated) that the ad has."""
+    out = classad2.ClassAd()
+    for name in names:
+        if name in ad:
+            out[name] = ad.lookup(name)
+    return out

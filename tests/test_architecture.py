@@ -1,0 +1,120 @@
+"""The tree keeps the architecture of the design: imports run one way and no module imports itself round a circle.
+
+    gateway  ->  backends.interface  ->  jobmodel
+    backends ->  jobmodel            (never gateway)
+    jobmodel ->  nothing of ours
+
+Read from the source with ``ast`` (every import, also those under ``if TYPE_CHECKING:`` and inside functions),
+so a circle hidden behind a lazy import fails too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PACKAGES = ("jobmodel", "gateway", "backends")
+#: what each top-level package may import of ours (the modules named, or everything under them)
+ALLOWED = {
+    "jobmodel": ("jobmodel",),
+    "backends": ("backends", "jobmodel"),
+    "gateway": ("gateway", "jobmodel", "backends.interface", "backends.registry"),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for top in PACKAGES for path in (ROOT / top).rglob("*.py")}
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The project modules a module imports (``from package import module`` counts as the module)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    found = modules()
+    known = set(found)
+    return {name: imports_of(name, path, known) for name, path in found.items()}
+
+
+def allowed(importer: str, imported: str) -> bool:
+    rules = ALLOWED[importer.split(".")[0]]
+    return any(imported == rule or imported.startswith(rule + ".") for rule in rules)
+
+
+def test_imports_run_one_way():
+    wrong = sorted(f"{importer} imports {imported}" for importer, targets in graph().items()
+                   for imported in targets if not allowed(importer, imported))
+    assert not wrong, "imports against the design's direction:\n" + "\n".join(wrong)
+
+
+def find_circle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import circle, as the list of modules round it, or None."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 finished
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(edges.get(node, ())):
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if target not in state and (circle := visit(target)):
+                return circle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (circle := visit(node)):
+            return circle
+    return None
+
+
+def test_no_module_imports_itself_round_a_circle():
+    circle = find_circle(graph())
+    assert circle is None, "import circle: " + " -> ".join(circle)
+
+
+@pytest.mark.parametrize("edges, circle", [
+    ({"a": {"b"}, "b": {"c"}, "c": {"a"}}, ["a", "b", "c", "a"]),
+    ({"a": {"b"}, "b": set(), "c": {"b"}}, None),
+])
+def test_the_circle_finder_finds_circles(edges, circle):
+    assert find_circle(edges) == circle
+
+
+def test_the_import_reader_sees_relative_lazy_and_type_checking_imports(tmp_path):
+    source = tmp_path / "mod.py"
+    source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import X\n"
+                      "def f():\n    from ..c import d\n")
+    known = {"p.q.mod", "p.q.b", "p.c", "p.c.d"}
+    assert imports_of("p.q.mod", source, known) == {"p.q.b", "p.c.d"}
