@@ -181,7 +181,16 @@ class BackendContract:
         backend.commit(txn)
         assert [(f.name, f.size) for f in backend.list_files(None, cluster, proc)] == [("data.bin", 6)]
         assert backend.read_file(None, cluster, proc, "data.bin", 2, 100) == b"cdef"
+        assert backend.read_job_file(cluster, proc, "data.bin", 2, 3) == (6, b"cde")
         assert backend.spool_directory(cluster, proc)
+
+    def test_job_files_by_absolute_path(self, backend, tmp_path):
+        cluster, (proc,) = submitted(backend)
+        output = tmp_path / "job.out"
+        output.write_bytes(b"0123456789")
+        assert backend.read_job_file(cluster, proc, str(output), 8, 100) == (10, b"89")
+        with pytest.raises(BackendError):
+            backend.read_job_file(cluster, proc, str(tmp_path / "missing"), 0, 1)
 
     def test_files_only_for_jobs_of_the_transaction_and_plain_names(self, backend):
         cluster, (proc,) = submitted(backend)

@@ -133,6 +133,11 @@ class ScheddBackend(Protocol):
                   length: int) -> bytes:
         """Up to ``length`` bytes of a spool file from ``offset`` (fewer at end of file)."""
 
+    def read_job_file(self, cluster: int, proc: int, path: str, offset: int, length: int) -> tuple[int, bytes]:
+        """A file of a job in the queue or its history, as the submit side sees it: its size and up to ``length``
+        bytes from ``offset``.  ``path`` is a plain name in the job's spool, or an absolute path of an output file
+        the job's ad names (the front end decides which files a caller may read)."""
+
     # -- queue ----------------------------------------------------------------------------------------
     def query(self, constraint: classad2.ExprTree | None,
               projection: Sequence[str] | None = None) -> list[classad2.ClassAd]:
@@ -155,8 +160,8 @@ class ScheddBackend(Protocol):
 
 REQUIRED_ATTRIBUTES = ("threads", "call_timeout", "capabilities")
 REQUIRED_METHODS = ("info", "close", "begin", "commit", "abort", "new_cluster", "new_proc", "spool_directory", "submit",
-                    "stage_file", "write_file", "file_md5", "list_files", "read_file", "query", "get_job", "act",
-                    "set_attribute", "reschedule")
+                    "stage_file", "write_file", "file_md5", "list_files", "read_file", "read_job_file", "query",
+                    "get_job", "act", "set_attribute", "reschedule")
 
 
 def check(backend: Any, name: str = "backend") -> ScheddBackend:

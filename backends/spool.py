@@ -97,3 +97,15 @@ class Spool:
                 return stream.read(length)
         except OSError as exc:
             raise BackendError(f"Failed to open file '{name}', reason: {exc.strerror}") from None
+
+    def read_job_file(self, cluster: int, proc: int, path: str, offset: int, length: int) -> tuple[int, bytes]:
+        """A job file's size and up to ``length`` bytes from ``offset``: ``path`` is a plain name in the job's spool,
+        or an absolute path (an output file the job's ad names on a shared file system)."""
+        target = Path(path) if os.path.isabs(path) else self._file(cluster, proc, path)
+        try:
+            with open(target, "rb") as stream:
+                size = os.fstat(stream.fileno()).st_size
+                stream.seek(offset)
+                return size, stream.read(length)
+        except OSError as exc:
+            raise BackendError(f"Failed to open {target.name}: {exc.strerror}") from None

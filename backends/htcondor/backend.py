@@ -211,6 +211,11 @@ class HTCondorBackend:
             self._retrieve(cluster, proc)
         return self._spool.read(cluster, proc, name, offset, length)
 
+    def read_job_file(self, cluster: int, proc: int, path: str, offset: int, length: int) -> tuple[int, bytes]:
+        if not path.startswith("/"):  # a spool file: the output of a spooled job comes back with retrieve
+            self._retrieve(cluster, proc)
+        return self._spool.read_job_file(cluster, proc, path, offset, length)
+
     def _retrieve(self, cluster: int, proc: int) -> None:
         """Bring a finished spooled job's output back into its submit-side directory."""
         ad = self.get_job(cluster, proc)

@@ -119,6 +119,9 @@ class LocalBackend:
                   length: int) -> bytes:
         return self._queue.read_file(cluster, proc, name, offset, length)
 
+    def read_job_file(self, cluster: int, proc: int, path: str, offset: int, length: int) -> tuple[int, bytes]:
+        return self._queue.spool.read_job_file(cluster, proc, path, offset, length)
+
     def query(self, constraint: classad2.ExprTree | None,
               projection: Sequence[str] | None = None) -> list[classad2.ClassAd]:
         return self._queue.query(constraint, projection)

@@ -378,11 +378,11 @@ class SubmissionService:
         self._check(caller, Permission.READ)
         ref = JobRef.parse(job)
         ad = await self._find(ref)
-        spool = self._backend.spool_directory(ref.cluster, ref.proc)
-        path = _allowed_file(ad, file, spool)
-        size = await self._run(_size, path)
+        path = _allowed_file(ad, file, self._backend.spool_directory(ref.cluster, ref.proc))
+        size, _ = await self._run(self._backend.read_job_file, ref.cluster, ref.proc, path, 0, 0)
         offset, length = _range(start, end, size)
-        return await self._run(_read, path, offset, length)
+        _, data = await self._run(self._backend.read_job_file, ref.cluster, ref.proc, path, offset, length)
+        return data
 
 
 def _check_name(name: str) -> None:
@@ -430,15 +430,17 @@ def _summary(ad: classad2.ClassAd) -> dict[str, Any]:
     return summary
 
 
-def _allowed_file(ad: classad2.ClassAd, name: str, spool: str) -> Path:
-    """Only the job's own files: its Out, Err, UserLog (by attribute name or value) or a plain spool file."""
+def _allowed_file(ad: classad2.ClassAd, name: str, spool: str) -> str:
+    """Only the job's own files: its Out, Err, UserLog (by attribute name or value) or a plain spool file; the answer
+    is what the backend reads, a plain name in the job's spool or an absolute path."""
     iwd = ad.get("Iwd") if isinstance(ad.get("Iwd"), str) else spool
     for attribute in ("Out", "Err", "UserLog", "Log"):
         value = ad.get(attribute)
         if isinstance(value, str) and value not in ("", "/dev/null") and name in (attribute.upper(), attribute, value):
-            return Path(value) if os.path.isabs(value) else Path(iwd) / value
+            path = Path(value) if os.path.isabs(value) else Path(iwd) / value
+            return path.name if path.parent == Path(spool) else str(path)
     _check_file_name(name)
-    return Path(spool) / name
+    return name
 
 
 def _range(start: int, end: int, size: int) -> tuple[int, int]:
@@ -454,16 +456,3 @@ def _range(start: int, end: int, size: int) -> tuple[int, int]:
         raise ApiError(ApiStatus.INVALID_OFFSET, f"Invalid start and end values ({start}, {end})")
     offset = max(0, size + start)
     return offset, max(0, size + end - offset)
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError as exc:
-        raise BackendError(f"Failed to open {path.name}: {exc.strerror}") from None
-
-
-def _read(path: Path, offset: int, length: int) -> bytes:
-    with open(path, "rb") as stream:
-        stream.seek(offset)
-        return stream.read(length)
