@@ -230,6 +230,9 @@ def layout(example: Example) -> None:
     named = [line.split()[0] for line in example.body.splitlines() if line and not line.startswith(" ")]
     missing = [path for path in named if not (ROOT / path).exists()]
     assert not missing, f"the layout names what the tree does not have: {missing}"
+    modules = {str(path.relative_to(ROOT)) for top in ("jobmodel", "gateway", "backends")
+               for path in (ROOT / top).rglob("*.py") if path.name != "__init__.py"}
+    assert not modules - set(named), f"modules the layout does not describe: {sorted(modules - set(named))}"
 
 
 @runs("java")

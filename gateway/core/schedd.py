@@ -18,7 +18,7 @@ from backends.interface import BackendError, FileInfo, ScheddBackend
 from jobmodel.classads import parse_constraint
 from jobmodel.jobs import JobAction, Universe
 
-from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value
+from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value, struct_to_ad
 from .auth import AccessPolicy, Caller, Permission
 from .status import BirdbathError, StatusCode
 from .templates import TemplateError, input_files, job_template
@@ -308,11 +308,8 @@ class BirdbathSchedd:
 
     def discover_job_requirements(self, caller: Caller, attrs: Iterable[Attr] | None) -> list[str]:
         self.policy.check(caller, Permission.READ)
-        ad = classad2.ClassAd()
         try:
-            for attr in attrs or ():
-                if attr.name:
-                    ad[attr.name] = attribute_value(attr.name, attr.type, attr.value)
+            ad = struct_to_ad(attrs or ())
         except BadAttribute as exc:
             raise BirdbathError.fail(f"Checking for requirements failed. ({exc})") from None
         ad["Iwd"] = "/tmp"
