@@ -1,0 +1,522 @@
+"""The executor's decisions in isolation: slots, negotiation cycles, kill signals and grace, periodic evaluation,
+shutdown, suspend/continue, and DAG runs -- on a fake reactor (``MemoryReactorClock`` with a recording
+``spawnProcess``), a synchronous ``call`` and a fake ``Scheduling``.  No process is started, no time passes."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import classad2
+import pytest
+from twisted.internet import defer
+from twisted.internet.error import ProcessDone
+from twisted.internet.testing import MemoryReactorClock
+from twisted.python.failure import Failure
+
+from backends.local import executor as executor_module
+from backends.local.dag.dagman import DagmanOptions
+from backends.local.dag.language import read as read_dag
+from backends.local.dag.runner import DagSetup
+from backends.local.executor import Executor, ExecutorOptions, Launch
+from backends.local.sandbox import ExecuteDir
+from jobmodel.jobs import JobStatus
+
+SHUTDOWN = "The gateway shut down while the job was running; it will run again"
+
+
+# -- fakes ----------------------------------------------------------------------------------------------
+class FakeProcess:
+    """What ``spawnProcess`` returns: an ``IProcessTransport`` with a pid."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+
+@dataclass
+class Spawned:
+    protocol: Any
+    executable: str
+    args: list[str]
+    env: dict | None
+    path: str | None
+    process: FakeProcess
+
+    def end(self) -> None:
+        """The launcher exits (what the reactor tells the protocol)."""
+        self.protocol.processEnded(Failure(ProcessDone(0)))
+
+
+class ProcessReactor(MemoryReactorClock):
+    """MemoryReactorClock has no ``spawnProcess``: this one records each call and hands out fake processes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spawned: list[Spawned] = []
+        self.spawn_error: Exception | None = None
+        self._pid = 1000
+
+    def spawnProcess(self, processProtocol, executable, args=(), env=None, path=None, uid=None, gid=None,
+                     usePTY=False, childFDs=None):
+        if self.spawn_error is not None:
+            raise self.spawn_error
+        self._pid += 1
+        process = FakeProcess(self._pid)
+        self.spawned.append(Spawned(processProtocol, executable, list(args), env, path, process))
+        return process
+
+
+class FakeScheduling:
+    """Hands out the launches it was offered, as many as fit the free CPUs (as the real scheduler does)."""
+
+    def __init__(self) -> None:
+        self.offered: list[Launch] = []
+        self.start_calls: list[tuple[int, set]] = []
+        self.finished: list[tuple] = []
+        self.dags_finished: list[tuple] = []
+        self.recovered = 0
+        self.periodic = 0
+
+    def recover(self) -> None:
+        self.recovered += 1
+
+    def start_jobs(self, free_cpus: int, running: set) -> list[Launch]:
+        self.start_calls.append((free_cpus, set(running)))
+        chosen = []
+        for launch in list(self.offered):
+            if launch.cpus <= free_cpus:
+                chosen.append(launch)
+                self.offered.remove(launch)
+                free_cpus -= launch.cpus
+        return chosen
+
+    def finish_job(self, key, interruption=None) -> None:
+        self.finished.append((key, interruption))
+
+    def finish_dag(self, key, exit_code, interruption=None) -> None:
+        self.dags_finished.append((key, exit_code, interruption))
+
+    def evaluate_periodic(self) -> None:
+        self.periodic += 1
+
+
+class NoDags:
+    """A DagHost for tests that start no DAG."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"a DAG host call ({name}) was not expected")
+
+
+def call(function, *args, **kwargs):
+    """The backend's thread, made synchronous."""
+    return defer.maybeDeferred(function, *args, **kwargs)
+
+
+class ReactorCall:
+    """A ``call`` that answers on a later reactor turn, as the backend's thread does (``reactor.advance(0)``)."""
+
+    def __init__(self, reactor) -> None:
+        self._reactor = reactor
+
+    def __call__(self, function, *args, **kwargs):
+        answer: defer.Deferred = defer.Deferred()
+        self._reactor.callLater(0, lambda: defer.maybeDeferred(function, *args, **kwargs).chainDeferred(answer))
+        return answer
+
+
+class HeldCall:
+    """A ``call`` whose ``start_jobs`` answers only when the test says so (the backend thread is busy)."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Any, tuple, defer.Deferred]] = []
+
+    def __call__(self, function, *args, **kwargs):
+        if getattr(function, "__name__", "") != "start_jobs":
+            return defer.maybeDeferred(function, *args, **kwargs)
+        answer: defer.Deferred = defer.Deferred()
+        self.pending.append((function, args, answer))
+        return answer
+
+    def answer(self) -> None:
+        function, args, answer = self.pending.pop(0)
+        answer.callback(function(*args))
+
+
+@pytest.fixture(autouse=True)
+def sent(monkeypatch):
+    """Every os.kill / os.killpg the executor makes, instead of making it (no test may signal a real pid)."""
+    signals: list[tuple[str, int, int]] = []
+    monkeypatch.setattr(executor_module.os, "kill", lambda pid, number: signals.append(("kill", pid, number)))
+    monkeypatch.setattr(executor_module.os, "killpg", lambda pgid, number: signals.append(("killpg", pgid, number)))
+    return signals
+
+
+@pytest.fixture
+def reactor() -> ProcessReactor:
+    return ProcessReactor()
+
+
+@pytest.fixture
+def scheduling() -> FakeScheduling:
+    return FakeScheduling()
+
+
+def executor(reactor, scheduling, *, slots=4, kill_grace=10.0, periodic_interval=60.0, dags=None,
+             call_function=call) -> Executor:
+    return Executor(reactor, call_function, scheduling, dags or NoDags(),
+                    ExecutorOptions(slots=slots, kill_grace=kill_grace, periodic_interval=periodic_interval))
+
+
+def launch(tmp_path: Path, key, cpus=1, pgid: int | None = None, dag=False) -> Launch:
+    """A launch whose execute directory exists; ``pgid``: the launcher has already written its session id."""
+    directory = ExecuteDir.of(tmp_path, *key)
+    directory.create()
+    if pgid is not None:
+        directory.pgid_file.write_text(str(pgid))
+    return Launch(key, directory, cpus, dag=dag)
+
+
+def ad(status: JobStatus, **attributes) -> classad2.ClassAd:
+    result = classad2.ClassAd()
+    result["JobStatus"] = int(status)
+    for name, value in attributes.items():
+        result[name] = value
+    return result
+
+
+def start_cycles(reactor, ex: Executor) -> None:
+    ex.wake()
+    reactor.advance(0)
+
+
+# -- negotiation and slots ------------------------------------------------------------------------------
+def test_start_recovers_first_then_offers_every_slot(reactor, scheduling, tmp_path, sent):
+    scheduling.offered = [launch(tmp_path, (1, 0), cpus=1), launch(tmp_path, (2, 0), cpus=2)]
+    ex = executor(reactor, scheduling, slots=4)
+    started = ex.start()
+    assert started.called and scheduling.recovered == 1
+    assert scheduling.start_calls == []  # the first cycle is scheduled, not run inline
+    reactor.advance(0)
+    assert scheduling.start_calls == [(4, set())]
+    assert ex.busy_cpus == 3
+    first = reactor.spawned[0]
+    assert first.executable == sys.executable
+    assert first.args == [sys.executable, "-S", "-s", str(executor_module.LAUNCHER),
+                          str(tmp_path / "dir_1.0" / "control" / "launch.json")]
+    assert first.path == str(tmp_path / "dir_1.0")
+    assert set(first.env) == {"PATH"}
+    assert [s.path for s in reactor.spawned] == [str(tmp_path / "dir_1.0"), str(tmp_path / "dir_2.0")]
+
+
+def test_the_next_cycle_offers_only_the_free_slots(reactor, scheduling, tmp_path, sent):
+    scheduling.offered = [launch(tmp_path, (1, 0), cpus=1), launch(tmp_path, (2, 0), cpus=2),
+                          launch(tmp_path, (3, 0), cpus=2)]
+    ex = executor(reactor, scheduling, slots=4)
+    start_cycles(reactor, ex)
+    assert [s.path.rsplit("/", 1)[1] for s in reactor.spawned] == ["dir_1.0", "dir_2.0"]
+    start_cycles(reactor, ex)
+    assert scheduling.start_calls[-1] == (1, {(1, 0), (2, 0)})
+    assert len(reactor.spawned) == 2  # (3, 0) needs 2 CPUs, 1 is free
+
+
+def test_wake_ups_coalesce_into_one_cycle(reactor, scheduling, sent):
+    ex = executor(reactor, scheduling)
+    ex.wake()
+    ex.wake()
+    ex.changed({})
+    ex.changed({(9, 0): ad(JobStatus.IDLE)})
+    assert len(reactor.getDelayedCalls()) == 1
+    reactor.advance(0)
+    assert len(scheduling.start_calls) == 1
+    ex.wake()  # a later wake-up is a new cycle
+    reactor.advance(0)
+    assert len(scheduling.start_calls) == 2
+
+
+def test_a_wake_during_a_cycle_runs_one_more_pass_never_a_concurrent_one(reactor, scheduling, tmp_path, sent):
+    held = HeldCall()
+    ex = executor(reactor, scheduling, slots=2, call_function=held)
+    start_cycles(reactor, ex)
+    assert len(held.pending) == 1
+    scheduling.offered = [launch(tmp_path, (1, 0))]
+    start_cycles(reactor, ex)
+    start_cycles(reactor, ex)
+    assert len(held.pending) == 1  # still the first question
+    held.answer()
+    assert len(reactor.spawned) == 1
+    assert len(held.pending) == 1  # the wake-ups asked for one more pass, with the slot now taken
+    held.answer()
+    assert held.pending == []
+    assert scheduling.start_calls == [(2, set()), (1, {(1, 0)})]
+
+
+def test_changes_that_make_nothing_idle_do_not_look_for_work(reactor, scheduling, sent):
+    ex = executor(reactor, scheduling)
+    ex.changed({(9, 0): ad(JobStatus.COMPLETED), (9, 1): ad(JobStatus.HELD)})
+    assert reactor.getDelayedCalls() == []
+    ex.changed({(9, 0): ad(JobStatus.COMPLETED), (9, 1): ad(JobStatus.IDLE)})
+    assert len(reactor.getDelayedCalls()) == 1
+
+
+def test_a_job_end_calls_finish_job_and_frees_its_slot(reactor, scheduling, tmp_path, sent):
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=501), launch(tmp_path, (2, 0), pgid=502),
+                          launch(tmp_path, (3, 0), pgid=503)]
+    ex = executor(reactor, scheduling, slots=2)
+    start_cycles(reactor, ex)
+    assert len(reactor.spawned) == 2 and ex.busy_cpus == 2
+    reactor.spawned[0].end()
+    assert scheduling.finished == [((1, 0), None)]
+    assert sent == [("killpg", 501, signal.SIGKILL)]  # nothing of its session outlives the launcher
+    reactor.advance(0)  # the end woke the executor
+    assert scheduling.start_calls[-1] == (1, {(2, 0)})
+    assert reactor.spawned[2].path == str(tmp_path / "dir_3.0")
+    assert ex.busy_cpus == 2
+
+
+def test_a_launcher_that_cannot_be_started_ends_at_once(reactor, scheduling, tmp_path, sent):
+    scheduling.offered = [launch(tmp_path, (1, 0))]
+    reactor.spawn_error = OSError(24, "Too many open files")
+    ex = executor(reactor, scheduling, slots=1)
+    ex.wake()
+    reactor.advance(0)
+    assert scheduling.finished == [((1, 0), None)]
+    assert ex.busy_cpus == 0
+    assert scheduling.start_calls[-1] == (1, set())  # and its slot was offered again
+
+
+# -- stopping held and removed jobs -----------------------------------------------------------------------
+def test_a_held_job_gets_its_kill_signal_then_sigkill_after_the_grace(reactor, scheduling, tmp_path, sent):
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=4242)]
+    ex = executor(reactor, scheduling, kill_grace=10)
+    start_cycles(reactor, ex)
+    pid = reactor.spawned[0].process.pid
+    ex.changed({(1, 0): ad(JobStatus.HELD, HoldKillSig="SIGUSR1", KillSig="SIGHUP")})
+    assert sent == [("kill", pid, signal.SIGUSR1)]  # to the launcher, which passes it on to the job
+    ex.changed({(1, 0): ad(JobStatus.HELD, HoldKillSig="SIGUSR1")})
+    assert len(sent) == 1  # a second notice does not signal again
+    reactor.advance(9)
+    assert len(sent) == 1
+    reactor.advance(1)
+    assert sent[1:] == [("killpg", 4242, signal.SIGKILL)]
+    reactor.spawned[0].end()
+    assert scheduling.finished == [((1, 0), None)]  # the scheduler sees the job is held: no interruption
+    assert ex.busy_cpus == 0
+
+
+@pytest.mark.parametrize("status, attributes, expected", [
+    (JobStatus.REMOVED, {"RemoveKillSig": "SIGQUIT", "HoldKillSig": "SIGUSR1"}, signal.SIGQUIT),
+    (JobStatus.HELD, {"KillSig": "SIGHUP"}, signal.SIGHUP),
+    (JobStatus.REMOVED, {}, signal.SIGTERM),
+    (JobStatus.HELD, {"HoldKillSig": "usr2"}, signal.SIGUSR2),
+    (JobStatus.REMOVED, {"RemoveKillSig": "2"}, signal.SIGINT),
+    (JobStatus.HELD, {"HoldKillSig": "NOSUCHSIGNAL"}, signal.SIGTERM),
+], ids=["remove-kill-sig", "kill-sig", "default", "lowercase-name", "number", "unknown-name"])
+def test_which_signal_stops_a_job(reactor, scheduling, tmp_path, sent, status, attributes, expected):
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=77)]
+    ex = executor(reactor, scheduling)
+    start_cycles(reactor, ex)
+    ex.changed({(1, 0): ad(status, **attributes)})
+    assert sent == [("kill", reactor.spawned[0].process.pid, expected)]
+
+
+def test_a_job_that_stops_in_time_is_not_sigkilled(reactor, scheduling, tmp_path, sent):
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=88)]
+    ex = executor(reactor, scheduling, kill_grace=10)
+    start_cycles(reactor, ex)
+    ex.changed({(1, 0): ad(JobStatus.REMOVED)})
+    reactor.advance(3)
+    reactor.spawned[0].end()
+    reactor.advance(0)
+    assert reactor.getDelayedCalls() == []  # the SIGKILL timer was cancelled
+    reactor.advance(30)
+    assert sent == [("kill", reactor.spawned[0].process.pid, signal.SIGTERM), ("killpg", 88, signal.SIGKILL)]
+    assert scheduling.finished == [((1, 0), None)]
+
+
+def test_a_launcher_without_its_session_yet_is_signalled_once_it_has_one(reactor, scheduling, tmp_path, sent):
+    job = launch(tmp_path, (1, 0), pgid=None)
+    scheduling.offered = [job]
+    ex = executor(reactor, scheduling, kill_grace=10)
+    start_cycles(reactor, ex)
+    ex.changed({(1, 0): ad(JobStatus.HELD)})
+    reactor.advance(0.02)
+    reactor.advance(0.02)
+    assert sent == []  # signalling before setsid() would reach only the launcher
+    job.directory.pgid_file.write_text("999")
+    reactor.advance(0.02)
+    assert sent == [("kill", reactor.spawned[0].process.pid, signal.SIGTERM)]
+    reactor.advance(10)  # the grace counts from the hold, not from the delivery
+    assert sent[1:] == [("killpg", 999, signal.SIGKILL)]
+
+
+# -- suspend and continue -------------------------------------------------------------------------------
+def test_suspend_and_continue_stop_and_resume_the_process_group(reactor, scheduling, tmp_path, sent):
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=321)]
+    ex = executor(reactor, scheduling)
+    start_cycles(reactor, ex)
+    ex.changed({(1, 0): ad(JobStatus.SUSPENDED)})
+    ex.changed({(1, 0): ad(JobStatus.SUSPENDED)})
+    assert sent == [("killpg", 321, signal.SIGSTOP)]
+    ex.changed({(1, 0): ad(JobStatus.RUNNING)})
+    ex.changed({(1, 0): ad(JobStatus.RUNNING)})
+    assert sent == [("killpg", 321, signal.SIGSTOP), ("killpg", 321, signal.SIGCONT)]
+    assert ex.busy_cpus == 1  # a suspended job keeps its slot
+
+
+def test_a_suspended_job_is_continued_before_it_is_told_to_stop(reactor, scheduling, tmp_path, sent):
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=321)]
+    ex = executor(reactor, scheduling)
+    start_cycles(reactor, ex)
+    ex.changed({(1, 0): ad(JobStatus.SUSPENDED)})
+    ex.changed({(1, 0): ad(JobStatus.REMOVED, RemoveKillSig="SIGINT")})
+    assert sent == [("killpg", 321, signal.SIGSTOP), ("killpg", 321, signal.SIGCONT),
+                    ("kill", reactor.spawned[0].process.pid, signal.SIGINT)]
+
+
+# -- periodic policy and shutdown -----------------------------------------------------------------------
+def test_periodic_evaluation_runs_every_interval(reactor, scheduling, sent):
+    ex = executor(reactor, scheduling, periodic_interval=60)
+    ex.start()
+    assert scheduling.periodic == 0  # not at start
+    reactor.advance(59)
+    assert scheduling.periodic == 0
+    reactor.advance(1)
+    assert scheduling.periodic == 1
+    reactor.advance(60)
+    reactor.advance(60)
+    assert scheduling.periodic == 3
+
+
+def test_stop_requeues_the_running_jobs_and_waits_for_them(reactor, scheduling, tmp_path, sent):
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=11), launch(tmp_path, (2, 0), pgid=22)]
+    ex = executor(reactor, scheduling, slots=2, periodic_interval=60)
+    ex.start()
+    reactor.advance(0)
+    ex.changed({(2, 0): ad(JobStatus.SUSPENDED)})
+    stopped = defer.Deferred.fromCoroutine(ex.stop())
+    first, second = (s.process.pid for s in reactor.spawned)
+    assert sent == [("killpg", 22, signal.SIGSTOP),
+                    ("kill", first, signal.SIGTERM),
+                    ("killpg", 22, signal.SIGCONT), ("kill", second, signal.SIGTERM)]
+    assert not stopped.called
+    reactor.spawned[0].end()
+    assert not stopped.called
+    reactor.spawned[1].end()
+    assert stopped.called
+    assert scheduling.finished == [((1, 0), SHUTDOWN), ((2, 0), SHUTDOWN)]
+    calls = len(scheduling.start_calls)
+    scheduling.offered = [launch(tmp_path, (3, 0))]
+    ex.wake()
+    reactor.advance(120)
+    assert len(scheduling.start_calls) == calls  # nothing starts after stop()
+    assert scheduling.periodic == 0 and reactor.getDelayedCalls() == []
+
+
+def test_stop_with_nothing_running_returns_at_once(reactor, scheduling, sent):
+    ex = executor(reactor, scheduling)
+    ex.start()
+    stopped = defer.Deferred.fromCoroutine(ex.stop())
+    assert stopped.called and sent == []
+    reactor.advance(0)  # the first cycle start() had scheduled
+    assert scheduling.start_calls == [] and reactor.getDelayedCalls() == []
+
+
+@pytest.mark.xfail(strict=True, reason="stop() does not wait for a negotiation cycle in flight: the jobs that "
+                                       "cycle chose start after stop() returned and are never requeued "
+                                       "(reported, not fixed)")
+def test_stop_during_a_cycle_requeues_what_the_cycle_chose(reactor, scheduling, tmp_path, sent):
+    held = HeldCall()
+    ex = executor(reactor, scheduling, slots=2, call_function=held)
+    start_cycles(reactor, ex)  # start_jobs is running on the backend's thread ...
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=5)]
+    stopped = defer.Deferred.fromCoroutine(ex.stop())  # ... when the gateway shuts down
+    held.answer()
+    for process in reactor.spawned:  # whatever was started ends
+        process.end()
+    assert stopped.called
+    assert scheduling.finished == [((1, 0), SHUTDOWN)]  # the job it chose is requeued, as every running one is
+
+
+# -- DAGMan jobs ------------------------------------------------------------------------------------------
+class OneNodeDag:
+    """A DagHost with a one-node DAG whose node job is cluster 50."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        path = tmp_path / "one.dag"
+        path.write_text("JOB A a.sub\n")
+        self.setup = DagSetup(log_path=tmp_path / "one.dag.dagman.out", dag=read_dag(path),
+                              options=DagmanOptions(dag=path))
+        self.submitted: list[str] = []
+
+    def dag_setup(self, key):
+        return self.setup
+
+    def submit_node(self, dag_key, dag, name, retry):
+        self.submitted.append(name)
+        return 50, 1
+
+    def node_job_states(self, cluster):
+        return 1, {}
+
+    def remove_node_jobs(self, dag_cluster, reason):
+        return 0
+
+    def save_dag_state(self, dag_cluster, state):
+        pass
+
+    def clear_dag_state(self, dag_cluster):
+        pass
+
+    def write_rescue(self, dag, done, failed):
+        return dag.path.with_name("one.dag.rescue001")
+
+
+def test_a_dag_launch_runs_in_the_gateway_and_its_node_jobs_reach_it(reactor, scheduling, tmp_path, sent):
+    # (answers on a later turn, as in the gateway: with a synchronous call the DAG would end inside changed()
+    # and drop out of the executor's table while changed() iterates over it)
+    host = OneNodeDag(tmp_path)
+    scheduling.offered = [launch(tmp_path, (7, 0), cpus=0, dag=True)]
+    ex = executor(reactor, scheduling, dags=host, call_function=ReactorCall(reactor))
+    start_cycles(reactor, ex)
+    assert reactor.spawned == [] and host.submitted == ["A"]
+    ex.changed({(50, 0): ad(JobStatus.COMPLETED, ExitCode=0, DAGManJobId=99)})  # another DAG's node
+    reactor.advance(0)
+    assert scheduling.dags_finished == []
+    ex.changed({(50, 0): ad(JobStatus.COMPLETED, ExitCode=0, DAGManJobId=7)})
+    reactor.advance(0)
+    assert scheduling.dags_finished == [((7, 0), 0, None)]
+    assert scheduling.start_calls[-1] == (4, set())  # the run left the table and woke the executor
+    assert "All jobs Completed!" in (tmp_path / "one.dag.dagman.out").read_text()
+
+
+def test_a_held_dagman_job_stops_its_dag_run_without_an_exit_code(reactor, scheduling, tmp_path, sent):
+    host = OneNodeDag(tmp_path)
+    scheduling.offered = [launch(tmp_path, (7, 0), cpus=0, dag=True)]
+    ex = executor(reactor, scheduling, dags=host)
+    start_cycles(reactor, ex)
+    ex.changed({(7, 0): ad(JobStatus.HELD)})
+    assert scheduling.dags_finished == [((7, 0), None, None)]
+    assert sent == []  # a DAG run has no process to signal
+
+
+def test_stop_stops_dag_runs_as_a_shutdown(reactor, scheduling, tmp_path, sent):
+    host = OneNodeDag(tmp_path)
+    scheduling.offered = [launch(tmp_path, (7, 0), cpus=0, dag=True)]
+    ex = executor(reactor, scheduling, dags=host)
+    start_cycles(reactor, ex)
+    stopped = defer.Deferred.fromCoroutine(ex.stop())
+    assert stopped.called
+    assert scheduling.dags_finished == [((7, 0), None, SHUTDOWN)]
+
+
+def test_a_dag_that_cannot_be_read_ends_with_exit_1(reactor, scheduling, tmp_path, sent):
+    host = OneNodeDag(tmp_path)
+    host.setup = DagSetup(log_path=tmp_path / "bad.dagman.out", error="cannot read DAG file x.dag")
+    scheduling.offered = [launch(tmp_path, (7, 0), cpus=0, dag=True)]
+    ex = executor(reactor, scheduling, dags=host)
+    start_cycles(reactor, ex)
+    assert scheduling.dags_finished == [((7, 0), 1, None)]
+    assert "ERROR: cannot read DAG file x.dag" in (tmp_path / "bad.dagman.out").read_text()

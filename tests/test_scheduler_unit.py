@@ -1,0 +1,394 @@
+"""The scheduler's decisions on a real queue: a JobStore on a fresh SQLite file, a real Spool, a settable clock and
+a fixed machine ad.  Nothing runs: a "run" is the execute directory start_jobs prepares plus the result file the
+launcher would have written (``sandbox.ExecuteDir.result_file``, the dict ``launcher.run`` returns)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import classad2
+import pytest
+
+from backends.local.queue import JobQueue
+from backends.local.sandbox import ExecuteDir
+from backends.local.scheduler import Scheduler
+from backends.local.store import JobStore
+from backends.spool import Spool
+from jobmodel.classads import evaluate, job_status
+from jobmodel.jobs import HoldCode, JobAction, JobStatus, Universe
+
+SCHEDD = "unit.schedd"
+E = classad2.ExprTree
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class World:
+    queue: JobQueue
+    scheduler: Scheduler
+    clock: Clock
+    execute: Path
+    iwd: Path
+    changes: list[dict]
+
+    def submit(self, procs: int = 1, **attributes) -> list[tuple[int, int]]:
+        """One cluster of ``procs`` jobs (a shared-file-system /bin/true unless told otherwise), committed."""
+        txn = self.queue.begin()
+        cluster = self.queue.new_cluster(txn)
+        keys = []
+        for _ in range(procs):
+            proc = self.queue.new_proc(txn, cluster)
+            ad = classad2.ClassAd()
+            values = {"Cmd": "/bin/true", "Iwd": str(self.iwd), "JobUniverse": int(Universe.VANILLA),
+                      "Requirements": E("TRUE"), "Owner": "alice"} | attributes
+            for name, value in values.items():
+                ad[name] = value
+            self.queue.submit(txn, cluster, proc, ad)
+            keys.append((cluster, proc))
+        self.queue.commit(txn)
+        return keys
+
+    def job(self, key) -> classad2.ClassAd:
+        ad = self.queue.get_job(*key)
+        assert ad is not None, f"job {key} is not in the queue"
+        return ad
+
+    def status(self, key) -> JobStatus:
+        return job_status(self.job(key))
+
+    def start(self, free_cpus: int = 100, running=frozenset()) -> list[tuple[int, int]]:
+        return [launch.key for launch in self.scheduler.start_jobs(free_cpus, set(running))]
+
+    def result(self, key, **values) -> None:
+        """Write the launcher's result file for a started job."""
+        result = {"exit_code": 0, "signal": None, "user_cpu": 0.0, "sys_cpu": 0.0, "max_rss_kb": 0,
+                  "wall_seconds": 0.0, "exec_error": None} | values
+        ExecuteDir.of(self.execute, *key).result_file.write_text(json.dumps(result))
+
+
+def attributes(ad: classad2.ClassAd, *names: str) -> dict:
+    return {name: evaluate(ad, name) for name in names}
+
+
+@pytest.fixture
+def state_dir(tmp_path):
+    """A fresh directory, in memory when the machine has /dev/shm (SQLite's fsyncs cost ~10 ms each on disk)."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield tmp_path
+        return
+    directory = Path(tempfile.mkdtemp(prefix="scheduler-unit-", dir=shm))
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def world(state_dir):
+    store = JobStore(state_dir / "queue.sqlite3")
+    clock = Clock(1000)
+    queue = JobQueue(store, Spool(state_dir / "spool"), SCHEDD, clock)
+    changes: list[dict] = []
+    queue.listener = lambda changed: changes.append(dict(changed))
+    execute = state_dir / "execute"
+    execute.mkdir()
+    iwd = state_dir / "iwd"
+    iwd.mkdir()
+    machine = classad2.ClassAd()
+    for name, value in {"MyType": "Machine", "Cpus": 4, "Memory": 2048, "OpSys": "LINUX", "Arch": "X86_64",
+                        "Requirements": E("true"), "Start": E("true")}.items():
+        machine[name] = value
+    yield World(queue, Scheduler(queue, execute, machine), clock, execute, iwd, changes)
+    store.close()
+
+
+# -- choosing what starts ----------------------------------------------------------------------------------
+def test_idle_jobs_start_by_job_prio_then_qdate_then_id(world):
+    world.clock.now = 1000
+    low_late = world.submit()[0]
+    world.clock.now = 1010
+    high = world.submit(JobPrio=5)[0]
+    world.clock.now = 900
+    low_early = world.submit()[0]
+    pair = world.submit(procs=2)  # the same JobPrio and QDate as low_early, later ids
+    negative = world.submit(JobPrio=-1)[0]
+    world.clock.now = 1100
+    assert world.start(free_cpus=2) == [high, low_early]
+    assert world.start(free_cpus=100) == [*pair, low_late, negative]
+
+
+def test_a_started_job_is_running_with_a_prepared_execute_directory(world):
+    key = world.submit(Arguments="one 'two words'")[0]
+    world.clock.now = 1234
+    [launch] = world.scheduler.start_jobs(4, set())
+    assert (launch.key, launch.cpus, launch.dag) == (key, 1, False)
+    assert launch.directory == ExecuteDir.of(world.execute, *key)
+    spec = json.loads(launch.directory.spec_file.read_text())
+    assert (spec["executable"], spec["arguments"], spec["cwd"]) == ("/bin/true", ["one", "two words"], str(world.iwd))
+    assert spec["result_file"] == str(launch.directory.result_file)
+    assert attributes(world.job(key), "JobStatus", "LastJobStatus", "JobCurrentStartDate", "JobStartDate",
+                      "NumJobStarts", "RemoteHost", "EnteredCurrentStatus") == {
+        "JobStatus": 2, "LastJobStatus": 1, "JobCurrentStartDate": 1234, "JobStartDate": 1234, "NumJobStarts": 1,
+        "RemoteHost": SCHEDD, "EnteredCurrentStatus": 1234}
+    assert world.queue.active == {key}
+    assert world.start() == []  # never started twice
+    assert len(world.changes) == 1  # only the submission was announced: the executor acts on the launches itself
+
+
+def test_jobs_the_executor_runs_are_not_offered_again(world):
+    first, second = world.submit(procs=2)
+    assert world.start(running={first}) == [second]
+
+
+@pytest.mark.parametrize("requirements, starts", [
+    ('TARGET.OpSys == "WINDOWS"', False),
+    ("TARGET.Memory >= 1024 && TARGET.Cpus >= 2", True),
+    ("TARGET.Memory > 4096", False),
+    ("TARGET.NoSuchAttribute == 1", False),  # undefined is not true
+])
+def test_requirements_are_matched_against_the_machine_ad(world, requirements, starts):
+    key = world.submit(Requirements=E(requirements))[0]
+    assert world.start() == ([key] if starts else [])
+    assert world.status(key) is (JobStatus.RUNNING if starts else JobStatus.IDLE)
+
+
+def test_request_cpus_larger_than_the_free_slots_stays_idle_and_smaller_jobs_go_ahead(world):
+    big = world.submit(RequestCpus=3, JobPrio=10)[0]
+    small = world.submit(procs=3)
+    assert world.start(free_cpus=2) == small[:2]
+    assert world.status(big) is JobStatus.IDLE and world.status(small[2]) is JobStatus.IDLE
+    [launch] = world.scheduler.start_jobs(3, set())
+    assert (launch.key, launch.cpus) == (big, 3)
+
+
+def test_scheduler_universe_jobs_need_no_slot(world):
+    vanilla = world.submit()[0]
+    scheduler = world.submit(JobUniverse=int(Universe.SCHEDULER))[0]
+    [launch] = world.scheduler.start_jobs(0, set())
+    assert (launch.key, launch.cpus) == (scheduler, 0)
+    assert world.status(vanilla) is JobStatus.IDLE
+
+
+@pytest.mark.parametrize("attributes_, reason, code", [
+    ({"Cmd": "/nonexistent/program"}, "Error from starter: Failed to execute '/nonexistent/program': No such file",
+     HoldCode.FAILED_TO_CREATE_PROCESS),
+    ({"Iwd": "/nonexistent/iwd"}, "Iwd '/nonexistent/iwd' is not an existing absolute directory", HoldCode.IWD_ERROR),
+    ({"In": "missing.txt"}, "Error from starter: cannot open standard input '{iwd}/missing.txt'",
+     HoldCode.UNABLE_TO_OPEN_INPUT),
+    ({"JobUniverse": int(Universe.GRID)}, "JobUniverse 9 is not supported by the local backend",
+     HoldCode.FAILED_TO_CREATE_PROCESS),
+])
+def test_a_job_that_cannot_run_is_held_with_the_starters_reason(world, attributes_, reason, code):
+    bad = world.submit(**attributes_)[0]
+    good = world.submit()[0]
+    world.clock.now = 1500
+    assert world.start() == [good]
+    ad = world.job(bad)
+    assert evaluate(ad, "HoldReason").startswith(reason.format(iwd=world.iwd))
+    assert attributes(ad, "JobStatus", "HoldReasonCode", "NumSystemHolds", "EnteredCurrentStatus") == {
+        "JobStatus": 5, "HoldReasonCode": int(code), "NumSystemHolds": 1, "EnteredCurrentStatus": 1500}
+    assert not ExecuteDir.of(world.execute, *bad).root.exists()
+    assert world.queue.active == {good}
+
+
+# -- how a run ends -------------------------------------------------------------------------------------
+def test_a_run_that_exits_completes_the_job_with_its_exit_code(world):
+    key = world.submit(LeaveJobInQueue=True)[0]
+    world.start()
+    world.result(key, exit_code=3, user_cpu=1.5, sys_cpu=0.5, max_rss_kb=4096, wall_seconds=12.0)
+    world.clock.now = 1100
+    world.scheduler.finish_job(key)
+    assert attributes(world.job(key), "JobStatus", "ExitCode", "ExitStatus", "ExitBySignal", "CompletionDate",
+                      "NumJobCompletions", "RemoteWallClockTime", "RemoteUserCpu", "RemoteSysCpu", "ImageSize",
+                      "MemoryUsage") == {
+        "JobStatus": 4, "ExitCode": 3, "ExitStatus": 3, "ExitBySignal": False, "CompletionDate": 1100,
+        "NumJobCompletions": 1, "RemoteWallClockTime": 12.0, "RemoteUserCpu": 1.5, "RemoteSysCpu": 0.5,
+        "ImageSize": 4096, "MemoryUsage": 4}
+    assert not ExecuteDir.of(world.execute, *key).root.exists()
+    assert world.queue.active == set()
+    assert job_status(world.changes[-1][key]) is JobStatus.COMPLETED  # the executor hears of it
+
+
+def test_a_completed_job_leaves_the_queue_for_the_history(world):
+    key = world.submit()[0]
+    world.start()
+    world.result(key, exit_code=0)
+    world.scheduler.finish_job(key)
+    assert world.queue.get_job(*key) is None
+    [ad] = world.queue.history(None)
+    assert attributes(ad, "ClusterId", "ProcId", "JobStatus", "ExitCode") == {
+        "ClusterId": key[0], "ProcId": key[1], "JobStatus": 4, "ExitCode": 0}
+
+
+def test_a_run_killed_by_a_signal(world):
+    key = world.submit(LeaveJobInQueue=True)[0]
+    world.start()
+    world.result(key, exit_code=None, signal=9)
+    world.scheduler.finish_job(key)
+    assert attributes(world.job(key), "JobStatus", "ExitBySignal", "ExitSignal", "ExitCode") == {
+        "JobStatus": 4, "ExitBySignal": True, "ExitSignal": 9, "ExitCode": None}
+
+
+def test_a_program_that_cannot_be_executed_holds_the_job(world):
+    key = world.submit()[0]
+    world.start()
+    world.result(key, exit_code=127, exec_error="/bin/true: Exec format error")
+    world.scheduler.finish_job(key)
+    assert attributes(world.job(key), "JobStatus", "HoldReason", "HoldReasonCode") == {
+        "JobStatus": 5, "HoldReason": "Error from starter: Failed to execute '/bin/true: Exec format error'",
+        "HoldReasonCode": int(HoldCode.FAILED_TO_CREATE_PROCESS)}
+
+
+def test_a_missing_result_file_means_interrupted_and_the_job_runs_again(world):
+    key = world.submit()[0]
+    world.clock.now = 1000
+    world.start()
+    world.clock.now = 1030
+    world.scheduler.finish_job(key)  # the launcher died with its job
+    assert attributes(world.job(key), "JobStatus", "LastVacateTime", "NumJobStarts", "RemoteWallClockTime",
+                      "ExitCode") == {
+        "JobStatus": 1, "LastVacateTime": 1030, "NumJobStarts": 1, "RemoteWallClockTime": 30.0, "ExitCode": None}
+    assert world.queue.active == set()
+    assert world.start() == [key]
+    assert evaluate(world.job(key), "NumJobStarts") == 2
+
+
+def test_a_run_the_gateway_ended_goes_back_to_idle_even_with_a_result(world):
+    key = world.submit()[0]
+    world.start()
+    world.result(key, exit_code=None, signal=15, wall_seconds=4.0)
+    world.scheduler.finish_job(key, "The gateway shut down while the job was running; it will run again")
+    assert attributes(world.job(key), "JobStatus", "RemoteWallClockTime", "ExitBySignal") == {
+        "JobStatus": 1, "RemoteWallClockTime": 4.0, "ExitBySignal": None}
+
+
+def test_on_exit_remove_false_requeues_the_job(world):
+    key = world.submit(OnExitRemove=E("ExitCode == 0"))[0]
+    world.start()
+    world.result(key, exit_code=2, wall_seconds=1.0)
+    world.scheduler.finish_job(key)
+    assert attributes(world.job(key), "JobStatus", "ExitCode", "NumJobCompletions") == {
+        "JobStatus": 1, "ExitCode": 2, "NumJobCompletions": None}
+    assert world.start() == [key]
+    world.result(key, exit_code=0)
+    world.scheduler.finish_job(key)
+    [ad] = world.queue.history(None)
+    assert attributes(ad, "JobStatus", "ExitCode", "NumJobStarts", "RemoteWallClockTime") == {
+        "JobStatus": 4, "ExitCode": 0, "NumJobStarts": 2, "RemoteWallClockTime": 1.0}
+
+
+def test_on_exit_hold(world):
+    key = world.submit(OnExitHold=E("ExitCode == 3"))[0]
+    world.start()
+    world.result(key, exit_code=3)
+    world.scheduler.finish_job(key)
+    assert attributes(world.job(key), "JobStatus", "ExitCode", "HoldReason", "HoldReasonCode") == {
+        "JobStatus": 5, "ExitCode": 3,
+        "HoldReason": "The job attribute OnExitHold expression 'ExitCode == 3' evaluated to TRUE",
+        "HoldReasonCode": int(HoldCode.JOB_POLICY)}
+
+
+def test_a_run_stopped_because_the_job_was_held_only_adds_its_accounting(world):
+    key = world.submit()[0]
+    world.start()
+    world.queue.act(None, JobAction.HOLD, *key, "not now")
+    assert job_status(world.changes[-1][key]) is JobStatus.HELD  # what makes the executor signal it
+    assert world.queue.active == {key}
+    world.result(key, exit_code=None, signal=15, wall_seconds=5.0)
+    world.scheduler.finish_job(key)
+    assert attributes(world.job(key), "JobStatus", "HoldReason", "HoldReasonCode", "RemoteWallClockTime",
+                      "ExitBySignal") == {
+        "JobStatus": 5, "HoldReason": "not now", "HoldReasonCode": int(HoldCode.USER_REQUEST),
+        "RemoteWallClockTime": 5.0, "ExitBySignal": None}
+    assert world.queue.active == set()
+
+
+def test_a_removed_job_leaves_the_queue_once_its_run_ended(world):
+    key = world.submit()[0]
+    world.start()
+    world.queue.act(None, JobAction.REMOVE, *key, None)
+    assert world.status(key) is JobStatus.REMOVED  # still queued while its process may run
+    world.result(key, exit_code=None, signal=15)
+    world.scheduler.finish_job(key)
+    assert world.queue.get_job(*key) is None
+    assert [evaluate(ad, "JobStatus") for ad in world.queue.history(None)] == [3]
+
+
+# -- periodic policy, DAGMan jobs, recovery ---------------------------------------------------------------
+def test_evaluate_periodic_applies_periodic_hold(world):
+    policy = E("NumJobStarts >= 1")
+    running = world.submit(PeriodicHold=policy)[0]
+    world.start()
+    idle = world.submit(PeriodicHold=policy)[0]
+    world.clock.now = 1600
+    world.scheduler.evaluate_periodic()
+    assert attributes(world.job(running), "JobStatus", "HoldReason", "HoldReasonCode", "EnteredCurrentStatus") == {
+        "JobStatus": 5, "HoldReason": "The job attribute PeriodicHold expression 'NumJobStarts >= 1' evaluated to TRUE",
+        "HoldReasonCode": int(HoldCode.JOB_POLICY), "EnteredCurrentStatus": 1600}
+    assert world.status(idle) is JobStatus.IDLE
+    assert set(world.changes[-1]) == {running}  # the executor is told, and stops the run
+    count = len(world.changes)
+    world.scheduler.evaluate_periodic()
+    assert len(world.changes) == count  # nothing more to do: nothing written, nobody told
+
+
+def test_evaluate_periodic_applies_periodic_release_and_remove(world):
+    released = world.submit(PeriodicRelease=E("HoldReasonCode == 1"))[0]
+    removed = world.submit(PeriodicRemove=E("JobPrio < 0"), JobPrio=-3)[0]
+    world.queue.act(None, JobAction.HOLD, *released, "for a moment")
+    world.scheduler.evaluate_periodic()
+    assert attributes(world.job(released), "JobStatus", "LastHoldReason", "ReleaseReason") == {
+        "JobStatus": 1, "LastHoldReason": "for a moment",
+        "ReleaseReason": "The job attribute PeriodicRelease expression 'HoldReasonCode == 1' evaluated to TRUE"}
+    assert world.queue.get_job(*removed) is None
+    [gone] = world.queue.history(None)
+    assert evaluate(gone, "RemoveReason") == \
+        "The job attribute PeriodicRemove expression 'JobPrio < 0' evaluated to TRUE"
+
+
+def test_a_dagman_job_is_launched_as_a_dag_and_finish_dag_records_its_end(world):
+    dagman = {"Cmd": "/usr/bin/condor_dagman", "JobUniverse": int(Universe.SCHEDULER),
+              "Arguments": "-f -Dag diamond.dag", "LeaveJobInQueue": True}
+    ended, stopped = world.submit(**dagman)[0], world.submit(**dagman)[0]
+    launches = world.scheduler.start_jobs(0, set())
+    assert [(launch.key, launch.dag, launch.cpus) for launch in launches] == [(ended, True, 0), (stopped, True, 0)]
+    assert not launches[0].directory.root.exists()  # nothing to prepare: the gateway runs it
+    world.clock.now = 1042
+    world.scheduler.finish_dag(ended, 1)
+    world.scheduler.finish_dag(stopped, None, "gateway shutdown")
+    assert attributes(world.job(ended), "JobStatus", "ExitCode", "RemoteWallClockTime") == {
+        "JobStatus": 4, "ExitCode": 1, "RemoteWallClockTime": 42.0}
+    assert attributes(world.job(stopped), "JobStatus", "ExitCode", "LastVacateTime") == {
+        "JobStatus": 1, "ExitCode": None, "LastVacateTime": 1042}
+    assert world.queue.active == set()
+
+
+def test_recover_finishes_runs_that_ended_and_requeues_the_others(world):
+    finished, cut_off = world.submit(procs=2, LeaveJobInQueue=True)
+    world.clock.now = 1000
+    world.start()
+    idle = world.submit()[0]
+    leftover = ExecuteDir.of(world.execute, *idle)  # an idle job's execute directory (a crash mid-start)
+    leftover.create()
+    world.result(finished, exit_code=7)
+    world.queue.active.clear()  # a new gateway process knows of no running job
+    world.clock.now = 2000
+    world.scheduler.recover()
+    assert attributes(world.job(finished), "JobStatus", "ExitCode") == {"JobStatus": 4, "ExitCode": 7}
+    assert attributes(world.job(cut_off), "JobStatus", "LastVacateTime", "RemoteWallClockTime") == {
+        "JobStatus": 1, "LastVacateTime": 2000, "RemoteWallClockTime": 1000.0}
+    assert world.status(idle) is JobStatus.IDLE
+    assert list(world.execute.iterdir()) == []
