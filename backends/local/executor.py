@@ -154,7 +154,7 @@ class Executor:
                     self._signal(key, _signal_number(kill_signal(ad)))
             dag_cluster = ad.get("DAGManJobId")
             if isinstance(dag_cluster, int):
-                for other in self._running.values():
+                for other in list(self._running.values()):  # a DAG run may end while told
                     if other.dag is not None and other.dag.cluster == dag_cluster:
                         other.dag.job_changed(key, ad)
         if not changes or any(job_status(ad) is JobStatus.IDLE for ad in changes.values()):
