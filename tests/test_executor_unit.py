@@ -424,9 +424,6 @@ def test_stop_with_nothing_running_returns_at_once(reactor, scheduling, sent):
     assert scheduling.start_calls == [] and reactor.getDelayedCalls() == []
 
 
-@pytest.mark.xfail(strict=True, reason="stop() does not wait for a negotiation cycle in flight: the jobs that "
-                                       "cycle chose start after stop() returned and are never requeued "
-                                       "(reported, not fixed)")
 def test_stop_during_a_cycle_requeues_what_the_cycle_chose(reactor, scheduling, tmp_path, sent):
     held = HeldCall()
     ex = executor(reactor, scheduling, slots=2, call_function=held)

@@ -29,6 +29,7 @@ from .sandbox import ExecuteDir
 
 log = Logger()
 LAUNCHER = Path(__file__).with_name("launcher.py")
+SHUT_DOWN = "The gateway shut down while the job was running; it will run again"
 JobKey = tuple[int, int]
 
 
@@ -94,6 +95,7 @@ class Executor:
         self._running: dict[JobKey, _Running] = {}
         self._wake_pending = False
         self._negotiating = False
+        self._cycle_done: Deferred | None = None  # fires when the negotiation cycle in flight has ended
         self._again = False
         self._stopped = False
         self._periodic = LoopingCall(self._tick)
@@ -123,12 +125,14 @@ class Executor:
             log.info("stopping {count} running job(s); they are requeued and run when the gateway next starts",
                      count=len(self._running))
         for key, running in list(self._running.items()):
-            running.stopping = "The gateway shut down while the job was running; it will run again"
+            running.stopping = SHUT_DOWN
             if running.dag is not None:
                 running.dag.stop(StopReason.SHUTDOWN)
             else:
                 self._continue(running)
                 self._signal(key, signal.SIGTERM)
+        if self._cycle_done is not None:  # the jobs a cycle in flight chooses are requeued, not started
+            await self._cycle_done
         while self._running:
             waiter: Deferred = Deferred()
             self._drained.append(waiter)
@@ -182,17 +186,30 @@ class Executor:
             self._again = True
             return
         self._negotiating = True
+        self._cycle_done = Deferred()
         try:
             while not self._stopped:
                 self._again = False
                 free = self.options.slots - self.busy_cpus
                 launches = await self._call(self._scheduler.start_jobs, free, set(self._running))
+                if self._stopped:  # stop() came while the scheduler chose: these jobs never start
+                    await self._requeue(launches)
+                    break
                 for launch in launches:
                     self._spawn(launch)
                 if not self._again:
                     break
         finally:
             self._negotiating = False
+            done, self._cycle_done = self._cycle_done, None
+            done.callback(None)
+
+    async def _requeue(self, launches: list[Launch]) -> None:
+        for launch in launches:
+            if launch.dag:
+                await self._call(self._scheduler.finish_dag, launch.key, None, SHUT_DOWN)
+            else:
+                await self._call(self._scheduler.finish_job, launch.key, SHUT_DOWN)
 
     def _spawn(self, launch: Launch) -> None:
         running = _Running(launch)
