@@ -8,10 +8,10 @@ import pytest
 
 from backends.contract import BackendContract, job_ad, submitted
 from backends.htcondor import HTCondorBackend
-from backends.htcondor.backend import FIRST_GATEWAY_CLUSTER
-from backends.interface import BackendUnavailable
-from jobmodel.classads import parse_constraint
-from jobmodel.jobs import JobAction
+from backends.htcondor.backend import FIRST_GATEWAY_CLUSTER, ROLLBACK_REASON
+from backends.interface import BackendError, BackendUnavailable, InvalidState, UnknownJob
+from jobmodel.classads import matches, parse_constraint
+from jobmodel.jobs import JobAction, JobStatus
 from tests.htcondor_standin import FakePool
 
 
@@ -79,9 +79,10 @@ def test_actions_and_edits_go_to_the_schedd_with_the_jobs_schedd_side_constraint
     backend.act(None, JobAction.HOLD, cluster, proc, "maintenance")
     backend.set_attribute(None, cluster, proc, "Note", "a string")
     spec = f"BirdbathClusterId == {cluster} && BirdbathProcId == {proc}"
-    assert ("act", ("Hold", spec, "maintenance")) in pool.calls
+    assert ("act", ("Hold", spec, "maintenance", 0)) in pool.calls  # what the bindings passed on to the schedd
     assert ("edit", (spec, "Note", '"a string"')) in pool.calls
-    assert backend.get_job(cluster, proc)["Note"] == "a string"
+    shown = backend.get_job(cluster, proc)
+    assert shown["Note"] == "a string" and shown["HoldReason"] == "maintenance" and shown["HoldReasonSubCode"] == 0
 
 
 def test_jobs_submitted_elsewhere_keep_their_own_ids(tmp_path, pool):
@@ -104,3 +105,224 @@ def test_locating_a_schedd_in_a_pool_that_is_not_there(tmp_path):
     with pytest.raises(BackendUnavailable) as error:
         HTCondorBackend(tmp_path, collector="127.0.0.1:9", schedd_name="nowhere")
     assert "cannot locate the schedd nowhere in collector 127.0.0.1:9" in str(error.value)
+
+
+# -- the stand-in takes what the 24.0 bindings take -------------------------------------------------------------
+def test_the_standin_drops_a_plain_string_reason_as_the_bindings_do(pool):
+    import htcondor2
+
+    pool.jobs[(3, 0)] = classad2.parseOne("[ClusterId = 3; ProcId = 0; JobStatus = 1]")
+    pool.schedd.act(htcondor2.JobAction.Hold, "ClusterId == 3", "a plain string")
+    assert pool.calls[-1] == ("act", ("Hold", "ClusterId == 3", None, None))  # the schedd got no reason
+    assert pool.jobs[(3, 0)]["HoldReason"] == ""
+    pool.schedd.act(htcondor2.JobAction.Release, "ClusterId == 3", ("kept", 0))
+    assert pool.jobs[(3, 0)]["ReleaseReason"] == "kept"
+    with pytest.raises(TypeError):  # job_spec_hack runs re.fullmatch on it
+        pool.schedd.act(htcondor2.JobAction.Hold, classad2.ExprTree("ClusterId == 3"), ("no", 0))
+    with pytest.raises(TypeError):
+        pool.schedd.query("true", ("ClusterId",))  # _schedd_query wants a list
+    assert pool.schedd.query(None) == []  # str(None) is the attribute None
+    with pytest.raises(TypeError):
+        pool.submitter.submitMany(classad2.ClassAd(), [])  # the v1 bindings take v1 ClassAds only
+
+
+def test_acting_by_constraint_on_a_job_in_the_wrong_state_matches_nothing(tmp_path, pool):
+    import htcondor2
+
+    backend = make(tmp_path, pool)
+    cluster, (proc,) = submitted(backend)
+    result = pool.schedd.act(htcondor2.JobAction.Release, backend._spec(cluster, proc), ("no", 0))
+    assert (result["TotalSuccess"], result["TotalBadStatus"], result["TotalNotFound"]) == (0, 0, 0)
+    with pytest.raises(InvalidState):  # so the backend asks whether the job is there
+        backend.act(None, JobAction.RELEASE, cluster, proc, "no")
+    with pytest.raises(UnknownJob):
+        backend.act(None, JobAction.RELEASE, cluster + 1, proc, "no")
+
+
+def test_a_failed_spooling_removes_the_cluster_again(tmp_path, pool):
+    backend = make(tmp_path, pool)
+    txn = backend.begin()
+    cluster = backend.new_cluster(txn)
+    proc = backend.new_proc(txn, cluster)
+    backend.stage_file(txn, cluster, proc, "input")
+    backend.submit(txn, cluster, proc, job_ad())
+    pool.fail("spool")
+    with pytest.raises(BackendUnavailable):
+        backend.commit(txn)
+    assert pool.jobs == {} and pool.history[0]["RemoveReason"] == ROLLBACK_REASON
+    assert pool.history[0]["LastHoldReasonCode"] == 16  # it had been waiting for its files
+    assert backend.get_job(cluster, proc) is None
+
+
+def test_a_job_waiting_for_its_files_cannot_be_released(tmp_path, pool):
+    backend = make(tmp_path, pool)
+    pool.jobs[(5, 0)] = classad2.parseOne('[ClusterId = 5; ProcId = 0; JobStatus = 5; HoldReasonCode = 16]')
+    with pytest.raises(InvalidState):
+        backend.act(None, JobAction.RELEASE, 5, 0, "too early")
+
+
+def test_reasons_reach_the_schedd_for_every_action(tmp_path, pool):
+    backend = make(tmp_path, pool)
+    cluster, (proc,) = submitted(backend, LeaveJobInQueue=True)
+    backend.act(None, JobAction.HOLD, cluster, proc, "wait")
+    backend.act(None, JobAction.RELEASE, cluster, proc, "go")
+    backend.act(None, JobAction.REMOVE, cluster, proc, "gone")
+    assert [args[2:] for args in pool.called("act")] == [("wait", 0), ("go", 0), ("gone", 0)]
+    ad = backend.get_job(cluster, proc)
+    assert (ad["LastHoldReason"], ad["ReleaseReason"], ad["RemoveReason"]) == ("wait", "go", "gone")
+
+
+# -- commit: as atomic as a schedd allows ---------------------------------------------------------------------
+def _two_clusters(backend, pool, **attributes):
+    txn = backend.begin()
+    clusters = []
+    for count in (2, 1):
+        cluster = backend.new_cluster(txn)
+        for _ in range(count):
+            proc = backend.new_proc(txn, cluster)
+            backend.submit(txn, cluster, proc, job_ad(**attributes))
+        clusters.append(cluster)
+    return txn, clusters
+
+
+def test_a_failed_submission_removes_the_clusters_this_commit_already_submitted(tmp_path, pool):
+    backend = make(tmp_path, pool)
+    txn, (first, second) = _two_clusters(backend, pool)
+    pool.fail("submitMany", 2)
+    with pytest.raises(BackendUnavailable) as error:
+        backend.commit(txn)
+    assert "submitMany failed" in str(error.value)
+    assert f"removed the submitted cluster {first} (schedd cluster 1)" in str(error.value)
+    removals = [args for args in pool.called("act") if args[0] == "Remove"]
+    assert removals == [("Remove", "ClusterId == 1", ROLLBACK_REASON, 0),
+                        ("Remove", f"BirdbathClusterId == {second}", ROLLBACK_REASON, 0)]
+    # what is left: nothing in the schedd's queue; the removed jobs in its history; nothing through the gateway
+    assert pool.jobs == {}
+    assert [(ad["ClusterId"], ad["JobStatus"], ad["RemoveReason"]) for ad in pool.history] == \
+        [(1, 3, ROLLBACK_REASON), (1, 3, ROLLBACK_REASON)]
+    assert backend.query(None) == [] and backend.history(None) == []
+    assert backend.get_job(first, 0) is None and backend.get_job(second, 0) is None
+    with pytest.raises(BackendError):
+        backend.commit(txn)  # one commit per transaction
+    backend.abort(txn)  # what the gateway does next: the staged directories go
+    assert not any(backend.list_files(None, cluster, 0) for cluster in (first, second))
+
+
+def test_a_cluster_queued_before_its_error_is_removed_by_its_gateway_id(tmp_path, pool):
+    backend = make(tmp_path, pool)
+    txn, (first, second) = _two_clusters(backend, pool)
+    pool.fail("submitMany", 2, after=True)  # the schedd committed the second cluster, the reply was lost
+    with pytest.raises(BackendUnavailable):
+        backend.commit(txn)
+    assert pool.jobs == {} and {ad["ClusterId"] for ad in pool.history} == {1, 2}
+    assert backend.query(None) == []
+
+
+def test_a_failed_change_undoes_the_changes_and_submissions_before_it(tmp_path, pool):
+    backend = make(tmp_path, pool)
+    held, (held_proc,) = submitted(backend, LeaveJobInQueue=True)
+    edited, (edited_proc,) = submitted(backend, Note="before")
+    removed, (removed_proc,) = submitted(backend)
+    txn = backend.begin()
+    backend.act(txn, JobAction.REMOVE, removed, removed_proc, "not yet")  # removals go last
+    new = backend.new_cluster(txn)
+    backend.submit(txn, new, backend.new_proc(txn, new), job_ad())
+    backend.act(txn, JobAction.HOLD, held, held_proc, "in txn")
+    backend.set_attribute(txn, edited, edited_proc, "Note", "after")
+    backend.set_attribute(txn, held, held_proc, "Fresh", "x")
+    pool.fail("edit", 2)  # the second edit fails
+    with pytest.raises(BackendUnavailable) as error:
+        backend.commit(txn)
+    assert "undid 2 changes to existing jobs" in str(error.value)
+    assert backend.get_job(new, 0) is None
+    assert backend.get_job(held, held_proc)["JobStatus"] == JobStatus.IDLE  # released again
+    assert backend.get_job(held, held_proc)["ReleaseReason"] == ROLLBACK_REASON
+    assert backend.get_job(edited, edited_proc)["Note"] == "before"
+    assert backend.get_job(removed, removed_proc)["JobStatus"] == JobStatus.IDLE  # never removed
+    assert not [args for args in pool.called("act") if args[1] == backend._spec(removed, removed_proc)]
+
+
+def test_a_job_gone_before_commit_stops_it_before_anything_is_sent(tmp_path, pool):
+    backend = make(tmp_path, pool)
+    cluster, (proc,) = submitted(backend)
+    txn = backend.begin()
+    new = backend.new_cluster(txn)
+    backend.submit(txn, new, backend.new_proc(txn, new), job_ad())
+    backend.set_attribute(txn, cluster, proc, "Note", "x")
+    pool.history.insert(0, pool.jobs.pop((1, 0)))  # it completed meanwhile
+    calls = len(pool.calls)
+    with pytest.raises(UnknownJob):
+        backend.commit(txn)
+    assert {name for name, _ in pool.calls[calls:]} == {"query"}
+    backend.abort(txn)
+
+
+def test_a_rollback_that_fails_says_what_is_left_and_leaves_it_visible(tmp_path, pool):
+    backend = make(tmp_path, pool)
+    txn, (first, _) = _two_clusters(backend, pool)
+    pool.fail("submitMany", 2)
+    pool.fail("act", 1)  # the removal of the first cluster
+    with pytest.raises(BackendUnavailable) as error:
+        backend.commit(txn)
+    assert f"cluster {first} (schedd cluster 1) is still in the schedd" in str(error.value)
+    assert sorted(ad["ProcId"] for ad in backend.query(parse_constraint(f"ClusterId == {first}"))) == [0, 1]
+
+
+# -- queries: the schedd gets the constraint and the projection --------------------------------------------------
+def _asked(pool, name="query"):
+    return pool.called(name)[-1]
+
+
+def _selected_by_schedd(pool, text):
+    return sorted(key for key, ad in pool.jobs.items() if matches(parse_constraint(text), ad))
+
+
+def test_a_constraint_without_ids_and_a_projection_go_to_the_schedd(tmp_path, pool):
+    backend = make(tmp_path, pool)
+    cluster, _ = submitted(backend, 2, Size=5)
+    pool.jobs[(7, 0)] = classad2.parseOne('[ClusterId = 7; ProcId = 0; JobStatus = 1; Size = 1]')
+    found = backend.query(parse_constraint("Size > 2"), ["Size"])
+    assert _asked(pool) == ("Size > 2", ["Size", "ClusterId", "ProcId", "BirdbathClusterId", "BirdbathProcId"])
+    assert [dict(ad.items()) for ad in found] == [{"Size": 5}, {"Size": 5}]  # no ids, no ServerTime
+
+
+def test_gateway_ids_in_a_constraint_are_rewritten_for_the_schedd(tmp_path, pool):
+    backend = make(tmp_path, pool)
+    submitted(backend, 2)
+    cluster, _ = submitted(backend, 2)  # schedd cluster 2
+    pool.jobs[(9, 1)] = classad2.parseOne('[ClusterId = 9; ProcId = 1; JobStatus = 1]')
+    found = backend.query(parse_constraint(f"ClusterId == {cluster} && ProcId == 1"), ["ProcId"])
+    text, projection = _asked(pool)
+    assert "BirdbathClusterId" in text and _selected_by_schedd(pool, text) == [(2, 1)]
+    assert [dict(ad.items()) for ad in found] == [{"ProcId": 1}]
+    assert projection == ["ProcId", "ClusterId", "BirdbathClusterId", "BirdbathProcId"]
+    backend.query(parse_constraint(f"MY.ClusterId == {cluster} || SchedulerClusterId == 1"))
+    assert _selected_by_schedd(pool, _asked(pool)[0]) == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    assert [ad["ClusterId"] for ad in backend.query(parse_constraint("ClusterId == 9"))] == [9]
+    assert _selected_by_schedd(pool, _asked(pool)[0]) == [(9, 1)]
+    backend.query(parse_constraint('Note == "ClusterId == 3"'))  # a string is no reference
+    assert _asked(pool)[0] == 'Note == "ClusterId == 3"'
+
+
+def test_a_constraint_the_rewrite_cannot_handle_fetches_everything_and_is_still_right(tmp_path, pool):
+    backend = make(tmp_path, pool)
+    cluster, _ = submitted(backend, 2)
+    found = backend.query(parse_constraint(f"TARGET.ClusterId =?= undefined && ClusterId == {cluster}"), ["ProcId"])
+    assert _asked(pool) == ("true", ["ProcId", "ClusterId", "BirdbathClusterId", "BirdbathProcId"])
+    assert sorted(ad["ProcId"] for ad in found) == [0, 1]
+
+
+def test_history_gets_constraint_projection_and_limit(tmp_path, pool):
+    backend = make(tmp_path, pool)
+    cluster, procs = submitted(backend, 3, Tag="h")
+    for proc in procs:
+        backend.act(None, JobAction.REMOVE, cluster, proc, "done")
+    found = backend.history(parse_constraint(f"ClusterId == {cluster} && ProcId == 1"), 1, ["Tag", "ProcId"])
+    text, projection, match = _asked(pool, "history")
+    assert "BirdbathProcId" in text and match == 1
+    assert projection == ["Tag", "ProcId", "ClusterId", "BirdbathClusterId", "BirdbathProcId"]
+    assert [dict(ad.items()) for ad in found] == [{"Tag": "h", "ProcId": 1}]
+    assert [ad["ProcId"] for ad in backend.history(None, 2)] == [2, 1]  # newest first
+    assert _asked(pool, "history") == ("true", [], 2)
+    backend.history(parse_constraint("TARGET.ClusterId =?= undefined"), 5)
+    assert _asked(pool, "history")[1:] == ([], -1)  # not translatable: the gateway filters, so it limits too

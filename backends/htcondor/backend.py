@@ -1,31 +1,41 @@
 """The ``htcondor`` backend: Birdbath in front of a real condor_schedd, through HTCondor's Python bindings.
 
-Jobs, queries and actions go to the schedd of a pool: ``htcondor2`` for queries, actions, edits, history, spooling
-and output retrieval; the v1 ``htcondor.Schedd.submitMany`` for submission, because Birdbath hands the gateway raw
-job ClassAds and only the v1 bindings submit raw ads (``htcondor2`` takes submit descriptions only).
+Jobs, queries and actions go to the schedd of a pool: ``htcondor2`` for queries, actions, edits, history and output
+retrieval; the v1 ``htcondor.Schedd.submitMany`` and ``spool`` for submission, because Birdbath hands the gateway
+raw job ClassAds and only the v1 bindings submit raw ads (``htcondor2`` takes submit descriptions only).
 
 **Ids.** A real schedd allocates a cluster id when the jobs are submitted, which the gateway does at
 ``commitTransaction``, but a Birdbath client needs the id at ``newCluster``.  The gateway therefore hands out its
 own cluster ids, from 1,000,000,000 up and never reused, records each job's gateway id in the job ad
 (``BirdbathClusterId``/``BirdbathProcId``) and in a mapping table, and shows gateway-submitted jobs under those ids:
-``ClusterId``/``ProcId`` in answers are the gateway's, ``SchedulerClusterId`` is the schedd's.  Constraints are
-evaluated by the gateway on the translated ads, so ``ClusterId == 1000000007`` finds the job.  Jobs submitted by
+``ClusterId``/``ProcId`` in answers are the gateway's, ``SchedulerClusterId`` is the schedd's.  Jobs submitted by
 other means keep their own ids.
 
-**Transactions** are kept by the gateway until commit, then submitted as one cluster per Birdbath cluster; changes
-to existing jobs made inside a transaction are applied after the submission.  **Files** are staged in the state
-directory, which is the jobs' ``Iwd`` on the submit side, spooled to the schedd after submission, and their output
-comes back there with ``retrieve``.  Every bindings call runs on the backend's thread; a failure (the pool is
-unreachable, the schedd refused) is a :class:`BackendUnavailable` naming the call.
+**Queries** go to the schedd with the constraint and projection: a constraint that names none of ``ClusterId``,
+``ProcId`` and ``SchedulerClusterId`` as it is, one that does with those references rewritten into what the gateway
+shows (``ifThenElse(isInteger(BirdbathClusterId), BirdbathClusterId, ClusterId)``, ...); only a constraint the
+rewrite cannot handle (a scoped reference other than ``MY.``) fetches every ad.  The gateway then evaluates the
+original constraint on the translated ads, which carry every attribute it names.
+
+**Transactions** are kept by the gateway until commit, then submitted as one schedd cluster per Birdbath cluster,
+followed by the changes to existing jobs; :meth:`HTCondorBackend.commit` says what is atomic and what is rolled
+back.  **Files** are staged in the state directory, which is the jobs' ``Iwd`` on the submit side, spooled to the
+schedd after submission, and their output comes back there with ``retrieve``.  Every bindings call runs on the
+backend's thread; a failure (the pool is unreachable, the schedd refused) is a :class:`BackendUnavailable` naming
+the call.
+
+**Reasons** go to ``htcondor2.Schedd.act`` as a ``(reason, 0)`` tuple: the 24.0 bindings keep a reason only in that
+form (or ``None``, for their default "Python-initiated action") and silently drop a plain string.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import classad2
 
@@ -45,22 +55,42 @@ from jobmodel.jobs import JobAction
 FIRST_GATEWAY_CLUSTER = 1_000_000_000
 _ACTIONS = {JobAction.HOLD: "Hold", JobAction.RELEASE: "Release", JobAction.REMOVE: "Remove",
             JobAction.SUSPEND: "Suspend", JobAction.CONTINUE: "Continue"}
+#: how a change already applied in a failed commit is undone (a removal cannot be)
+_INVERSE = {JobAction.HOLD: JobAction.RELEASE, JobAction.RELEASE: JobAction.HOLD,
+            JobAction.SUSPEND: JobAction.CONTINUE, JobAction.CONTINUE: JobAction.SUSPEND}
+ROLLBACK_REASON = "Birdbath transaction rolled back"
+
+#: the attributes the gateway shows differently from the schedd, and what each is in the schedd's terms
+_GATEWAY_VIEW = {
+    "clusterid": "ifThenElse(isInteger(BirdbathClusterId), BirdbathClusterId, ClusterId)",
+    "procid": "ifThenElse(isInteger(BirdbathClusterId) && BirdbathProcId isnt undefined, BirdbathProcId, ProcId)",
+    "schedulerclusterid": "ifThenElse(isInteger(BirdbathClusterId), ClusterId, SchedulerClusterId)",
+}
+#: what translating a schedd ad needs besides what the caller asked for
+_ID_ATTRIBUTES = ("ClusterId", "ProcId", "BirdbathClusterId", "BirdbathProcId")
+_TOKEN = re.compile(r"""(?P<string>"(?:[^"\\]|\\.)*")|(?P<quoted>'(?:[^'\\]|\\.)*')|(?P<number>\d[\w.]*)"""
+                    r"""|(?P<name>[A-Za-z_]\w*)|(?P<space>\s+)|(?P<other>.)""", re.S)
 
 
 @dataclass(eq=False)
 class PoolTransaction:
     clusters: dict[int, list[classad2.ClassAd | None]] = field(default_factory=dict)
     changes: list[tuple[str, int, int, Any]] = field(default_factory=list)  # (kind, cluster, proc, detail)
-    open: bool = True
+    open: bool = True  # accepts work and may be committed (once)
+    committed: bool = False
+    aborted: bool = False
 
 
 class IdMap:
-    """Gateway cluster ids (allocated durably, never reused) and the schedd's cluster for each."""
+    """Gateway cluster ids (allocated durably, never reused), the schedd's cluster for each, and the clusters a
+    failed commit rolled back (removed from the schedd, hidden from the gateway's answers)."""
 
     def __init__(self, path: Path) -> None:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("CREATE TABLE IF NOT EXISTS ids (gateway INTEGER PRIMARY KEY, schedd INTEGER)")
+        self._db.execute("CREATE TABLE IF NOT EXISTS rolled_back (gateway INTEGER PRIMARY KEY)")
+        self._rolled_back = {row[0] for row in self._db.execute("SELECT gateway FROM rolled_back")}
 
     def allocate(self) -> int:
         with self._lock:
@@ -75,10 +105,20 @@ class IdMap:
         with self._lock:
             self._db.execute("UPDATE ids SET schedd = ? WHERE gateway = ?", (schedd, gateway))
 
+    def roll_back(self, gateway: int) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO rolled_back (gateway) VALUES (?)", (gateway,))
+            self._rolled_back.add(gateway)
+
+    def rolled_back(self, gateway: int) -> bool:
+        return gateway in self._rolled_back
+
     def schedd_cluster(self, cluster: int) -> int | None:
         """The schedd's cluster for a gateway id; a schedd id (below the gateway range) is itself."""
         if cluster < FIRST_GATEWAY_CLUSTER:
             return cluster
+        if cluster in self._rolled_back:
+            return None
         with self._lock:
             row = self._db.execute("SELECT schedd FROM ids WHERE gateway = ?", (cluster,)).fetchone()
         return row[0] if row else None
@@ -125,19 +165,71 @@ class HTCondorBackend:
         return PoolTransaction()
 
     def commit(self, txn: PoolTransaction) -> None:
-        self._check_open(txn)
-        for cluster, ads in txn.clusters.items():
-            procs = [(proc, ad) for proc, ad in enumerate(ads) if ad is not None]
-            if procs:
-                self._submit_cluster(cluster, procs)
-        for kind, cluster, proc, detail in txn.changes:
-            if kind == "act":
-                self._act_now(detail[0], cluster, proc, detail[1])
-            else:
-                self._edit_now(cluster, proc, detail[0], detail[1])
-        txn.open = False
+        """Submit the transaction's clusters, then apply its changes to existing jobs; on failure, undo what was
+        done and raise.
 
-    def _submit_cluster(self, cluster: int, procs: list[tuple[int, classad2.ClassAd]]) -> None:
+        A schedd has no transaction spanning several clusters and actions, so this is as close to "all or nothing"
+        as the schedd allows, and no closer:
+
+        - Nothing reaches the schedd until every job the transaction changes was found still in the queue
+          (otherwise :class:`UnknownJob`, and nothing changed).
+        - Each Birdbath cluster is one ``submitMany`` call, which the v1 bindings run in one schedd queue
+          transaction: all of its procs are queued or none.
+        - Clusters are submitted in order (and spooled, when they have files).  If a submission or spooling fails,
+          every cluster this commit already submitted is removed (``act(Remove)`` on ``ClusterId == <its schedd
+          id>``, and on ``BirdbathClusterId == <gateway id>`` for the one that failed, in case the schedd queued it
+          before the error), and the gateway no longer shows those jobs.
+        - Changes to existing jobs follow, in the transaction's order except that removals come last.  If one
+          fails, the submitted clusters are removed as above and the changes already applied are undone in
+          reverse order: a hold by a release, a release by a hold (with the earlier hold reason), suspend and
+          continue by each other, an attribute edit by setting the previous expression again (``undefined`` where
+          the attribute was absent).  A removal cannot be undone, hence removals last: only a failure among the
+          removals themselves leaves earlier removals of the same commit in place.
+        - The error raised is the original one (same type), its message saying what was rolled back; if part of
+          the rollback itself failed (the schedd went away mid-commit), the message names the clusters left in
+          the schedd and the changes not undone, and those clusters stay visible through the gateway.
+
+        Not guaranteed: other clients of the schedd (``condor_q``, the negotiator) can see the intermediate
+        states, so a job of an earlier cluster may even start before it is removed; rolled-back jobs remain in
+        the schedd's history as removed (with RemoveReason "Birdbath transaction rolled back"); undone holds and
+        releases leave their traces (``LastHoldReason``, ``NumHolds``, the job's event log).
+        """
+        self._check_open(txn)
+        before = self._changed_jobs(txn)  # raises UnknownJob before anything is sent
+        txn.open = False  # one commit per transaction, successful or not; abort still discards its files
+        submitted: list[tuple[int, int | None]] = []  # (gateway cluster, schedd cluster; None: unknown)
+        undo: list[tuple[str, Callable[[], Any]]] = []
+        try:
+            for cluster, ads in txn.clusters.items():
+                procs = [(proc, ad) for proc, ad in enumerate(ads) if ad is not None]
+                if procs:
+                    self._submit_cluster(cluster, procs, submitted)
+            for kind, cluster, proc, detail in sorted(txn.changes, key=lambda c: c[0] == "act" and
+                                                      c[3][0] is JobAction.REMOVE):
+                if kind == "act":
+                    self._act_in_commit(detail[0], cluster, proc, detail[1], before[cluster, proc], undo)
+                else:
+                    self._edit_in_commit(cluster, proc, detail[0], detail[1], before[cluster, proc], undo)
+        except Exception as exc:
+            message = f"{exc}; {self._roll_back(submitted, undo)}"
+            if isinstance(exc, BackendError):
+                raise type(exc)(message) from None
+            raise BackendError(message) from exc
+        txn.committed = True
+
+    def _changed_jobs(self, txn: PoolTransaction) -> dict[tuple[int, int], classad2.ClassAd]:
+        """The current ads of the jobs the transaction changes; every one must still be in the queue."""
+        before: dict[tuple[int, int], classad2.ClassAd] = {}
+        for _, cluster, proc, _ in txn.changes:
+            if (cluster, proc) not in before:
+                ad = self.get_job(cluster, proc)
+                if ad is None:
+                    raise UnknownJob(f"job {cluster}.{proc} is no longer in the queue; nothing was committed")
+                before[cluster, proc] = ad
+        return before
+
+    def _submit_cluster(self, cluster: int, procs: list[tuple[int, classad2.ClassAd]],
+                        submitted: list[tuple[int, int | None]]) -> None:
         import classad  # v1 ClassAds, what submitMany takes
 
         proc_ads = []
@@ -150,16 +242,73 @@ class HTCondorBackend:
             proc_ads.append((classad.parseOne(str(ad)), 1))
         spool = any(self._spool.list(cluster, proc) for proc, _ in procs)
         results: list[Any] = []
-        schedd_cluster = self._call("submit", self._submitter.submitMany, classad.ClassAd(), proc_ads, spool=spool,
-                                    ad_results=results)
-        self._ids.record(cluster, int(schedd_cluster))
+        submitted.append((cluster, None))
+        schedd_cluster = int(self._call("submit", self._submitter.submitMany, classad.ClassAd(), proc_ads,
+                                        spool=spool, ad_results=results))
+        submitted[-1] = (cluster, schedd_cluster)
+        self._ids.record(cluster, schedd_cluster)
         if spool:
             self._call("spool", self._submitter.spool, results)
 
+    def _act_in_commit(self, action: JobAction, cluster: int, proc: int, reason: str | None,
+                       before: classad2.ClassAd, undo: list[tuple[str, Callable[[], Any]]]) -> None:
+        self._act_now(action, cluster, proc, reason)
+        inverse = _INVERSE.get(action)
+        if inverse is None:
+            return
+        undo_reason = ROLLBACK_REASON
+        if inverse is JobAction.HOLD:
+            held_for = before.get("HoldReason")
+            undo_reason = held_for if isinstance(held_for, str) and held_for else ROLLBACK_REASON
+        undo.append((f"{action.value} of job {cluster}.{proc}",
+                     lambda: self._act_now(inverse, cluster, proc, undo_reason)))
+
+    def _edit_in_commit(self, cluster: int, proc: int, name: str, text: str, before: classad2.ClassAd,
+                        undo: list[tuple[str, Callable[[], Any]]]) -> None:
+        spec = self._spec(cluster, proc)
+        self._call("edit", self._schedd.edit, spec, name, text)
+        previous = str(before.lookup(name)) if name in before else "undefined"
+        undo.append((f"the change of {name} of job {cluster}.{proc}",
+                     lambda: self._call("edit", self._schedd.edit, spec, name, previous)))
+
+    def _roll_back(self, submitted: list[tuple[int, int | None]], undo: list[tuple[str, Callable[[], Any]]]) -> str:
+        """Remove the clusters a failed commit submitted and undo the changes it applied; says what happened."""
+        import htcondor2
+
+        removed, left = [], []
+        for cluster, schedd_cluster in submitted:
+            spec = f"ClusterId == {schedd_cluster}" if schedd_cluster is not None else f"BirdbathClusterId == {cluster}"
+            try:
+                self._call("remove", self._schedd.act, htcondor2.JobAction.Remove, spec, (ROLLBACK_REASON, 0))
+            except BackendError as exc:
+                left.append(f"cluster {cluster}" + (f" (schedd cluster {schedd_cluster})" if schedd_cluster else "")
+                            + f" is still in the schedd ({exc})")
+                continue
+            self._ids.roll_back(cluster)
+            if schedd_cluster is not None:
+                removed.append(f"{cluster} (schedd cluster {schedd_cluster})")
+        undone = 0
+        for what, function in reversed(undo):
+            try:
+                function()
+                undone += 1
+            except BackendError as exc:
+                left.append(f"{what} was not undone ({exc})")
+        done = []
+        if removed:
+            done.append("removed the submitted cluster" + ("s " if len(removed) > 1 else " ") + ", ".join(removed))
+        if undone:
+            done.append(f"undid {undone} change{'s' if undone > 1 else ''} to existing jobs")
+        summary = "the commit was rolled back" + (f" ({'; '.join(done)})" if done else "")
+        if left:
+            return summary + " incompletely: " + "; ".join(left)
+        return summary
+
     def abort(self, txn: PoolTransaction) -> None:
-        if not txn.open:
+        if txn.committed or txn.aborted:
             return
         txn.open = False
+        txn.aborted = True
         for cluster, procs in txn.clusters.items():
             for proc in range(len(procs)):
                 self._spool.discard(cluster, proc)
@@ -225,28 +374,45 @@ class HTCondorBackend:
     # -- queue ----------------------------------------------------------------------------------------
     def query(self, constraint: classad2.ExprTree | None,
               projection: Sequence[str] | None = None) -> list[classad2.ClassAd]:
-        ads = [_translated(ad) for ad in self._call("query", self._schedd.query, "true")]
-        found = [ad for ad in ads if matches(constraint, ad)]
-        if projection:
-            return [projected(ad, projection) for ad in found]
-        return found
+        text, _ = schedd_constraint(constraint)
+        ads = self._call("query", self._schedd.query, text, schedd_projection(projection, constraint))
+        return self._answer(ads, constraint, projection)
 
-    def history(self, constraint: classad2.ExprTree | None, limit: int | None = None) -> list[classad2.ClassAd]:
-        ads = [_translated(ad) for ad in self._call("history", self._schedd.history, "true", [], -1)]
-        found = [ad for ad in ads if matches(constraint, ad)]
+    def history(self, constraint: classad2.ExprTree | None, limit: int | None = None,
+                projection: Sequence[str] | None = None) -> list[classad2.ClassAd]:
+        """Jobs that left the queue, newest first.  The schedd applies ``limit`` when it evaluates the constraint
+        itself (otherwise the gateway does, after filtering)."""
+        if limit is not None and limit <= 0:
+            return []
+        text, exact = schedd_constraint(constraint)
+        match = limit if limit is not None and exact else -1
+        ads = self._call("history", self._schedd.history, text, schedd_projection(projection, constraint), match)
+        found = self._answer(ads, constraint, projection)
         return found[:limit] if limit is not None else found
+
+    def _answer(self, ads: Sequence[classad2.ClassAd], constraint: classad2.ExprTree | None,
+                projection: Sequence[str] | None) -> list[classad2.ClassAd]:
+        """Schedd ads as the gateway shows them, checked against the original constraint and projected."""
+        found = []
+        for ad in ads:
+            shown = self._translated(ad)
+            if shown is not None and matches(constraint, shown):
+                found.append(projected(shown, projection) if projection else shown)
+        return found
 
     def get_job(self, cluster: int, proc: int) -> classad2.ClassAd | None:
         real = self._ids.schedd_cluster(cluster)
         if real is None:
             return None
         found = self._call("query", self._schedd.query, self._spec(cluster, proc))
-        return _translated(found[0]) if found else None
+        shown = [ad for ad in map(self._translated, found) if ad is not None]
+        return shown[0] if shown else None
 
     def act(self, txn: PoolTransaction | None, action: JobAction, cluster: int, proc: int | None,
             reason: str | None, *, system: bool = False) -> int:
         keys = [(cluster, proc)] if proc is not None else [
-            (cluster, ad.eval("ProcId")) for ad in self.query(classad2.ExprTree(f"ClusterId == {cluster}"))]
+            (cluster, ad.eval("ProcId")) for ad in self.query(classad2.ExprTree(f"ClusterId == {cluster}"),
+                                                              ["ProcId"])]
         if txn is None:
             return sum(self._act_now(action, c, p, reason, skip_bad=proc is None) for c, p in keys)
         self._check_open(txn)
@@ -257,15 +423,24 @@ class HTCondorBackend:
         return len(keys)
 
     def _act_now(self, action: JobAction, cluster: int, proc: int, reason: str | None, skip_bad: bool = False) -> int:
+        """One ``Schedd.act`` on one job.  The reason goes as ``(reason, 0)``: ``htcondor2.Schedd.act`` (24.0) keeps
+        a reason only when given as a (text, hold subcode) tuple or ``None``, and sends none for a plain string."""
         import htcondor2
 
         result = self._call(action.value, self._schedd.act, getattr(htcondor2.JobAction, _ACTIONS[action]),
-                            self._spec(cluster, proc), reason)
-        if result.get("TotalNotFound", 0) or result.get("TotalSuccess", 0) + result.get("TotalBadStatus", 0) == 0:
+                            self._spec(cluster, proc), None if reason is None else (reason, 0))
+        done = int(result.get("TotalSuccess", 0)) if result is not None else 0
+        if done:
+            return done
+        # Acting by constraint, the schedd adds a clause on the job's status (no release unless held, no hold of a
+        # completed job, ...), so a job in the wrong state simply does not match: find out which case this is.
+        if result is not None and result.get("TotalPermissionDenied", 0):
+            raise BackendError(f"the schedd refused to {action.value} job {cluster}.{proc}: permission denied")
+        if self.get_job(cluster, proc) is None:
             raise UnknownJob(f"job {cluster}.{proc} is not in the queue")
-        if result.get("TotalBadStatus", 0) and not skip_bad:
-            raise InvalidState(f"job {cluster}.{proc} cannot be {action.value}d in its state")
-        return int(result.get("TotalSuccess", 0))
+        if skip_bad:
+            return 0
+        raise InvalidState(f"job {cluster}.{proc} cannot be {action.value}d in its state")
 
     def set_attribute(self, txn: PoolTransaction | None, cluster: int, proc: int, name: str,
                       value: str | classad2.ExprTree) -> None:
@@ -293,6 +468,20 @@ class HTCondorBackend:
             return f"BirdbathClusterId == {cluster} && BirdbathProcId == {proc}"
         return f"ClusterId == {cluster} && ProcId == {proc}"
 
+    def _translated(self, ad: classad2.ClassAd) -> classad2.ClassAd | None:
+        """A schedd ad as the gateway shows it (gateway-submitted jobs under their gateway ids), or ``None`` for a
+        job of a rolled-back commit."""
+        gateway_cluster = ad.get("BirdbathClusterId")
+        if not isinstance(gateway_cluster, int) or isinstance(gateway_cluster, bool):
+            return ad
+        if self._ids.rolled_back(gateway_cluster):
+            return None
+        shown = copy_ad(ad)
+        shown["SchedulerClusterId"] = ad.get("ClusterId")
+        shown["ClusterId"] = gateway_cluster
+        shown["ProcId"] = ad.get("BirdbathProcId", ad.get("ProcId"))
+        return shown
+
     @staticmethod
     def _check_open(txn: PoolTransaction) -> None:
         if not txn.open:
@@ -302,6 +491,86 @@ class HTCondorBackend:
         self._check_open(txn)
         if proc >= len(txn.clusters.get(cluster, [])):
             raise UnknownJob(f"job {cluster}.{proc} was not created in this transaction")
+
+
+def schedd_constraint(constraint: classad2.ExprTree | None) -> tuple[str, bool]:
+    """The constraint to send to the schedd for one the gateway evaluates on its translated ads, and whether it
+    selects the same jobs (``False``: it could not be translated, and ``"true"`` fetches every ad).
+
+    A constraint that does not name ``ClusterId``, ``ProcId`` or ``SchedulerClusterId`` goes as it is; one that
+    does has each such reference (bare or ``MY.``) replaced by the expression computing, on the schedd's ad, the
+    value the gateway shows.  "The same jobs" holds unless an attribute the constraint uses is itself an expression
+    over those ids: the schedd evaluates that with its own ids (the gateway's check cannot bring such a job back).
+    """
+    if constraint is None:
+        return "true", True
+    if not _names_ids(constraint):
+        return str(constraint), True
+    check: list[str] = []  # the constraint with placeholders, to verify that no reference to an id is left
+    final: list[str] = []
+    significant: list[tuple[str, str, int]] = []  # (kind, text, position in check/final) of non-space tokens
+    for match in _TOKEN.finditer(str(constraint)):
+        kind, token = match.lastgroup or "other", match.group()
+        if kind == "quoted" and token[1:-1].lower() in _GATEWAY_VIEW:
+            return "true", False
+        if kind == "name" and token.lower() in _GATEWAY_VIEW:
+            if significant and significant[-1][1] == ".":  # a scoped reference: only MY.<id> is the job's own
+                scope = significant[-2] if len(significant) >= 2 else None
+                if scope is None or scope[0] != "name" or scope[1].lower() != "my" or (
+                        len(significant) >= 3 and significant[-3][1] == "."):
+                    return "true", False
+                del check[scope[2]:], final[scope[2]:]
+                del significant[-2:]
+            check.append(f"BirdbathGatewayView{token}")
+            final.append(f"({_GATEWAY_VIEW[token.lower()]})")
+        else:
+            check.append(token)
+            final.append(token)
+        if kind != "space":
+            significant.append((kind, token, len(check) - 1))
+    try:
+        if _names_ids(classad2.ExprTree("".join(check))):
+            return "true", False
+        return str(classad2.ExprTree("".join(final))), True
+    except classad2.ClassAdException:
+        return "true", False
+
+
+def schedd_projection(projection: Sequence[str] | None, constraint: classad2.ExprTree | None) -> list[str]:
+    """The attributes to ask the schedd for: all (``[]``) without a projection, otherwise the projection, the
+    attributes the constraint names (the gateway evaluates it again) and those the id translation needs."""
+    if not projection:
+        return []
+    wanted = list(projection) + (_referenced(constraint) if constraint is not None else []) + list(_ID_ATTRIBUTES)
+    seen: set[str] = set()
+    names = []
+    for name in wanted:
+        if name.lower() not in seen:
+            seen.add(name.lower())
+            names.append(name)
+    return names
+
+
+def _references(constraint: classad2.ExprTree) -> list[str]:
+    return list(classad2.ClassAd().externalRefs(constraint))
+
+
+def _names_ids(constraint: classad2.ExprTree) -> bool:
+    return any(ref.split(".")[-1].lower() in _GATEWAY_VIEW for ref in _references(constraint))
+
+
+def _referenced(constraint: classad2.ExprTree) -> list[str]:
+    """The job attributes a constraint reads: ``A``, ``MY.A``, and ``A`` of ``A.b`` (TARGET is no job attribute)."""
+    names = []
+    for ref in _references(constraint):
+        parts = ref.split(".")
+        if len(parts) == 1:
+            names.append(ref)
+        elif parts[0].lower() == "my":
+            names.append(parts[1])
+        elif parts[0].lower() != "target":
+            names.append(parts[0])
+    return names
 
 
 def _connect(collector: str | None, schedd_name: str | None) -> tuple[classad2.ClassAd, Any, Any]:
@@ -318,15 +587,3 @@ def _connect(collector: str | None, schedd_name: str | None) -> tuple[classad2.C
         where = f"collector {collector}" if collector else "the local pool"
         raise BackendUnavailable(f"cannot locate the schedd {schedd_name or ''} in {where}: {exc}") from None
     return location, htcondor2.Schedd(location), htcondor.Schedd(v1_location)
-
-
-def _translated(ad: classad2.ClassAd) -> classad2.ClassAd:
-    """A schedd ad as the gateway shows it: gateway-submitted jobs under their gateway ids."""
-    gateway_cluster = ad.get("BirdbathClusterId")
-    if not isinstance(gateway_cluster, int):
-        return ad
-    shown = copy_ad(ad)
-    shown["SchedulerClusterId"] = ad.get("ClusterId")
-    shown["ClusterId"] = gateway_cluster
-    shown["ProcId"] = ad.get("BirdbathProcId", ad.get("ProcId"))
-    return shown
