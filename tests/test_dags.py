@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import htcondor2
 
+from backends.local.sandbox import ExecuteDir
 from tests.birdbath import values
 from tests.conftest import module_gateway, zeep_client
 from tests.dags import dagman_out, node_clusters, submit_dag, wait_for_dag, write_dag
@@ -28,14 +27,18 @@ def runs(directory, node: str) -> int:
 
 
 def test_the_diamond_dag_runs_in_order(schedd, tmp_path):
-    dag = write_dag(tmp_path, DIAMOND, {n: f"{counted(tmp_path, n)}; sleep 0.3" for n in "ABCD"})
+    gate = tmp_path / "gate"
+    nodes = {n: counted(tmp_path, n) for n in "BCD"}
+    nodes["A"] = f"{counted(tmp_path, 'A')}; while ! test -e {gate}; do sleep 0.05; done"  # A ends when we say
+    dag = write_dag(tmp_path, DIAMOND, nodes)
     key = submit_dag(schedd, dag, keep=True, Submission="diamond-test")
     wait_until(lambda: "Submitted node A" in dagman_out(dag))
     seen = schedd.getJobAds(None, f"DAGManJobId == {key[0]}")
-    nodes = [values(item) for item in seen.classAdArray.item]
-    assert nodes and nodes[0]["DAGNodeName"] == "A" and nodes[0]["Submission"] == "diamond-test"
+    (node,) = [values(item) for item in seen.classAdArray.item]
+    assert node["DAGNodeName"] == "A" and node["Submission"] == "diamond-test"
     running = values(schedd.getJobAd(None, *key).classAd)
     assert running["JobStatus"] == "2"
+    gate.touch()
     done = wait_for_dag(schedd, key)
     assert done["ExitCode"] == "0"
     assert all(runs(tmp_path, node) == 1 for node in "ABCD")
@@ -160,10 +163,12 @@ def test_holding_the_dagman_job_pauses_new_nodes(schedd, tmp_path):
     key = submit_dag(schedd, dag)
     wait_until(lambda: "Submitted node A" in dagman_out(dag))
     assert schedd.holdJob(None, *key, "pause the DAG", False, False, False).code == "SUCCESS"
+    # once the runner says so it has left its loop: no node can be submitted until the DAGMan job runs again
+    wait_until(lambda: "DAG runner stopped (DAGMan job held)" in dagman_out(dag))
     gate.touch()
     (a_cluster,) = node_clusters(dag)["A"]
     wait_until(lambda: schedd.getJobAd(None, a_cluster, 0).status.code == "UNKNOWNJOB")  # A finished
-    time.sleep(0.5)
+    assert values(schedd.getJobAd(None, *key).classAd)["JobStatus"] == "5"
     assert runs(tmp_path, "B") == 0 and "B" not in node_clusters(dag)
     assert schedd.releaseJob(None, *key, "go on", False, False).code == "SUCCESS"
     assert wait_for_dag(schedd, key)["ExitCode"] == "0" and runs(tmp_path, "B") == 1
@@ -179,14 +184,15 @@ def test_a_dag_resumes_after_the_gateway_is_killed(start_gateway, tmp_path):
                                         "D": counted(tmp_path, "D")})
     key = submit_dag(schedd, dag)
     wait_until(lambda: runs(tmp_path, "C") == 1 and runs(tmp_path, "B") == 1)
+    (c_cluster,) = node_clusters(dag)["C"]
     gateway.kill()
-    gate.touch()
+    gate.touch()  # C's node job ends while no gateway runs; wait until its launcher has recorded how
+    wait_until(lambda: ExecuteDir.of(gateway.state_dir / "execute", c_cluster, 0).result() is not None)
     gateway.start()
     schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
     done = wait_for_dag(schedd, key)
     assert done["ExitCode"] == "0" and done["NumJobStarts"] == "2"
-    assert [runs(tmp_path, n) for n in "ABD"] == [1, 1, 1]
-    assert runs(tmp_path, "C") in (1, 2)  # its node job either finished while the gateway was down or reran
+    assert [runs(tmp_path, n) for n in "ABCD"] == [1, 1, 1, 1]  # C finished while down: recorded, not rerun
     assert "Resuming the DAG from its saved state" in dagman_out(dag)
 
 

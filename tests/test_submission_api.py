@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -19,7 +18,7 @@ from backends.interface import Capability
 from gateway.core.auth import AccessPolicy, Caller, HostList
 from gateway.core.submissions import ApiError, SubmissionService, SubmissionSettings
 from tests.conftest import ROOT, module_gateway
-from tests.test_execution import RUNNER, wait_until
+from tests.test_execution import RUNNER, group_states, process_group, wait_until
 from tests.test_wsdl import first_difference, shape
 
 CONFIG = RUNNER + "[submission]\nstaging_lifetime = 2\n"
@@ -161,19 +160,21 @@ def test_submission_counts_follow_the_jobs(gateway, tmp_path):
 
 
 def test_suspend_stops_the_process_and_continue_resumes_it(gateway, tmp_path):
-    ticks = tmp_path / "ticks"
-    answer = call(gateway, "submit", ad={"Cmd": "/bin/sh",
-                                         "Arguments": f"-c 'while true; do echo x >> {ticks}; sleep 0.05; done'",
+    ticks, pid = tmp_path / "ticks", tmp_path / "pid"
+    answer = call(gateway, "submit", ad={"Cmd": "/bin/sh", "Arguments": f"-c 'echo $$ > {pid}; "
+                                                                        f"while true; do echo x >> {ticks}; "
+                                                                        f"sleep 0.05; done'",
                                          "Iwd": str(tmp_path), "Requirements": {"TYPE": 0, "VALUE": "TRUE"}})
     wait_until(lambda: ticks.exists() and ticks.stat().st_size > 10)
+    group = process_group(int(pid.read_text()))
     ok(call(gateway, "suspend", id=answer["id"], reason="breathe"))
     assert status_of(gateway, answer["id"]) == 7
-    time.sleep(0.3)
+    # every process of the job (the shell, its sleep, the launcher) is stopped: nothing can write any more
+    wait_until(lambda: set(group_states(group)) == {"T"}, timeout=5)
     frozen = ticks.stat().st_size
-    time.sleep(0.5)
-    assert ticks.stat().st_size == frozen
     ok(call(gateway, "continue", id=answer["id"]))
     wait_until(lambda: ticks.stat().st_size > frozen)
+    assert "T" not in group_states(group)
     ad = call(gateway, "getJobAd", id=answer["id"])["ad"]
     assert ad["JobStatus"]["VALUE"] == "2" and ad["TotalSuspensions"]["VALUE"] == "1"
     ok(call(gateway, "remove", id=answer["id"]))
