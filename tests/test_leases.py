@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
 
 import pytest
-from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.defer import maybeDeferred
 from twisted.internet.task import Clock
-from twisted.python.failure import Failure
 
 from backends.local import LocalBackend
 from gateway.core.adstruct import Attr, AttrType
@@ -20,19 +18,11 @@ from gateway.core.auth import AccessPolicy, Caller
 from gateway.core.schedd import BirdbathSchedd, ScheddSettings
 from gateway.core.status import BirdbathError, StatusCode
 from gateway.core.transactions import TransactionRef
+from tests.synchronous import run
 
 CALLER = Caller("127.0.0.1")
 START = 1_700_000_000
 
-
-def run(coroutine: Coroutine) -> Any:
-    """Run an operation to its end (every backend call is synchronous here) and return or raise its outcome."""
-    outcome: list = []
-    Deferred.fromCoroutine(coroutine).addBoth(outcome.append)
-    (result,) = outcome
-    if isinstance(result, Failure):
-        result.raiseException()
-    return result
 
 
 class Recording(LocalBackend):

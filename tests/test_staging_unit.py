@@ -8,31 +8,22 @@ from __future__ import annotations
 import time
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
 
 import pytest
-from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.defer import maybeDeferred
 from twisted.internet.task import Clock
-from twisted.python.failure import Failure
 
 from backends.local import LocalBackend, lifecycle
 from gateway.core.adstruct import Attr, AttrType
 from gateway.core.auth import AccessPolicy, Caller
 from gateway.core.submissions import ApiError, ApiStatus, SubmissionService, SubmissionSettings
+from tests.synchronous import run
 
 LIFETIME = 100
 RETENTION = 500
 ALICE = Caller("127.0.0.1", "alice")
 BOB = Caller("127.0.0.1", "bob")
 
-
-def run(coroutine: Coroutine) -> Any:
-    outcome: list = []
-    Deferred.fromCoroutine(coroutine).addBoth(outcome.append)
-    (result,) = outcome
-    if isinstance(result, Failure):
-        result.raiseException()
-    return result
 
 
 @pytest.fixture
