@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from twisted.internet.task import Clock
 
 from gateway.testing import QUEUE_ONLY, GatewayProcess, module_gateway, start_gateway, zeep_client
 
@@ -20,6 +21,18 @@ LEGACY_COLLECTOR_WSDL = DATA / "legacy" / "condorCollector-7.2.4.wsdl"
 WIRE = DATA / "wire"
 
 __all__ = ["GatewayProcess", "QUEUE_ONLY", "module_gateway", "start_gateway", "zeep_client"]
+
+#: when a fake clock starts (a real-looking epoch time, so timestamps in ads look like a schedd's)
+CLOCK_START = 1_700_000_000
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A fake reactor clock for unit tests of leases, expiry and policies."""
+    clock = Clock()
+    clock.advance(CLOCK_START)
+    return clock
+
 
 #: the default shared gateway: each test uses its own clusters, and no vanilla job runs
 gateway = module_gateway(QUEUE_ONLY)

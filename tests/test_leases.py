@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from twisted.internet.defer import maybeDeferred
-from twisted.internet.task import Clock
 
 from backends.local import LocalBackend
 from gateway.core.adstruct import Attr, AttrType
@@ -21,7 +20,6 @@ from gateway.core.transactions import TransactionRef
 from tests.synchronous import run
 
 CALLER = Caller("127.0.0.1")
-START = 1_700_000_000
 
 
 
@@ -36,12 +34,6 @@ class Recording(LocalBackend):
         self.aborted.append(txn)
         super().abort(txn)
 
-
-@pytest.fixture
-def clock() -> Clock:
-    clock = Clock()
-    clock.advance(START)
-    return clock
 
 
 @pytest.fixture

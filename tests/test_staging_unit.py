@@ -26,12 +26,6 @@ BOB = Caller("127.0.0.1", "bob")
 
 
 
-@pytest.fixture
-def clock() -> Clock:
-    clock = Clock()
-    clock.advance(1_700_000_000)
-    return clock
-
 
 @pytest.fixture
 def backend(tmp_path):

@@ -10,13 +10,6 @@ from gateway.core.transactions import TransactionRef, TransactionTable
 
 
 @pytest.fixture
-def clock() -> Clock:
-    clock = Clock()
-    clock.advance(1_700_000_000)
-    return clock
-
-
-@pytest.fixture
 def expired() -> list:
     return []
 
