@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,13 @@ LEGACY_COLLECTOR_WSDL = DATA / "legacy" / "condorCollector-7.2.4.wsdl"
 WIRE = DATA / "wire"
 
 __all__ = ["GatewayProcess", "QUEUE_ONLY", "module_gateway", "start_gateway", "zeep_client"]
+
+def require_java() -> None:
+    """Skip the calling test where the Java toolchain the generated clients need is missing."""
+    missing = [tool for tool in ("java", "javac", "wsimport") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"no Java toolchain here ({', '.join(missing)} missing); ./dev test installs it")
+
 
 #: when a fake clock starts (a real-looking epoch time, so timestamps in ads look like a schedd's)
 CLOCK_START = 1_700_000_000

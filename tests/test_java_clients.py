@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.birdbath import expr, values
-from tests.conftest import LEGACY_WSDL, QUEUE_ONLY, ROOT, module_gateway, zeep_client
+from tests.conftest import LEGACY_WSDL, QUEUE_ONLY, ROOT, module_gateway, require_java, zeep_client
 from tests.dags import write_dag
 from tests.test_execution import RUNNER, submit
 
@@ -24,9 +23,7 @@ VARIANTS = ["axis-ours", "jaxws-ours", "axis-legacy", "jaxws-legacy"]
 
 @pytest.fixture(scope="session")
 def java_clients(tmp_path_factory) -> Path:
-    missing = [tool for tool in ("java", "javac", "wsimport") if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"no Java toolchain here ({', '.join(missing)} missing); ./dev test installs it")
+    require_java()
     out = tmp_path_factory.mktemp("java")
     subprocess.run([str(ROOT / "clients" / "java" / "build.sh"), str(out), f"ours={ROOT / 'wsdl' / 'condorSchedd.wsdl'}",
                     f"legacy={LEGACY_WSDL}"], check=True, capture_output=True, text=True, timeout=600)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from backends.interface import ENTRY_POINT_GROUP
 from gateway.config import load
 from gateway.core.auth import LOOPBACK, HostList
 from gateway.testing import GatewayProcess
-from tests.conftest import ROOT, module_gateway
+from tests.conftest import ROOT, module_gateway, require_java
 from tests.dags import write_dag
 
 pytestmark = pytest.mark.readme
@@ -98,8 +97,7 @@ REPO_PATH = re.compile(r"(?<![\w/.-])((?:gateway|backends|clients|tests|wsdl|ben
 def test_paths_the_readme_names_exist():
     text = README.read_text()
     links = re.findall(r"\]\(([^)#]+)\)", text)
-    named = [path for path in REPO_PATH.findall(text)]
-    missing = [path for path in links + named
+    missing = [path for path in links + REPO_PATH.findall(text)
                if not path.startswith("http") and not (ROOT / path).exists()]
     assert not missing, f"README.md names files the repository does not have: {sorted(set(missing))}"
 
@@ -237,9 +235,7 @@ def layout(example: Example) -> None:
 
 @runs("java")
 def java(example: Example, gateway: GatewayProcess, tmp_path: Path) -> None:
-    missing = [tool for tool in ("java", "javac", "wsimport") if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"no Java toolchain here ({', '.join(missing)} missing); ./dev test installs it")
+    require_java()
     for name in ("clients", "wsdl"):  # the commands run from the repository
         (tmp_path / name).symlink_to(ROOT / name)
     (tmp_path / "prog.sh").write_text("#!/bin/sh\ntr a-z A-Z < \"$1\"\n")
