@@ -19,10 +19,12 @@ queue_super_users = ["root", "condor"]
 default_owner = "alice"       # Owner of anonymous submissions (default: the user running the gateway)
 max_soap_transaction_duration = -1
 soap_leave_in_queue = ""
+max_transactions_per_caller = 20   # open transactions one caller (host and user) may hold at once
 
 [submission]                  # the simplified submission API
 staging_lifetime = 3600       # seconds an unused staging area (create/send) lives
 output_retention = 86400      # seconds a finished staged job stays queued so its output can be fetched
+max_staging_areas_per_caller = 20   # staging areas one caller (host and user) may hold at once
 
 [backends.local]              # passed to the selected backend as keyword arguments
 ```
@@ -72,8 +74,10 @@ class GatewayConfig:
     default_owner: str = field(default_factory=getpass.getuser)
     max_soap_transaction_duration: int = -1
     soap_leave_in_queue: str = ""
+    max_transactions_per_caller: int = 20
     staging_lifetime: int = 3600
     output_retention: int = 86400
+    max_staging_areas_per_caller: int = 20
     backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def policy(self) -> AccessPolicy:
@@ -87,14 +91,15 @@ class GatewayConfig:
 
     def schedd_settings(self) -> ScheddSettings:
         return ScheddSettings(max_transaction_duration=self.max_soap_transaction_duration,
-                              leave_in_queue=self.soap_leave_in_queue or None)
+                              leave_in_queue=self.soap_leave_in_queue or None,
+                              max_transactions_per_caller=self.max_transactions_per_caller)
 
 
 _SECTIONS = {
     "gateway": ("listen", "port", "state_dir", "backend", "max_request_bytes", "log_file", "log_level"),
-    "submission": ("staging_lifetime", "output_retention"),
+    "submission": ("staging_lifetime", "output_retention", "max_staging_areas_per_caller"),
     "birdbath": ("allow_soap", "allow_read", "allow_write", "queue_all_users_trusted", "queue_super_users",
-                 "default_owner", "max_soap_transaction_duration", "soap_leave_in_queue"),
+                 "default_owner", "max_soap_transaction_duration", "soap_leave_in_queue", "max_transactions_per_caller"),
 }
 
 
@@ -134,7 +139,8 @@ def _set(config: GatewayConfig, key: str, value: Any, where: str) -> None:
 # -- checking a configuration before anything is started ---------------------------------------------------
 #: inclusive bounds of the numeric settings (None: unbounded)
 _RANGES: dict[str, tuple[int, int | None]] = {
-    "port": (0, 65535), "max_request_bytes": (1, None), "staging_lifetime": (1, None), "output_retention": (0, None)}
+    "port": (0, 65535), "max_request_bytes": (1, None), "staging_lifetime": (1, None), "output_retention": (0, None),
+    "max_transactions_per_caller": (1, None), "max_staging_areas_per_caller": (1, None)}
 
 
 def validate(config: GatewayConfig) -> None:

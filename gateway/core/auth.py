@@ -25,12 +25,24 @@ class Permission(enum.Enum):
     WRITE = "WRITE"
 
 
+class Authentication(enum.Enum):
+    """How the gateway knows who a caller is; the owner rules treat every way but NONE alike."""
+
+    NONE = "anonymous"  # a remote peer over plain HTTP: it gets default_owner
+    SOCKET = "socket"  # a loopback peer: the kernel says which local user owns its socket
+    CERTIFICATE = "certificate"  # a client certificate, its subject mapped by the certificate map file
+    PASSWORD = "password"  # HTTP Basic over TLS, checked against the password file
+
+
 @dataclass(frozen=True)
 class Caller:
-    """The peer of one request: its address and, when authenticated, its user name (``None`` = anonymous)."""
+    """The peer of one request: its address and, when known, its user name (``None`` = anonymous).
+
+    ``user`` may be ``user@domain`` (a certificate map file's answer); the owner is the part before ``@``."""
 
     host: str
     user: str | None = None
+    authentication: Authentication = Authentication.NONE
 
 
 class HostList:

@@ -34,6 +34,7 @@ CallInThread = Callable[..., Any]  # (function, *args) -> Deferred
 class ScheddSettings:
     max_transaction_duration: int = -1  # MAX_SOAP_TRANSACTION_DURATION; <= 0 means no limit
     leave_in_queue: str | None = None  # SOAP_LEAVE_IN_QUEUE
+    max_transactions_per_caller: int = 20  # open transactions one caller (host and user) may hold
 
 
 @dataclass(frozen=True)

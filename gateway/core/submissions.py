@@ -105,6 +105,7 @@ class SubmissionSettings:
     staging_root: Path
     staging_lifetime: int = 3600  # seconds an unused staging area lives
     output_retention: int = 86400  # seconds a finished staged job stays queued so its output can be fetched
+    max_staging_areas_per_caller: int = 20  # staging areas one caller (host and user) may hold
 
 
 class SubmissionService:
