@@ -19,8 +19,20 @@ final class Schedd {
     private Schedd() {
     }
 
+    /**
+     * A port for the gateway's address. An https URL uses the JVM's key and trust stores
+     * (-Djavax.net.ssl.keyStore=... for a client certificate); -Dbirdbath.username and -Dbirdbath.password send HTTP
+     * Basic credentials instead (the gateway accepts them over TLS only).
+     */
     static CondorScheddPortType connect(String url) throws Exception {
-        return new CondorScheddLocator().getcondorSchedd(new URL(url));
+        CondorScheddPortType port = new CondorScheddLocator().getcondorSchedd(new URL(url));
+        String username = System.getProperty("birdbath.username");
+        if (username != null) {
+            org.apache.axis.client.Stub stub = (org.apache.axis.client.Stub) port;
+            stub.setUsername(username);
+            stub.setPassword(System.getProperty("birdbath.password", ""));
+        }
+        return port;
     }
 
     /** Axis names the hyphenated enum values by position: value1 = INTEGER-ATTR, value3 = STRING-ATTR, ... */

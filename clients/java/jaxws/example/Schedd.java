@@ -19,10 +19,20 @@ final class Schedd {
     private Schedd() {
     }
 
-    /** The service as generated (its compiled-in WSDL), pointed at the gateway's address. */
+    /**
+     * The service as generated (its compiled-in WSDL), pointed at the gateway's address. An https URL uses the JVM's
+     * key and trust stores (-Djavax.net.ssl.keyStore=... for a client certificate); -Dbirdbath.username and
+     * -Dbirdbath.password send HTTP Basic credentials instead (the gateway accepts them over TLS only).
+     */
     static CondorScheddPortType connect(String url) {
         CondorScheddPortType port = new CondorSchedd().getCondorSchedd();
-        ((BindingProvider) port).getRequestContext().put(BindingProvider.ENDPOINT_ADDRESS_PROPERTY, url);
+        java.util.Map<String, Object> context = ((BindingProvider) port).getRequestContext();
+        context.put(BindingProvider.ENDPOINT_ADDRESS_PROPERTY, url);
+        String username = System.getProperty("birdbath.username");
+        if (username != null) {
+            context.put(BindingProvider.USERNAME_PROPERTY, username);
+            context.put(BindingProvider.PASSWORD_PROPERTY, System.getProperty("birdbath.password", ""));
+        }
         return port;
     }
 
