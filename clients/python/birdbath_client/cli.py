@@ -14,7 +14,8 @@
 
 A number is a cluster (all its jobs), CLUSTER.PROC one job, anything else an owner's jobs.  Every option may be
 spelled with one dash or two (-long, --long).  The gateway URL comes from -url, else BIRDBATH_URL, else
-http://127.0.0.1:1984/.
+http://127.0.0.1:1984/.  For an https URL, BIRDBATH_CA names the CA file that signed the gateway's certificate,
+BIRDBATH_CERT (and BIRDBATH_KEY) a client certificate, or BIRDBATH_USER and BIRDBATH_PASSWORD a password login.
 
 Exit status: 0 on success, 1 on an error (a message on stderr), 2 on a usage error.  wait (and submit_dag -wait)
 exits with the job's exit code, 128 + N if a signal N killed it, 1 if it was removed.  When the reader of the
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
 from . import tables
+from .credentials import Credentials
 from .errors import GatewayError, UnknownJob
 from .jobs import FINAL_STATES, JOB_STATES, JobId, JobStatus, Scope, Selection, all_of, any_of
 from .schedd import Progress, Schedd
@@ -76,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        return args.run(Schedd(args.url), args) or 0
+        return args.run(Schedd(args.url, credentials=Credentials.from_environment()), args) or 0
     except BrokenPipeError:
         raise
     except (GatewayError, OSError, ValueError) as exc:  # OSError: GatewayUnavailable, TimeoutError, local files

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from .ads import from_struct, parse_constraint, to_struct
+from .credentials import Credentials
 from .errors import GatewayError, GatewayUnavailable, UnknownJob
 from .jobs import FINAL_STATES, JOB_STATES, JobId, JobStatus
 from .submission import SubmissionApi
@@ -20,16 +21,23 @@ CHUNK = 1024 * 1024  # base64 makes it ~1.4 MB on the wire, well under the gatew
 
 class Schedd:
     """``Schedd("http://host:1984/")``; ``wsdl`` names another copy of condorSchedd.wsdl (a file or URL) for
-    servers that do not publish one, such as an HTCondor schedd without ENABLE_WEB_SERVER."""
+    servers that do not publish one, such as an HTCondor schedd without ENABLE_WEB_SERVER; ``credentials`` are for a
+    gateway served over HTTPS (a client certificate, or a user name and password)."""
 
-    def __init__(self, url: str, wsdl: str | None = None, timeout: float = 60) -> None:
+    def __init__(self, url: str, wsdl: str | None = None, timeout: float = 60,
+                 credentials: Credentials = Credentials()) -> None:
+        import requests
         import zeep
         from zeep.transports import Transport
 
         self.url = url if url.endswith("/") else url + "/"
         self.timeout = timeout
+        self.credentials = credentials
+        session = requests.Session()
+        credentials.configure(session)
         try:
-            client = zeep.Client(wsdl or self.url + "condorSchedd.wsdl", transport=Transport(timeout=timeout))
+            client = zeep.Client(wsdl or self.url + "condorSchedd.wsdl",
+                                 transport=Transport(timeout=timeout, session=session))
         except Exception as exc:  # requests' connection errors, or a 404 from something else
             raise GatewayUnavailable(f"cannot read the WSDL of the gateway at {self.url}: {exc}") from None
         self._service = client.create_service("{urn:condor}condorSchedd", self.url)
@@ -54,7 +62,7 @@ class Schedd:
     @functools.cached_property
     def submission_api(self) -> SubmissionApi:
         """The same gateway's submission API, which answers for jobs that left the queue (Birdbath cannot)."""
-        return SubmissionApi(self.url, self.timeout)
+        return SubmissionApi(self.url, self.timeout, self.credentials)
 
     # -- information ----------------------------------------------------------------------------------
     def version(self) -> str:

@@ -14,6 +14,7 @@ import urllib.request
 from typing import Any
 
 from .ads import from_typed_map
+from .credentials import Credentials
 from .errors import GatewayError, GatewayUnavailable
 from .jobs import JobId
 
@@ -24,9 +25,11 @@ NO_MATCH = "NO_MATCH"
 class SubmissionApi:
     """``SubmissionApi("http://host:1984/")``: the submission API of the gateway at that Birdbath URL."""
 
-    def __init__(self, url: str, timeout: float = 60) -> None:
+    def __init__(self, url: str, timeout: float = 60, credentials: Credentials = Credentials()) -> None:
         self.url = (url if url.endswith("/") else url + "/") + "submission/json/"
         self.timeout = timeout
+        self.credentials = credentials
+        self._context = credentials.ssl_context() if self.url.startswith("https:") else None
 
     def call(self, operation: str, **params: Any) -> dict[str, Any]:
         """The answer to one operation; a status other than OK raises GatewayError (NO_MATCH included)."""
@@ -38,9 +41,9 @@ class SubmissionApi:
 
     def _post(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         request = urllib.request.Request(self.url + operation, data=json.dumps(params).encode(),
-                                         headers={"Content-Type": "application/json"})
+                                         headers={"Content-Type": "application/json", **self.credentials.headers()})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout, context=self._context) as response:
                 return json.load(response)
         except urllib.error.HTTPError as exc:
             if exc.code == 400:  # the gateway refused the request itself (malformed JSON)
