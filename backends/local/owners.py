@@ -8,12 +8,17 @@ runs as that user, and the owner is only a name.
 
 from __future__ import annotations
 
+import errno
 import grp
+import json
 import os
 import pwd
+import select
+import signal
 import socket
+import time
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from jobmodel.jobs import HoldCode
 
@@ -52,6 +57,10 @@ class Account:
         os.setgroups(list(self.groups))
         os.setresgid(self.gid, self.gid, self.gid)
         os.setresuid(self.uid, self.uid, self.uid)
+
+    def environment(self) -> dict[str, str]:
+        """The minimal environment of a login of this user: what work done as the owner sees, never the gateway's."""
+        return {"HOME": self.home, "USER": self.name, "LOGNAME": self.name, "PATH": "/usr/local/bin:/usr/bin:/bin"}
 
     def as_spec(self) -> dict[str, object]:
         """What a launcher spec carries so a child process can :meth:`switch` without looking the user up."""
@@ -127,3 +136,89 @@ def _open_in_child(account: Account, channel: socket.socket, path: str | os.Path
     except BaseException:
         status = 1
     os._exit(status)
+
+
+def call_as(account: Account | None, function: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
+    """``function(*args)`` with the rights of ``account`` (None or the current user: a plain call).
+
+    For work that is more than one open: removing a file, parsing a description that may include other files or run
+    commands.  A forked child (in a process group of its own) switches to the account, with the account's own
+    minimal environment instead of the gateway's, calls ``function`` and sends back its result, which must be
+    JSON-encodable.  An OSError it raises is raised here as the same OSError, anything else as RuntimeError with its
+    message.  After ``timeout`` seconds the child's process group is killed and TimeoutError raised: a pipe or a
+    command that never ends must not hang the gateway."""
+    if account is None or account.is_current:
+        return function(*args)
+    reading, writing = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child, which leaves through os._exit
+        os.close(reading)
+        _call_in_child(account, writing, function, args)
+    os.close(writing)
+    try:
+        data = _read_until_closed(reading, timeout)
+    except TimeoutError:
+        _kill_group(child)
+        raise TimeoutError(errno.ETIMEDOUT, f"still running as {account.name} after {timeout} s") from None
+    finally:
+        os.close(reading)
+        os.waitpid(child, 0)
+    try:
+        answer = json.loads(data)
+    except ValueError:
+        raise RuntimeError(f"the process working as {account.name} died before it answered") from None
+    if "oserror" in answer:
+        number, text, filename = answer["oserror"]
+        raise OSError(number, text, filename) if filename is not None else OSError(number, text)
+    if "error" in answer:
+        raise RuntimeError(answer["error"])
+    return answer["result"]
+
+
+def _call_in_child(account: Account, channel: int, function: Callable[..., Any],
+                   args: tuple[Any, ...]) -> None:  # pragma: no cover - child process
+    status = 0
+    try:
+        os.setpgid(0, 0)
+        account.switch()
+        os.environ.clear()
+        os.environ.update(account.environment())
+        try:
+            answer: dict[str, Any] = {"result": function(*args)}
+        except OSError as exc:
+            answer = {"oserror": [exc.errno or errno.EIO, exc.strerror or str(exc),
+                                  None if exc.filename is None else os.fsdecode(exc.filename)]}
+        except Exception as exc:
+            answer = {"error": str(exc) or type(exc).__name__}
+        data = json.dumps(answer).encode()
+        while data:
+            data = data[os.write(channel, data):]
+    except BaseException:
+        status = 1
+    os._exit(status)
+
+
+def _read_until_closed(fd: int, timeout: float | None) -> bytes:
+    """Everything written to ``fd`` until its writer closes it; TimeoutError when that takes longer than ``timeout``."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    chunks: list[bytes] = []
+    while True:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not poller.poll(None if left is None else left * 1000):
+            raise TimeoutError
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _kill_group(child: int) -> None:
+    """Kill a :func:`call_as` child and whatever it started (it may not have made its own group yet)."""
+    for kill, target in ((os.killpg, child), (os.kill, child)):
+        try:
+            kill(target, signal.SIGKILL)
+            return
+        except ProcessLookupError:
+            continue
