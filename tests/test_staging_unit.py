@@ -1,6 +1,6 @@
 """Staging areas of the submission API (gateway.core.submissions) on a fake clock: an unused area expires after
-staging_lifetime and its files go, every send renews it, abort ends it at once, and a staged job stays queued for
-output_retention after it finished.  The service runs in this process over the local backend; no gateway, no
+staging_lifetime and its files go, every send renews it, abort ends it at once, only its creator uses it (and may
+hold max_staging_areas_per_caller of them), and a staged job stays queued for output_retention after it finished.  The service runs in this process over the local backend; no gateway, no
 sleeping.  tests/test_submission_api.py keeps one end-to-end expiry against a real gateway."""
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from twisted.internet.task import Clock
 
 from backends.local import LocalBackend, lifecycle
 from gateway.core.adstruct import Attr, AttrType
-from gateway.core.auth import AccessPolicy, Caller
+from gateway.core.auth import AccessPolicy, Authentication, Caller
 from gateway.core.submissions import ApiError, ApiStatus, SubmissionService, SubmissionSettings
 from tests.synchronous import run
 
 LIFETIME = 100
 RETENTION = 500
-ALICE = Caller("127.0.0.1", "alice")
-BOB = Caller("127.0.0.1", "bob")
+ALICE = Caller("127.0.0.1", "alice", Authentication.SOCKET)
+BOB = Caller("127.0.0.1", "bob", Authentication.SOCKET)
 
 
 
@@ -34,9 +34,11 @@ def backend(tmp_path):
     backend.close()
 
 
-def service_for(backend, clock, root: Path, policy: AccessPolicy | None = None) -> SubmissionService:
+def service_for(backend, clock, root: Path, policy: AccessPolicy | None = None,
+                limit: int = 20) -> SubmissionService:
     call = lambda function, *args, **kwargs: maybeDeferred(function, *args, **kwargs)
-    settings = SubmissionSettings("test.example", root, staging_lifetime=LIFETIME, output_retention=RETENTION)
+    settings = SubmissionSettings("test.example", root, staging_lifetime=LIFETIME, output_retention=RETENTION,
+                                  max_staging_areas_per_caller=limit)
     return SubmissionService(backend, call, policy or AccessPolicy(), clock, settings)
 
 
@@ -98,8 +100,7 @@ def test_a_refused_send_does_not_renew(service, clock, root):
     clock.advance(LIFETIME * 0.9)
     with pytest.raises(ApiError, match="not a plain file name"):
         run(service.send(ALICE, staging, "../escape", 0, b"abc"))
-    with pytest.raises(ApiError, match="Not the owner"):
-        run(service.send(BOB, staging, "f", 0, b"abc"))
+    assert no_match(service.send(BOB, staging, "f", 0, b"abc"))
     clock.advance(LIFETIME * 0.2)
     assert not (root / staging).exists()
 
@@ -122,16 +123,47 @@ def test_abort_removes_the_files_at_once_and_cancels_the_expiry(service, clock, 
     assert no_match(service.abort(ALICE, staging))
 
 
-def test_only_the_owner_uses_an_area_unless_queues_are_trusted(backend, clock, root):
+@pytest.mark.parametrize("other", [
+    BOB,  # another user on the same host
+    Caller("10.0.0.7", "alice", Authentication.CERTIFICATE),  # the same name, elsewhere
+    Caller("127.0.0.1", "alice", Authentication.PASSWORD),  # the same name, identified another way
+    Caller("127.0.0.1"),  # an anonymous client
+    Caller("127.0.0.1", "root", Authentication.SOCKET),  # even a queue super user
+])
+def test_only_the_creator_uses_an_area_and_others_are_told_it_does_not_exist(backend, clock, root, other):
     service = service_for(backend, clock, root)
     staging = run(service.create(ALICE))
-    with pytest.raises(ApiError, match="Not the owner of this staging area"):
-        run(service.send(BOB, staging, "f", 0, b"x"))
-    with pytest.raises(ApiError, match="Not the owner"):
-        run(service.abort(BOB, staging))
-    trusted = service_for(backend, clock, root / "trusted", AccessPolicy(queue_all_users_trusted=True))
-    shared = run(trusted.create(ALICE))
-    assert run(trusted.send(BOB, shared, "f", 0, b"x")) == 1
+    run(service.send(ALICE, staging, "f", 0, b"mine"))
+    assert no_match(service.send(other, staging, "f", 0, b"x"))
+    assert no_match(service.submit(other, [Attr("Cmd", AttrType.STRING, "f"),
+                                           Attr("Requirements", AttrType.EXPRESSION, "TRUE")], staging))
+    assert no_match(service.abort(other, staging))
+    assert (root / staging / "f").read_bytes() == b"mine" and backend.query(None) == []
+    assert run(service.send(ALICE, staging, "f", 4, b"!")) == 5  # the creator still uses it
+
+
+def test_trusted_queues_do_not_share_staging_areas(backend, clock, root):
+    anonymous = Caller("127.0.0.1")
+    service = service_for(backend, clock, root, AccessPolicy(queue_all_users_trusted=True))
+    staging = run(service.create(anonymous))
+    assert no_match(service.send(Caller("10.0.0.8"), staging, "f", 0, b"x"))  # another anonymous host
+    assert run(service.send(anonymous, staging, "f", 0, b"x")) == 1
+
+
+def test_a_caller_holds_at_most_max_staging_areas_per_caller(backend, clock, root):
+    service = service_for(backend, clock, root, limit=2)
+    first, _ = run(service.create(ALICE)), run(service.create(ALICE))
+    with pytest.raises(ApiError) as refused:
+        run(service.create(ALICE))
+    assert refused.value.code is ApiStatus.FAIL
+    assert "Too many staging areas" in refused.value.text and "max_staging_areas_per_caller" in refused.value.text
+    assert len(list(root.iterdir())) == 2
+    assert run(service.create(BOB))  # the limit is per caller
+    run(service.abort(ALICE, first))  # ending one makes room again
+    third = run(service.create(ALICE))
+    clock.advance(LIFETIME + 0.1)  # and so does expiry
+    assert no_match(service.send(ALICE, third, "f", 0, b"x"))
+    assert len({run(service.create(ALICE)), run(service.create(ALICE))}) == 2
 
 
 def test_staging_areas_do_not_survive_a_restart(backend, clock, root):

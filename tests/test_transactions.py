@@ -1,12 +1,17 @@
-"""Transactions as leases, driven by a fake clock (docs/birdbath.md §6)."""
+"""Transactions as leases, driven by a fake clock (docs/birdbath.md §6), and bound to the caller that began them
+with ids nobody can guess from their own."""
 
 from __future__ import annotations
 
 import pytest
 from twisted.internet.task import Clock
 
+from gateway.core import transactions
+from gateway.core.auth import Authentication, Caller
 from gateway.core.status import BirdbathError, StatusCode
 from gateway.core.transactions import TransactionRef, TransactionTable
+
+ALICE = Caller("127.0.0.1", "alice", Authentication.SOCKET)
 
 
 @pytest.fixture
@@ -20,20 +25,20 @@ def table(clock: Clock, expired: list) -> TransactionTable:
 
 
 def test_a_lease_expires_after_its_duration(table, clock, expired):
-    txn = table.open(10, "backend")
+    txn = table.open(10, "backend", ALICE)
     clock.advance(9.9)
     assert expired == []
     clock.advance(0.2)
     assert expired == [txn]
     with pytest.raises(BirdbathError) as error:
-        table.enter(TransactionRef(txn.id, 10), required=True)
+        table.enter(TransactionRef(txn.id, 10), required=True, caller=ALICE)
     assert error.value.status.code is StatusCode.INVALIDTRANSACTION
 
 
 def test_each_call_renews_the_lease_by_the_duration_it_carries(table, clock, expired):
-    txn = table.open(10, "backend")
+    txn = table.open(10, "backend", ALICE)
     clock.advance(8)
-    table.enter(TransactionRef(txn.id, 30), required=True)
+    table.enter(TransactionRef(txn.id, 30), required=True, caller=ALICE)
     clock.advance(29)
     assert expired == []
     clock.advance(2)
@@ -41,37 +46,89 @@ def test_each_call_renews_the_lease_by_the_duration_it_carries(table, clock, exp
 
 
 def test_a_call_without_duration_cannot_extend(table):
-    txn = table.open(10, "backend")
+    txn = table.open(10, "backend", ALICE)
     with pytest.raises(BirdbathError) as error:
-        table.enter(TransactionRef(txn.id, None), required=True)
+        table.enter(TransactionRef(txn.id, None), required=True, caller=ALICE)
     assert error.value.status.code is StatusCode.FAIL
     assert error.value.status.message == "Could not extend transaction"
 
 
 @pytest.mark.parametrize("ref", [None, TransactionRef(None, None), TransactionRef(0, 60)])
 def test_null_transactions(table, ref):
-    assert table.enter(ref, required=False) is None
+    assert table.enter(ref, required=False, caller=ALICE) is None
     with pytest.raises(BirdbathError) as error:
-        table.enter(ref, required=True)
+        table.enter(ref, required=True, caller=ALICE)
     assert error.value.status.message == "Invalid transaction"
 
 
 def test_closing_cancels_the_lease(table, clock, expired):
-    txn = table.open(10, "backend")
+    txn = table.open(10, "backend", ALICE)
     table.close(txn)
     clock.advance(60)
     assert expired == [] and len(table) == 0
 
 
 def test_many_transactions_in_the_same_second_get_distinct_nonzero_ids(table):
-    ids = {table.open(60, n).id for n in range(1000)}
+    ids = {table.open(60, n, ALICE).id for n in range(1000)}
     assert len(ids) == 1000 and 0 not in ids
     assert all(-2**31 <= i < 2**31 for i in ids)
 
 
 def test_leases_are_independent(table, clock, expired):
-    short = table.open(5, "a")
-    long = table.open(50, "b")
+    short = table.open(5, "a", ALICE)
+    long = table.open(50, "b", ALICE)
     clock.advance(6)
     assert expired == [short]
-    assert table.enter(TransactionRef(long.id, 50), required=True) is long
+    assert table.enter(TransactionRef(long.id, 50), required=True, caller=ALICE) is long
+
+
+def test_ids_are_random_not_derived_from_the_clock(clock, expired):
+    """The original's ``(time << 8) + counter`` made own id - 1 another client's open transaction."""
+    first, second = TransactionTable(clock, expired.append), TransactionTable(clock, expired.append)
+    ids = [first.open(60, n, ALICE).id for n in range(200)]
+    assert [second.open(60, n, ALICE).id for n in range(200)] != ids  # same clock, same second: other ids
+    close = [a for a, b in zip(ids, ids[1:]) if abs(a - b) < 2**16]
+    assert len(close) <= 2, close  # time-based ids differ by 1; random ones almost never by less than 2**16
+    assert min(ids) < 0 < max(ids)  # the whole signed 32-bit range is used
+
+
+def test_an_id_is_never_0_and_never_one_in_use(table, monkeypatch):
+    taken = table.open(60, "a", ALICE).id
+    draws = iter([0, taken & 0xFFFFFFFF, 0x8000_0000, 7])
+    monkeypatch.setattr(transactions.secrets, "randbits", lambda bits: next(draws))
+    assert table.open(60, "b", ALICE).id == -2**31  # 0 and the id in use were drawn and skipped
+    assert table.open(60, "c", ALICE).id == 7
+
+
+@pytest.mark.parametrize("other", [
+    Caller("127.0.0.1", "bob", Authentication.SOCKET),  # another user on the same host
+    Caller("10.0.0.7", "alice", Authentication.CERTIFICATE),  # the same name from elsewhere
+    Caller("127.0.0.1", "alice", Authentication.NONE),  # the same name, but not identified
+    Caller("127.0.0.1"),  # an anonymous client
+])
+def test_another_caller_is_told_the_transaction_does_not_exist_and_does_not_renew_it(table, clock, expired, other):
+    txn = table.open(10, "backend", ALICE)
+    clock.advance(9)
+    with pytest.raises(BirdbathError) as error:
+        table.enter(TransactionRef(txn.id, 600), required=True, caller=other)
+    assert error.value.status.code is StatusCode.INVALIDTRANSACTION
+    assert error.value.status.message == "Invalid transaction"  # word for word what an unknown id gets
+    clock.advance(1.1)
+    assert expired == [txn]  # the lease ran out on its own schedule: the foreign call did not renew it
+
+
+def test_the_owner_is_served_while_another_caller_is_refused(table):
+    txn = table.open(10, "backend", ALICE)
+    with pytest.raises(BirdbathError):
+        table.enter(TransactionRef(txn.id, 10), required=False, caller=Caller("127.0.0.1"))
+    assert table.enter(TransactionRef(txn.id, 10), required=False, caller=ALICE) is txn
+
+
+def test_held_by_counts_the_open_transactions_of_one_caller(table, clock):
+    bob = Caller("127.0.0.1", "bob", Authentication.SOCKET)
+    mine = [table.open(10, n, ALICE) for n in range(3)]
+    table.open(60, "b", bob)
+    assert table.held_by(ALICE) == 3 and table.held_by(bob) == 1 and table.held_by(Caller("127.0.0.1")) == 0
+    table.close(mine[0])
+    clock.advance(11)  # the other two expire
+    assert table.held_by(ALICE) == 0 and table.held_by(bob) == 1

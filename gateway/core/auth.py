@@ -1,9 +1,16 @@
-"""Who may talk to the gateway and whose jobs they may submit (docs/birdbath.md §9).
+"""Who may talk to the gateway, and whose jobs they may submit and act on (docs/birdbath.md §5.1, §9).
 
 Three host lists mirror HTCondor's knobs: ``allow_soap`` is checked when a request arrives (the SOAP level;
 by default loopback only), ``allow_read`` and ``allow_write`` per operation (a refusal is the original's
-``FAIL "Permission denied"``).  Without client certificates every caller is anonymous; an anonymous
-submission runs as ``default_owner`` and may not name another ``Owner`` unless ``queue_all_users_trusted``.
+``FAIL "Permission denied"``).
+
+The owner rules are one check (:meth:`AccessPolicy.owner_refusal`) that every operation of both APIs uses: a caller
+may submit as, and act on the jobs of, its *effective user* (its own name when the gateway knows it, else
+``default_owner``); identified queue super users may use any owner, and so may anonymous callers when
+``queue_all_users_trusted`` is set (the original's rule for callers without SSL).  Owner ``root`` is special: only a
+caller identified as root makes root's jobs, and only root and identified super users act on them, so no local user
+or anonymous client ever borrows root.  The attributes the schedd itself assigns (:data:`REPLACED_AT_SUBMIT`,
+:data:`SCHEDD_OWNED`) are never taken from clients.
 """
 
 from __future__ import annotations
@@ -12,6 +19,10 @@ import enum
 import ipaddress
 from dataclasses import dataclass, field
 from typing import Iterable
+
+import classad2
+
+from jobmodel.jobs import PRIVATE_ATTRIBUTES
 
 from .status import BirdbathError
 
@@ -81,6 +92,49 @@ class HostList:
         return f"HostList({list(self.entries)!r})"
 
 
+ROOT = "root"
+
+#: attributes the schedd assigns when a job enters the queue: a client's values (legacy clients send
+#: createJobTemplate's whole ad back) are dropped at submit and replaced by the schedd's own
+REPLACED_AT_SUBMIT = frozenset(
+    {"User", "ClusterId", "ProcId", "GlobalJobId", "QDate", "EnteredCurrentStatus", "MyType", "TargetType",
+     "ServerTime"}) | PRIVATE_ATTRIBUTES
+
+#: the job's state and the bookkeeping its life cycle keeps; only the schedd's own transitions change them
+STATE_BOOKKEEPING = frozenset(
+    {"JobStatus", "LastJobStatus", "HoldReasonCode", "HoldReasonSubCode", "LastHoldReasonCode", "NumSystemHolds",
+     "NumJobStarts", "NumJobCompletions", "NumRestarts", "JobStartDate", "JobCurrentStartDate", "CompletionDate",
+     "ExitCode", "ExitStatus", "ExitBySignal", "ExitSignal", "RemoteHost"})
+
+#: attributes no client may change on a queued job: Owner (chosen at submit, under the owner check), what the
+#: schedd assigns, and the state bookkeeping
+SCHEDD_OWNED = frozenset({"Owner"}) | REPLACED_AT_SUBMIT | STATE_BOOKKEEPING
+
+_REPLACED_AT_SUBMIT = frozenset(name.lower() for name in REPLACED_AT_SUBMIT)
+_SCHEDD_OWNED = frozenset(name.lower() for name in SCHEDD_OWNED)
+
+
+def replaced_at_submit(name: str) -> bool:
+    """Whether the schedd assigns attribute ``name`` itself at submit (ClassAd names ignore case)."""
+    return name.lower() in _REPLACED_AT_SUBMIT
+
+
+def schedd_owned(name: str) -> bool:
+    """Whether attribute ``name`` is the schedd's, so clients may not change it (ClassAd names ignore case)."""
+    return name.lower() in _SCHEDD_OWNED
+
+
+class OwnerUse(enum.Enum):
+    """What a caller wants to do with an owner's jobs (the words go into the refusal)."""
+
+    SUBMIT = "submit jobs owned by"
+    ACT = "act on jobs owned by"  # hold, release, remove, suspend, continue, change, read the files of
+
+
+class NotOwner(PermissionError):
+    """An owner rule refused the caller; the message says who, which owner, and why."""
+
+
 @dataclass
 class AccessPolicy:
     allow_soap: HostList = field(default_factory=lambda: HostList(LOOPBACK))
@@ -100,19 +154,68 @@ class AccessPolicy:
             return
         raise BirdbathError.fail("Permission denied")
 
-    def submitter(self, caller: Caller) -> str:
-        """The owner a caller's jobs get when they do not say otherwise."""
+    # -- owners -------------------------------------------------------------------------------------
+    @staticmethod
+    def identified(caller: Caller) -> bool:
+        """Whether the gateway knows who the caller is (socket, certificate or password), not just its address."""
+        return caller.authentication is not Authentication.NONE and caller.user is not None
+
+    def effective_user(self, caller: Caller) -> str:
+        """The owner the caller's jobs get when they do not say otherwise, and whose jobs it may act on."""
         return _owner_name(caller.user) if caller.user else self.default_owner
 
-    def check_owner(self, caller: Caller, owner: str) -> None:
-        """Refuse an ``Owner`` the caller may not submit as (qmgmt's OwnerCheck), with the reason."""
-        if self.queue_all_users_trusted or owner == self.submitter(caller):
-            return
-        if caller.user is not None and _owner_name(caller.user) in self.queue_super_users:
-            return
-        who = f"user {caller.user!r}" if caller.user else "an anonymous client"
-        raise PermissionError(
-            f"{who} may not submit jobs owned by {owner!r} (QUEUE_ALL_USERS_TRUSTED is false)")
+    def is_super_user(self, caller: Caller) -> bool:
+        """An identified caller named in ``queue_super_users`` (an anonymous caller never is one)."""
+        return self.identified(caller) and self.effective_user(caller) in self.queue_super_users
+
+    def owner_refusal(self, caller: Caller, owner: object, use: OwnerUse) -> str | None:
+        """Why ``caller`` may not submit as or act on ``owner`` (a job's Owner value), or None when it may.
+
+        The one owner check of both APIs: the caller's effective user; identified queue super users; anonymous
+        callers when ``queue_all_users_trusted``.  Owner root needs a caller identified as root (to act on root's
+        jobs, an identified super user will do)."""
+        user = self.effective_user(caller)
+        identified = self.identified(caller)
+        who = f"user {caller.user!r}" if identified else "an anonymous client"
+        if owner == ROOT:
+            if (identified and user == ROOT) or (use is OwnerUse.ACT and self.is_super_user(caller)):
+                return None
+            only = "a caller identified as root" if use is OwnerUse.SUBMIT else "root and the queue super users"
+            return f"{who} may not {use.value} 'root': only {only} may"
+        if owner == user:
+            return None
+        if identified and user in self.queue_super_users:
+            return None
+        if not identified and self.queue_all_users_trusted:
+            return None
+        shown = repr(owner) if isinstance(owner, str) else "nobody (the job has no Owner)"
+        if identified:
+            return f"{who} may not {use.value} {shown}: only its own ({user!r}), as it is not in queue_super_users"
+        return (f"{who} may not {use.value} {shown}: anonymous clients use default_owner {user!r} "
+                f"(queue_all_users_trusted is false)")
+
+    def check_owner(self, caller: Caller, owner: object, use: OwnerUse) -> None:
+        """Raise :class:`NotOwner` with the reason when :meth:`owner_refusal` refuses."""
+        refusal = self.owner_refusal(caller, owner, use)
+        if refusal is not None:
+            raise NotOwner(refusal)
+
+    def may_act(self, caller: Caller, owner: object) -> bool:
+        """Whether the caller may act on (hold, remove, change, read the files of) a job with this Owner."""
+        return self.owner_refusal(caller, owner, OwnerUse.ACT) is None
+
+    def submit_owner(self, caller: Caller, requested: object) -> str:
+        """The Owner of a job the caller submits: the one its ad names (a string, which the owner check must
+        allow), or its effective user when the ad names none or UNDEFINED (which must pass the check too: an
+        anonymous default_owner of root does not)."""
+        if requested is None or isinstance(requested, classad2.Value):
+            owner = self.effective_user(caller)
+        elif isinstance(requested, str):
+            owner = requested
+        else:
+            raise NotOwner("Owner must be a string")
+        self.check_owner(caller, owner, OwnerUse.SUBMIT)
+        return owner
 
 
 def _owner_name(user: str) -> str:

@@ -1,16 +1,18 @@
 """The Birdbath condorSchedd semantics (docs/birdbath.md §5-§7) over any backend, free of XML.
 
-Each public coroutine is one operation.  It runs the original's prologue (transaction lease, then permission),
-calls the backend off the reactor thread, and either returns plain Python values or raises
-:class:`~gateway.core.status.BirdbathError` with the status code and message the original used.
+Each public coroutine is one operation.  It runs the original's prologue (the caller's own transaction and its
+lease, then permission, then for an existing job the owner check), calls the backend off the reactor thread, and
+either returns plain Python values or raises :class:`~gateway.core.status.BirdbathError` with the status code and
+message the original used.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import classad2
+from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
@@ -19,7 +21,7 @@ from jobmodel.classads import parse_constraint
 from jobmodel.jobs import JobAction, Universe
 
 from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value, struct_to_ad
-from .auth import AccessPolicy, Caller, Permission
+from .auth import AccessPolicy, Caller, NotOwner, Permission, replaced_at_submit
 from .status import BirdbathError, StatusCode
 from .templates import TemplateError, input_files, job_template
 from .transactions import StagedJob, Transaction, TransactionRef, TransactionTable
@@ -28,13 +30,17 @@ log = Logger()
 
 Struct = list[Attr]
 CallInThread = Callable[..., Any]  # (function, *args) -> Deferred
+T = TypeVar("T")
+
+#: stub_prefix step 5's answer when a caller acts on a committed job of an owner it may not use
+NOT_JOB_OWNER = "Not job owner"
 
 
 @dataclass(frozen=True)
 class ScheddSettings:
     max_transaction_duration: int = -1  # MAX_SOAP_TRANSACTION_DURATION; <= 0 means no limit
     leave_in_queue: str | None = None  # SOAP_LEAVE_IN_QUEUE
-    max_transactions_per_caller: int = 20  # open transactions one caller (host and user) may hold
+    max_transactions_per_caller: int = 20  # open transactions one caller (host, user, authentication) may hold
 
 
 @dataclass(frozen=True)
@@ -58,9 +64,44 @@ class BirdbathSchedd:
     # -- the prologue -------------------------------------------------------------------------------
     def _enter(self, caller: Caller, ref: TransactionRef | None, permission: Permission,
                required: bool) -> Transaction | None:
-        txn = self.transactions.enter(ref, required)
+        txn = self.transactions.enter(ref, required, caller)
         self.policy.check(caller, permission)
         return txn
+
+    # -- the owner check (stub_prefix step 5) --------------------------------------------------------
+    def _owned(self, caller: Caller, cluster: int, proc: int) -> classad2.ClassAd | None:
+        """On the backend's thread: the committed job (None when there is none), once the caller may act on its
+        owner; else ``FAIL "Not job owner"``."""
+        ad = self.backend.get_job(cluster, proc)
+        if ad is not None and not self.policy.may_act(caller, ad.get("Owner")):
+            raise BirdbathError.fail(NOT_JOB_OWNER)
+        return ad
+
+    def _as_owner(self, caller: Caller, cluster: int, proc: int, function: Callable[..., T], *args: Any,
+                  **kwargs: Any) -> T:
+        """On the backend's thread: step 5, then ``function``, in one backend call, so that no job can enter the
+        queue between the check and the work."""
+        self._owned(caller, cluster, proc)
+        return function(*args, **kwargs)
+
+    def _job_call(self, caller: Caller, txn: Transaction | None, cluster: int, proc: int,
+                  function: Callable[..., T], *args: Any, **kwargs: Any) -> "Deferred[T]":
+        """Call ``function`` off the reactor, after step 5 unless this transaction created the job (such a job is
+        not in the committed queue: its cluster id is new)."""
+        if txn is not None and (cluster, proc) in txn.jobs:
+            return self._call(function, *args, **kwargs)
+        return self._call(self._as_owner, caller, cluster, proc, function, *args, **kwargs)
+
+    def _as_cluster_owner(self, caller: Caller, cluster: int, function: Callable[..., T], *args: Any,
+                          **kwargs: Any) -> T:
+        """On the backend's thread: refuse unless the caller may act on every committed job of the cluster, then
+        ``function``."""
+        jobs = self.backend.query(parse_constraint(f"ClusterId == {int(cluster)}"), ["ClusterId", "ProcId", "Owner"])
+        for ad in jobs:
+            if not self.policy.may_act(caller, ad.get("Owner")):
+                raise BirdbathError.fail(
+                    f"Not cluster owner: job {cluster}.{ad.get('ProcId')} of cluster {cluster} has another owner")
+        return function(*args, **kwargs)
 
     def _expired(self, txn: Transaction) -> None:
         log.info("transaction {id} expired after {duration}s idle; rolling back", id=txn.id, duration=txn.duration)
@@ -85,9 +126,22 @@ class BirdbathSchedd:
     # -- transactions -------------------------------------------------------------------------------
     async def begin_transaction(self, caller: Caller, duration: int) -> Transaction:
         self.policy.check(caller, Permission.WRITE)
+        self._check_room(caller)
         duration = self._clamp(duration)
         backend_txn = await self._call(self.backend.begin)
-        return self.transactions.open(duration, backend_txn)
+        try:
+            self._check_room(caller)  # the caller's other begins may have ended while the backend answered
+        except BirdbathError:
+            await self._call(self.backend.abort, backend_txn)
+            raise
+        return self.transactions.open(duration, backend_txn, caller)
+
+    def _check_room(self, caller: Caller) -> None:
+        limit = self.settings.max_transactions_per_caller
+        if self.transactions.held_by(caller) >= limit:
+            raise BirdbathError.fail(
+                f"Maximum number of transactions reached: this client already has {limit} open "
+                f"(max_transactions_per_caller in [birdbath]); commit or abort one first")
 
     def _clamp(self, duration: int) -> int:
         limit = self.settings.max_transaction_duration
@@ -151,7 +205,10 @@ class BirdbathSchedd:
 
     def _job_ad(self, caller: Caller, cluster: int, proc: int, staged: StagedJob,
                 attrs: list[Attr]) -> classad2.ClassAd:
-        """The job ad ``submit`` builds (§5.2): spool defaults, then the client's attributes, then Owner rules."""
+        """The job ad ``submit`` builds (§5.2): spool defaults, then the client's attributes, then Owner rules.
+
+        What the schedd assigns itself (ids, QDate, User, ...) is dropped from the client's ad, not refused:
+        legacy clients send createJobTemplate's whole ad back."""
         spool = self.backend.spool_directory(cluster, proc)
         ad = classad2.ClassAd()
         ad["SOAPJob"] = True
@@ -159,7 +216,7 @@ class BirdbathSchedd:
         ad["TransferInput"] = ",".join(staged.declared)
         client_iwd = False
         for attr in attrs:
-            if not attr.name or attr.name in ("MyType", "TargetType"):
+            if not attr.name or replaced_at_submit(attr.name):
                 continue
             try:
                 ad[attr.name] = attribute_value(attr.name, attr.type, attr.value)
@@ -172,15 +229,9 @@ class BirdbathSchedd:
         return ad
 
     def _apply_owner(self, caller: Caller, cluster: int, proc: int, ad: classad2.ClassAd) -> None:
-        owner = ad.get("Owner")
-        if owner is None or isinstance(owner, classad2.Value):
-            ad["Owner"] = self.policy.submitter(caller)
-            return
-        if not isinstance(owner, str):
-            raise BirdbathError.fail(f"Failed to set job {cluster}.{proc}'s Owner attribute: it must be a string")
         try:
-            self.policy.check_owner(caller, owner)
-        except PermissionError as exc:
+            ad["Owner"] = self.policy.submit_owner(caller, ad.get("Owner"))
+        except NotOwner as exc:
             raise BirdbathError.fail(f"Failed to set job {cluster}.{proc}'s Owner attribute: {exc}") from None
 
     async def _verify_hashes(self, txn: Transaction, cluster: int, proc: int, staged: StagedJob) -> None:
@@ -194,28 +245,32 @@ class BirdbathSchedd:
     async def remove_cluster(self, caller: Caller, ref: TransactionRef | None, cluster: int,
                              reason: str | None) -> None:
         txn = self._enter(caller, ref, Permission.WRITE, required=False)
-        await self._act(txn, JobAction.REMOVE, cluster, None, reason, "Failed to abort jobs in the cluster")
+        await self._act(caller, txn, JobAction.REMOVE, cluster, None, reason, "Failed to abort jobs in the cluster")
 
     async def remove_job(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
                          reason: str | None) -> None:
         txn = self._enter(caller, ref, Permission.WRITE, required=False)
-        await self._act(txn, JobAction.REMOVE, cluster, proc, reason, "Failed to abort job")
+        await self._act(caller, txn, JobAction.REMOVE, cluster, proc, reason, "Failed to abort job")
 
     async def hold_job(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
                        reason: str | None, system_hold: bool) -> None:
         txn = self._enter(caller, ref, Permission.WRITE, required=False)
-        await self._act(txn, JobAction.HOLD, cluster, proc, reason, "Failed to hold job.", system=system_hold)
+        await self._act(caller, txn, JobAction.HOLD, cluster, proc, reason, "Failed to hold job.",
+                        system=system_hold)
 
     async def release_job(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
                           reason: str | None) -> None:
         txn = self._enter(caller, ref, Permission.WRITE, required=False)
-        await self._act(txn, JobAction.RELEASE, cluster, proc, reason, "Failed to release job.")
+        await self._act(caller, txn, JobAction.RELEASE, cluster, proc, reason, "Failed to release job.")
 
-    async def _act(self, txn: Transaction | None, action: JobAction, cluster: int, proc: int | None,
+    async def _act(self, caller: Caller, txn: Transaction | None, action: JobAction, cluster: int, proc: int | None,
                    reason: str | None, failure: str, system: bool = False) -> None:
-        backend_txn = txn.backend_txn if txn else None
+        act = (self.backend.act, txn.backend_txn if txn else None, action, cluster, proc, reason)
         try:
-            await self._call(self.backend.act, backend_txn, action, cluster, proc, reason, system=system)
+            if proc is None:
+                await self._call(self._as_cluster_owner, caller, cluster, *act, system=system)
+            else:
+                await self._job_call(caller, txn, cluster, proc, *act, system=system)
         except BackendError as exc:
             raise BirdbathError.fail(f"{failure} ({exc})") from None
 
@@ -231,7 +286,7 @@ class BirdbathSchedd:
 
     async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> Struct:
         self._enter(caller, ref, Permission.READ, required=False)
-        ad = await self._call(self.backend.get_job, cluster, proc)
+        ad = await self._call(self._owned, caller, cluster, proc)
         if ad is None:
             raise BirdbathError(StatusCode.UNKNOWNJOB, "Specified job is unknown")
         return ad_to_struct(ad, self._now())
@@ -240,7 +295,7 @@ class BirdbathSchedd:
     async def declare_file(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
                            name: str | None, size: int, md5: str | None) -> None:
         txn = self._enter(caller, ref, Permission.WRITE, required=True)
-        staged = self._staged(txn, cluster, proc)
+        staged = await self._staged(caller, txn, cluster, proc)
         name = name or ""
         if name in staged.declared:
             raise BirdbathError(StatusCode.ALREADYEXISTS, f"File '{name}' already declared.")
@@ -255,7 +310,7 @@ class BirdbathSchedd:
     async def send_file(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
                         name: str | None, offset: int, data: bytes | None) -> None:
         txn = self._enter(caller, ref, Permission.WRITE, required=True)
-        staged = self._staged(txn, cluster, proc)
+        staged = await self._staged(caller, txn, cluster, proc)
         name = name or ""
         if name not in staged.declared:
             raise BirdbathError.fail(f"File '{name}' has not been declared.")
@@ -266,10 +321,12 @@ class BirdbathSchedd:
         except BackendError as exc:
             raise BirdbathError.fail(str(exc)) from None
 
-    @staticmethod
-    def _staged(txn: Transaction, cluster: int, proc: int) -> StagedJob:
+    async def _staged(self, caller: Caller, txn: Transaction, cluster: int, proc: int) -> StagedJob:
+        """A job this transaction created; for any other, step 5 comes first (a committed job of another owner
+        is "Not job owner", as in the original), then UNKNOWNJOB."""
         staged = txn.jobs.get((cluster, proc))
         if staged is None:
+            await self._call(self._owned, caller, cluster, proc)
             raise BirdbathError(StatusCode.UNKNOWNJOB, "Unknown job")
         return staged
 
@@ -282,7 +339,8 @@ class BirdbathSchedd:
             raise BirdbathError.fail(f"Failed to seek to offset {offset} in file '{name}'")
         backend_txn = txn.backend_txn if txn else None
         try:
-            return await self._call(self.backend.read_file, backend_txn, cluster, proc, name or "", offset, length)
+            return await self._job_call(caller, txn, cluster, proc, self.backend.read_file, backend_txn, cluster, proc,
+                                        name or "", offset, length)
         except BackendError as exc:
             raise BirdbathError.fail(str(exc)) from None
 
@@ -290,15 +348,17 @@ class BirdbathSchedd:
                          proc: int) -> Sequence[FileInfo]:
         txn = self._enter(caller, ref, Permission.READ, required=False)
         try:
-            return await self._call(self.backend.list_files, txn.backend_txn if txn else None, cluster, proc)
+            return await self._job_call(caller, txn, cluster, proc, self.backend.list_files,
+                                        txn.backend_txn if txn else None, cluster, proc)
         except BackendError as exc:
             raise BirdbathError.fail(str(exc)) from None
 
     async def close_spool(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> None:
         txn = self._enter(caller, ref, Permission.WRITE, required=False)
         try:
-            await self._call(self.backend.set_attribute, txn.backend_txn if txn else None, cluster, proc,
-                             "FilesRetrieved", classad2.ExprTree("true"))
+            await self._job_call(caller, txn, cluster, proc, self.backend.set_attribute,
+                                 txn.backend_txn if txn else None, cluster, proc, "FilesRetrieved",
+                                 classad2.ExprTree("true"))
         except BackendError as exc:
             raise BirdbathError.fail(f"Failed to set FilesRetrieved attribute. ({exc})") from None
 

@@ -3,8 +3,13 @@
 queries.  Protocol-free: the SOAP and JSON forms in ``gateway.soap.submission`` call this.
 
 Deliberate fixes of the originals' quirks (qmf.md §10): expressions keep their text on output; strings are never
-quote-trimmed; output retrieval is binary-safe and limited to the job's own Out/Err/UserLog and spool files; an
-unknown submission is NO_MATCH; SetJobAttribute honours a given type; suspend/continue report whether they applied.
+quote-trimmed; output retrieval is binary-safe and limited to files in the job's spool (its Out/Err/UserLog when they
+lie there, or a spool file by name); an unknown submission is NO_MATCH; SetJobAttribute honours a given type and
+refuses the attributes the schedd owns; suspend/continue report whether they applied.
+
+The owner rules are Birdbath's (``AccessPolicy.owner_refusal``): submitting, job control, setAttribute and fetch
+need a caller that may use the job's Owner; queries are not filtered, as getJobAds is not.  A staging area belongs
+to the caller that created it (host, user and how it was identified).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from jobmodel.files import is_plain_name, md5_of, write_at
 from jobmodel.jobs import JobAction, JobStatus, Universe
 
 from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value
-from .auth import AccessPolicy, Caller, Permission
+from .auth import AccessPolicy, Caller, NotOwner, OwnerUse, Permission, replaced_at_submit, schedd_owned
 from .status import BirdbathError
 
 log = Logger()
@@ -94,7 +99,7 @@ class StagingArea:
     id: str
     submission: str | None
     directory: Path
-    owner: str
+    creator: Caller  # the only caller that may send to it, abort it or submit from it
     files: dict[str, int] = field(default_factory=dict)
     expiry: IDelayedCall | None = None
 
@@ -105,7 +110,7 @@ class SubmissionSettings:
     staging_root: Path
     staging_lifetime: int = 3600  # seconds an unused staging area lives
     output_retention: int = 86400  # seconds a finished staged job stays queued so its output can be fetched
-    max_staging_areas_per_caller: int = 20  # staging areas one caller (host and user) may hold
+    max_staging_areas_per_caller: int = 20  # staging areas one caller (host, user, authentication) may hold
 
 
 class SubmissionService:
@@ -164,6 +169,8 @@ class SubmissionService:
         ad["ShouldTransferFiles"] = "NO"  # as the originals: the ad may override it
         for attr in attrs:
             _check_name(attr.name)
+            if replaced_at_submit(attr.name):
+                continue  # the schedd assigns it (ids, QDate, User...), as QMF's late overrides did
             try:
                 ad[attr.name] = attribute_value(attr.name, attr.type, attr.value)
             except BadAttribute as exc:
@@ -172,14 +179,10 @@ class SubmissionService:
         missing = [name for name in required if name not in ad]
         if missing:
             raise fail(f"Job ad is missing required attributes: {', '.join(missing)}")
-        owner = ad.get("Owner")
-        if owner is None or isinstance(owner, classad2.Value):
-            ad["Owner"] = self._policy.submitter(caller)
-        else:
-            try:
-                self._policy.check_owner(caller, str(owner))
-            except PermissionError as exc:
-                raise fail(str(exc)) from None
+        try:
+            ad["Owner"] = self._policy.submit_owner(caller, ad.get("Owner"))
+        except NotOwner as exc:
+            raise fail(f"Owner refused: {exc}") from None
         for name, default in (("JobStatus", int(JobStatus.IDLE)), ("RemoteUserCpu", 0.0), ("JobPrio", 0),
                               ("ImageSize", 0), ("JobUniverse", int(Universe.VANILLA)), ("MaxHosts", 1),
                               ("MinHosts", 1), ("CurrentHosts", 0)):
@@ -212,11 +215,15 @@ class SubmissionService:
     # -- staging ------------------------------------------------------------------------------------
     async def create(self, caller: Caller, submission: str | None = None) -> str:
         self._check(caller, Permission.WRITE)
+        self._check_room(caller)
         staging = uuid.uuid4().hex
-        area = StagingArea(staging, submission or None, self.settings.staging_root / staging,
-                           self._policy.submitter(caller))
-        await self._run(area.directory.mkdir)
-        self._staging[area.id] = area
+        area = StagingArea(staging, submission or None, self.settings.staging_root / staging, caller)
+        self._staging[area.id] = area  # counted at once: concurrent creates cannot pass the limit together
+        try:
+            await self._run(area.directory.mkdir)
+        except ApiError:
+            self._staging.pop(area.id, None)
+            raise
         area.expiry = self._clock.callLater(self.settings.staging_lifetime, self._expire, area.id)
         return area.id
 
@@ -241,12 +248,18 @@ class SubmissionService:
         self._check(caller, Permission.WRITE)
         self._discard(self._staging_area(caller, staging))
 
+    def _check_room(self, caller: Caller) -> None:
+        limit = self.settings.max_staging_areas_per_caller
+        if sum(1 for area in self._staging.values() if area.creator == caller) >= limit:
+            raise fail(f"Too many staging areas: this client already has {limit} "
+                       f"(max_staging_areas_per_caller in [submission]); submit from or abort one first, "
+                       f"or wait until unused ones expire")
+
     def _staging_area(self, caller: Caller, staging: str) -> StagingArea:
+        """The caller's own staging area; another caller's is answered as if it did not exist."""
         area = self._staging.get(staging)
-        if area is None:
+        if area is None or area.creator != caller:
             raise ApiError(ApiStatus.NO_MATCH, f"No staging area {staging!r} (unknown, used up or expired)")
-        if area.owner != self._policy.submitter(caller) and not self._policy.queue_all_users_trusted:
-            raise fail("Not the owner of this staging area")
         return area
 
     def _renew(self, area: StagingArea) -> None:
@@ -272,24 +285,44 @@ class SubmissionService:
         self._check(caller, Permission.WRITE)
         ref = JobRef.parse(job)
         try:
-            await self._call(self._backend.act, None, action, ref.cluster, ref.proc, reason)
+            await self._call(self._as_owner, caller, ref, self._backend.act, None, action, ref.cluster, ref.proc,
+                             reason)
         except UnknownJob as exc:
             raise ApiError(ApiStatus.NO_MATCH, str(exc)) from None
         except BackendError as exc:
             raise fail(f"Failed to {action.value} job {ref}: {exc}") from None
 
     async def set_attribute(self, caller: Caller, job: str, name: str, type_: AttrType | None, value: str) -> None:
-        """A typed value (STRING is quoted for you), or with no type raw ClassAd text, as QMF did."""
+        """A typed value (STRING is quoted for you), or with no type raw ClassAd text, as QMF did; never one of
+        the attributes the schedd owns (Owner, User, the ids, QDate, the job's state...)."""
         self._check(caller, Permission.WRITE)
         ref = JobRef.parse(job)
         _check_name(name)
         if name.lower() == "submission":
             raise fail("Changes to submission name not allowed")
+        if schedd_owned(name):
+            raise fail(f"{name} is set by the schedd and cannot be changed")
         try:
             parsed = attribute_value(name, type_ or AttrType.EXPRESSION, value)
         except BadAttribute as exc:
             raise fail(f"Failed to set attribute {name} to {value}: {exc}") from None
-        await self._run(self._backend.set_attribute, None, ref.cluster, ref.proc, name, parsed)
+        await self._run(self._as_owner, caller, ref, self._backend.set_attribute, None, ref.cluster, ref.proc, name,
+                        parsed)
+
+    def _check_owner(self, caller: Caller, ref: JobRef, ad: classad2.ClassAd) -> None:
+        try:
+            self._policy.check_owner(caller, ad.get("Owner"), OwnerUse.ACT)
+        except NotOwner as exc:
+            raise fail(f"Not job owner of {ref}: {exc}") from None
+
+    def _as_owner(self, caller: Caller, ref: JobRef, function: Callable[..., Any], *args: Any) -> Any:
+        """On the backend's thread: the owner check on the queued job, then ``function``, in one backend call, so
+        that no job can enter the queue between the check and the work."""
+        ad = self._backend.get_job(ref.cluster, ref.proc)
+        if ad is None:
+            raise UnknownJob(f"job {ref} is not in the queue")
+        self._check_owner(caller, ref, ad)
+        return function(*args)
 
     # -- queries --------------------------------------------------------------------------------------
     async def job_ad(self, caller: Caller, job: str) -> list[Attr]:
@@ -375,11 +408,13 @@ class SubmissionService:
 
     # -- output ---------------------------------------------------------------------------------------
     async def fetch(self, caller: Caller, job: str, file: str, start: int, end: int) -> bytes:
-        """Bytes of the job's Out, Err, UserLog or a spool file, with QMF's (start, end) range rules."""
+        """Bytes of a file in the job's spool (its Out, Err, UserLog when they lie there, or a spool file by name),
+        with QMF's (start, end) range rules; only for a caller that may act on the job's owner."""
         self._check(caller, Permission.READ)
         ref = JobRef.parse(job)
         ad = await self._find(ref)
-        path = _allowed_file(ad, file, self._backend.spool_directory(ref.cluster, ref.proc))
+        self._check_owner(caller, ref, ad)
+        path = _spool_file(ad, file, self._backend.spool_directory(ref.cluster, ref.proc))
         size, _ = await self._run(self._backend.read_job_file, ref.cluster, ref.proc, path, 0, 0)
         offset, length = _range(start, end, size)
         _, data = await self._run(self._backend.read_job_file, ref.cluster, ref.proc, path, offset, length)
@@ -431,15 +466,19 @@ def _summary(ad: classad2.ClassAd) -> dict[str, Any]:
     return summary
 
 
-def _allowed_file(ad: classad2.ClassAd, name: str, spool: str) -> str:
-    """Only the job's own files: its Out, Err, UserLog (by attribute name or value) or a plain spool file; the answer
-    is what the backend reads, a plain name in the job's spool or an absolute path."""
+def _spool_file(ad: classad2.ClassAd, name: str, spool: str) -> str:
+    """The plain name, in the job's spool, of the file ``name`` asks for: the job's Out, Err, UserLog or Log (by
+    attribute name or value) when it lies directly in the spool, else a plain spool file name.  Nothing outside
+    the spool: such a path is the job's to read, not the gateway's (the backend opens the name without following
+    symlinks)."""
     iwd = ad.get("Iwd") if isinstance(ad.get("Iwd"), str) else spool
     for attribute in ("Out", "Err", "UserLog", "Log"):
         value = ad.get(attribute)
         if isinstance(value, str) and value not in ("", "/dev/null") and name in (attribute.upper(), attribute, value):
-            path = Path(value) if os.path.isabs(value) else Path(iwd) / value
-            return path.name if path.parent == Path(spool) else str(path)
+            path = os.path.normpath(os.path.join(iwd, value))  # an absolute value replaces iwd
+            if os.path.dirname(path) != os.path.normpath(spool) or not is_plain_name(os.path.basename(path)):
+                raise fail(f"only files in the job's spool can be fetched; the job's {attribute} is {value!r}")
+            return os.path.basename(path)
     _check_file_name(name)
     return name
 

@@ -3,16 +3,20 @@
 A lease is armed for ``duration`` seconds at begin; every call that carries the transaction re-arms it with the
 ``duration`` carried *in that call*; when it fires, the owner's expiry callback aborts the backend transaction so
 everything uncommitted is rolled back.  The clock is injected so tests drive expiry without sleeping.
+
+A transaction belongs to the caller that began it (host, user and how it was identified): its id comes from
+``secrets``, so it cannot be guessed from one's own, and anyone else who sends it is told it does not exist.
 """
 
 from __future__ import annotations
 
-import itertools
+import secrets
 from dataclasses import dataclass, field
 from typing import Callable
 
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
+from .auth import Caller
 from .status import BirdbathError, invalid_transaction
 
 
@@ -43,6 +47,7 @@ class Transaction:
     id: int
     duration: int
     backend_txn: object
+    caller: Caller  # who began it: the only caller that may use it
     active_cluster: int | None = None
     jobs: dict[tuple[int, int], StagedJob] = field(default_factory=dict)
     timer: IDelayedCall | None = None
@@ -60,26 +65,31 @@ class TransactionTable:
         self._clock = clock
         self._on_expire = on_expire
         self._open: dict[int, Transaction] = {}
-        self._counter = itertools.count()
 
     def __len__(self) -> int:
         return len(self._open)
 
-    def open(self, duration: int, backend_txn: object) -> Transaction:
-        """Register a new transaction and arm its lease."""
-        txn = Transaction(self._new_id(), duration, backend_txn)
+    def held_by(self, caller: Caller) -> int:
+        """How many open transactions ``caller`` began (for the per-caller limit)."""
+        return sum(1 for txn in self._open.values() if txn.caller == caller)
+
+    def open(self, duration: int, backend_txn: object, caller: Caller) -> Transaction:
+        """Register a new transaction of ``caller`` and arm its lease."""
+        txn = Transaction(self._new_id(), duration, backend_txn, caller)
         self._open[txn.id] = txn
         self._arm(txn, duration)
         return txn
 
-    def enter(self, ref: TransactionRef | None, required: bool) -> Transaction | None:
-        """The transaction checks every operation starts with (``stub_prefix`` steps 1-3); renews the lease."""
+    def enter(self, ref: TransactionRef | None, required: bool, caller: Caller) -> Transaction | None:
+        """The transaction checks every operation starts with (``stub_prefix`` steps 1-3); renews the lease.
+
+        Another caller's transaction is INVALIDTRANSACTION, exactly as an unknown id, and its lease is left alone."""
         if ref is None or ref.is_null:
             if required:
                 raise invalid_transaction()
             return None
         txn = self._open.get(ref.id)
-        if txn is None:
+        if txn is None or txn.caller != caller:
             raise invalid_transaction()
         duration = ref.duration or 0
         if duration < 1:
@@ -113,11 +123,10 @@ class TransactionTable:
             self._on_expire(txn)
 
     def _new_id(self) -> int:
-        """``(time << 8) + counter`` as a signed 32-bit value, like the original: opaque, never 0, never in use.
+        """A random signed 32-bit id (a valid xsd:int, as the original's), never 0 and never one in use.
 
-        The counter is not reduced modulo 256, so a burst of begins within one second still gets distinct ids.
-        """
+        The original's ``(time << 8) + counter`` let a client find another's open transaction from its own id."""
         while True:
-            candidate = _signed32((int(self._clock.seconds()) << 8) + next(self._counter))
+            candidate = _signed32(secrets.randbits(32))
             if candidate and candidate not in self._open:
                 return candidate
