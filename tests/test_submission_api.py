@@ -203,8 +203,10 @@ def test_set_attribute_typed_and_raw(api, gateway, tmp_path):
      "Reserved ClassAd keyword"),
     ("submit", {"ad": {"Cmd": "/bin/true", "Requirements": True, "Iwd": "/tmp", "bad-name": 1}}, "FAIL",
      "Invalid attribute name"),
-    ("submit", {"ad": {"Cmd": "/bin/true", "Requirements": True, "Iwd": "/tmp", "Owner": "mallory"}}, "FAIL",
-     "QUEUE_ALL_USERS_TRUSTED"),
+    ("submit", {"ad": {"Cmd": "/bin/true", "Requirements": True, "Iwd": "/tmp", "Owner": 7}}, "FAIL",
+     "Owner refused: Owner must be a string"),
+    ("setAttribute", {"id": "999999.0", "name": "Owner", "type": "STRING", "value": "root"}, "FAIL",
+     "Owner is set by the schedd and cannot be changed"),
     ("submit", {"ad": {"Cmd": "/bin/true", "Requirements": {"TYPE": 0, "VALUE": "(("}, "Iwd": "/tmp"}}, "FAIL",
      "Failed to parse job ad attribute Requirements"),
     ("submit", {"ad": {"Cmd": "/bin/true", "Requirements": True}, "staging": "nope"}, "NO_MATCH", "staging area"),
@@ -321,16 +323,23 @@ def test_history_is_ordered_by_when_jobs_left_and_needs_a_backend_history_and_re
         _history(_service(backend, tmp_path, refused), None, None)
 
 
-def test_fetch_is_limited_to_the_jobs_own_files_and_checks_ranges(gateway, tmp_path):
-    job = call(gateway, "submit", ad={"Cmd": "/bin/true", "Iwd": str(tmp_path), "Out": "o.txt",
-                                      "Requirements": {"TYPE": 0, "VALUE": "FALSE"}})["id"]
-    (tmp_path / "o.txt").write_text("0123456789")
+def test_fetch_is_limited_to_the_jobs_spool_and_checks_ranges(gateway, tmp_path):
+    staging = call(gateway, "create")["id"]
+    ok(call(gateway, "send", staging=staging, name="o.txt", offset=0, data=base64.b64encode(b"0123456789").decode()))
+    job = call(gateway, "submit", staging=staging,
+               ad={"Cmd": "/bin/true", "Out": "o.txt", "Requirements": {"TYPE": 0, "VALUE": "FALSE"}})["id"]
     for file in ("/etc/passwd", "../../etc/passwd", "queue.sqlite3"):
         assert call(gateway, "fetch", id=job, file=file, start=0, end=10)["status"]["code"] == "FAIL"
     bad = call(gateway, "fetch", id=job, file="OUT", start=5, end=2)
     assert bad["status"]["code"] == "INVALID_OFFSET"
     assert base64.b64decode(call(gateway, "fetch", id=job, file="o.txt", start=-4, end=-1)["data"]) == b"678"
     assert base64.b64decode(call(gateway, "fetch", id=job, file="OUT", start=-100, end=0)["data"]) == b"0123456789"
+    (tmp_path / "elsewhere.txt").write_text("not in the spool")  # an output outside the spool is the job's business
+    outside = call(gateway, "submit", ad={"Cmd": "/bin/true", "Iwd": str(tmp_path), "Out": "elsewhere.txt",
+                                          "Requirements": {"TYPE": 0, "VALUE": "FALSE"}})["id"]
+    refused = call(gateway, "fetch", id=outside, file="OUT", start=0, end=100)
+    assert refused["status"] == {"code": "FAIL", "text": "only files in the job's spool can be fetched; the job's Out "
+                                                         "is 'elsewhere.txt'"}
 
 
 def test_unused_staging_areas_expire_and_abort_cleans_up(gateway):
