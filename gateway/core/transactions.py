@@ -53,9 +53,8 @@ class Transaction:
     timer: IDelayedCall | None = None
 
 
-def _signed32(value: int) -> int:
-    value &= 0xFFFFFFFF
-    return value - 0x1_0000_0000 if value & 0x8000_0000 else value
+#: the largest transaction id (ids are 1 .. MAX_ID)
+MAX_ID = 2**31 - 1
 
 
 class TransactionTable:
@@ -123,10 +122,12 @@ class TransactionTable:
             self._on_expire(txn)
 
     def _new_id(self) -> int:
-        """A random signed 32-bit id (a valid xsd:int, as the original's), never 0 and never one in use.
+        """A random id from 1 to 2**31 - 1 (a valid xsd:int, never 0), never one in use.
 
-        The original's ``(time << 8) + counter`` let a client find another's open transaction from its own id."""
+        The original's ``(time << 8) + counter`` let a client find another's open transaction from its own id.
+        Positive only: spyne's xsd:int parser refuses ten-digit negative numbers, which the original's ids could be,
+        and clients must get their id through."""
         while True:
-            candidate = _signed32(secrets.randbits(32))
-            if candidate and candidate not in self._open:
+            candidate = secrets.randbelow(MAX_ID) + 1
+            if candidate not in self._open:
                 return candidate
