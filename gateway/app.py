@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet.interfaces import IListeningPort
+from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.web import resource
 
@@ -28,9 +29,13 @@ log = Logger()
 class Gateway:
     """One gateway: a backend behind the Birdbath core, published as a twisted.web site.
 
-    It starts in two steps so that a start that is refused leaves nothing behind: :meth:`listen` binds the port
+    It starts in two steps so that a start that is refused leaves nothing behind: :meth:`listen` binds the ports
     (a taken port fails here, before any state exists), then :meth:`start` creates the backend, which may create
-    its state directory.  Until the reactor runs, the bound port serves nothing, so nobody sees the gap."""
+    its state directory.  Until the reactor runs, the bound ports serve nothing, so nobody sees the gap.
+
+    Both ports serve one site: the same operations, the same rules; only the way callers are identified differs
+    (:mod:`gateway.identity.callers`).  The SSL port's files (key, authorities, map file, password file) are read
+    here, once; changing them takes a restart."""
 
     def __init__(self, config: GatewayConfig, reactor: Any, backend: ScheddBackend | None = None) -> None:
         self.config = config
@@ -39,14 +44,22 @@ class Gateway:
         self.calls: BlockingCaller | None = None
         self.schedd: BirdbathSchedd | None = None
         self.submissions: SubmissionService | None = None
+        identification = config.identification(
+            lambda check, *args: deferToThreadPool(reactor, reactor.getThreadPool(), check, *args))
+        self.tls = config.server_tls() if config.enable_soap_ssl else None
         # the operations' resource replaces this placeholder in start(), before the reactor serves anything
-        self.site = GatewaySite(resource.Resource(), max_body=config.max_request_bytes, policy=config.policy())
+        self.site = GatewaySite(resource.Resource(), max_body=config.max_request_bytes, policy=config.policy(),
+                                identification=identification)
         self.port: IListeningPort | None = None
+        self.ssl_port: IListeningPort | None = None
 
-    def listen(self) -> IListeningPort:
-        """Bind the listening port (raises CannotListenError when it is taken)."""
-        self.port = self.reactor.listenTCP(self.config.port, self.site, interface=self.config.listen)
-        return self.port
+    def listen(self) -> None:
+        """Bind the plain port and the SSL port, those that are on (raises CannotListenError when one is taken)."""
+        config = self.config
+        if config.plain_port is not None:
+            self.port = self.reactor.listenTCP(config.plain_port, self.site, interface=config.listen)
+        if self.tls is not None:
+            self.ssl_port = self.reactor.listenSSL(config.soap_ssl_port, self.site, self.tls, interface=config.listen)
 
     def start(self) -> None:
         """Create the backend, start its services in the reactor and serve the operations on the bound port."""
@@ -73,11 +86,25 @@ class Gateway:
             Endpoint(b"", dispatcher, self._request_context, PublishedWsdl(wsdl_path("condorSchedd.wsdl")),
                      b"condorSchedd.wsdl"),
         ])
-        if self.port is not None:
-            address = self.port.getHost()
-            log.info("birdbath gateway listening on http://{host}:{port}/ with the {backend} backend "
-                     "(state in {state})", host=address.host, port=address.port, backend=config.backend,
-                     state=config.state_dir)
+        for port, scheme in ((self.port, "http"), (self.ssl_port, "https")):
+            if port is not None:
+                address = port.getHost()
+                log.info("birdbath gateway listening on {scheme}://{host}:{port}/ with the {backend} backend "
+                         "(state in {state}){callers}", scheme=scheme, host=address.host, port=address.port,
+                         backend=config.backend, state=config.state_dir, callers=self._callers(scheme))
+
+    def _callers(self, scheme: str) -> str:
+        """How the callers of one port are identified, for the start-up line."""
+        if scheme == "http":
+            return "; loopback callers identified by their socket's owner, others anonymous"
+        assert self.tls is not None
+        ways = []
+        if self.config.certificate_mapfile is not None:
+            ways.append(f"client certificates ({self.tls.settings.client_certificates.value}) mapped by "
+                        f"{self.config.certificate_mapfile}")
+        if self.config.password_file is not None:
+            ways.append(f"HTTP Basic checked against {self.config.password_file}")
+        return "; callers identified by " + " or ".join(ways)
 
     def _request_context(self, caller: Caller) -> RequestContext:
         return RequestContext(caller=caller, schedd=self.schedd, answers=self._answers)
@@ -90,8 +117,9 @@ class Gateway:
 
         The backend's threads are stopped whatever fails before, or they would keep the process alive."""
         try:
-            if self.port is not None:
-                await self.port.stopListening()
+            for port in (self.port, self.ssl_port):
+                if port is not None:
+                    await port.stopListening()
             if self.schedd is not None:
                 await self.schedd.abort_all()
             if self.backend is not None and Capability.SERVICES in self.backend.capabilities:

@@ -25,8 +25,10 @@ if TYPE_CHECKING:  # pragma: no cover
 EXIT_CONFIG = 2
 EXIT_START = 1
 
-#: the flags that override the configuration file's [gateway] settings of the same names
-OVERRIDES = ("listen", "port", "state_dir", "backend", "log_file", "log_level")
+#: the flags that override the configuration file's settings: flag's name -> setting's name
+OVERRIDES = {"listen": "listen", "port": "port", "state_dir": "state_dir", "backend": "backend",
+             "log_file": "log_file", "log_level": "log_level", "ssl_port": "soap_ssl_port",
+             "ssl_keyfile": "soap_ssl_server_keyfile", "ssl_ca_file": "soap_ssl_ca_file"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -35,29 +37,53 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Serve HTCondor's Birdbath SOAP API (condorSchedd) in front of a schedd backend.")
     parser.add_argument("--config", type=Path, help="TOML configuration file (flags override it)")
     parser.add_argument("--listen", metavar="ADDR", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, metavar="N", help="TCP port (default 1984; 0 picks a free one)")
+    parser.add_argument("--port", type=_port, metavar="N",
+                        help="plain HTTP port (default 1984; 0 switches it off, auto picks a free one)")
     parser.add_argument("--state-dir", type=Path, metavar="DIR",
                         help="where the backend keeps its queue and spool (default ~/.local/state/birdbath-gateway)")
     parser.add_argument("--backend", metavar="NAME", help="schedd backend (default local)")
     parser.add_argument("--port-file", type=Path, metavar="FILE",
-                        help="write the port actually listened on to FILE once ready (useful with --port 0)")
+                        help="write the plain port actually listened on to FILE once ready (useful with --port auto)")
+    parser.add_argument("--ssl-port", type=int, metavar="N",
+                        help="serve HTTPS on this port too (enable_soap_ssl; soap_ssl_port, 0 picks a free one)")
+    parser.add_argument("--ssl-keyfile", type=Path, metavar="PEM",
+                        help="the server's certificate, chain and private key (soap_ssl_server_keyfile)")
+    parser.add_argument("--ssl-ca-file", type=Path, metavar="PEM",
+                        help="the authorities client certificates must chain to (soap_ssl_ca_file)")
+    parser.add_argument("--ssl-port-file", type=Path, metavar="FILE",
+                        help="write the SSL port actually listened on to FILE once ready")
     parser.add_argument("--log-file", type=Path, metavar="PATH", help="append the log to PATH (default stderr)")
     parser.add_argument("--log-level", choices=list(LEVELS), help="least severe level logged (default info)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser.parse_args(argv)
 
 
+def _port(text: str) -> int | str:
+    from gateway.config import parse_port
+
+    try:
+        return parse_port(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number, 0 or auto: {text!r}") from None
+
+
 def configure(args: argparse.Namespace) -> "GatewayConfig":
     """The configuration file with the flags applied, checked (raises ConfigError; creates nothing)."""
-    from gateway.config import load, validate
+    from gateway.config import ConfigError, load, validate
 
     config = load(args.config)
-    for name in OVERRIDES:
-        if getattr(args, name) is not None:
-            setattr(config, name, getattr(args, name))
+    for flag, setting in OVERRIDES.items():
+        if getattr(args, flag) is not None:
+            setattr(config, setting, getattr(args, flag))
+    if args.ssl_port is not None:
+        config.enable_soap_ssl = True
     # the backend runs jobs from directories of their own: a relative state directory would name another place
     config.state_dir = config.state_dir.absolute()
     validate(config)
+    if args.port_file and config.plain_port is None:
+        raise ConfigError("--port-file names the plain port's file, but port = 0 switches the plain port off")
+    if args.ssl_port_file and not config.enable_soap_ssl:
+        raise ConfigError("--ssl-port-file names the SSL port's file, but enable_soap_ssl is false")
     return config
 
 
@@ -92,9 +118,12 @@ def main(argv: list[str] | None = None) -> int:
         config = configure(args)
     except ConfigError as exc:
         return refuse(exc, EXIT_CONFIG)
-    gateway = Gateway(config, reactor)
     try:
-        port = gateway.listen()
+        gateway = Gateway(config, reactor)
+    except ConfigError as exc:  # a file of the SSL port changed since it was checked
+        return refuse(exc, EXIT_CONFIG)
+    try:
+        gateway.listen()
     except Exception as exc:  # CannotListenError: the port is taken, or the address is not ours
         return refuse(exc, EXIT_START)
     try:
@@ -103,8 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(f"cannot open the log file: {exc}", EXIT_CONFIG)
     try:
         gateway.start()
-        if args.port_file:
-            args.port_file.write_text(f"{port.getHost().port}\n")
+        for port_file, port in ((args.port_file, gateway.port), (args.ssl_port_file, gateway.ssl_port)):
+            if port_file and port is not None:
+                port_file.write_text(f"{port.getHost().port}\n")
     except Exception as exc:
         gateway.release()  # the backend's threads would keep the process alive
         return refuse_start(exc)

@@ -3,7 +3,7 @@
 ```toml
 [gateway]
 listen = "127.0.0.1"          # --listen
-port = 1984                   # --port
+port = 1984                   # --port: 0 switches the plain HTTP port off, "auto" picks a free one
 state_dir = "/var/lib/birdbath-gateway"   # --state-dir
 backend = "local"             # --backend
 max_request_bytes = 16777216
@@ -20,6 +20,14 @@ default_owner = "alice"       # Owner of anonymous submissions (default: the use
 max_soap_transaction_duration = -1
 soap_leave_in_queue = ""
 max_transactions_per_caller = 20   # open transactions one caller (host and user) may hold at once
+enable_soap_ssl = false       # the SSL port: HTTPS with client certificates and/or HTTP Basic
+soap_ssl_port = 0             # --ssl-port (which also enables it); 0 picks a free port
+soap_ssl_server_keyfile = "/etc/birdbath/server.pem"   # --ssl-keyfile: certificate, chain and private key
+soap_ssl_server_keyfile_password = ""                   # when the key is encrypted
+soap_ssl_ca_file = "/etc/birdbath/ca.pem"              # --ssl-ca-file: CAs client certificates chain to
+soap_ssl_ca_dir = "/etc/grid-security/certificates"     # or a directory of them
+certificate_mapfile = "/etc/birdbath/certificate_mapfile"   # SSL "<regex on the subject>" user
+password_file = "/etc/birdbath/passwords"               # user:bcrypt-hash lines (htpasswd -B); off when unset
 
 [submission]                  # the simplified submission API
 staging_lifetime = 3600       # seconds an unused staging area (create/send) lives
@@ -34,7 +42,9 @@ from __future__ import annotations
 
 import getpass
 import inspect
+import ipaddress
 import os
+import pwd
 import tomllib
 import types
 import typing
@@ -45,7 +55,15 @@ from typing import Any, Callable, Union
 from backends import registry
 from gateway.core.auth import LOOPBACK, AccessPolicy, HostList
 from gateway.core.schedd import ScheddSettings
+from gateway.identity.callers import Identification, Offload
+from gateway.identity.mapfile import CertificateMap, MapFileError
+from gateway.identity.passwords import PasswordFile, PasswordFileError
+from gateway.identity.peers import address_of
+from gateway.identity.tls import ClientCertificates, ServerContextFactory, TlsError, TlsSettings
 from gateway.logging import LEVELS
+
+#: ``port = "auto"``: the plain port on any free port (``port = 0`` switches the plain port off)
+AUTO = "auto"
 
 
 class ConfigError(ValueError):
@@ -60,7 +78,7 @@ def default_state_dir() -> Path:
 @dataclass
 class GatewayConfig:
     listen: str = "127.0.0.1"
-    port: int = 1984
+    port: int | str = 1984  # a number, 0 (no plain port) or AUTO
     state_dir: Path = field(default_factory=default_state_dir)
     backend: str = "local"
     max_request_bytes: int = 16 * 1024 * 1024
@@ -78,7 +96,23 @@ class GatewayConfig:
     staging_lifetime: int = 3600
     output_retention: int = 86400
     max_staging_areas_per_caller: int = 20
+    enable_soap_ssl: bool = False
+    soap_ssl_port: int = 0  # 0: any free port, as in HTCondor
+    soap_ssl_server_keyfile: Path | None = None
+    soap_ssl_server_keyfile_password: str = ""
+    soap_ssl_ca_file: Path | None = None
+    soap_ssl_ca_dir: Path | None = None
+    certificate_mapfile: Path | None = None
+    password_file: Path | None = None
     backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def plain_port(self) -> int | None:
+        """The port to bind for plain HTTP (0: any free one), or None when it is switched off."""
+        if self.port == AUTO:
+            return 0
+        assert isinstance(self.port, int)
+        return self.port if self.port != 0 else None
 
     def policy(self) -> AccessPolicy:
         try:
@@ -88,6 +122,39 @@ class GatewayConfig:
                 queue_super_users=frozenset(self.queue_super_users), default_owner=self.default_owner)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+
+    def tls_settings(self) -> TlsSettings:
+        """The SSL port's TLS settings (certificates are asked for only when a map file can map them)."""
+        if self.soap_ssl_server_keyfile is None:
+            raise ConfigError("enable_soap_ssl needs soap_ssl_server_keyfile (--ssl-keyfile): the server's "
+                              "certificate, its chain and its private key in one PEM file")
+        if self.certificate_mapfile is None:
+            asked = ClientCertificates.NOT_ASKED
+        else:
+            asked = ClientCertificates.OPTIONAL if self.password_file is not None else ClientCertificates.REQUIRED
+        return TlsSettings(self.soap_ssl_server_keyfile, self.soap_ssl_server_keyfile_password or None,
+                           self.soap_ssl_ca_file, self.soap_ssl_ca_dir, asked)
+
+    def server_tls(self) -> ServerContextFactory:
+        """The SSL port's TLS context, its files read and checked (raises ConfigError)."""
+        try:
+            return ServerContextFactory(self.tls_settings())
+        except TlsError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def identification(self, offload: Offload | None = None) -> Identification:
+        """How callers are told apart: the map file and the password file, read and checked (raises ConfigError).
+
+        Both serve the SSL port only, so without it neither is read."""
+        certificates = passwords = None
+        try:
+            if self.enable_soap_ssl and self.certificate_mapfile is not None:
+                certificates = CertificateMap.load(self.certificate_mapfile)
+            if self.enable_soap_ssl and self.password_file is not None:
+                passwords = PasswordFile.load(self.password_file)
+        except (MapFileError, PasswordFileError) as exc:
+            raise ConfigError(str(exc)) from None
+        return Identification(certificates, passwords, offload)
 
     def schedd_settings(self) -> ScheddSettings:
         return ScheddSettings(max_transaction_duration=self.max_soap_transaction_duration,
@@ -99,7 +166,9 @@ _SECTIONS = {
     "gateway": ("listen", "port", "state_dir", "backend", "max_request_bytes", "log_file", "log_level"),
     "submission": ("staging_lifetime", "output_retention", "max_staging_areas_per_caller"),
     "birdbath": ("allow_soap", "allow_read", "allow_write", "queue_all_users_trusted", "queue_super_users",
-                 "default_owner", "max_soap_transaction_duration", "soap_leave_in_queue", "max_transactions_per_caller"),
+                 "default_owner", "max_soap_transaction_duration", "soap_leave_in_queue", "max_transactions_per_caller",
+                 "enable_soap_ssl", "soap_ssl_port", "soap_ssl_server_keyfile", "soap_ssl_server_keyfile_password",
+                 "soap_ssl_ca_file", "soap_ssl_ca_dir", "certificate_mapfile", "password_file"),
 }
 
 
@@ -126,20 +195,31 @@ def load(path: Path | None) -> GatewayConfig:
 
 
 #: settings that name a file or directory (given as strings, ``~`` expanded)
-_PATHS = frozenset({"state_dir", "log_file"})
+_PATHS = frozenset({"state_dir", "log_file", "soap_ssl_server_keyfile", "soap_ssl_ca_file", "soap_ssl_ca_dir",
+                    "certificate_mapfile", "password_file"})
 
 
 def _set(config: GatewayConfig, key: str, value: Any, where: str) -> None:
+    if key == "port":
+        if not (type(value) is int or value == AUTO):
+            raise ConfigError(f'{where}: expected a port number, 0 (off) or "{AUTO}", got {value!r}')
+        config.port = value
+        return
     expected = str if key in _PATHS else type(getattr(config, key))
     if type(value) is not expected:
         raise ConfigError(f"{where}: expected {expected.__name__}, got {value!r}")
     setattr(config, key, Path(os.path.expanduser(value)) if key in _PATHS else value)
 
 
+def parse_port(text: str) -> int | str:
+    """``--port``'s value: a number, or ``auto``."""
+    return AUTO if text == AUTO else int(text)
+
+
 # -- checking a configuration before anything is started ---------------------------------------------------
 #: inclusive bounds of the numeric settings (None: unbounded)
 _RANGES: dict[str, tuple[int, int | None]] = {
-    "port": (0, 65535), "max_request_bytes": (1, None), "staging_lifetime": (1, None), "output_retention": (0, None),
+    "soap_ssl_port": (0, 65535), "max_request_bytes": (1, None), "staging_lifetime": (1, None), "output_retention": (0, None),
     "max_transactions_per_caller": (1, None), "max_staging_areas_per_caller": (1, None)}
 
 
@@ -147,6 +227,8 @@ def validate(config: GatewayConfig) -> None:
     """Raise ConfigError for anything that would make the gateway fail later, once flags are applied.
 
     Nothing is created here: a refused start must leave no state directory or log file behind."""
+    if config.port != AUTO and not 0 <= config.port <= 65535:
+        raise ConfigError(f'port must be between 0 (off) and 65535, or "{AUTO}", not {config.port}')
     for key, (low, high) in _RANGES.items():
         number = getattr(config, key)
         if number < low or (high is not None and number > high):
@@ -154,10 +236,76 @@ def validate(config: GatewayConfig) -> None:
     if config.log_level not in LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LEVELS)}, not {config.log_level!r}")
     config.policy()
+    check_ports(config)
+    if config.enable_soap_ssl:
+        check_ssl(config)
+    check_anonymous_owner(config, os.geteuid())
     check_backend_options(config.backend, config.backend_options.get(config.backend, {}))
     check_directory(config.state_dir, "state directory")
     if config.log_file is not None:
         check_file(config.log_file, "log file")
+
+
+def check_ports(config: GatewayConfig) -> None:
+    """Something must listen, and the two ports cannot be one."""
+    if config.plain_port is None and not config.enable_soap_ssl:
+        raise ConfigError("nothing would listen: port = 0 switches the plain port off and enable_soap_ssl is false")
+    if config.enable_soap_ssl and config.plain_port and config.plain_port == config.soap_ssl_port:
+        raise ConfigError(f"port and soap_ssl_port are both {config.port}; the SSL port needs a port of its own")
+
+
+def check_ssl(config: GatewayConfig) -> None:
+    """The SSL port's knobs are complete and their files usable (read, not kept: the gateway reads them again)."""
+    if config.certificate_mapfile is None and config.password_file is None:
+        raise ConfigError("enable_soap_ssl needs certificate_mapfile (client certificates), password_file "
+                          "(HTTP Basic), or both: otherwise no caller could be identified on the SSL port")
+    if config.certificate_mapfile is not None and config.soap_ssl_ca_file is None and config.soap_ssl_ca_dir is None:
+        raise ConfigError("client certificates (certificate_mapfile) need soap_ssl_ca_file (--ssl-ca-file) or "
+                          "soap_ssl_ca_dir: the authorities they must chain to")
+    config.identification()
+    config.server_tls()
+
+
+#: the name HTCondor and Unix give the account that may do anything
+ROOT = 0
+
+
+def check_anonymous_owner(config: GatewayConfig, euid: int) -> None:
+    """Refuse a gateway running as root whose anonymous remote callers (the plain port, beyond loopback) would get
+    jobs owned by root: anyone on the network could run anything as root."""
+    if euid != ROOT or config.plain_port is None or _loopback_only(config.listen) \
+            or not admits_remote_hosts(config.allow_soap):
+        return
+    try:
+        privileged = pwd.getpwnam(config.default_owner).pw_uid == ROOT
+    except KeyError:
+        privileged = False
+    if privileged:
+        raise ConfigError(
+            f"default_owner is {config.default_owner!r} (uid 0) while the gateway runs as root and remote callers "
+            f"reach the plain port anonymously (listen = {config.listen!r}, allow_soap = {config.allow_soap}): set "
+            f"[birdbath] default_owner to an unprivileged account such as \"nobody\", or restrict allow_soap to "
+            f"loopback, or listen on 127.0.0.1, or switch the plain port off (port = 0) and use the SSL port")
+
+
+def _loopback_only(listen: str) -> bool:
+    address = address_of(listen)
+    return listen == "localhost" or (address is not None and address.is_loopback)
+
+
+def admits_remote_hosts(entries: list[str]) -> bool:
+    """Whether an ``allow_soap`` list admits any host that is not this machine's loopback."""
+    for entry in entries:
+        entry = entry.strip()
+        if entry == "localhost":
+            continue
+        if entry in ("*", "*/*"):
+            return True
+        network = ipaddress.ip_network(entry, strict=False)
+        loopback = ipaddress.ip_network("127.0.0.0/8") if network.version == 4 else ipaddress.ip_network("::1")
+        if not network.subnet_of(loopback):  # type: ignore[arg-type]
+            return True
+    return False
 
 
 def _bounds(low: int, high: int | None) -> str:

@@ -1,9 +1,12 @@
 """The HTTP face of the gateway: one twisted.web resource for every path.
 
 POST (any path, any SOAPAction, HTTP/1.0 or 1.1, chunked or not) is SOAP; GET ``/condorSchedd.wsdl`` or any
-``?wsdl`` serves the WSDL with this server's address.  Peers outside ``allow_soap`` are refused before their
-body is read, bodies over the size cap are refused while they arrive, and every request is logged with its
-operation, client, status (with the reason of a FAIL) and duration.
+``?wsdl`` serves the WSDL with this server's address.  The same site serves the plain port and the SSL port.
+Peers outside ``allow_soap`` are refused before their body is read, bodies over the size cap are refused while
+they arrive; then the caller is identified (:mod:`gateway.identity.callers`: the loopback socket's owner, the
+client certificate's mapped user, or HTTP Basic over TLS), and a caller refused there gets 401 or 403 with the
+reason in the endpoint's own form (a SOAP fault, or the JSON API's status).  Every request is logged with its
+operation, client, status (with the reason of a FAIL), duration and who the caller was.
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ from xml.sax.saxutils import escape
 
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.web import resource, server
 
 from gateway.core.auth import AccessPolicy, Caller
+from gateway.identity.callers import Connection, Identification, Refusal, describe
+from gateway.identity.tls import peer_certificate
 from gateway.soap.dispatch import SoapAnswer, SoapDispatcher
 from gateway.soap.wsdl import PublishedWsdl
 
@@ -40,15 +46,19 @@ def fault_document(message: str) -> bytes:
 
 
 class GatewayRequest(server.Request):
-    """A request that refuses oversized bodies and denied peers before buffering them."""
+    """A request that refuses oversized bodies and denied peers before buffering them, and knows its caller
+    (``caller``) or why it has none (``refusal``) before the resource sees it."""
 
     max_body: int = 16 * 1024 * 1024
     policy: AccessPolicy | None = None
+    identification: Identification = Identification()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._received = 0
         self._refused = False
+        self.caller: Caller | None = None
+        self.refusal: Refusal | None = None
 
     def gotLength(self, length: int | None) -> None:
         peer = self.getClientAddress()
@@ -72,6 +82,40 @@ class GatewayRequest(server.Request):
         if self._refused:
             return
         super().requestReceived(command, path, version)
+
+    def process(self) -> None:
+        """Identify the caller (a password check runs off the reactor thread), then serve the request."""
+        identified = Deferred.fromCoroutine(
+            self.identification.caller(self.connection(), self.getHeader(b"authorization")))
+        identified.addCallbacks(self._identified, self._not_identified)
+
+    def connection(self) -> Connection:
+        """What this request's connection says about the client, worked out once per connection."""
+        channel = self.channel
+        known = getattr(channel, "birdbath_connection", None)
+        if known is None:
+            peer, local = self.getClientAddress(), self.getHost()
+            secure = self.isSecure()
+            known = Connection(secure, getattr(peer, "host", ""), getattr(peer, "port", 0), getattr(local, "host", ""),
+                               getattr(local, "port", 0), peer_certificate(channel.transport) if secure else None)
+            channel.birdbath_connection = known
+        return known
+
+    def _identified(self, caller: Caller) -> None:
+        self.caller = caller
+        self._serve()
+
+    def _not_identified(self, failure: Failure) -> None:
+        if failure.check(Refusal):
+            self.refusal = failure.value
+        else:
+            log.failure("identifying a caller failed", failure)
+            self.refusal = Refusal(500, "Internal server error")
+        self._serve()
+
+    def _serve(self) -> None:
+        if not self._disconnected:
+            super().process()
 
     def _refuse_size(self) -> None:
         self._refuse(413, b"Request Entity Too Large",
@@ -119,8 +163,10 @@ class GatewayResource(resource.Resource):
     def _endpoint(self, request: server.Request) -> Endpoint:
         return next(endpoint for endpoint in self._endpoints if endpoint.matches(request.path.rstrip(b"/")))
 
-    def render_GET(self, request: server.Request) -> bytes:
+    def render_GET(self, request: GatewayRequest) -> bytes:
         endpoint = self._endpoint(request)
+        if request.refusal is not None:
+            return self._refuse(request, endpoint, request.refusal)
         path = request.path.rstrip(b"/").rsplit(b"/", 1)[-1]
         wants_wsdl = path == endpoint.wsdl_name or (request.args is not None and b"wsdl" in request.args) \
             or request.uri.lower().endswith(b"?wsdl")
@@ -130,17 +176,19 @@ class GatewayResource(resource.Resource):
             return (b"Not found. WSDLs: GET /condorSchedd.wsdl (or /?wsdl) and /submission?wsdl; "
                     b"POST SOAP requests to any path, JSON to /submission/json/<operation>.\n")
         request.setHeader(b"content-type", XML)
-        log.info("GET {path} (WSDL) from {client}", path=request.uri.decode("latin-1"),
-                 client=getattr(request.getClientAddress(), "host", ""))
+        log.info("GET {path} (WSDL) from {client} ({who})", path=request.uri.decode("latin-1"),
+                 client=getattr(request.getClientAddress(), "host", ""), who=describe(request.caller))
         return endpoint.wsdl.render(_base_url(request) + endpoint.prefix.decode().lstrip("/"))
 
-    def render_HEAD(self, request: server.Request) -> bytes:
+    def render_HEAD(self, request: GatewayRequest) -> bytes:
         return self.render_GET(request)
 
-    def render_POST(self, request: server.Request) -> int:
+    def render_POST(self, request: GatewayRequest) -> int | bytes:
         started = self._clock()
         endpoint = self._endpoint(request)
-        caller = Caller(host=getattr(request.getClientAddress(), "host", ""))
+        if request.refusal is not None:
+            return self._refuse(request, endpoint, request.refusal)
+        caller = request.caller
         udc = endpoint.context_for(caller)
         body = request.content.read() if request.content is not None else b""
         if endpoint.body_for is not None:
@@ -152,7 +200,7 @@ class GatewayResource(resource.Resource):
                 self._log_request(operation.decode("latin-1") or "-", caller, FAIL, reason, started)
                 request.setResponseCode(400)
                 request.setHeader(b"content-type", endpoint.content_type)
-                return json.dumps({"status": {"code": "FAIL", "text": reason}}).encode()
+                return _status_document(reason)
         finished = Deferred.fromCoroutine(endpoint.dispatcher.dispatch(body, udc))
         finished.addCallback(self._respond, request, endpoint, udc, caller, started)
         finished.addErrback(self._crashed, request, caller)
@@ -175,11 +223,26 @@ class GatewayResource(resource.Resource):
         """One line per request; a FAIL says why, since that code alone explains nothing (the other codes name
         the problem, and keep their text in the event's ``reason`` field)."""
         fields = {"operation": operation, "client": caller.host, "outcome": outcome, "reason": reason,
-                  "ms": (self._clock() - started) * 1000}
+                  "ms": (self._clock() - started) * 1000, "who": describe(caller), "user": caller.user,
+                  "authentication": caller.authentication.value}
         if outcome == FAIL and reason:
-            log.info("{operation} from {client}: {outcome} in {ms:.1f} ms: {reason}", **fields)
+            log.info("{operation} from {client}: {outcome} in {ms:.1f} ms ({who}): {reason}", **fields)
         else:
-            log.info("{operation} from {client}: {outcome} in {ms:.1f} ms", **fields)
+            log.info("{operation} from {client}: {outcome} in {ms:.1f} ms ({who})", **fields)
+
+    def _refuse(self, request: GatewayRequest, endpoint: Endpoint, refusal: Refusal) -> bytes:
+        """Answer a caller refused for who it is (or is not), in the endpoint's own form."""
+        log.warn("{method} {path} from {client} refused ({code}): {message}", method=request.method.decode("latin-1"),
+                 path=request.path.decode("latin-1"), client=getattr(request.getClientAddress(), "host", ""),
+                 code=refusal.code, message=refusal.message)
+        request.setResponseCode(refusal.code)
+        if refusal.challenge:
+            request.setHeader(b"www-authenticate", b'Basic realm="birdbath", charset="UTF-8"')
+        if endpoint.content_type == XML:
+            request.setHeader(b"content-type", XML)
+            return fault_document(refusal.message)
+        request.setHeader(b"content-type", endpoint.content_type)
+        return _status_document(refusal.message)
 
     def _crashed(self, failure: Any, request: server.Request, caller: Caller) -> None:
         log.failure("unhandled error answering {client}", failure, client=caller.host)
@@ -189,6 +252,11 @@ class GatewayResource(resource.Resource):
         request.setHeader(b"content-type", XML)
         request.write(fault_document("Internal server error"))
         request.finish()
+
+
+def _status_document(reason: str) -> bytes:
+    """The JSON API's answer that carries only a FAIL status."""
+    return json.dumps({"status": {"code": FAIL, "text": reason}}).encode()
 
 
 def _base_url(request: server.Request) -> str:
@@ -201,11 +269,13 @@ def _base_url(request: server.Request) -> str:
 
 
 class GatewaySite(server.Site):
-    """A Site whose requests carry the size cap and the SOAP-level host check."""
+    """A Site whose requests carry the size cap, the SOAP-level host check and the caller's identification."""
 
-    def __init__(self, root: resource.Resource, *, max_body: int, policy: AccessPolicy) -> None:
+    def __init__(self, root: resource.Resource, *, max_body: int, policy: AccessPolicy,
+                 identification: Identification) -> None:
         super().__init__(root)
-        self.requestFactory = type("Request", (GatewayRequest,), {"max_body": max_body, "policy": policy})
+        self.requestFactory = type("Request", (GatewayRequest,), {"max_body": max_body, "policy": policy,
+                                                                 "identification": identification})
         self.noisy = False
 
     def log(self, request: server.Request) -> None:

@@ -7,11 +7,13 @@ module ships with the gateway so that a third-party backend or client can test a
 
 from __future__ import annotations
 
+import datetime
 import os
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -26,25 +28,48 @@ QUEUE_ONLY = "[backends.local]\nslots = 0\n"
 
 
 class GatewayProcess:
-    """``birdbath-gateway`` running in its own process, started and stopped by a test."""
+    """``birdbath-gateway`` running in its own process, started and stopped by a test.
+
+    ``ssl`` adds the SSL port (``--ssl-port``, on a free port; the TLS knobs come with ``config``, e.g. from
+    :meth:`TestPki.config`); ``plain=False`` switches the plain port off.  A restart keeps the ports."""
 
     def __init__(self, state_dir: Path, config: str | None = None, tmp: Path | None = None,
-                 extra_args: tuple[str, ...] = ()) -> None:
+                 extra_args: tuple[str, ...] = (), *, ssl: bool = False, plain: bool = True) -> None:
         self.state_dir = state_dir
         self.tmp = tmp or state_dir.parent
         self.config_text = config
         self.extra_args = extra_args
+        self.ssl = ssl
+        self.plain = plain
         self.process: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
+        self.ssl_port: int | None = None
         self.log_path = self.tmp / f"gateway-{id(self)}.log"
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/"
 
-    def command(self, port_file: Path) -> list[str]:
-        args = [sys.executable, "-m", "gateway.cli", "--port", str(self.port or 0), "--port-file", str(port_file),
-                "--state-dir", str(self.state_dir), *self.extra_args]
+    @property
+    def https_url(self) -> str:
+        return f"https://127.0.0.1:{self.ssl_port}/"
+
+    def _port_files(self) -> dict[str, Path]:
+        """The files the gateway writes its ports to, by attribute."""
+        files = {"port": self.tmp / f"port-{id(self)}"} if self.plain else {}
+        if self.ssl:
+            files["ssl_port"] = self.tmp / f"ssl-port-{id(self)}"
+        return files
+
+    def command(self, port_files: dict[str, Path]) -> list[str]:
+        args = [sys.executable, "-m", "gateway.cli", "--state-dir", str(self.state_dir)]
+        if self.plain:
+            args += ["--port", str(self.port or "auto"), "--port-file", str(port_files["port"])]
+        else:
+            args += ["--port", "0"]
+        if self.ssl:
+            args += ["--ssl-port", str(self.ssl_port or 0), "--ssl-port-file", str(port_files["ssl_port"])]
+        args += self.extra_args
         if self.config_text is not None:
             config = self.tmp / f"config-{id(self)}.toml"
             config.write_text(self.config_text)
@@ -52,20 +77,22 @@ class GatewayProcess:
         return args
 
     def start(self) -> "GatewayProcess":
-        port_file = self.tmp / f"port-{id(self)}"
-        port_file.unlink(missing_ok=True)
+        port_files = self._port_files()
+        for port_file in port_files.values():
+            port_file.unlink(missing_ok=True)
         env = dict(os.environ, CONDOR_CONFIG="/dev/null", PYTHONPATH=str(SOURCE_ROOT))
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self.command(port_file), cwd=SOURCE_ROOT, env=env, stdout=log,
+            self.process = subprocess.Popen(self.command(port_files), cwd=SOURCE_ROOT, env=env, stdout=log,
                                             stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
-        while not port_file.exists() or not port_file.read_text().strip():
+        while not all(port_file.exists() and port_file.read_text().strip() for port_file in port_files.values()):
             if self.process.poll() is not None:
                 raise RuntimeError(f"gateway exited with {self.process.returncode}:\n{self.log()}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"gateway did not start:\n{self.log()}")
             time.sleep(0.05)
-        self.port = int(port_file.read_text())
+        for attribute, port_file in port_files.items():
+            setattr(self, attribute, int(port_file.read_text()))
         return self
 
     def log(self) -> str:
@@ -96,8 +123,8 @@ def start_gateway(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
     """Start gateways with their own state directory (and optional TOML configuration)."""
     started: list[GatewayProcess] = []
 
-    def start(config: str | None = None, state_dir: Path | None = None) -> GatewayProcess:
-        gateway = GatewayProcess(state_dir or tmp_path / f"state{len(started)}", config, tmp_path)
+    def start(config: str | None = None, state_dir: Path | None = None, **options: bool) -> GatewayProcess:
+        gateway = GatewayProcess(state_dir or tmp_path / f"state{len(started)}", config, tmp_path, **options)
         started.append(gateway.start())
         return gateway
 
@@ -106,17 +133,89 @@ def start_gateway(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
         gateway.stop()
 
 
-def module_gateway(config: str | None, scope: str = "module"):
-    """A fixture running one gateway with this configuration, shared by a module's (or the session's) tests."""
+def module_gateway(config: str | None, scope: str = "module", **options: bool):
+    """A fixture running one gateway with this configuration, shared by a module's (or the session's) tests
+    (``options``: GatewayProcess's ``ssl`` and ``plain``)."""
 
     @pytest.fixture(scope=scope)
     def fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
         tmp = tmp_path_factory.mktemp("gateway")
-        process = GatewayProcess(tmp / "state", config, tmp=tmp).start()
+        process = GatewayProcess(tmp / "state", config, tmp=tmp, **options).start()
         yield process
         process.stop()
 
     return fixture
+
+
+@dataclass(frozen=True)
+class ClientCertificate:
+    """A client's certificate and key, as separate PEM files and as one (certificate chain, then key)."""
+
+    certificate: Path
+    key: Path
+    combined: Path
+    subject: str
+
+
+class TestPki:
+    """A certificate authority made at test time (``trustme``), the gateway's server key signed by it, client
+    certificates, a certificate map file and a password file, and the ``[birdbath]`` TOML naming them.
+
+    Clients are issued with the subject ``/O=Birdbath Test/OU=People/CN=<name>``, which :data:`MAP_FILE` maps to
+    the user ``<name>``; :meth:`passwords` hashes with bcrypt's least cost, to keep tests fast."""
+
+    __test__ = False  # not a test class, whatever pytest makes of its name
+
+    ORGANIZATION = "Birdbath Test"
+    MAP_FILE = 'SSL "^/O=Birdbath Test/OU=People/CN=([a-z]+)$" \\1\n'
+
+    def __init__(self, directory: Path) -> None:
+        import trustme
+
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.ca = trustme.CA(organization_name=self.ORGANIZATION)
+        self.ca_file = directory / "ca.pem"
+        self.ca.cert_pem.write_to_path(str(self.ca_file))
+        server = self.ca.issue_cert("127.0.0.1", "localhost", common_name="localhost",
+                                    organization_name=self.ORGANIZATION)
+        self.server_keyfile = directory / "server.pem"
+        server.private_key_and_cert_chain_pem.write_to_path(str(self.server_keyfile))
+        self.mapfile = directory / "certificate_mapfile"
+        self.mapfile.write_text(self.MAP_FILE)
+        self.password_file = directory / "passwords"
+
+    def client(self, name: str, *, not_after: datetime.datetime | None = None, unit: str = "People",
+               ca: object | None = None) -> ClientCertificate:
+        """A client certificate for ``name`` (signed by this CA, or by another trustme ``ca``)."""
+        issuer = ca or self.ca
+        leaf = issuer.issue_cert(common_name=name, organization_name=self.ORGANIZATION,  # type: ignore[attr-defined]
+                                 organization_unit_name=unit, not_after=not_after)
+        stem = self.directory / f"{name}-{unit}-{id(leaf)}"
+        files = ClientCertificate(stem.with_suffix(".crt"), stem.with_suffix(".key"), stem.with_suffix(".pem"),
+                                  f"/O={self.ORGANIZATION}/OU={unit}/CN={name}")
+        leaf.cert_chain_pems[0].write_to_path(str(files.certificate))
+        leaf.private_key_pem.write_to_path(str(files.key))
+        leaf.private_key_and_cert_chain_pem.write_to_path(str(files.combined))
+        return files
+
+    def passwords(self, users: dict[str, str]) -> Path:
+        """Write the password file with these users and passwords."""
+        import bcrypt
+
+        self.password_file.write_text("".join(
+            f"{user}:{bcrypt.hashpw(password.encode(), bcrypt.gensalt(4)).decode()}\n"
+            for user, password in users.items()))
+        return self.password_file
+
+    def config(self, *, certificates: bool = True, passwords: bool = False, extra: str = "") -> str:
+        """The ``[birdbath]`` section for the SSL port (``extra``: more lines of that section)."""
+        lines = ["[birdbath]", "enable_soap_ssl = true", f'soap_ssl_server_keyfile = "{self.server_keyfile}"']
+        if certificates:
+            lines += [f'soap_ssl_ca_file = "{self.ca_file}"', f'certificate_mapfile = "{self.mapfile}"']
+        if passwords:
+            lines.append(f'password_file = "{self.password_file}"')
+        return "\n".join(lines) + "\n" + extra
 
 
 def zeep_client(wsdl: str, address: str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import socket
 
 import pytest
@@ -151,8 +152,9 @@ def test_keep_alive_connections_serve_several_requests(gateway):
     connection.close()
 
 
-def test_every_request_is_logged_with_operation_client_status_and_duration(gateway):
+def test_every_request_is_logged_with_operation_client_status_duration_and_caller(gateway):
     post(gateway.port, envelope("<c:getJobAd><clusterId>424242</clusterId><jobId>0</jobId></c:getJobAd>"))
     assert_alive(gateway)
     lines = [line for line in gateway.log().splitlines() if "getJobAd from 127.0.0.1: UNKNOWNJOB in" in line]
-    assert lines and lines[-1].rstrip().endswith("ms")
+    # a loopback caller is the user owning its socket: this test's user
+    assert lines and lines[-1].rstrip().endswith(f" ms ({getpass.getuser()} by socket)")

@@ -55,7 +55,7 @@ def serving(tmp: Path, *flags: str | Path) -> Iterator[tuple[int, Path]]:
     """The gateway started with these flags; yields its port and the file its stdout and stderr go to."""
     port_file, output = tmp / "port", tmp / "output"
     with open(output, "wb") as stream:
-        process = subprocess.Popen(gateway_command("--port", "0", "--port-file", port_file, *flags), cwd=ROOT,
+        process = subprocess.Popen(gateway_command("--port", "auto", "--port-file", port_file, *flags), cwd=ROOT,
                                    env=ENV, stdout=stream, stderr=subprocess.STDOUT)
     try:
         wait_until(lambda: port_file.exists() and port_file.read_text().strip() or process.poll() is not None,
@@ -127,14 +127,14 @@ def test_a_fail_status_is_logged_with_its_reason(gateway, schedd):
     answer = schedd.holdJob(None, 987654, 0, "no such job", False, False, False)
     assert answer.code == "FAIL" and answer.message
     line = wait_for_line(gateway.log, "holdJob from 127.0.0.1: FAIL in")
-    assert line.endswith(f"ms: {answer.message}")
+    assert line.endswith(f" ms ({OWNER} by socket): {answer.message}")
 
     request = urllib.request.Request(gateway.url + "submission/json/getJobAd", json.dumps({"id": "x.y"}).encode())
     with urllib.request.urlopen(request, timeout=30) as response:
         status = json.load(response)["status"]
     assert status["code"] == "FAIL"
     line = wait_for_line(gateway.log, "getJobAd from 127.0.0.1: FAIL in", "x.y")
-    assert line.endswith(f"ms: {status['text']}")
+    assert line.endswith(f" ms ({OWNER} by socket): {status['text']}")
 
 
 def test_recovery_after_a_crash_is_logged(start_gateway, tmp_path):

@@ -118,7 +118,7 @@ def dev_commands(example: Example, tmp_path: Path) -> None:
     assert "exec ./dev test" in (ROOT / ".ci" / "run").read_text()
     port_file = tmp_path / "port"
     with open(tmp_path / "serve.log", "wb") as log:
-        process = subprocess.Popen(["./dev", "serve", "--port", "0", "--port-file", str(port_file),
+        process = subprocess.Popen(["./dev", "serve", "--port", "auto", "--port-file", str(port_file),
                                     "--state-dir", str(tmp_path / "state")], cwd=ROOT, stdout=log,
                                    stderr=subprocess.STDOUT)
     try:

@@ -30,7 +30,7 @@ def refused_start(*args: str | Path, config: str | None = None, tmp: Path) -> su
     if config is not None:
         (tmp / "gateway.toml").write_text(config)
         args = (*args, "--config", tmp / "gateway.toml")
-    return subprocess.run(gateway_command("--port", "0", *args), cwd=ROOT, env=ENV, capture_output=True, text=True,
+    return subprocess.run(gateway_command("--port", "auto", *args), cwd=ROOT, env=ENV, capture_output=True, text=True,
                           timeout=PROMPTLY)
 
 

@@ -104,7 +104,7 @@ def test_the_installed_package_serves_its_own_copy_of_the_wsdl(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     port_file = tmp_path / "port"
     output = tmp_path / "output"
-    process = subprocess.Popen([script, "--port", "0", "--port-file", str(port_file), "--state-dir",
+    process = subprocess.Popen([script, "--port", "auto", "--port-file", str(port_file), "--state-dir",
                                 str(tmp_path / "state")], cwd=tmp_path, env=env,
                                stdout=open(output, "wb"), stderr=subprocess.STDOUT)
     try:

@@ -1,0 +1,9 @@
+"""Who a caller is: the transport's evidence turned into a :class:`gateway.core.auth.Caller`.
+
+- :mod:`.tls` builds the SSL port's TLS context from HTCondor's ``soap_ssl_*`` knobs and names a client
+  certificate's subject as OpenSSL's one-line form, the string HTCondor matched;
+- :mod:`.mapfile` reads HTCondor's certificate map file, which turns that subject into a user;
+- :mod:`.passwords` reads the password file (bcrypt hashes) that HTTP Basic over TLS is checked against;
+- :mod:`.peers` finds the local user owning a loopback client's socket (``/proc/net/tcp`` and ``tcp6``);
+- :mod:`.callers` decides, per connection and request, which of these identifies the caller, or refuses it.
+"""

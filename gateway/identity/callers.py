@@ -1,0 +1,155 @@
+"""Who the caller of a request is, from what its connection and its request prove.
+
+On the plain port:
+  - a peer on loopback is the local user owning its socket (:mod:`.peers`), found once per connection; when the
+    kernel's tables do not list it, it is anonymous;
+  - any other peer is anonymous (``default_owner`` gets its jobs);
+  - HTTP Basic credentials are refused without being looked at: a password sent in clear text must not be taken
+    as proof of anything, and the client should learn at once that it is sending one.
+On the SSL port:
+  - a client certificate (verified by the handshake) is mapped to a user by the certificate map file; a subject
+    no rule maps is refused (403), even when the request also carries a password;
+  - without a certificate, HTTP Basic credentials are checked against the password file; wrong ones get 401;
+  - a request with neither is refused (401 with a Basic challenge when passwords are accepted).
+"""
+
+from __future__ import annotations
+
+import binascii
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from cryptography import x509
+
+from gateway.core.auth import Authentication, Caller
+from gateway.identity import peers
+from gateway.identity.mapfile import SSL, CertificateMap
+from gateway.identity.passwords import PasswordFile, RememberedPasswords
+from gateway.identity.tls import subject_oneline
+
+#: runs a slow, blocking check (a bcrypt comparison) away from the reactor thread
+Offload = Callable[..., Awaitable[bool]]
+
+
+class Refusal(Exception):
+    """A request refused for who its caller is (or is not): the HTTP status and the reason to send back."""
+
+    def __init__(self, code: int, message: str, challenge: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        #: whether to answer with ``WWW-Authenticate: Basic`` (the client may try again with a password)
+        self.challenge = challenge
+
+
+@dataclass
+class Connection:
+    """What one TCP connection says about its client, kept for every request it carries."""
+
+    secure: bool
+    peer_host: str
+    peer_port: int
+    local_host: str
+    local_port: int
+    certificate: x509.Certificate | None = None
+    #: who the connection itself proves the caller is (its certificate or its socket), once worked out
+    caller: Caller | None = None
+    #: the last ``Authorization`` header that passed the password check on this connection, and its caller
+    basic: tuple[bytes, Caller] | None = None
+
+
+def describe(caller: Caller) -> str:
+    """``alice by certificate``, ``bob by socket``, or ``anonymous``: for the request log."""
+    if caller.user is None or caller.authentication is Authentication.NONE:
+        return "anonymous"
+    return f"{caller.user} by {caller.authentication.value}"
+
+
+def basic_credentials(header: bytes | None) -> tuple[str, str] | None:
+    """The user and password of an ``Authorization: Basic`` header; None when there is no such header."""
+    if not header:
+        return None
+    scheme, _, encoded = header.strip().partition(b" ")
+    if scheme.lower() != b"basic":
+        return None
+    try:
+        decoded = binascii.a2b_base64(encoded.strip(), strict_mode=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise Refusal(401, "Malformed HTTP Basic credentials", challenge=True) from None
+    user, colon, password = decoded.partition(":")
+    if not colon or not user:
+        raise Refusal(401, "Malformed HTTP Basic credentials (expected user:password)", challenge=True)
+    return user, password
+
+
+async def _inline(check: Callable[..., bool], *args: Any) -> bool:
+    return check(*args)
+
+
+class Identification:
+    """The gateway's way of telling callers apart: its map file and password file (either may be absent).
+
+    ``offload`` runs a password check (the reactor's thread pool in the gateway; inline when not given), and
+    ``socket_owner``/``user_name`` look loopback peers up (the kernel's tables; other tables in unit tests)."""
+
+    def __init__(self, certificates: CertificateMap | None = None, passwords: PasswordFile | None = None,
+                 offload: Offload | None = None,
+                 socket_owner: Callable[[peers.Endpoint, peers.Endpoint], int | None] = peers.socket_owner,
+                 user_name: Callable[[int], str | None] = peers.user_name) -> None:
+        self.certificates = certificates
+        self.passwords = passwords
+        self._offload = offload or _inline
+        self._socket_owner = socket_owner
+        self._user_name = user_name
+        self._remembered = RememberedPasswords()
+
+    async def caller(self, connection: Connection, authorization: bytes | None) -> Caller:
+        """The caller of one request on ``connection`` (raises :class:`Refusal`)."""
+        if not connection.secure:
+            if basic_credentials(authorization) is not None:
+                raise Refusal(403, "HTTP Basic authentication is accepted only on the SSL port (enable_soap_ssl); "
+                                   "the credentials sent in clear text were not checked")
+            if connection.caller is None:
+                connection.caller = self._plain_caller(connection)
+            return connection.caller
+        if connection.certificate is not None and self.certificates is not None:
+            if connection.caller is None:
+                connection.caller = self._certificate_caller(connection)
+            return connection.caller
+        return await self._password_caller(connection, authorization)
+
+    def _plain_caller(self, connection: Connection) -> Caller:
+        anonymous = Caller(host=connection.peer_host)
+        client = peers.endpoint(connection.peer_host, connection.peer_port)
+        server = peers.endpoint(connection.local_host, connection.local_port)
+        if client is None or server is None or not client.address.is_loopback:
+            return anonymous
+        uid = self._socket_owner(client, server)
+        user = self._user_name(uid) if uid is not None else None
+        return Caller(connection.peer_host, user, Authentication.SOCKET) if user else anonymous
+
+    def _certificate_caller(self, connection: Connection) -> Caller:
+        assert connection.certificate is not None and self.certificates is not None
+        subject = subject_oneline(connection.certificate)
+        user = self.certificates.canonicalize(SSL, subject)
+        if user is None:
+            raise Refusal(403, f"The certificate subject {subject} is not mapped to a user "
+                               f"(no SSL rule of certificate_mapfile matches it)")
+        return Caller(connection.peer_host, user, Authentication.CERTIFICATE)
+
+    async def _password_caller(self, connection: Connection, authorization: bytes | None) -> Caller:
+        credentials = basic_credentials(authorization) if self.passwords is not None else None
+        if credentials is None:
+            raise Refusal(401, "Authentication required: a client certificate"
+                               + (" or HTTP Basic credentials" if self.passwords is not None else ""),
+                          challenge=self.passwords is not None)
+        assert self.passwords is not None and authorization is not None
+        if connection.basic is not None and connection.basic[0] == authorization:
+            return connection.basic[1]
+        if credentials not in self._remembered:
+            if not await self._offload(self.passwords.check, *credentials):
+                raise Refusal(401, "Wrong user name or password", challenge=True)
+            self._remembered.remember(*credentials)
+        caller = Caller(connection.peer_host, credentials[0], Authentication.PASSWORD)
+        connection.basic = (authorization, caller)
+        return caller

@@ -1,0 +1,109 @@
+"""Which local user a loopback client is: the owner of its end of the TCP connection, as the kernel says.
+
+A client on this machine connects from a socket the kernel accounts to the user who made it.  Linux lists every
+TCP socket in ``/proc/net/tcp`` (IPv4) and ``/proc/net/tcp6`` (IPv6) with its local and remote address and its
+uid; the client's socket is the one whose local address is our peer's and whose remote address is ours.  Nothing
+the client sends can change that answer, which is why a loopback caller can be trusted to be that user.
+
+The addresses in those tables are the kernel's bytes printed as 32-bit words in the machine's own byte order
+(``0100007F`` is 127.0.0.1 on a little-endian machine), the ports as plain hexadecimal numbers.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import pwd
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+#: the kernel's tables of TCP sockets, IPv4 then IPv6
+TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    address: Address
+    port: int
+
+
+@dataclass(frozen=True)
+class SocketEntry:
+    """One line of a ``/proc/net/tcp*`` table."""
+
+    local: Endpoint
+    remote: Endpoint
+    uid: int
+
+
+def address_of(host: str) -> Address | None:
+    """The address of a peer as Twisted names it, an IPv4-mapped IPv6 address as the IPv4 one (the kernel lists
+    an IPv4 client of a dual-stack listener in the IPv4 table); None for a name that is no address."""
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 and ::ffff:127.x: peers on this machine."""
+    address = address_of(host)
+    return address is not None and address.is_loopback
+
+
+def decode_endpoint(text: str) -> Endpoint:
+    """``0100007F:0CC8`` -> 127.0.0.1:3272 (the address in native-order 32-bit words, the port in hexadecimal)."""
+    hex_address, _, hex_port = text.partition(":")
+    if len(hex_address) not in (8, 32) or not hex_port:
+        raise ValueError(f"not a /proc/net/tcp address: {text!r}")
+    words = [int(hex_address[i:i + 8], 16) for i in range(0, len(hex_address), 8)]
+    packed = b"".join(struct.pack("=I", word) for word in words)
+    address = ipaddress.ip_address(packed)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return Endpoint(address, int(hex_port, 16))
+
+
+def parse_table(text: str) -> Iterator[SocketEntry]:
+    """The sockets of one table; the header line and lines that do not parse are skipped."""
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 8 or not fields[0].endswith(":"):
+            continue
+        try:
+            yield SocketEntry(decode_endpoint(fields[1]), decode_endpoint(fields[2]), int(fields[7]))
+        except ValueError:
+            continue
+
+
+def socket_owner(client: Endpoint, server: Endpoint, tables: Iterable[Path] = TABLES) -> int | None:
+    """The uid owning the client's end of the connection from ``client`` to ``server``, or None when no table
+    lists it (another network namespace, a table we may not read, a client already gone)."""
+    for table in tables:
+        try:
+            text = table.read_text()
+        except OSError:
+            continue
+        for entry in parse_table(text):
+            if entry.local == client and entry.remote == server:
+                return entry.uid
+    return None
+
+
+def user_name(uid: int) -> str | None:
+    """The login name of ``uid``, or None when the password database does not know it."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return None
+
+
+def endpoint(host: str, port: int) -> Endpoint | None:
+    address = address_of(host)
+    return Endpoint(address, port) if address is not None else None
