@@ -87,7 +87,7 @@ def test_the_console_script_backends_and_dependencies_are_declared(wheel):
     metadata = dist_info(wheel, "METADATA")
     required = {line.split(":", 1)[1].strip().split(";")[0].strip()
                 for line in metadata.splitlines() if line.startswith("Requires-Dist:")}
-    for dependency in ("spyne==2.14.*", "lxml>=5", "twisted>=24.3", "htcondor==24.0.*"):
+    for dependency in ("spyne==2.14.*", "lxml>=5", "twisted[tls]>=24.3", "bcrypt>=4", "htcondor==24.0.*"):
         assert dependency in required, (dependency, required)
 
 
