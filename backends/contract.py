@@ -19,6 +19,9 @@ They call the backend directly (as the gateway's worker threads do), with jobs t
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import classad2
 import pytest
 
@@ -184,13 +187,36 @@ class BackendContract:
         assert backend.read_job_file(cluster, proc, "data.bin", 2, 3) == (6, b"cde")
         assert backend.spool_directory(cluster, proc)
 
-    def test_job_files_by_absolute_path(self, backend, tmp_path):
+    def test_job_files_are_plain_names_in_the_spool_only(self, backend, tmp_path):
         cluster, (proc,) = submitted(backend)
         output = tmp_path / "job.out"
         output.write_bytes(b"0123456789")
-        assert backend.read_job_file(cluster, proc, str(output), 8, 100) == (10, b"89")
+        for name in (str(output), "../" + output.name, "", "."):
+            with pytest.raises(BackendError):
+                backend.read_job_file(cluster, proc, name, 0, 100)
         with pytest.raises(BackendError):
-            backend.read_job_file(cluster, proc, str(tmp_path / "missing"), 0, 1)
+            backend.read_job_file(cluster, proc, "missing", 0, 1)
+
+    def test_what_a_job_left_in_its_spool_is_read_only_if_it_is_a_regular_file(self, backend, tmp_path):
+        """A job that writes its spool may leave a link to a secret, a FIFO or a directory there: none is listed,
+        and reading one fails at once (never following the link, never waiting for a writer)."""
+        cluster, (proc,) = submitted(backend)
+        secret = tmp_path / "secret"
+        secret.write_bytes(b"not for the job's owner")
+        spool = Path(backend.spool_directory(cluster, proc))
+        spool.mkdir(parents=True, exist_ok=True)
+        (spool / "plain").write_bytes(b"ok")
+        (spool / "leak").symlink_to(secret)
+        (spool / "dangling").symlink_to(tmp_path / "nothing")
+        os.mkfifo(spool / "fifo")
+        (spool / "folder").mkdir()
+        assert [(info.name, info.size) for info in backend.list_files(None, cluster, proc)] == [("plain", 2)]
+        assert backend.read_job_file(cluster, proc, "plain", 0, 10) == (2, b"ok")
+        for name in ("leak", "dangling", "fifo", "folder"):
+            with pytest.raises(BackendError):
+                backend.read_file(None, cluster, proc, name, 0, 100)
+            with pytest.raises(BackendError):
+                backend.read_job_file(cluster, proc, name, 0, 100)
 
     def test_files_only_for_jobs_of_the_transaction_and_plain_names(self, backend):
         cluster, (proc,) = submitted(backend)

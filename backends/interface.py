@@ -114,7 +114,8 @@ class ScheddBackend(Protocol):
         never blocks."""
 
     def submit(self, txn: object, cluster: int, proc: int, ad: classad2.ClassAd) -> None:
-        """Give a proc of ``txn`` its job ad; the backend adds what a schedd fills in (QDate, JobStatus, ...)."""
+        """Give a proc of ``txn`` its job ad; the backend adds what a schedd fills in (QDate, JobStatus, ...) and
+        derives ``User`` from ``Owner`` (``Owner@<uid domain>``), whatever the ad says."""
 
     # -- files ----------------------------------------------------------------------------------------
     def stage_file(self, txn: object, cluster: int, proc: int, name: str) -> None:
@@ -127,16 +128,20 @@ class ScheddBackend(Protocol):
         """The hex MD5 of a staged file, to check a hash the client declared."""
 
     def list_files(self, txn: object | None, cluster: int, proc: int) -> Sequence[FileInfo]:
-        """The entries of a job's spool directory."""
+        """The regular files of a job's spool directory (symbolic links, FIFOs, directories are not listed: a job
+        that writes its spool may have put anything there)."""
 
     def read_file(self, txn: object | None, cluster: int, proc: int, name: str, offset: int,
                   length: int) -> bytes:
-        """Up to ``length`` bytes of a spool file from ``offset`` (fewer at end of file)."""
+        """Up to ``length`` bytes of a spool file from ``offset`` (fewer at end of file).  ``name`` is a plain name;
+        only a regular file inside the job's spool is read, never through a symbolic link, never blocking on a FIFO
+        (anything else is a :class:`BackendError`)."""
 
     def read_job_file(self, cluster: int, proc: int, path: str, offset: int, length: int) -> tuple[int, bytes]:
-        """A file of a job in the queue or its history, as the submit side sees it: its size and up to ``length``
-        bytes from ``offset``.  ``path`` is a plain name in the job's spool, or an absolute path of an output file
-        the job's ad names (the front end decides which files a caller may read)."""
+        """A file of a job's spool, as the submit side sees it: its size and up to ``length`` bytes from
+        ``offset``.  ``path`` is a plain name in the job's spool, read with :meth:`read_file`'s confinement; an
+        absolute path or any other name is a :class:`BackendError` (the gateway never reads a path a job's ad names
+        with its own rights)."""
 
     # -- queue ----------------------------------------------------------------------------------------
     def query(self, constraint: classad2.ExprTree | None,

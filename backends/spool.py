@@ -1,17 +1,31 @@
-"""Per-job spool directories (shared by the backends), laid out as HTCondor 7.5.5+ did: ``<c%10000>/<p%10000>/cluster<C>.proc<P>.subproc0``."""
+"""Per-job spool directories (shared by the backends), laid out as HTCondor 7.5.5+ did: ``<c%10000>/<p%10000>/cluster<C>.proc<P>.subproc0``.
+
+A job's spool directory may belong to the job's owner (a job that runs as its owner writes its output there), so
+whatever is in it may have been put there by the job: a symbolic link to a secret, a FIFO, a hard link to a file
+the owner cannot read.  Every read therefore opens the name relative to the directory's descriptor without
+following symbolic links (``O_NOFOLLOW``) and without blocking (``O_NONBLOCK``), and serves only regular files
+that are the directory owner's own or not linked from elsewhere (see :func:`_servable`).  The directories above a
+job's stay the gateway's, so a job cannot swap its directory for another.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
+import stat
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from backends.interface import BackendError, FileInfo
-from jobmodel.files import is_plain_name, md5_of, write_at
+from jobmodel.files import is_plain_name, write_at
 
 _JOB_DIRECTORY = re.compile(r"cluster(?P<cluster>\d+)\.proc(?P<proc>\d+)\.subproc0")
+#: how a spool file is opened for reading: never through a link, never waiting for a writer, never kept across exec
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class Spool:
@@ -24,7 +38,11 @@ class Spool:
 
     def create(self, cluster: int, proc: int) -> Path:
         path = self.directory(cluster, proc)
-        path.mkdir(parents=True, exist_ok=True)
+        for level in (path.parent.parent, path.parent):  # the gateway's, traversable by the job that runs as its owner
+            if not level.is_dir():
+                level.mkdir(parents=True, exist_ok=True)
+                level.chmod(0o755)
+        path.mkdir(exist_ok=True)
         return path
 
     def discard(self, cluster: int, proc: int) -> None:
@@ -40,6 +58,16 @@ class Spool:
                 removed.append((int(match["cluster"]), int(match["proc"])))
         return removed
 
+    def give(self, cluster: int, proc: int, uid: int, gid: int) -> None:
+        """Hand a job's spool directory and the regular files in it to the account the job runs as (only it may
+        enter), as HTCondor's CHOWN_JOB_SPOOL_FILES does; nothing is followed through a link."""
+        with self._directory(cluster, proc) as fd:
+            for entry in os.scandir(fd):
+                if entry.is_file(follow_symlinks=False):
+                    os.chown(entry.name, uid, gid, dir_fd=fd, follow_symlinks=False)
+            os.fchown(fd, uid, gid)
+            os.fchmod(fd, 0o700)
+
     def _file(self, cluster: int, proc: int, name: str) -> Path:
         if not is_plain_name(name):
             raise BackendError(f"'{name}' is not a plain file name")
@@ -49,7 +77,7 @@ class Spool:
         """Create the file without truncating it (the original opened with O_CREAT and no O_TRUNC)."""
         path = self._file(cluster, proc, name)
         try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
         except OSError as exc:
             raise BackendError(f"Failed to open '{name}' for writing, reason: {exc.strerror}") from None
 
@@ -60,52 +88,102 @@ class Spool:
             raise BackendError(f"Failed to write to '{name}', reason: {exc.strerror}") from None
 
     def md5(self, cluster: int, proc: int, name: str) -> str:
-        return md5_of(self._file(cluster, proc, name))
+        digest = hashlib.md5()
+        with self._open(cluster, proc, name, f"Failed to open file '{name}'") as (fd, _):
+            for block in iter(lambda: os.read(fd, 1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
 
     def sync(self, cluster: int, proc: int) -> None:
         """fsync every file of a job's spool and the directory itself, so a commit never loses accepted data."""
         directory = self.directory(cluster, proc)
         if not directory.is_dir():
             return
-        for entry in directory.iterdir():
-            if entry.is_file():
-                fd = os.open(entry, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-        fd = os.open(directory, os.O_RDONLY)
-        try:
+        with self._directory(cluster, proc) as fd:
+            for entry in os.scandir(fd):
+                if entry.is_file(follow_symlinks=False):
+                    opened = os.open(entry.name, _READ_FLAGS, dir_fd=fd)
+                    try:
+                        os.fsync(opened)
+                    finally:
+                        os.close(opened)
             os.fsync(fd)
+
+    def list(self, cluster: int, proc: int) -> list[FileInfo]:
+        """The files of a job's spool that can be read (:func:`_servable`); links, FIFOs, sub-directories and the
+        like are not listed, as no read could return them."""
+        directory = self.directory(cluster, proc)
+        if not os.path.lexists(directory):
+            return []
+        try:
+            with self._directory(cluster, proc) as fd:
+                owner = os.fstat(fd).st_uid
+                found = []
+                for entry in os.scandir(fd):
+                    status = entry.stat(follow_symlinks=False)
+                    if _servable(status, owner):
+                        found.append(FileInfo(entry.name, status.st_size))
+        except BackendError:
+            raise BackendError(f"spool directory '{directory}' is not actually a directory.") from None
+        return sorted(found, key=lambda info: info.name)
+
+    def read(self, cluster: int, proc: int, name: str, offset: int, length: int) -> bytes:
+        return self.read_job_file(cluster, proc, name, offset, length)[1]
+
+    def read_job_file(self, cluster: int, proc: int, name: str, offset: int, length: int) -> tuple[int, bytes]:
+        """A spool file's size and up to ``length`` bytes from ``offset``; ``name`` is a plain name in the job's
+        spool (nothing outside it can be named)."""
+        with self._open(cluster, proc, name, f"Failed to open file '{name}'") as (fd, size):
+            offset = max(0, offset)
+            return size, _read_at(fd, offset, min(length, size - offset))
+
+    # -- confinement ------------------------------------------------------------------------------------
+    @contextmanager
+    def _directory(self, cluster: int, proc: int) -> Iterator[int]:
+        """The job's spool directory, opened without following a link in its place."""
+        try:
+            fd = os.open(self.directory(cluster, proc), _DIRECTORY_FLAGS)
+        except OSError as exc:
+            raise BackendError(f"Failed to open the spool directory of job {cluster}.{proc}, reason: "
+                               f"{exc.strerror}") from None
+        try:
+            yield fd
         finally:
             os.close(fd)
 
-    def list(self, cluster: int, proc: int) -> list[FileInfo]:
-        directory = self.directory(cluster, proc)
-        if directory.exists() and not directory.is_dir():
-            raise BackendError(f"spool directory '{directory}' is not actually a directory.")
-        if not directory.exists():
-            return []
-        return sorted((FileInfo(entry.name, entry.stat().st_size) for entry in directory.iterdir()),
-                      key=lambda info: info.name)
+    @contextmanager
+    def _open(self, cluster: int, proc: int, name: str, failure: str) -> Iterator[tuple[int, int]]:
+        """A servable file of the job's spool, opened for reading: its descriptor and size."""
+        if not is_plain_name(name):
+            raise BackendError(f"'{name}' is not a plain file name")
+        with self._directory(cluster, proc) as directory:
+            try:
+                fd = os.open(name, _READ_FLAGS, dir_fd=directory)
+            except OSError as exc:
+                reason = "it is a symbolic link" if exc.errno == 40 else exc.strerror  # ELOOP: O_NOFOLLOW refused
+                raise BackendError(f"{failure}, reason: {reason}") from None
+            try:
+                status = os.fstat(fd)
+                if not _servable(status, os.fstat(directory).st_uid):
+                    raise BackendError(f"{failure}, reason: it is not a regular file of the job")
+                yield fd, status.st_size
+            finally:
+                os.close(fd)
 
-    def read(self, cluster: int, proc: int, name: str, offset: int, length: int) -> bytes:
-        path = self._file(cluster, proc, name)
-        try:
-            with open(path, "rb") as stream:
-                stream.seek(offset)
-                return stream.read(length)
-        except OSError as exc:
-            raise BackendError(f"Failed to open file '{name}', reason: {exc.strerror}") from None
 
-    def read_job_file(self, cluster: int, proc: int, path: str, offset: int, length: int) -> tuple[int, bytes]:
-        """A job file's size and up to ``length`` bytes from ``offset``: ``path`` is a plain name in the job's spool,
-        or an absolute path (an output file the job's ad names on a shared file system)."""
-        target = Path(path) if os.path.isabs(path) else self._file(cluster, proc, path)
-        try:
-            with open(target, "rb") as stream:
-                size = os.fstat(stream.fileno()).st_size
-                stream.seek(offset)
-                return size, stream.read(length)
-        except OSError as exc:
-            raise BackendError(f"Failed to open {target.name}: {exc.strerror}") from None
+def _read_at(fd: int, offset: int, length: int) -> bytes:
+    """Up to ``length`` bytes from ``offset`` (never a buffer larger than what the file had when it was opened)."""
+    chunks = []
+    while length > 0:
+        chunk = os.pread(fd, length, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset, length = offset + len(chunk), length - len(chunk)
+    return b"".join(chunks)
+
+
+def _servable(status: os.stat_result, directory_owner: int) -> bool:
+    """A file a spool read may return: a regular file that belongs to the directory's owner (the job's owner, or
+    the gateway), or is not linked from anywhere else (a hard link to another user's file is refused)."""
+    return stat.S_ISREG(status.st_mode) and (status.st_uid == directory_owner or status.st_nlink == 1)

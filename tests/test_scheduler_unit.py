@@ -1,6 +1,10 @@
 """The scheduler's decisions on a real queue: a JobStore on a fresh SQLite file, a real Spool, a settable clock and
 a fixed machine ad.  Nothing runs: a "run" is the execute directory start_jobs prepares plus the result file the
-launcher would have written (``sandbox.ExecuteDir.result_file``, the dict ``launcher.run`` returns)."""
+launcher would have written (``sandbox.ExecuteDir.result_file``, the dict ``launcher.run`` returns); the owner's side
+of the launcher (``starter.py``) is called on the spec start_jobs wrote.
+
+Jobs run as the gateway's user here (``Accounts(switching=False)``, a personal scheduler, what a gateway that is not
+root does) with ``mallory`` a denied owner; running as the owner is tested in test_run_as_owner.py."""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from pathlib import Path
 import classad2
 import pytest
 
+from backends.local import starter
+from backends.local.owners import Accounts
 from backends.local.queue import JobQueue
 from backends.local.sandbox import ExecuteDir
 from backends.local.scheduler import Scheduler
@@ -74,8 +80,12 @@ class World:
     def result(self, key, **values) -> None:
         """Write the launcher's result file for a started job."""
         result = {"exit_code": 0, "signal": None, "user_cpu": 0.0, "sys_cpu": 0.0, "max_rss_kb": 0,
-                  "wall_seconds": 0.0, "exec_error": None} | values
+                  "wall_seconds": 0.0, "exec_error": None, "setup_failure": None, "output_failure": None} | values
         ExecuteDir.of(self.execute, *key).result_file.write_text(json.dumps(result))
+
+    def spec(self, key) -> dict:
+        """The launcher's spec start_jobs wrote for a started job."""
+        return json.loads(ExecuteDir.of(self.execute, *key).spec_file.read_text())
 
 
 def attributes(ad: classad2.ClassAd, *names: str) -> dict:
@@ -100,7 +110,7 @@ def state_dir(tmp_path):
 def world(state_dir):
     store = JobStore(state_dir / "queue.sqlite3")
     clock = Clock(1000)
-    queue = JobQueue(store, Spool(state_dir / "spool"), SCHEDD, clock)
+    queue = JobQueue(store, Spool(state_dir / "spool"), SCHEDD, clock, Accounts(["mallory"], switching=False))
     changes: list[dict] = []
     queue.listener = lambda changed: changes.append(dict(changed))
     execute = state_dir / "execute"
@@ -183,12 +193,12 @@ def test_scheduler_universe_jobs_need_no_slot(world):
 
 
 @pytest.mark.parametrize("attributes_, reason, code", [
-    ({"Cmd": "/nonexistent/program"}, "Error from starter: Failed to execute '/nonexistent/program': No such file",
-     HoldCode.FAILED_TO_CREATE_PROCESS),
-    ({"Iwd": "/nonexistent/iwd"}, "Iwd '/nonexistent/iwd' is not an existing absolute directory", HoldCode.IWD_ERROR),
-    ({"In": "missing.txt"}, "Error from starter: cannot open standard input '{iwd}/missing.txt'",
-     HoldCode.UNABLE_TO_OPEN_INPUT),
+    ({"Iwd": "relative/iwd"}, "Iwd 'relative/iwd' is not an existing absolute directory", HoldCode.IWD_ERROR),
+    ({"Cmd": ""}, "The job has no Cmd (executable)", HoldCode.FAILED_TO_CREATE_PROCESS),
+    ({"Arguments": "'unclosed"}, "Invalid Arguments", HoldCode.FAILED_TO_CREATE_PROCESS),
     ({"JobUniverse": int(Universe.GRID)}, "JobUniverse 9 is not supported by the local backend",
+     HoldCode.FAILED_TO_CREATE_PROCESS),
+    ({"Owner": "mallory"}, "Jobs of 'mallory' may not run on this gateway (denied_owners)",
      HoldCode.FAILED_TO_CREATE_PROCESS),
 ])
 def test_a_job_that_cannot_run_is_held_with_the_starters_reason(world, attributes_, reason, code):
@@ -197,11 +207,76 @@ def test_a_job_that_cannot_run_is_held_with_the_starters_reason(world, attribute
     world.clock.now = 1500
     assert world.start() == [good]
     ad = world.job(bad)
-    assert evaluate(ad, "HoldReason").startswith(reason.format(iwd=world.iwd))
+    assert evaluate(ad, "HoldReason").startswith(reason)
     assert attributes(ad, "JobStatus", "HoldReasonCode", "NumSystemHolds", "EnteredCurrentStatus") == {
         "JobStatus": 5, "HoldReasonCode": int(code), "NumSystemHolds": 1, "EnteredCurrentStatus": 1500}
     assert not ExecuteDir.of(world.execute, *bad).root.exists()
     assert world.queue.active == {good}
+
+
+@pytest.mark.parametrize("attributes_, reason, code", [
+    ({"Cmd": "/nonexistent/program"}, "Error from starter: Failed to execute '/nonexistent/program': No such file",
+     HoldCode.FAILED_TO_CREATE_PROCESS),
+    ({"Cmd": "a.txt"}, "Error from starter: Failed to execute '{iwd}/a.txt': Permission denied (not executable)",
+     HoldCode.FAILED_TO_CREATE_PROCESS),
+    ({"Iwd": "/nonexistent/iwd"}, "Iwd '/nonexistent/iwd' is not an existing absolute directory", HoldCode.IWD_ERROR),
+    ({"In": "missing.txt"}, "Error from starter: cannot open standard input '{iwd}/missing.txt'",
+     HoldCode.UNABLE_TO_OPEN_INPUT),
+    ({"ShouldTransferFiles": "YES", "TransferInput": "a.txt, missing.dat"},
+     "Transfer input files failure: cannot read '{iwd}/missing.dat'", HoldCode.TRANSFER_INPUT_ERROR),
+])
+def test_the_owners_side_checks_the_files_and_the_scheduler_holds_the_job(world, attributes_, reason, code):
+    """What the ad names is only looked at by the launcher's owner side (starter.prepare, on the spec start_jobs
+    wrote); its failure comes back in the result file and holds the job, which never ran."""
+    (world.iwd / "a.txt").write_text("input\n")
+    (world.iwd / "a.txt").chmod(0o644)
+    key = world.submit(**attributes_)[0]
+    assert world.start() == [key]  # start_jobs itself opens nothing the ad names
+    with pytest.raises(starter.BadJob) as failed:
+        starter.prepare(world.spec(key))
+    assert (failed.value.reason, failed.value.code) == (reason.format(iwd=world.iwd), code)
+    world.result(key, exit_code=127, setup_failure={"reason": failed.value.reason, "code": int(code)})
+    world.clock.now = 1500
+    world.scheduler.finish_job(key)
+    assert attributes(world.job(key), "JobStatus", "HoldReason", "HoldReasonCode", "NumSystemHolds", "ExitCode") == {
+        "JobStatus": 5, "HoldReason": reason.format(iwd=world.iwd), "HoldReasonCode": int(code),
+        "NumSystemHolds": 1, "ExitCode": None}
+
+
+def test_the_owners_side_transfers_input_and_output_of_a_sandboxed_job(world):
+    (world.iwd / "a.txt").write_text("input\n")
+    key = world.submit(ShouldTransferFiles="YES", TransferInput="a.txt", Out="out.txt",
+                       LeaveJobInQueue=True)[0]
+    world.start()
+    spec = world.spec(key)
+    sandbox = Path(spec["cwd"])
+    before = starter.prepare(spec)
+    assert (sandbox / "a.txt").read_text() == "input\n" and os.access(sandbox / "true", os.X_OK)
+    assert set(before) == {"a.txt", "true"}
+    (sandbox / "_condor_stdout").write_text("printed\n")  # what the job did
+    (sandbox / "made.dat").write_text("new\n")
+    starter.collect(json.loads(json.dumps(spec)), json.loads(json.dumps(before)))  # as the launcher passes them
+    assert (world.iwd / "out.txt").read_text() == "printed\n" and (world.iwd / "made.dat").read_text() == "new\n"
+    assert not (world.iwd / "true").exists()  # unchanged input stays behind
+
+
+def test_an_output_transfer_failure_holds_the_job_after_its_exit(world):
+    key = world.submit(ShouldTransferFiles="YES", TransferOutput="never.dat", LeaveJobInQueue=True)[0]
+    world.start()
+    spec = world.spec(key)
+    with pytest.raises(starter.BadJob) as failed:
+        starter.collect(spec, starter.prepare(spec))
+    assert failed.value.reason == "Transfer output files failure: 'never.dat' was not created by the job"
+    world.result(key, exit_code=0, output_failure={"reason": failed.value.reason, "code": int(failed.value.code)})
+    world.scheduler.finish_job(key)
+    assert attributes(world.job(key), "JobStatus", "ExitCode", "HoldReason", "HoldReasonCode") == {
+        "JobStatus": 5, "ExitCode": 0, "HoldReason": failed.value.reason,
+        "HoldReasonCode": int(HoldCode.TRANSFER_OUTPUT_ERROR)}
+
+
+def test_the_user_attribute_is_always_owner_at_the_uid_domain(world):
+    key = world.submit(Owner="alice", User="root@evil")[0]
+    assert evaluate(world.job(key), "User") == f"alice@{SCHEDD}"
 
 
 # -- how a run ends -------------------------------------------------------------------------------------

@@ -361,8 +361,9 @@ class HTCondorBackend:
         return self._spool.read(cluster, proc, name, offset, length)
 
     def read_job_file(self, cluster: int, proc: int, path: str, offset: int, length: int) -> tuple[int, bytes]:
-        if not path.startswith("/"):  # a spool file: the output of a spooled job comes back with retrieve
-            self._retrieve(cluster, proc)
+        """A file of the job's submit-side spool (the output of a spooled job comes back with retrieve); read with
+        the spool's confinement, as ``read_file`` and ``list_files`` are."""
+        self._retrieve(cluster, proc)
         return self._spool.read_job_file(cluster, proc, path, offset, length)
 
     def _retrieve(self, cluster: int, proc: int) -> None:

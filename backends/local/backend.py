@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import classad2
+from twisted.logger import Logger
 
 from backends.interface import BackendInfo, Capability, FileInfo
 from backends.spool import Spool
@@ -25,9 +26,12 @@ from jobmodel.jobs import JobAction
 from .dag.nodes import NodeJobs
 from .executor import Executor, ExecutorOptions
 from .machine import machine_ad
+from .owners import Accounts
 from .queue import JobQueue, LocalTransaction
 from .scheduler import Scheduler
 from .store import JobStore
+
+log = Logger()
 
 #: the HTCondor release whose SOAP interface the gateway reproduces (the last one that had it)
 INTERFACE_VERSION = "8.6.13"
@@ -38,10 +42,21 @@ class LocalBackend:
     call_timeout = None  # a local call always answers
     capabilities = frozenset({Capability.SERVICES, Capability.HISTORY})
 
+    """Options (``[backends.local]``): ``schedd_name``; ``slots``, ``kill_grace``, ``periodic_interval`` for running
+    jobs; ``uid_domain``, the domain of every job's ``User`` (``Owner@uid_domain``, default the schedd's name);
+    ``denied_owners``, owners whose jobs never run here (held when they would start), e.g. ``["root"]``.
+
+    When the gateway runs as root, every job runs as its owner's local account and every file its ad names is
+    opened with that account's rights (``owners.py``); otherwise everything runs as the gateway's user."""
+
     def __init__(self, state_dir: Path, *, schedd_name: str | None = None, clock: Callable[[], float] = time.time,
-                 slots: int | None = None, kill_grace: float = 10.0, periodic_interval: float = 60.0) -> None:
+                 slots: int | None = None, kill_grace: float = 10.0, periodic_interval: float = 60.0,
+                 uid_domain: str | None = None, denied_owners: Sequence[str] = ()) -> None:
+        if isinstance(denied_owners, str) or not all(isinstance(owner, str) for owner in denied_owners):
+            raise ValueError(f"denied_owners must be a list of owner names, not {denied_owners!r}")
         state_dir.mkdir(parents=True, exist_ok=True)
         self.state_dir = state_dir
+        self.accounts = Accounts(denied_owners)
         self._info = BackendInfo(
             name="local",
             version=f"$CondorVersion: {INTERFACE_VERSION} {time.strftime('%b %d %Y')} "
@@ -52,12 +67,14 @@ class LocalBackend:
         store = JobStore(state_dir / "queue.sqlite3")
         spool = Spool(state_dir / "spool")
         spool.preen(lambda cluster, proc: (cluster, proc) in store)
-        self._queue = JobQueue(store, spool, self._info.schedd_name, clock)
+        self._queue = JobQueue(store, spool, self._info.schedd_name, clock, self.accounts, uid_domain)
         execute = state_dir / "execute"
         execute.mkdir(exist_ok=True)
+        if self.accounts.switching:
+            _reachable_by_jobs(state_dir, execute, spool.root)
         self.options = ExecutorOptions(slots=os.cpu_count() or 1 if slots is None else slots, kill_grace=kill_grace,
                                        periodic_interval=periodic_interval)
-        machine = machine_ad(self.options.slots, state_dir, self._info.version)
+        machine = machine_ad(self.options.slots, state_dir, self._info.version, self._queue.uid_domain)
         self._scheduler = Scheduler(self._queue, execute, machine)
         self._dags = NodeJobs(self._queue, state_dir)
         self._executor: Executor | None = None
@@ -142,3 +159,16 @@ class LocalBackend:
 
     def reschedule(self) -> None:
         self._queue.reschedule()
+
+
+def _reachable_by_jobs(state_dir: Path, *ours: Path) -> None:
+    """Jobs that run as their owners must reach their sandbox and spool: the directories the backend made are
+    opened to traversal (not listing by others: each job's own directory is its owner's alone); a state directory
+    that others cannot traverse is said in the log, as every job would fail."""
+    for directory in ours:
+        directory.chmod(0o755)
+    blocked = [str(path) for path in (state_dir.resolve(), *state_dir.resolve().parents)
+               if not os.stat(path).st_mode & 0o001]
+    if blocked:
+        log.warn("jobs run as their owners but cannot reach the state directory {state_dir}: {blocked} cannot be "
+                 "traversed by other users (chmod o+x)", state_dir=str(state_dir), blocked=", ".join(blocked))

@@ -1,8 +1,10 @@
 """From a job ad to what the launcher runs: command line, environment, working directory, standard streams and
 the files to transfer, with HTCondor's meaning of each attribute on a single machine.
 
-A job that cannot run (no executable, unreadable input, a universe this backend does not have) raises
-:class:`BadJob` with the hold reason and code a starter would have given.
+Planning only computes paths; it never looks at the file system, which the owner's side of the launcher
+(``starter.py``) does with the owner's rights.  A job that cannot run whatever the files say (no ``Cmd``, a relative
+``Iwd``, bad arguments, a universe this backend does not have) raises :class:`BadJob` with the hold reason and code a
+starter would have given.
 """
 
 from __future__ import annotations
@@ -17,22 +19,17 @@ from jobmodel.arguments import ArgumentSyntaxError, parse_environment_v1, parse_
 from jobmodel.classads import comma_list, evaluate, evaluate_string
 from jobmodel.jobs import HoldCode, Universe
 
+from .starter import NULL_FILE, BadJob
+
 SUPPORTED_UNIVERSES = (Universe.VANILLA, Universe.SCHEDULER, Universe.LOCAL)
-NULL_FILE = "/dev/null"
-
-
-class BadJob(Exception):
-    def __init__(self, reason: str, code: HoldCode) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.code = code
 
 
 @dataclass
 class Plan:
-    """Everything needed to start a job and to bring its output back."""
+    """Everything needed to start a job and to bring its output back (paths as the job's ad names them)."""
 
-    executable: Path
+    executable: Path  # what is executed: the command, or its copy in the sandbox
+    command: Path  # the job's Cmd (checked, and copied when it is transferred)
     arguments: list[str]
     environment: dict[str, str]
     cwd: Path
@@ -41,6 +38,8 @@ class Plan:
     stderr: Path
     iwd: Path
     sandboxed: bool
+    transfer_executable: bool = False
+    input_stream: Path | None = None  # the job's In file (checked readable), None for /dev/null
     inputs: list[Path] = field(default_factory=list)  # files copied into the sandbox (from Iwd)
     outputs: list[str] | None = None  # TransferOutput names; None = every new or changed file
     returns: dict[Path, Path] = field(default_factory=dict)  # sandbox stdout/stderr -> where they belong
@@ -68,31 +67,26 @@ def plan(ad: classad2.ClassAd, sandbox: Path, gateway_environment: dict[str, str
         raise BadJob(f"JobUniverse {universe} is not supported by the local backend (it runs {names})",
                      HoldCode.FAILED_TO_CREATE_PROCESS)
     iwd = Path(evaluate_string(ad, "Iwd"))
-    if not iwd.is_absolute() or not iwd.is_dir():
+    if not iwd.is_absolute():
         raise BadJob(f"Iwd '{iwd}' is not an existing absolute directory", HoldCode.IWD_ERROR)
     sandboxed = universe == Universe.VANILLA and evaluate_string(ad, "ShouldTransferFiles", "IF_NEEDED").upper() == "YES"
     cwd = sandbox if sandboxed else iwd
-    job = Plan(executable=_executable(ad, iwd), arguments=_arguments(ad), environment=_environment(
-        ad, gateway_environment), cwd=cwd, stdin=Path(NULL_FILE), stdout=Path(NULL_FILE), stderr=Path(NULL_FILE),
-        iwd=iwd, sandboxed=sandboxed)
+    command = _command(ad, iwd)
+    job = Plan(executable=command, command=command, arguments=_arguments(ad),
+               environment=_environment(ad, gateway_environment), cwd=cwd, stdin=Path(NULL_FILE),
+               stdout=Path(NULL_FILE), stderr=Path(NULL_FILE), iwd=iwd, sandboxed=sandboxed,
+               transfer_executable=_transfers_executable(ad))
     _streams(ad, job)
     if sandboxed:
         _transfers(ad, job)
     return job
 
 
-def _executable(ad: classad2.ClassAd, iwd: Path) -> Path:
+def _command(ad: classad2.ClassAd, iwd: Path) -> Path:
     cmd = evaluate_string(ad, "Cmd")
     if not cmd:
         raise BadJob("The job has no Cmd (executable)", HoldCode.FAILED_TO_CREATE_PROCESS)
-    path = Path(cmd) if os.path.isabs(cmd) else iwd / cmd
-    if not path.is_file():
-        raise BadJob(f"Error from starter: Failed to execute '{path}': No such file", HoldCode.FAILED_TO_CREATE_PROCESS)
-    executable = os.access(path, os.X_OK) and path.stat().st_mode & 0o111  # root may "access" any file
-    if not executable and not _transfers_executable(ad):  # a transferred copy is made executable
-        raise BadJob(f"Error from starter: Failed to execute '{path}': Permission denied (not executable)",
-                     HoldCode.FAILED_TO_CREATE_PROCESS)
-    return path
+    return _in_iwd(iwd, cmd)
 
 
 def _transfers_executable(ad: classad2.ClassAd) -> bool:
@@ -126,8 +120,7 @@ def _streams(ad: classad2.ClassAd, job: Plan) -> None:
     stdin = evaluate_string(ad, "In", NULL_FILE) or NULL_FILE
     if stdin != NULL_FILE:
         source = _in_iwd(job.iwd, stdin)
-        if not os.access(source, os.R_OK):
-            raise BadJob(f"Error from starter: cannot open standard input '{source}'", HoldCode.UNABLE_TO_OPEN_INPUT)
+        job.input_stream = source
         job.stdin = job.cwd / source.name if job.sandboxed else source
         if job.sandboxed:
             job.inputs.append(source)
@@ -145,14 +138,11 @@ def _streams(ad: classad2.ClassAd, job: Plan) -> None:
 
 
 def _transfers(ad: classad2.ClassAd, job: Plan) -> None:
-    for item in comma_list(evaluate_string(ad, "TransferInput")):
-        source = _in_iwd(job.iwd, item)
-        if not source.exists() or not os.access(source, os.R_OK):
-            raise BadJob(f"Transfer input files failure: cannot read '{source}'", HoldCode.TRANSFER_INPUT_ERROR)
-        job.inputs.append(source)
-    if _transfers_executable(ad) and job.executable not in job.inputs:
-        job.inputs.append(job.executable)
-        job.executable = job.cwd / job.executable.name
+    job.inputs.extend(_in_iwd(job.iwd, item) for item in comma_list(evaluate_string(ad, "TransferInput")))
+    if job.transfer_executable:
+        if job.command not in job.inputs:
+            job.inputs.append(job.command)
+        job.executable = job.cwd / job.command.name
     if "TransferOutput" in ad:
         job.outputs = comma_list(evaluate_string(ad, "TransferOutput"))
 

@@ -1,9 +1,16 @@
-"""Runs one job and reports how it ended: ``python -m backends.local.launcher SPEC.json``.
+"""Runs one job and reports how it ended: ``python launcher.py SPEC.json`` (the executor starts this file).
 
 The gateway starts this small process instead of the job itself so that the job gets its own session (the whole
 process group can be signalled or killed), and so that its resource usage (``wait4``) and exit status are written
 atomically to the result file even if the gateway is not running when the job ends.  Signals sent to the launcher
 are passed on to the job's process group.
+
+The launcher itself only touches the gateway's files (the spec, the session id and the result).  Everything the
+job's ad names is handled by forked children that first become the job's owner (the spec's ``account``; none when
+the gateway is not root): one checks the job's files, transfers its input, opens its streams and executes it; after
+the run, another transfers its output.  They report to the launcher over a pipe, one JSON object a line: the
+sandbox as the job found it (``snapshot``), a hold (``failure``: reason and code) or an ``exec_error``.  The
+children fork, never exec Python: a switched process may not be able to read the interpreter.
 """
 
 from __future__ import annotations
@@ -13,15 +20,21 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
+from typing import Any, Callable
+
+if not __package__:  # run as a script: import the package from its root (this directory's queue.py is no stdlib)
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
+
+from backends.local.owners import Account  # noqa: E402 (after the path is right)
+from backends.local.starter import BadJob, collect, open_streams, prepare  # noqa: E402
+from jobmodel.jobs import HoldCode  # noqa: E402
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+_forwarded: list[int] = []  # signals passed on to the job: the gateway ended the run (its output stays behind)
 
 
-def _open(path: str, flags: int) -> int:
-    return os.open(path, flags, 0o644)
-
-
-def run(spec: dict) -> dict:
+def run(spec: dict[str, Any]) -> dict[str, Any]:
     started = time.time()
     os.setsid()
     early: list[int] = []  # signals that arrive before the job exists are replayed once it does
@@ -30,47 +43,111 @@ def run(spec: dict) -> dict:
     with open(spec["pgid_file"] + ".tmp", "w") as stream:  # the gateway signals us only once this exists
         stream.write(str(os.getpgrp()))
     os.replace(spec["pgid_file"] + ".tmp", spec["pgid_file"])
-    failure_read, failure_write = os.pipe()  # close-on-exec: EOF means exec succeeded
-    child = os.fork()
-    if child == 0:  # the job
-        os.close(failure_read)
-        try:
-            for number in FORWARDED:
-                signal.signal(number, signal.SIG_DFL)
-            os.chdir(spec["cwd"])
-            for fd, path, flags in ((0, spec["stdin"], os.O_RDONLY),
-                                    (1, spec["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
-                                    (2, spec["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
-                opened = _open(path, flags)
-                os.dup2(opened, fd)
-                os.close(opened)
-            os.execve(spec["executable"], [spec["executable"], *spec["arguments"]], spec["environment"])
-        except OSError as exc:
-            os.write(failure_write, f"{exc.filename or spec['executable']}: {exc.strerror}".encode())
-            os._exit(127)
-    os.close(failure_write)
+    account = Account.from_spec(spec["account"]) if spec.get("account") else None
+    child, report = _as_owner(account, _start_job, spec)
     for number in FORWARDED:
         signal.signal(number, _forward)
     for number in early:
         _forward(number, None)
-    with os.fdopen(failure_read, "rb") as stream:
-        exec_error = stream.read().decode(errors="replace") or None
+    started_job = _messages(report)  # until exec (or the child's end): the pipe closes on exec
     while True:
         try:
             _, status, usage = os.wait4(child, 0)
             break
         except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for clarity
             continue
+    setup_failure = started_job.get("failure")
+    output_failure = None
+    if spec["sandboxed"] and setup_failure is None and "exec_error" not in started_job and not _forwarded:
+        output_failure = _transfer_output(spec, account, started_job.get("snapshot") or {})
     return {
         "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
         "user_cpu": usage.ru_utime, "sys_cpu": usage.ru_stime, "max_rss_kb": usage.ru_maxrss,
-        "wall_seconds": time.time() - started, "exec_error": exec_error,
+        "wall_seconds": time.time() - started, "exec_error": started_job.get("exec_error"),
+        "setup_failure": setup_failure, "output_failure": output_failure,
     }
+
+
+def _as_owner(account: Account | None, work: Callable[..., None], *args: Any) -> tuple[int, int]:
+    """Fork a child that becomes ``account`` and does ``work(report, *args)``; returns its pid and the read end of
+    its report pipe.  A :class:`BadJob` in the child is reported as its ``failure``."""
+    reading, writing = os.pipe()  # close-on-exec: a job that execs closes it
+    child = os.fork()
+    if child:
+        os.close(writing)
+        return child, reading
+    status = 127  # pragma: no cover - the child leaves through os._exit
+    try:
+        os.close(reading)
+        for number in FORWARDED:
+            signal.signal(number, signal.SIG_DFL)
+        if account is not None:
+            try:
+                account.switch()
+            except OSError as exc:
+                raise BadJob(f"Error from starter: cannot run as the job's owner {account.name!r}: {exc.strerror}",
+                             HoldCode.FAILED_TO_CREATE_PROCESS) from None
+        work(writing, *args)
+        status = 0
+    except BadJob as bad:
+        _say(writing, failure={"reason": bad.reason, "code": int(bad.code)})
+    except BaseException as exc:  # anything else is still the starter's failure, not a crash of the launcher
+        _say(writing, failure={"reason": f"Error from starter: {exc}", "code": int(HoldCode.FAILED_TO_CREATE_PROCESS)})
+    finally:
+        os._exit(status)
+
+
+def _start_job(report: int, spec: dict[str, Any]) -> None:
+    """In the job's process, as its owner: check and transfer its files, open its streams, execute it."""
+    _say(report, snapshot=prepare(spec))
+    os.chdir(spec["cwd"])
+    open_streams(spec)
+    try:
+        os.execve(spec["executable"], [spec["executable"], *spec["arguments"]], spec["environment"])
+    except OSError as exc:
+        _say(report, exec_error=f"{exc.filename or spec['executable']}: {exc.strerror}")
+        os._exit(127)
+
+
+def _collect(_report: int, spec: dict[str, Any], before: dict[str, Any]) -> None:
+    """In a child, as the job's owner: copy the run's output back (a failure is reported as a hold)."""
+    collect(spec, before)
+
+
+def _transfer_output(spec: dict[str, Any], account: Account | None, before: dict[str, Any]) -> dict | None:
+    """Copy the output of a sandboxed run back to Iwd as the job's owner; the hold it fails with, if it does."""
+    child, report = _as_owner(account, _collect, spec, before)
+    failure = _messages(report).get("failure")
+    _, status = os.waitpid(child, 0)
+    if failure is None and os.WIFSIGNALED(status):
+        failure = {"reason": f"Transfer output files failure: interrupted by signal {os.WTERMSIG(status)}",
+                   "code": int(HoldCode.TRANSFER_OUTPUT_ERROR)}
+    return failure
+
+
+def _say(fd: int, **message: Any) -> None:
+    view = memoryview(json.dumps(message).encode() + b"\n")
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _messages(fd: int) -> dict[str, Any]:
+    """Everything a child reported, until it closed its end."""
+    with os.fdopen(fd, "rb") as stream:
+        lines = stream.read().splitlines()
+    found: dict[str, Any] = {}
+    for line in lines:
+        try:
+            found.update(json.loads(line))
+        except ValueError:
+            continue
+    return found
 
 
 def _forward(number: int, _frame: object) -> None:
     """Pass a signal to the job's whole process group, ignoring it here while it is sent to ourselves too."""
+    _forwarded.append(number)
     handler = signal.signal(number, signal.SIG_IGN)
     try:
         os.killpg(os.getpgrp(), number)

@@ -33,6 +33,14 @@ class Transition:
 
 
 @dataclass(frozen=True)
+class StarterHold:
+    """Why the owner's side of the launcher could not do its part: a starter's hold reason and code."""
+
+    reason: str
+    code: HoldCode
+
+
+@dataclass(frozen=True)
 class RunResult:
     """How a run ended, as the launcher reported it (``exit_code`` or ``signal``)."""
 
@@ -43,6 +51,8 @@ class RunResult:
     max_rss_kb: int = 0
     wall_seconds: float = 0.0
     exec_error: str | None = None  # the job's program could not be started at all
+    setup_failure: StarterHold | None = None  # its files, streams or input transfer failed: it never started
+    output_failure: StarterHold | None = None  # it ran, but its output could not be transferred back
 
 
 def _job(ad: classad2.ClassAd) -> str:
@@ -140,11 +150,16 @@ def run_accounting(ad: classad2.ClassAd, result: RunResult) -> Updates:
 
 
 def exited(ad: classad2.ClassAd, result: RunResult, now: int) -> Transition:
-    """A run ended by itself: record how, then let OnExitHold / OnExitRemove decide what happens next."""
+    """A run ended by itself: record how, then let OnExitHold / OnExitRemove decide what happens next.  A program
+    that never started, or whose output could not be transferred back, holds the job instead (as a starter's
+    failure does)."""
     updates = run_accounting(ad, result)
-    if result.exec_error is not None:
-        held = hold(ad, f"Error from starter: Failed to execute '{result.exec_error}'",
-                    HoldCode.FAILED_TO_CREATE_PROCESS, now)
+    failure = result.setup_failure
+    if failure is None and result.exec_error is not None:
+        failure = StarterHold(f"Error from starter: Failed to execute '{result.exec_error}'",
+                              HoldCode.FAILED_TO_CREATE_PROCESS)
+    if failure is not None:
+        held = hold(ad, failure.reason, failure.code, now)
         return Transition(updates | held.updates, held.events)
     if result.signal is None:
         updates |= {"ExitCode": result.exit_code, "ExitStatus": result.exit_code, "ExitBySignal": False,
@@ -152,6 +167,9 @@ def exited(ad: classad2.ClassAd, result: RunResult, now: int) -> Transition:
     else:
         updates |= {"ExitBySignal": True, "ExitSignal": result.signal, "ExitCode": None}
     probe = updated(ad, updates)
+    if result.output_failure is not None:
+        held = hold(probe, result.output_failure.reason, result.output_failure.code, now)
+        return Transition(updates | held.updates, held.events)
     total_user, total_sys = float(updates["RemoteUserCpu"]), float(updates["RemoteSysCpu"])
     terminated: Event = lambda log: log.terminated(result.exit_code, result.signal, result.user_cpu,  # noqa: E731
                                                    result.sys_cpu, total_user, total_sys)

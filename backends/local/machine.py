@@ -32,7 +32,7 @@ def os_release() -> tuple[str, str]:
     return fields.get("NAME", "Linux").split()[0], fields.get("VERSION_ID", "0").split(".")[0]
 
 
-def machine_ad(cpus: int, work_dir: Path, version: str) -> classad2.ClassAd:
+def machine_ad(cpus: int, work_dir: Path, version: str, uid_domain: str | None = None) -> classad2.ClassAd:
     host = socket.getfqdn()
     distro, major = os_release()
     ad = classad2.ClassAd()
@@ -42,7 +42,7 @@ def machine_ad(cpus: int, work_dir: Path, version: str) -> classad2.ClassAd:
         "OpSysName": distro, "OpSysMajorVer": int(major) if major.isdigit() else 0,
         "OpSysAndVer": f"{distro}{major}", "Cpus": cpus, "TotalCpus": os.cpu_count() or 1,
         "Memory": memory_mb(), "Disk": shutil.disk_usage(work_dir).free // 1024,
-        "HasFileTransfer": True, "FileSystemDomain": host, "UidDomain": host, "CondorVersion": version,
+        "HasFileTransfer": True, "FileSystemDomain": host, "UidDomain": uid_domain or host, "CondorVersion": version,
         "StartdIpAddr": "<127.0.0.1:0>",
     }
     for name, value in values.items():

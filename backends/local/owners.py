@@ -76,11 +76,16 @@ class Accounts:
     """Maps job owners to the accounts their jobs run as.
 
     ``denied`` are owners that never run jobs here (a job of theirs is held, as a starter refuses it), e.g.
-    ``["root"]`` for HTCondor's rule that no job runs as root."""
+    ``["root"]`` for HTCondor's rule that no job runs as root.  ``switching`` says whether jobs run as their owners:
+    by default when the gateway is root, as it must be to switch; ``False`` makes a root gateway a personal scheduler
+    too (every job runs as the gateway's user), which tests of that mode use."""
 
-    def __init__(self, denied: Iterable[str] = ()) -> None:
+    def __init__(self, denied: Iterable[str] = (), *, switching: bool | None = None) -> None:
+        root = os.geteuid() == 0
+        if switching and not root:
+            raise ValueError("jobs can only run as their owners when the gateway runs as root")
         self.denied = frozenset(denied)
-        self.switching = os.geteuid() == 0
+        self.switching = root if switching is None else switching
 
     def of(self, owner: str | None) -> Account | None:
         """The account ``owner``'s jobs run as; None when the gateway is not root (everything runs as the gateway's

@@ -22,6 +22,7 @@ from jobmodel.jobs import JobAction, JobStatus, Universe
 
 from . import joblog, lifecycle
 from .lifecycle import Event, Transition, Updates, updated
+from .owners import Account, Accounts, NoAccount
 from .store import JobKey, JobStore
 from .userlog import UserLog, log_path
 
@@ -41,12 +42,19 @@ class LocalTransaction:
 
 
 class JobQueue:
-    """The queue as the backend interface sees it, plus :meth:`write` for the scheduler and the DAG runner."""
+    """The queue as the backend interface sees it, plus :meth:`write` for the scheduler and the DAG runner.
 
-    def __init__(self, store: JobStore, spool: Spool, schedd_name: str, clock: Callable[[], float]) -> None:
+    ``accounts`` say whom a job's work runs as: its spool directory is given to its owner at commit (as HTCondor's
+    CHOWN_JOB_SPOOL_FILES does) and its user log written with its owner's rights.  ``uid_domain`` makes every job's
+    ``User`` (``Owner@uid_domain``, whatever the client sent); by default the schedd's name."""
+
+    def __init__(self, store: JobStore, spool: Spool, schedd_name: str, clock: Callable[[], float],
+                 accounts: Accounts | None = None, uid_domain: str | None = None) -> None:
         self.store = store
         self.spool = spool
         self.schedd_name = schedd_name
+        self.accounts = accounts if accounts is not None else Accounts()
+        self.uid_domain = uid_domain or schedd_name
         self._clock = clock
         #: jobs whose process is (or may be) running: they stay in the queue whatever their state says
         self.active: set[JobKey] = set()
@@ -71,6 +79,7 @@ class JobQueue:
                 continue
             ads[key] = self._enqueue(key, ad, now)
             self.spool.sync(*key)
+            self._give_spool(key, ads[key])
             events.append((key, lambda user_log: user_log.submitted(host)))
         for key, updates in txn.updates.items():
             base = ads[key] if key in ads else self.store.get(key)
@@ -128,9 +137,30 @@ class JobQueue:
         for name, value in defaults.items():
             if name not in ad:
                 ad[name] = value
-        if "User" not in ad and isinstance(ad.get("Owner"), str):
-            ad["User"] = f"{ad['Owner']}@{self.schedd_name}"
+        owner = ad.get("Owner")
+        if isinstance(owner, str):
+            ad["User"] = f"{owner}@{self.uid_domain}"  # the schedd's to say, never the client's
+        else:
+            ad.pop("User", None)
         return ad
+
+    def _give_spool(self, key: JobKey, ad: classad2.ClassAd) -> None:
+        """Hand a new job's spool directory (and the files staged in it) to the account it runs as, so the job can
+        write there; the directories above it stay the gateway's, so the job cannot swap it for another."""
+        try:
+            account = self.account_of(ad)
+        except NoAccount:
+            return  # the job is held when it would start; its spool stays the gateway's
+        if account is not None and not account.is_current:
+            self.spool.give(*key, account.uid, account.gid)
+
+    def account_of(self, ad: classad2.ClassAd) -> Account | None:
+        """Whose rights a job's files are touched with: its owner's account, or None (the gateway's user) when the
+        gateway does not switch.  Raises NoAccount when the owner has no account here or may not run jobs."""
+        if not self.accounts.switching:
+            return None
+        owner = ad.get("Owner")
+        return self.accounts.of(owner if isinstance(owner, str) else None)
 
     # -- files ----------------------------------------------------------------------------------------
     def stage_file(self, txn: LocalTransaction, cluster: int, proc: int, name: str) -> None:
@@ -248,11 +278,15 @@ class JobQueue:
                    notify)
 
     def _log_event(self, ad: classad2.ClassAd | None, key: JobKey, event: Event) -> None:
+        """Write one event to the job's user log as its owner; a log the owner cannot write is skipped (and said in
+        the gateway's log): the job goes on."""
         path = log_path(ad) if ad is not None else None
-        if path is None:
+        if ad is None or path is None:
             return
         try:
-            event(UserLog(path, *key, clock=self._clock))
+            event(UserLog(path, *key, clock=self._clock, account=self.account_of(ad)))
+        except NoAccount as refused:
+            log.warn("not writing the user log {path} of job {job}: {error}", path=path, job=key, error=refused.reason)
         except OSError as exc:
             log.warn("cannot write to the user log {path} of job {job}: {error}", path=path, job=key, error=exc)
 

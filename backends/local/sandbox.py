@@ -1,5 +1,8 @@
-"""A job's execute directory: control files beside a sandbox that holds the transferred input, and the copy of
-new or changed files back to ``Iwd`` when the job ends (file transfer on one machine)."""
+"""A job's execute directory: ``control/``, the gateway's files about the run (the launcher's spec, its result, the
+job and machine ads the job may read), beside ``sandbox/``, the job's own directory, owned by the account it runs as.
+
+Only the gateway's side is made here; the input is transferred into the sandbox, and the output back, by the owner's
+side of the launcher (``starter.py``), with the owner's rights."""
 
 from __future__ import annotations
 
@@ -11,11 +14,8 @@ from pathlib import Path
 
 import classad2
 
-from jobmodel.jobs import HoldCode
-
-from .jobspec import BadJob, Plan
-
-Snapshot = dict[str, tuple[int, int]]  # name -> (size, mtime_ns)
+from .jobspec import Plan
+from .owners import Account
 
 
 @dataclass(frozen=True)
@@ -48,14 +48,15 @@ class ExecuteDir:
     def pgid_file(self) -> Path:
         return self.control / "pgid"
 
-    @property
-    def snapshot_file(self) -> Path:
-        return self.control / "snapshot.json"
-
-    def create(self) -> None:
+    def create(self, account: Account | None = None) -> None:
+        """A fresh directory: the sandbox belongs to ``account`` (None: the gateway's user) and only it may enter;
+        the rest is the gateway's, readable by the job."""
         shutil.rmtree(self.root, ignore_errors=True)
-        self.sandbox.mkdir(parents=True)
-        self.control.mkdir()
+        for directory, mode in ((self.root, 0o755), (self.sandbox, 0o700), (self.control, 0o755)):
+            directory.mkdir(parents=directory is self.root)
+            directory.chmod(mode)  # whatever the gateway's umask: the owner must reach its sandbox
+        if account is not None and not account.is_current:
+            os.chown(self.sandbox, account.uid, account.gid)
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -73,80 +74,33 @@ class ExecuteDir:
             return None
 
 
-def prepare(job: Plan, directory: ExecuteDir, ad: classad2.ClassAd, machine: classad2.ClassAd) -> None:
-    """Create the execute directory, transfer the input into the sandbox and write the launcher's spec."""
-    directory.create()
-    (directory.control / ".job.ad").write_text(ad.printOld())
-    (directory.control / ".machine.ad").write_text(machine.printOld())
-    if job.sandboxed:
-        for source in job.inputs:
-            target = job.cwd / source.name
-            try:
-                if source.is_dir():
-                    shutil.copytree(source, target)
-                else:
-                    shutil.copy2(source, target)
-            except OSError as exc:
-                raise BadJob(f"Transfer input files failure: cannot copy '{source}': {exc.strerror}",
-                             HoldCode.TRANSFER_INPUT_ERROR) from None
-        if job.executable.exists():
-            job.executable.chmod(job.executable.stat().st_mode | 0o755)
-        directory.snapshot_file.write_text(json.dumps(snapshot(job.cwd)))
+def prepare(job: Plan, directory: ExecuteDir, ad: classad2.ClassAd, machine: classad2.ClassAd,
+            account: Account | None = None) -> None:
+    """Create the execute directory and write the launcher's spec: what its owner's side checks, transfers, opens
+    and runs as ``account`` (None: as the gateway's user)."""
+    directory.create(account)
+    for name, text in ((".job.ad", ad.printOld()), (".machine.ad", machine.printOld())):
+        _write(directory.control / name, text, 0o644)
     environment = dict(job.environment)
     environment.setdefault("_CONDOR_SCRATCH_DIR", str(job.cwd))
     environment.setdefault("_CONDOR_JOB_AD", str(directory.control / ".job.ad"))
     environment.setdefault("_CONDOR_MACHINE_AD", str(directory.control / ".machine.ad"))
-    directory.spec_file.write_text(json.dumps({
-        "executable": str(job.executable), "arguments": job.arguments, "environment": environment,
-        "cwd": str(job.cwd), "stdin": str(job.stdin), "stdout": str(job.stdout), "stderr": str(job.stderr),
-        "result_file": str(directory.result_file), "pgid_file": str(directory.pgid_file),
+    _write(directory.spec_file, json.dumps({
+        "account": account.as_spec() if account is not None and not account.is_current else None,
+        "executable": str(job.executable), "command": str(job.command),
+        "transfer_executable": job.transfer_executable, "arguments": job.arguments, "environment": environment,
+        "cwd": str(job.cwd), "iwd": str(job.iwd), "sandboxed": job.sandboxed,
+        "input_stream": None if job.input_stream is None else str(job.input_stream),
+        "stdin": str(job.stdin), "stdout": str(job.stdout), "stderr": str(job.stderr),
+        "inputs": [str(source) for source in job.inputs],
         "returns": {str(k): str(v) for k, v in job.returns.items()}, "outputs": job.outputs,
-        "iwd": str(job.iwd), "sandboxed": job.sandboxed,
-    }))
+        "result_file": str(directory.result_file), "pgid_file": str(directory.pgid_file),
+    }), 0o600)
 
 
-def snapshot(folder: Path) -> Snapshot:
-    return {entry.name: (entry.stat().st_size, entry.stat().st_mtime_ns)
-            for entry in folder.iterdir() if entry.is_file()}
-
-
-def collect(directory: ExecuteDir) -> None:
-    """Bring the output of a sandboxed run back: stdout/stderr to Out/Err, then TransferOutput (or every new or
-    changed file) into Iwd."""
-    try:
-        spec = json.loads(directory.spec_file.read_text())
-    except (OSError, ValueError):
-        return
-    if not spec.get("sandboxed"):
-        return
-    sandbox, iwd = Path(spec["cwd"]), Path(spec["iwd"])
-    try:
-        for local, destination in spec["returns"].items():
-            if Path(local).exists():
-                _copy(Path(local), Path(destination))
-        returned = set(spec["returns"])
-        if spec["outputs"] is not None:
-            names = spec["outputs"]
-        else:
-            before = {name: tuple(value) for name, value in json.loads(directory.snapshot_file.read_text()).items()}
-            names = [name for name, state in snapshot(sandbox).items()
-                     if before.get(name) != state and str(sandbox / name) not in returned]
-        for name in names:
-            source = sandbox / name
-            if not source.exists():
-                raise BadJob(f"Transfer output files failure: '{name}' was not created by the job",
-                             HoldCode.TRANSFER_OUTPUT_ERROR)
-            _copy(source, iwd / Path(name).name)
-    except OSError as exc:
-        raise BadJob(f"Transfer output files failure: {exc}", HoldCode.TRANSFER_OUTPUT_ERROR) from None
-
-
-def _copy(source: Path, destination: Path) -> None:
-    if source.is_dir():
-        shutil.copytree(source, destination, dirs_exist_ok=True)
-    else:
-        shutil.copy2(source, destination)
-    try:
-        os.chmod(destination, 0o644 if not os.access(source, os.X_OK) else 0o755)
-    except OSError:
-        pass
+def _write(path: Path, text: str, mode: int) -> None:
+    """A new file of the gateway's with exactly ``mode`` (the spec is the gateway's alone; the ads the job reads)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    with os.fdopen(fd, "w") as stream:
+        os.fchmod(fd, mode)
+        stream.write(text)

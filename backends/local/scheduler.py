@@ -13,20 +13,24 @@ from pathlib import Path
 
 import classad2
 
-from jobmodel.classads import evaluate_number, job_status
-from jobmodel.jobs import JobStatus
+from jobmodel.classads import evaluate_number, evaluate_string, job_status
+from jobmodel.jobs import HoldCode, JobStatus
 
 from . import joblog, jobspec, lifecycle, recovery, sandbox
 from .dag import dagman
 from .executor import Launch
-from .lifecycle import WITH_PROCESS, RunResult, Transition, updated
+from .lifecycle import WITH_PROCESS, RunResult, StarterHold, Transition
+from .owners import NoAccount
 from .queue import JobQueue
 from .sandbox import ExecuteDir
 from .store import JobKey
 
 
 class Scheduler:
-    """Matches idle jobs against this machine's slots, prepares them, and records how their runs end."""
+    """Matches idle jobs against this machine's slots, prepares them, and records how their runs end.
+
+    A job runs as the account of its ``Owner`` (the queue's ``accounts``); an owner who has none here, or who may not
+    run jobs, has the job held when it would start, as a starter that cannot switch user does."""
 
     def __init__(self, queue: JobQueue, execute_root: Path, machine: classad2.ClassAd) -> None:
         self._queue = queue
@@ -47,7 +51,7 @@ class Scheduler:
             directory = ExecuteDir.of(self._execute, *key)
             try:
                 launch = self._prepare(key, ad, directory, cpus)
-            except jobspec.BadJob as bad:
+            except (jobspec.BadJob, NoAccount) as bad:
                 directory.remove()
                 transitions[key] = ad, lifecycle.hold(ad, bad.reason, bad.code, now)
             else:
@@ -59,11 +63,14 @@ class Scheduler:
         return launches
 
     def _prepare(self, key: JobKey, ad: classad2.ClassAd, directory: ExecuteDir, cpus: int) -> Launch:
-        """A DAGMan job is run by the built-in DAG runner; any other job as a process from its execute directory."""
+        """A DAGMan job is run by the built-in DAG runner; any other job as a process from its execute directory, as
+        its owner's account (raises NoAccount when there is none)."""
+        account = self._queue.accounts.of(evaluate_string(ad, "Owner") or None)
         if dagman.is_dagman(ad):
-            return Launch(key, directory, 0, dag=True)
-        sandbox.prepare(jobspec.plan(ad, directory.sandbox, dict(os.environ)), directory, ad, self._machine)
-        return Launch(key, directory, cpus)
+            return Launch(key, directory, 0, dag=True, account=account)
+        plan = jobspec.plan(ad, directory.sandbox, dict(os.environ))
+        sandbox.prepare(plan, directory, ad, self._machine, account)
+        return Launch(key, directory, cpus, account=account)
 
     def _idle_jobs(self, running: set[JobKey]) -> list[tuple[JobKey, classad2.ClassAd]]:
         idle = [(key, ad) for key, ad in self._queue.store.ads()
@@ -104,14 +111,6 @@ class Scheduler:
             return Transition(lifecycle.run_accounting(ad, result))
         if interruption is not None:  # (finish_job names a launcher that left no result as one)
             return lifecycle.interrupted(ad, result, interruption, now)
-        try:
-            sandbox.collect(directory)
-        except jobspec.BadJob as bad:
-            ended = lifecycle.exited(ad, result, now)
-            if job_status(updated(ad, ended.updates)) is JobStatus.HELD:
-                return ended
-            held = lifecycle.hold(updated(ad, ended.updates), bad.reason, bad.code, now)
-            return Transition(ended.updates | held.updates, ended.events + held.events)
         return lifecycle.exited(ad, result, now)
 
     def finish_dag(self, key: JobKey, exit_code: int | None, interruption: str | None = None) -> None:
@@ -161,4 +160,16 @@ def run_result(result: dict | None, ad: classad2.ClassAd, now: int) -> RunResult
     return RunResult(exit_code=result.get("exit_code"), signal=result.get("signal"),
                      user_cpu=float(result.get("user_cpu", 0.0)), sys_cpu=float(result.get("sys_cpu", 0.0)),
                      max_rss_kb=int(result.get("max_rss_kb", 0)), wall_seconds=float(result.get("wall_seconds", 0.0)),
-                     exec_error=result.get("exec_error"))
+                     exec_error=result.get("exec_error"), setup_failure=_starter_hold(result.get("setup_failure")),
+                     output_failure=_starter_hold(result.get("output_failure")))
+
+
+def _starter_hold(reported: object) -> StarterHold | None:
+    """A hold the launcher's owner side reported (``{"reason": ..., "code": ...}``), if any."""
+    if not isinstance(reported, dict):
+        return None
+    try:
+        code = HoldCode(int(reported.get("code", HoldCode.UNSPECIFIED)))
+    except ValueError:
+        code = HoldCode.UNSPECIFIED
+    return StarterHold(str(reported.get("reason", "Error from starter")), code)

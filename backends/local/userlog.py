@@ -1,13 +1,23 @@
-"""HTCondor user logs (the job's ``UserLog``/``Log`` file): the event text ``htcondor2.JobEventLog`` reads."""
+"""HTCondor user logs (the job's ``UserLog``/``Log`` file): the event text ``htcondor2.JobEventLog`` reads.
+
+The file is a path the job's ad names, so it is opened with its owner's rights (``open_as``), as a shadow does:
+a job can only log where its owner could write, never where only the gateway can."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import stat
 import time
 from pathlib import Path
 
 import classad2
+
+from .owners import Account, open_as
+
+#: append, create, and never block or be made the gateway's terminal (a FIFO or device is refused after the open)
+OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC
 
 SEPARATOR = "...\n"
 
@@ -35,21 +45,36 @@ def _usage(seconds: float) -> str:
     return f"{days} {hours:02d}:{minutes:02d}:{secs:02d}"
 
 
-class UserLog:
-    """Appends events to a job's user log (several jobs may share one file: each event is one locked write)."""
+def _lock(fd: int, tries: int = 20, pause: float = 0.025) -> None:
+    """Take the log's lock as other writers do, but never wait long for it: the file is its owner's, who could hold
+    the lock for ever.  Without the lock the event is still one ``O_APPEND`` write, so it stays whole."""
+    for _ in range(tries):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            time.sleep(pause)
 
-    def __init__(self, path: Path, cluster: int, proc: int, clock=time.time) -> None:
+
+class UserLog:
+    """Appends events to a job's user log (several jobs may share one file: each event is one locked write), opened
+    as ``account`` (None: as the gateway's user).  Only a regular file is written to; anything else is an OSError."""
+
+    def __init__(self, path: Path, cluster: int, proc: int, clock=time.time, account: Account | None = None) -> None:
         self.path = path
         self._id = f"({cluster:03d}.{proc:03d}.000)"
         self._clock = clock
+        self._account = account
 
     def _write(self, number: int, headline: str, *lines: str) -> None:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self._clock()))
         text = f"{number:03d} {self._id} {stamp} {headline}\n" + "".join(f"\t{line}\n" for line in lines) + SEPARATOR
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = open_as(self._account, self.path, OPEN_FLAGS, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", str(self.path))
+            os.set_blocking(fd, True)
+            _lock(fd)
             os.write(fd, text.encode("utf-8"))
         finally:
             os.close(fd)
