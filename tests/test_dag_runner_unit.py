@@ -45,7 +45,6 @@ class FakeHost:
         self.removed: list[tuple[int, str]] = []
         self.saved: list[dict] = []
         self.cleared: list[int] = []
-        self.rescues: list[tuple[list[str], list[str]]] = []
 
     def dag_setup(self, key):
         assert key == DAG_KEY
@@ -72,10 +71,6 @@ class FakeHost:
     def clear_dag_state(self, dag_cluster):
         self.cleared.append(dag_cluster)
 
-    def write_rescue(self, dag, done, failed):
-        self.rescues.append((sorted(done), sorted(failed)))
-        return dag.path.with_name(dag.path.name + ".rescue001")
-
     # what the test reads
     def names(self) -> list[str]:
         return [name for name, _, _ in self.submitted]
@@ -85,6 +80,18 @@ class FakeHost:
 
     def statuses(self) -> dict[str, str]:
         return {name: state["status"] for name, state in self.saved[-1].items()}
+
+    @property
+    def rescues(self) -> list[tuple[list[str], list[str]]]:
+        """(nodes DONE, nodes failed) of each rescue DAG the run wrote next to its DAG file, in order."""
+        dag = self.setup.options.dag
+        found = []
+        for path in sorted(dag.parent.glob(f"{dag.name}.rescue*")):
+            lines = path.read_text().splitlines()
+            listed = next(line for line in lines if line.endswith("<ENDLIST>")).lstrip("# ").split(",")[:-1]
+            failed = [name for name in listed if name]
+            found.append((sorted(line.split()[1] for line in lines if line.startswith("DONE ")), sorted(failed)))
+        return found
 
 
 @dataclass
@@ -406,6 +413,14 @@ def test_a_dag_that_cannot_be_set_up_exits_1(tmp_path):
     assert dag.result() == Outcome(1)
     assert "ERROR: x.dag:3: unsupported DAG command 'SPLICE'" in dag.log()
     assert host.saved == [] and host.submitted == []
+
+
+def test_a_dag_its_owner_cannot_run_stops_without_touching_anything(tmp_path):
+    """(the host has held the DAGMan job: its owner has no account here, so not even its log may be written)"""
+    host = FakeHost(DagSetup(refused="The job's owner 'ghost' has no local account on this machine"))
+    dag = Driver(host)
+    assert dag.result() == Outcome(None)
+    assert host.saved == [] and host.submitted == [] and host.cleared == [] and list(tmp_path.iterdir()) == []
 
 
 def test_no_node_job_is_submitted_twice_in_one_run(tmp_path):

@@ -6,6 +6,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import classad2
 
@@ -14,6 +15,8 @@ from jobmodel.classads import evaluate_string
 from jobmodel.jobs import Universe
 
 from ..jobspec import universe_of
+from ..owners import Account, Accounts, NoAccount
+from . import files
 from .language import Dag
 
 MAX_RESCUE = 100
@@ -105,18 +108,24 @@ def _under(base: Path, name: str) -> Path:
     return Path(name) if os.path.isabs(name) else base / name
 
 
-def rescue_files(dag: Path) -> dict[int, Path]:
+def rescue_files(dag: Path, account: Account | None = None) -> dict[int, Path]:
+    """The rescue DAGs of ``dag`` by number, as its owner sees its directory (none if they cannot list it)."""
+    prefix = f"{dag.name}.rescue"
+    try:
+        names = files.names_in(account, dag.parent)
+    except OSError:
+        return {}
     found = {}
-    for number in range(1, MAX_RESCUE + 1):
-        candidate = dag.with_name(f"{dag.name}.rescue{number:03d}")
-        if candidate.exists():
-            found[number] = candidate
+    for name in names:
+        number = name[len(prefix):]
+        if name.startswith(prefix) and len(number) == 3 and number.isdigit() and 1 <= int(number) <= MAX_RESCUE:
+            found[int(number)] = dag.with_name(name)
     return found
 
 
-def rescue_to_use(options: DagmanOptions) -> Path | None:
+def rescue_to_use(options: DagmanOptions, account: Account | None = None) -> Path | None:
     """-DoRescueFrom N names one; otherwise -AutoRescue (on by default) takes the newest."""
-    found = rescue_files(options.dag)
+    found = rescue_files(options.dag, account)
     if options.rescue_from:
         if options.rescue_from not in found:
             raise DagError(f"-DoRescueFrom {options.rescue_from}: {options.dag.name}.rescue"
@@ -127,11 +136,9 @@ def rescue_to_use(options: DagmanOptions) -> Path | None:
     return None
 
 
-def write_rescue(dag: Dag, done: list[str], failed: list[str]) -> Path:
-    """A partial rescue DAG (DONE lines only), numbered after the newest existing one."""
-    existing = rescue_files(dag.path)
-    number = max(existing, default=0) + 1
-    path = dag.path.with_name(f"{dag.path.name}.rescue{number:03d}")
+def write_rescue(dag: Dag, done: list[str], failed: list[str], account: Account | None = None) -> Path:
+    """A partial rescue DAG (DONE lines only), numbered after the newest existing one, written as the DAG's owner
+    (created, never written through an existing file or link)."""
     lines = [
         "# Rescue DAG file, created after running",
         f"#   the {dag.path.name} DAG file",
@@ -145,30 +152,62 @@ def write_rescue(dag: Dag, done: list[str], failed: list[str]) -> Path:
         "",
         *[f"DONE {name}" for name in done],
     ]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    number = max(rescue_files(dag.path, account), default=0) + 1
+    while True:
+        path = dag.path.with_name(f"{dag.path.name}.rescue{number:03d}")
+        try:
+            files.write_text(account, path, "\n".join(lines) + "\n", exclusive=True)
+            return path
+        except FileExistsError:  # one it could not see, or made meanwhile: take the next number
+            if number >= MAX_RESCUE:
+                raise
+            number += 1
 
 
 class DagmanLog:
-    """``<dag>.dagman.out``: what the DAG runner did, one time-stamped line each."""
+    """``<dag>.dagman.out``: what the DAG runner did, one time-stamped line each.
 
-    def __init__(self, path: Path) -> None:
+    Opened once, as the DAG's owner (:meth:`open`, on the backend's thread); a log that cannot be opened or
+    written is skipped, as before, rather than stopping the DAG."""
+
+    def __init__(self, path: Path | None, stream: TextIO | None = None) -> None:
         self.path = path
+        self._stream = stream
+
+    @classmethod
+    def open(cls, path: Path | None, account: Account | None = None) -> "DagmanLog":
+        if path is None:
+            return cls(None)
+        try:
+            return cls(path, files.append(account, path))
+        except OSError:
+            return cls(path)
 
     def __call__(self, message: str) -> None:
+        if self._stream is None:
+            return
         stamp = time.strftime("%m/%d/%y %H:%M:%S")
         try:
-            with open(self.path, "a") as stream:
-                stream.write(f"{stamp} {message}\n")
-        except OSError:
+            self._stream.write(f"{stamp} {message}\n")
+        except (OSError, ValueError):
             pass
 
+    def close(self) -> None:
+        if self._stream is not None:
+            try:
+                self._stream.close()
+            except OSError:
+                pass
+            self._stream = None
 
-def remove_lock_file(ad: classad2.ClassAd) -> None:
-    """Remove a DAGMan job's ``-Lockfile`` once its DAG has ended (a DAG that only stopped keeps it)."""
+
+def remove_lock_file(ad: classad2.ClassAd, accounts: Accounts | None = None) -> None:
+    """Remove a DAGMan job's ``-Lockfile`` once its DAG has ended (a DAG that only stopped keeps it), as the job's
+    owner (``accounts`` maps it to its account; an owner without one never ran, so made no lock file)."""
     try:
         lock_file = options(ad).lock_file
         if lock_file is not None:
-            lock_file.unlink(missing_ok=True)
-    except (DagError, OSError):
+            owner = ad.get("Owner")
+            files.remove((accounts or Accounts()).of(owner if isinstance(owner, str) else None), lock_file)
+    except (DagError, NoAccount, OSError, RuntimeError):
         pass

@@ -11,6 +11,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 
 class DagSyntaxError(ValueError):
@@ -70,10 +71,12 @@ class Dag:
 _VARS = re.compile(r'\s*([A-Za-z_+][\w.+]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
-def read(path: Path) -> Dag:
-    """Parse a DAG file; raises DagSyntaxError with ``file:line`` for anything it does not understand."""
+def read(path: Path, read_text: Callable[[Path], str] = Path.read_text) -> Dag:
+    """Parse a DAG file; raises DagSyntaxError with ``file:line`` for anything it does not understand.
+
+    ``read_text`` reads it (the DAG runner's reads it with the rights of the DAG's owner)."""
     try:
-        text = path.read_text()
+        text = read_text(path)
     except OSError as exc:
         raise DagSyntaxError(f"cannot read DAG file {path}: {exc.strerror}") from None
     dag = Dag(path)
@@ -88,10 +91,14 @@ def read(path: Path) -> Dag:
     return dag
 
 
-def apply_done(dag: Dag, path: Path) -> int:
-    """Mark the nodes a rescue DAG lists as DONE; returns how many."""
+def apply_done(dag: Dag, path: Path, read_text: Callable[[Path], str] = Path.read_text) -> int:
+    """Mark the nodes a rescue DAG lists as DONE; returns how many (``read_text`` as for :func:`read`)."""
+    try:
+        text = read_text(path)
+    except OSError as exc:
+        raise DagSyntaxError(f"cannot read rescue DAG {path}: {exc.strerror}") from None
     marked = 0
-    for number, line in _logical_lines(path.read_text()):
+    for number, line in _logical_lines(text):
         words = line.split()
         if words[0].upper() == "DONE" and len(words) == 2:
             dag.node(words[1], f"{path.name}:{number}").done = True

@@ -9,29 +9,37 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 
 import classad2
 
-from backends.interface import BackendError
+from backends.interface import BackendError, InvalidState
 from jobmodel.classads import evaluate_string, job_status
 from jobmodel.jobs import JobStatus
 
 from .. import lifecycle
 from ..jobspec import NULL_FILE
+from ..owners import NoAccount
 from ..queue import JobQueue
 from ..store import JobKey
-from . import dagman, language
+from . import dagman, files, language
 from .language import Dag, DagSyntaxError
 from .runner import DagSetup
 from .submit import SubmitError, node_ads
 
 #: node jobs in these states have ended (they count for their node, or are left alone by a removal)
 ENDED = (JobStatus.COMPLETED, JobStatus.REMOVED)
+#: whose a node job is: always its DAGMan job's values, never its submit file's (``+Owner = "root"`` in a node's
+#: submit file must not make a job of someone else); a value the DAGMan job lacks is left to the queue to derive
+OWNERSHIP = ("Owner", "User")
 
 
 class NodeJobs:
-    """Implements the DAG runner's ``DagHost`` over the local backend's queue."""
+    """Implements the DAG runner's ``DagHost`` over the local backend's queue.
+
+    Whatever a DAG names is read and written as the DAGMan job's owner (the queue's account of the DAGMan job, as
+    for every job of the backend), and its node jobs belong to that owner whatever their submit files say."""
 
     def __init__(self, queue: JobQueue, state_dir: Path) -> None:
         self._queue = queue
@@ -39,38 +47,60 @@ class NodeJobs:
 
     def dag_setup(self, key: JobKey) -> DagSetup:
         ad = self._queue.store.get(key)
-        iwd = Path(evaluate_string(ad, "Iwd") or self._state_dir) if ad is not None else self._state_dir
-        fallback = DagSetup(log_path=iwd / f"dagman-{key[0]}.dagman.out")
         if ad is None:
-            return fallback
+            return DagSetup(refused="the DAGMan job is no longer in the queue")
+        try:
+            account = self._queue.account_of(ad)
+        except NoAccount as refused:  # nothing may be read or written for it: the job is held, as a starter would
+            self._hold(key, ad, refused)
+            return DagSetup(refused=refused.reason)
+        iwd = Path(evaluate_string(ad, "Iwd") or self._state_dir)
         try:
             options = dagman.options(ad)
         except dagman.DagError as exc:
-            fallback.error = str(exc)
-            return fallback
-        setup = DagSetup(log_path=dagman.dagman_log_path(ad, options.dag), options=options, ignored=options.ignored)
-        for name in ("Out", "Err"):
-            target = evaluate_string(ad, name)
-            if target and target != NULL_FILE:
-                (iwd / target).touch()
-        saved = self._queue.store.dag_state(key[0])
+            return DagSetup(log_path=iwd / f"dagman-{key[0]}.dagman.out", account=account, error=str(exc))
+        setup = DagSetup(log_path=dagman.dagman_log_path(ad, options.dag), options=options, ignored=options.ignored,
+                         account=account)
         try:
-            setup.dag = language.read(options.dag)
+            for name in ("Out", "Err"):
+                target = evaluate_string(ad, name)
+                if target and target != NULL_FILE:
+                    files.touch(account, iwd / target)
+            saved = self._queue.store.dag_state(key[0])
+            setup.dag = language.read(options.dag, partial(files.read_text, account))
             if saved:
                 setup.saved = json.loads(saved)
             else:
-                setup.rescue = dagman.rescue_to_use(options)
+                setup.rescue = dagman.rescue_to_use(options, account)
                 if setup.rescue is not None:
-                    setup.rescued = language.apply_done(setup.dag, setup.rescue)
+                    setup.rescued = language.apply_done(setup.dag, setup.rescue, partial(files.read_text, account))
+            if options.lock_file is not None:
+                files.write_text(account, options.lock_file, f"{os.getpid()}\n")
         except (DagSyntaxError, dagman.DagError) as exc:
             setup.error = str(exc)
-        if options.lock_file is not None:
-            options.lock_file.write_text(f"{os.getpid()}\n")
+        except OSError as exc:
+            setup.error = f"cannot write {exc.filename}: {exc.strerror}"
         return setup
 
+    def _hold(self, key: JobKey, ad: classad2.ClassAd, refused: NoAccount) -> None:
+        try:
+            transition = lifecycle.hold(ad, refused.reason, refused.code, self._queue.now())
+        except InvalidState:  # held or removed meanwhile
+            return
+        self._queue.write_transitions({key: (ad, transition)})
+
     def submit_node(self, dag_key: JobKey, dag: Dag, name: str, retry: int) -> tuple[int, int]:
-        """Submit a node's job(s) into the queue as one cluster; returns (cluster, number of procs)."""
+        """Submit a node's job(s) into the queue as one cluster; returns (cluster, number of procs).
+
+        The submit file is read and translated as the DAGMan job's owner; the node jobs get that owner's ``Owner``
+        and ``User`` whatever the submit file sets (the gateway's owner rules do not reach inside the backend)."""
         dag_ad = self._queue.store.get(dag_key)
+        if dag_ad is None:
+            raise SubmitError(f"node {name}: the DAGMan job is no longer in the queue")
+        try:
+            account = self._queue.account_of(dag_ad)
+        except NoAccount as refused:
+            raise SubmitError(f"node {name}: {refused.reason}") from None
         node = dag.nodes[name]
         directory = dag.directory_of(node)
         macros = {**node.variables, "JOB": name, "DAG_NODE_NAME": name, "RETRY": str(retry)}
@@ -78,7 +108,7 @@ class NodeJobs:
         txn = queue.begin()
         cluster = queue.new_cluster(txn)
         try:
-            ads = node_ads(_under(directory, node.submit_file), directory, macros, cluster)
+            ads = node_ads(_under(directory, node.submit_file), directory, macros, cluster, account)
             for job in ads:
                 proc = queue.new_proc(txn, cluster)
                 job["ProcId"] = proc
@@ -87,9 +117,13 @@ class NodeJobs:
                 job["DAGParentNodeNames"] = ",".join(node.parents)
                 job["DAGNodeRetry"] = retry
                 job["UserLog"] = str(dag.path.with_name(dag.path.name + ".nodes.log"))
-                for inherited in ("Owner", "Submission"):
-                    if dag_ad is not None and isinstance(dag_ad.get(inherited), str):
-                        job[inherited] = dag_ad[inherited]
+                for attribute in OWNERSHIP:
+                    if isinstance(dag_ad.get(attribute), str):
+                        job[attribute] = dag_ad[attribute]
+                    elif attribute in job:
+                        del job[attribute]
+                if isinstance(dag_ad.get("Submission"), str):
+                    job["Submission"] = dag_ad["Submission"]
                 queue.submit(txn, cluster, proc, job)
         except (SubmitError, BackendError) as exc:
             queue.abort(txn)
@@ -127,9 +161,6 @@ class NodeJobs:
 
     def clear_dag_state(self, dag_cluster: int) -> None:
         self._queue.store.save_dag_state(dag_cluster, None)
-
-    def write_rescue(self, dag: Dag, done: list[str], failed: list[str]) -> Path:
-        return dagman.write_rescue(dag, done, failed)
 
 
 def _under(base: Path, name: str) -> Path:

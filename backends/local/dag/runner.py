@@ -5,6 +5,10 @@ A :class:`DagRun` lives in the reactor thread while its DAGMan job runs.  Nodes 
 -MaxJobs/-MaxPre/-MaxPost are honoured.  Every node transition is saved durably, so a DAG whose DAGMan job stops
 (held, gateway restart or crash) resumes where it was, like DAGMan's recovery mode, without re-running finished
 nodes or submitting a node job twice.  Everything that touches the queue or the disk runs on the backend's thread.
+
+A gateway running as root does the DAG's work with the rights of the DAGMan job's owner, as condor_dagman runs as
+its user: PRE and POST scripts run as the owner, and every file the DAG names is read and written as the owner
+(``files.py``), so a DAG cannot make the gateway read or write anything its owner could not.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from twisted.logger import Logger
 from jobmodel.classads import job_status
 from jobmodel.jobs import JobStatus
 
+from ..owners import Account
+from . import dagman, files
 from .dagman import DagmanLog, DagmanOptions
 from .language import Dag, Node, Script
 
@@ -70,14 +76,19 @@ class DagHost(Protocol):
 
     def clear_dag_state(self, dag_cluster: int) -> None: ...
 
-    def write_rescue(self, dag: Dag, done: list[str], failed: list[str]) -> Path: ...
-
 
 @dataclass
 class DagSetup:
-    """What a DAG run needs to start, read on the backend thread; ``error`` when the DAG cannot run at all."""
+    """What a DAG run needs to start, read on the backend thread; ``error`` when the DAG cannot run at all (it
+    exits 1 and says why in its log); ``refused`` when the DAGMan job cannot run here at all (its owner has no
+    account here: the host has held it, and nothing may be read or written for it, not even the log).
 
-    log_path: Path
+    ``account`` is whose rights every file and script of the DAG is used with (None: the gateway's own, when it
+    is not root or the owner is its own user)."""
+
+    log_path: Path | None = None
+    account: Account | None = None
+    refused: str | None = None
     dag: Dag | None = None
     options: DagmanOptions | None = None
     saved: dict[str, dict] = field(default_factory=dict)
@@ -142,7 +153,17 @@ class DagRun:
     async def run(self) -> Outcome:
         setup = await self._call(self._host.dag_setup, self.key)
         self._setup = setup
-        self._log = DagmanLog(setup.log_path)
+        if setup.refused is not None:
+            log.warn("the DAG of job {job} does not run: {reason}", job=self.key, reason=setup.refused)
+            return Outcome(None)
+        dagman_out = await self._call(DagmanLog.open, setup.log_path, setup.account)
+        self._log = dagman_out
+        try:
+            return await self._run(setup)
+        finally:
+            dagman_out.close()
+
+    async def _run(self, setup: DagSetup) -> Outcome:
         if setup.error is not None:
             self._log(f"ERROR: {setup.error}")
             self._log("**** condor_scheduniv_exec (birdbath-gateway DAG runner) EXITING WITH STATUS 1")
@@ -344,7 +365,7 @@ class DagRun:
         executable = script.executable if os.path.isabs(script.executable) else str(directory / script.executable)
         arguments = [_expand(argument, macros) for argument in script.arguments]
         self._log(f"Running {kind} script of node {node.name}: {executable} {' '.join(arguments)}")
-        if not os.access(executable, os.X_OK):
+        if not await self._call(files.is_executable, self._account, executable):
             self._log(f"{kind} script of node {node.name}: {executable} is not an executable file")
             return 1
         limit = self._script_limits.get(kind)
@@ -355,9 +376,16 @@ class DagRun:
     async def _spawn_script(self, node: Node, kind: str, executable: str, arguments: list[str],
                             directory: Path) -> int:
         protocol = _ScriptProcess()
-        process = self._reactor.spawnProcess(protocol, executable, [executable, *arguments],
-                                             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                                             path=str(directory), childFDs={0: "w", 1: "r", 2: "r"})
+        account = self._account
+        if account is None:
+            process = self._reactor.spawnProcess(protocol, executable, [executable, *arguments],
+                                                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                                                 path=str(directory), childFDs={0: "w", 1: "r", 2: "r"})
+        else:  # as the owner (Twisted sets the groups, the gid and the uid); see _AS_OWNER for the directory
+            process = self._reactor.spawnProcess(protocol, _SHELL, [_SHELL, "-c", _AS_OWNER, str(directory),
+                                                                    executable, *arguments],
+                                                 env=account.environment(), uid=account.uid, gid=account.gid,
+                                                 childFDs={0: "w", 1: "r", 2: "r"})
         self._scripts.add(process)
         try:
             result = await protocol.ended
@@ -413,8 +441,18 @@ class DagRun:
     async def _write_rescue(self, failed: list[str]) -> None:
         assert self._dag is not None
         done = [name for name, state in self._state.items() if state.status == DONE]
-        path = await self._call(self._host.write_rescue, self._dag, done, failed)
+        try:
+            path = await self._call(dagman.write_rescue, self._dag, done, failed, self._account)
+        except OSError as exc:
+            self._log(f"ERROR: cannot write a Rescue DAG file for {self._dag.path}: {exc.strerror}")
+            return
         self._log(f"Writing Rescue DAG file {path}")
+
+    @property
+    def _account(self) -> Account | None:
+        """Whose rights the DAG's files and scripts are used with (None: the gateway's own)."""
+        account = self._setup.account if self._setup is not None else None
+        return None if account is None or account.is_current else account
 
     async def _save(self) -> None:
         text = json.dumps({name: asdict(state) for name, state in self._state.items()})
@@ -429,6 +467,13 @@ class DagRun:
             wakeup, self._wakeup = self._wakeup, None
             wakeup.callback(None)
 
+
+
+#: how a PRE or POST script starts when it runs as the DAG's owner: a shell that already runs as the owner changes to
+#: the node's directory, then becomes the script.  (Twisted changes directory before it switches user, which would
+#: let the script start in a directory its owner could not have entered.)
+_SHELL = "/bin/sh"
+_AS_OWNER = 'cd -- "$0" && exec "$@"'
 
 
 def _expand(text: str, macros: dict[str, str]) -> str:

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import classad2
 
+from ..owners import Account, call_as
+from .files import read_text
+
 os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
 
 
@@ -21,26 +24,54 @@ class SubmitError(ValueError):
     pass
 
 
-def node_ads(submit_file: Path, directory: Path, macros: dict[str, str], cluster: int) -> list[classad2.ClassAd]:
-    """The proc ads of one node's submit file (``cluster`` fills ClusterId; the queue renumbers it)."""
-    import htcondor  # the v1 bindings: the only offline Submit(...).jobs() (see docs/toolchain.md)
+#: how long reading and translating one submit file may take (an ``include`` of a pipe, or an ``include command``
+#: that never ends, must not hold the backend's thread for ever)
+SUBMIT_TIMEOUT = 30.0
+
+
+def node_ads(submit_file: Path, directory: Path, macros: dict[str, str], cluster: int,
+             account: Account | None = None) -> list[classad2.ClassAd]:
+    """The proc ads of one node's submit file (``cluster`` fills ClusterId; the queue renumbers it).
+
+    With an ``account`` (the gateway is root) the file is read and translated by a child working as that account,
+    as condor_submit runs as the user who submits: what it includes (``include : file``) is read, and what it runs
+    (``include command : ...``), runs with the owner's rights and environment, never the gateway's."""
+    import htcondor  # noqa: F401 - loaded here, before a child that switched user uses it
 
     try:
-        text = submit_file.read_text()
+        answer = call_as(account, _translate, str(submit_file), str(directory), macros, cluster,
+                         timeout=SUBMIT_TIMEOUT)
+    except TimeoutError:
+        raise SubmitError(f"{submit_file}: reading it took longer than {SUBMIT_TIMEOUT:g} s "
+                          f"(does it include a pipe, or a command that does not end?)") from None
+    except (OSError, RuntimeError) as exc:
+        raise SubmitError(f"{submit_file}: {exc}") from None
+    if "error" in answer:
+        raise SubmitError(answer["error"])
+    return [classad2.parseOne(text) for text in answer["ads"]]
+
+
+def _translate(submit_file: str, directory: str, macros: dict[str, str], cluster: int) -> dict[str, object]:
+    """What :func:`node_ads` does with the owner's rights: ``{"ads": [ad text...]}`` or ``{"error": message}``."""
+    import htcondor  # the v1 bindings: the only offline Submit(...).jobs() (see docs/toolchain.md)
+
+    path = Path(submit_file)
+    try:
+        text = read_text(None, path)
     except OSError as exc:
-        raise SubmitError(f"cannot read submit file {submit_file}: {exc.strerror}") from None
+        return {"error": f"cannot read submit file {submit_file}: {exc.strerror}"}
     try:
         description = htcondor.Submit(text)
         for name, value in macros.items():
             description[name] = value
-        _resolve(description, "initialdir", directory, default=str(directory))
-        _resolve(description, "executable", directory)  # condor_submit takes it relative to where it runs
-        count = _count(description.getQArgs(), submit_file)
-        return [classad2.parseOne(str(ad)) for ad in description.jobs(count=count, clusterid=cluster)]
-    except SubmitError:
-        raise
+        _resolve(description, "initialdir", Path(directory), default=directory)
+        _resolve(description, "executable", Path(directory))  # condor_submit takes it relative to where it runs
+        count = _count(description.getQArgs(), path)
+        return {"ads": [str(ad) for ad in description.jobs(count=count, clusterid=cluster)]}
+    except SubmitError as exc:
+        return {"error": str(exc)}
     except Exception as exc:  # the bindings raise their own error types for bad descriptions
-        raise SubmitError(f"{submit_file}: {exc}") from None
+        return {"error": f"{submit_file}: {exc}"}
 
 
 def _resolve(description, command: str, directory: Path, default: str | None = None) -> None:
