@@ -17,14 +17,18 @@ from dataclasses import dataclass
 from typing import Any, Callable
 from xml.sax.saxutils import escape
 
+from OpenSSL import SSL
 from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IProtocolNegotiationFactory
 from twisted.logger import Logger
+from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
 from twisted.web import resource, server
+from zope.interface import implementer
 
 from gateway.core.auth import AccessPolicy, Caller
 from gateway.identity.callers import Connection, Identification, Refusal, describe
-from gateway.identity.tls import peer_certificate
+from gateway.identity.tls import openssl_reason, peer_certificate
 from gateway.soap.dispatch import SoapAnswer, SoapDispatcher
 from gateway.soap.wsdl import PublishedWsdl
 
@@ -280,3 +284,26 @@ class GatewaySite(server.Site):
 
     def log(self, request: server.Request) -> None:
         """Requests are logged by the resource, with their SOAP operation; no access log line twice."""
+
+
+class _HandshakeLogging(ProtocolWrapper):
+    def connectionLost(self, reason: Failure) -> None:  # type: ignore[override]
+        if reason.check(SSL.Error):
+            log.info("TLS connection from {client} failed: {reason}", client=getattr(self.getPeer(), "host", "?"),
+                     reason=openssl_reason(reason.value))
+        super().connectionLost(reason)
+
+
+@implementer(IProtocolNegotiationFactory)
+class HandshakeLogging(WrappingFactory):
+    """The SSL port's factory: the site's, plus a log line when a TLS connection fails (no client certificate, one
+    from an unknown authority or expired...), which the client alone would otherwise know about.
+
+    It offers the site's protocols for ALPN (``http/1.1``): a TLS factory that offers none fails every client
+    that asks (urllib3 and curl do)."""
+
+    protocol = _HandshakeLogging
+    noisy = False
+
+    def acceptableProtocols(self) -> list[bytes]:
+        return self.wrappedFactory.acceptableProtocols()

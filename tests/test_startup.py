@@ -87,6 +87,15 @@ BAD_CONFIGS = {
     "bad backend value": ('[backends.local]\nslots = "four"\n', "slots"),
     "bad log level": ('[gateway]\nlog_level = "chatty"\n', "log_level"),
     "log file in a missing directory": ('[gateway]\nlog_file = "/nonexistent/dir/gateway.log"\n', "log file"),
+    "port neither a number nor auto": ('[gateway]\nport = "any"\n', '"auto"'),
+    "bad ssl switch": ('[birdbath]\nenable_soap_ssl = "yes"\n', "enable_soap_ssl"),
+    "ssl port out of range": ("[birdbath]\nsoap_ssl_port = 65536\n", "soap_ssl_port"),
+    "ssl without a way to identify callers": ("[birdbath]\nenable_soap_ssl = true\n", "certificate_mapfile"),
+    "ssl without a key": ('[birdbath]\nenable_soap_ssl = true\npassword_file = "/dev/null"\n',
+                          "soap_ssl_server_keyfile"),
+    "certificates without an authority": (
+        '[birdbath]\nenable_soap_ssl = true\ncertificate_mapfile = "/dev/null"\nsoap_ssl_server_keyfile = "/x"\n',
+        "soap_ssl_ca_file"),
 }
 
 
@@ -98,8 +107,13 @@ def test_a_bad_configuration_is_refused_before_anything_is_created(tmp_path, con
     assert not (tmp_path / "state").exists()
 
 
-@pytest.mark.parametrize("flags, named", [(("--backend", "nonesuch"), "installed backends"),
-                                          (("--port", "70000"), "port")], ids=["backend", "port"])
+@pytest.mark.parametrize("flags, named", [
+    (("--backend", "nonesuch"), "installed backends"),
+    (("--port", "70000"), "port"),
+    (("--port", "0"), "nothing would listen"),
+    (("--ssl-port-file", "ssl-port"), "enable_soap_ssl is false"),
+    (("--port", "2000", "--ssl-port", "2000", "--config", "/dev/null"), "soap_ssl_port are both 2000"),
+], ids=["backend", "port", "nothing listens", "ssl port file without ssl", "one port for both"])
 def test_flags_are_checked_like_the_file(tmp_path, flags, named):
     result = refused_start("--state-dir", tmp_path / "state", *flags, tmp=tmp_path)
     assert_refused(result, named)
@@ -114,3 +128,38 @@ def test_a_start_that_fails_after_the_backend_started_still_ends_the_process(tmp
                            "--log-file", tmp_path / "gateway.log", tmp=tmp_path)
     assert_refused(result, "No such file or directory", str(tmp_path / "missing" / "port"))
     assert "listening on" in (tmp_path / "gateway.log").read_text()  # it got that far
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is for a gateway running as root")
+def test_a_root_gateway_refuses_root_as_the_owner_of_anonymous_remote_callers(tmp_path):
+    result = refused_start("--listen", "0.0.0.0", "--state-dir", tmp_path / "state",
+                           config='[birdbath]\nallow_soap = ["*"]\n', tmp=tmp_path)
+    assert_refused(result, "default_owner is 'root'", "set [birdbath] default_owner")
+    assert result.returncode == 2
+    assert not (tmp_path / "state").exists()
+
+
+ANONYMOUS_REMOTE = {"listen": "0.0.0.0", "allow_soap": ["*"], "default_owner": "root"}
+
+
+@pytest.mark.parametrize("changes, refused", [
+    ({}, True),
+    ({"listen": "::"}, True),
+    ({"allow_soap": ["10.0.0.0/8"]}, True),
+    ({"allow_soap": ["127.0.0.0/8", "::1", "localhost", "127.0.0.5"]}, False),  # loopback only: callers are known
+    ({"listen": "127.0.0.1"}, False),
+    ({"listen": "::1"}, False),
+    ({"port": 0, "enable_soap_ssl": True}, False),  # no plain port: no anonymous callers
+    ({"default_owner": "nobody"}, False),
+], ids=["refused", "ipv6 any", "a network", "loopback list", "loopback listen", "ipv6 loopback", "no plain port",
+        "unprivileged owner"])
+def test_the_root_owner_refusal_needs_root_remote_anonymous_callers_and_a_root_owner(changes, refused):
+    from gateway.config import ConfigError, GatewayConfig, check_anonymous_owner
+
+    config = GatewayConfig(**{**ANONYMOUS_REMOTE, **changes})
+    if refused:
+        with pytest.raises(ConfigError, match="default_owner"):
+            check_anonymous_owner(config, 0)
+    else:
+        check_anonymous_owner(config, 0)
+    check_anonymous_owner(config, 1000)  # a gateway that is not root runs every job as itself: nothing to refuse
