@@ -4,13 +4,17 @@ transaction when a submission fails before its commit."""
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from gateway.testing import GatewayProcess, TestPki
 from tests.birdbath import expr, values
 from tests.conftest import LEGACY_WSDL, QUEUE_ONLY, ROOT, module_gateway, require_java, zeep_client
 from tests.dags import write_dag
@@ -38,8 +42,8 @@ def schedd(gateway):
     return zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
 
 
-#: a gateway that keeps QUEUE_ALL_USERS_TRUSTED false, so an anonymous client's job owned by alice is refused
-strict_gateway = module_gateway(QUEUE_ONLY)
+#: a gateway without queue super users: the test's user (identified by its socket) may not submit alice's jobs
+strict_gateway = module_gateway(QUEUE_ONLY + "[birdbath]\nqueue_super_users = []\n")
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +51,11 @@ def strict_schedd(strict_gateway):
     return zeep_client(strict_gateway.url + "condorSchedd.wsdl", strict_gateway.url)
 
 
-def run_java(java_clients: Path, variant: str, program: str, *args: str) -> subprocess.CompletedProcess:
+def run_java(java_clients: Path, variant: str, program: str, *args: str,
+             jvm: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     classpath = (java_clients / variant / "classpath").read_text().strip()
-    return subprocess.run(["java", "-cp", classpath, f"example.{program}", *args], capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ))
+    return subprocess.run(["java", *jvm, "-cp", classpath, f"example.{program}", *args], capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ))
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -71,7 +76,7 @@ def test_submit_the_diamond_dag_like_the_blog(java_clients, gateway, variant, tm
     diamond = "JOB A A.sub\nJOB B B.sub\nJOB C C.sub\nJOB D D.sub\nPARENT A CHILD B C\nPARENT B C CHILD D\n"
     dag = write_dag(tmp_path, diamond, {node: f"echo {node} >> {tmp_path}/order" for node in "ABCD"},
                     name="diamond.dag")
-    result = run_java(java_clients, variant, "SubmitDag", gateway.url, "alice", str(dag))
+    result = run_java(java_clients, variant, "SubmitDag", gateway.url, getpass.getuser(), str(dag))
     assert result.returncode == 0, result.stdout + result.stderr
     order = (tmp_path / "order").read_text().split()
     assert order[0] == "A" and order[-1] == "D" and sorted(order[1:3]) == ["B", "C"]
@@ -118,3 +123,104 @@ def test_a_submission_that_fails_aborts_its_transaction(java_clients, strict_gat
     # An open transaction (its 60 s lease has not run out) would answer SUCCESS.
     answer = strict_schedd.extendTransaction({"id": int(aborted[0]), "duration": 60}, 60)
     assert answer.status.code == "INVALIDTRANSACTION"
+
+
+# -- over TLS -------------------------------------------------------------------------------------------------------
+#: who the client certificate (and the password file) says the Java programs are; as root the gateway runs their
+#: jobs as that account, so it must exist and differ from the gateway's own user
+TLS_USER = "nobody" if os.geteuid() == 0 else getpass.getuser()
+STORE_PASSWORD = "changeit"
+
+
+@pytest.fixture(scope="module")
+def pki():
+    """A test CA, the gateway's key and a client certificate for TLS_USER, in a directory every user can traverse
+    (the jobs of TLS_USER run in the gateway's state directory below it)."""
+    directory = Path(tempfile.mkdtemp(prefix="birdbath-java-tls-", dir="/tmp"))
+    directory.chmod(0o755)
+    yield TestPki(directory / "pki")
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def tls_gateway(pki):
+    pki.passwords({TLS_USER: "s3cret word"})
+    process = GatewayProcess(pki.directory.parent / "state", RUNNER + pki.config(passwords=True), tmp=pki.directory,
+                             ssl=True, plain=False).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def java_stores(pki) -> dict[str, Path]:
+    """JSSE stores: a PKCS#12 key store with the client's key and certificate, a trust store with the test CA."""
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+    from cryptography.x509 import load_pem_x509_certificate
+
+    # with a subjectAltName (an e-mail address): JSSE cannot parse a certificate whose SAN extension is empty, and
+    # says so as "keystore password was incorrect"
+    leaf = pki.ca.issue_cert(f"{TLS_USER}@birdbath.test", common_name=TLS_USER, organization_name=pki.ORGANIZATION,
+                             organization_unit_name="People")
+    key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), None)
+    certificate = load_pem_x509_certificate(leaf.cert_chain_pems[0].bytes())
+    keystore = pki.directory / "client.p12"
+    # SHA-1/3DES: what every JSSE reads (the newest defaults of cryptography are not read by all JDKs)
+    encryption = (serialization.PrivateFormat.PKCS12.encryption_builder()
+                  .key_cert_algorithm(pkcs12.PBES.PBESv1SHA1And3KeyTripleDESCBC).hmac_hash(hashes.SHA1())
+                  .build(STORE_PASSWORD.encode()))
+    keystore.write_bytes(pkcs12.serialize_key_and_certificates(b"client", key, certificate, None, encryption))
+    truststore = pki.directory / "trust.p12"
+    subprocess.run(["keytool", "-importcert", "-noprompt", "-alias", "birdbath-test-ca", "-file", str(pki.ca_file),
+                    "-keystore", str(truststore), "-storetype", "PKCS12", "-storepass", STORE_PASSWORD],
+                   check=True, capture_output=True, timeout=120)
+    return {"keystore": keystore, "truststore": truststore}
+
+
+def jsse(stores: dict[str, Path], *, certificate: bool) -> tuple[str, ...]:
+    """The JVM's system properties for TLS: always trust the test CA, present the client certificate if asked."""
+    options = [f"-Djavax.net.ssl.trustStore={stores['truststore']}", "-Djavax.net.ssl.trustStoreType=PKCS12",
+               f"-Djavax.net.ssl.trustStorePassword={STORE_PASSWORD}"]
+    if certificate:
+        options += [f"-Djavax.net.ssl.keyStore={stores['keystore']}", "-Djavax.net.ssl.keyStoreType=PKCS12",
+                    f"-Djavax.net.ssl.keyStorePassword={STORE_PASSWORD}"]
+    return tuple(options)
+
+
+def submit_over_tls(java_clients: Path, gateway: GatewayProcess, variant: str, tmp_path: Path,
+                    jvm: tuple[str, ...]) -> subprocess.CompletedProcess:
+    program = tmp_path / "whoami.sh"
+    program.write_text('#!/bin/sh\nid -un\ncat "$1"\n')
+    (tmp_path / "in.txt").write_text("over TLS\n")
+    # by name: Debian's Axis 1.4 matches the host against the certificate's DNS names only, not its IP address
+    url = gateway.https_url.replace("127.0.0.1", "localhost")
+    return run_java(java_clients, variant, "SubmitJob", url, str(program), str(tmp_path / "in.txt"),
+                    str(tmp_path / "out"), jvm=jvm)
+
+
+@pytest.mark.parametrize("variant", ["axis-legacy", "jaxws-ours"])
+def test_mutual_tls_submits_and_reads_a_job_as_the_certificate_s_user(java_clients, tls_gateway, java_stores,
+                                                                      variant, tmp_path):
+    result = submit_over_tls(java_clients, tls_gateway, variant, tmp_path, jsse(java_stores, certificate=True))
+    assert result.returncode == 0, result.stdout + result.stderr
+    # the job ran as the user the certificate's subject maps to, and its output came back over TLS
+    assert (tmp_path / "out" / "job.out").read_text() == f"{TLS_USER}\nover TLS\n"
+    assert "commitTransaction from 127.0.0.1: SUCCESS" in tls_gateway.log()
+    assert f"({TLS_USER} by certificate)" in tls_gateway.log()
+
+
+@pytest.mark.parametrize("variant", ["axis-ours", "jaxws-legacy"])
+def test_http_basic_over_tls_from_java(java_clients, tls_gateway, java_stores, variant, tmp_path):
+    login = ("-Dbirdbath.username=" + TLS_USER, "-Dbirdbath.password=s3cret word")
+    result = submit_over_tls(java_clients, tls_gateway, variant, tmp_path, jsse(java_stores, certificate=False) + login)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "out" / "job.out").read_text() == f"{TLS_USER}\nover TLS\n"
+    assert f"({TLS_USER} by password)" in tls_gateway.log()
+    wrong = ("-Dbirdbath.username=" + TLS_USER, "-Dbirdbath.password=guess")
+    refused = submit_over_tls(java_clients, tls_gateway, variant, tmp_path, jsse(java_stores, certificate=False) + wrong)
+    assert refused.returncode != 0 and "401" in refused.stdout + refused.stderr
+
+
+def test_without_a_certificate_or_password_java_is_refused(java_clients, tls_gateway, java_stores, tmp_path):
+    result = submit_over_tls(java_clients, tls_gateway, "jaxws-ours", tmp_path, jsse(java_stores, certificate=False))
+    assert result.returncode != 0 and "401" in result.stdout + result.stderr
