@@ -26,14 +26,27 @@ class Credentials:
         """``BIRDBATH_CERT``, ``BIRDBATH_KEY``, ``BIRDBATH_CA``, ``BIRDBATH_USER`` and ``BIRDBATH_PASSWORD``."""
         return cls(*(environ.get(f"BIRDBATH_{name}") or None for name in ("CERT", "KEY", "CA", "USER", "PASSWORD")))
 
-    def configure(self, session: Any) -> None:
-        """Set up a ``requests`` session (zeep's transport) with these credentials."""
+    def session(self) -> Any:
+        """A ``requests`` session (zeep's transport) with these credentials."""
+        import requests
+
+        class Session(requests.Session):
+            """A session whose own CA wins: requests lets ``REQUESTS_CA_BUNDLE`` override ``Session.verify``
+            for every request that does not pass ``verify`` itself, as zeep's do not."""
+
+            def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any,
+                                           cert: Any) -> Any:
+                return super().merge_environment_settings(url, proxies, stream,
+                                                          self.verify if verify is None else verify, cert)
+
+        session = Session()
         if self.cert:
             session.cert = (self.cert, self.key) if self.key else self.cert
         if self.ca:
             session.verify = self.ca
         if self.username is not None:
             session.auth = (self.username, self.password or "")
+        return session
 
     def ssl_context(self) -> ssl.SSLContext:
         """An SSL context for ``urllib`` that presents the certificate and trusts ``ca``."""

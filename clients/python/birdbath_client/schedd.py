@@ -26,18 +26,15 @@ class Schedd:
 
     def __init__(self, url: str, wsdl: str | None = None, timeout: float = 60,
                  credentials: Credentials = Credentials()) -> None:
-        import requests
         import zeep
         from zeep.transports import Transport
 
         self.url = url if url.endswith("/") else url + "/"
         self.timeout = timeout
         self.credentials = credentials
-        session = requests.Session()
-        credentials.configure(session)
         try:
             client = zeep.Client(wsdl or self.url + "condorSchedd.wsdl",
-                                 transport=Transport(timeout=timeout, session=session))
+                                 transport=Transport(timeout=timeout, session=credentials.session()))
         except Exception as exc:  # requests' connection errors, or a 404 from something else
             raise GatewayUnavailable(f"cannot read the WSDL of the gateway at {self.url}: {exc}") from None
         self._service = client.create_service("{urn:condor}condorSchedd", self.url)

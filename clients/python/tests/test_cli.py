@@ -147,7 +147,7 @@ def test_wait_gives_up_after_the_timeout_with_either_spelling(gateway, schedd):
     (job,) = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE})
     for flag in ("-timeout", "--timeout"):
         waited = birdbath(gateway, "wait", str(job), flag, "0.5")
-        assert waited.returncode == 1 and f"did not finish within 0.5 s (it is Idle)" in waited.stderr
+        assert waited.returncode == 1 and "did not finish within 0.5 s (it is Idle)" in waited.stderr
         assert "\nbirdbath: " in waited.stderr  # the progress line was ended before the error
     schedd.remove(job)
 
