@@ -323,6 +323,8 @@ def test_scheduler_and_local_universe_jobs_run_without_slots(start_gateway, tmp_
     ({"Cmd": "/no/such/program"}, "6", "No such file"),
     ({"Cmd": "/bin/true", "ShouldTransferFiles": "YES", "TransferInput": "missing.dat"}, "13", "missing.dat"),
     ({"Cmd": "/bin/cat", "In": "/no/such/input"}, "8", "standard input"),
+    ({"Cmd": "/bin/true", "Out": "/no/such/directory/out"}, "7", "cannot open standard output"),
+    ({"Cmd": "/bin/true", "ShouldTransferFiles": "YES", "TransferOutput": "never.dat"}, "12", "never.dat"),
     ({"Cmd": "/bin/true", "JobUniverse": 9}, "6", "JobUniverse 9"),
 ])
 def test_bad_jobs_go_on_hold_with_a_clear_reason(schedd, attributes, code, words):

@@ -164,3 +164,18 @@ def test_a_restart_preens_spools_of_jobs_that_never_committed(tmp_path):
     assert reopened.list_files(None, cluster, proc) == []
     assert reopened.get_job(kept_cluster, kept_proc) is not None
     reopened.close()
+
+
+def test_user_is_always_the_owner_at_the_uid_domain(tmp_path):
+    """Whatever the client sent (a forged User), the schedd derives it; uid_domain defaults to the schedd name."""
+    for options, domain in (({}, "test.example"), ({"uid_domain": "example.org"}, "example.org")):
+        backend = LocalBackend(tmp_path / domain, schedd_name="test.example", **options)
+        cluster, (proc,) = submitted(backend, Owner="alice", User="root@evil")
+        assert backend.get_job(cluster, proc)["User"] == f"alice@{domain}"
+        backend.close()
+
+
+@pytest.mark.parametrize("denied", ["root", ["root", 0]])
+def test_denied_owners_is_a_list_of_names(tmp_path, denied):
+    with pytest.raises(ValueError, match="denied_owners"):
+        LocalBackend(tmp_path, denied_owners=denied)

@@ -1,5 +1,5 @@
-"""The scheduler's decisions on a real queue: a JobStore on a fresh SQLite file, a real Spool, a settable clock and
-a fixed machine ad.  Nothing runs: a "run" is the execute directory start_jobs prepares plus the result file the
+"""The scheduler's decisions on a real queue (``tests/local_runs.py``: a JobStore on a fresh SQLite file, a real
+Spool, a settable clock and a fixed machine ad).  Nothing runs: a "run" is the execute directory start_jobs prepares plus the result file the
 launcher would have written (``sandbox.ExecuteDir.result_file``, the dict ``launcher.run`` returns); the owner's side
 of the launcher (``starter.py``) is called on the spec start_jobs wrote.
 
@@ -12,84 +12,16 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-import classad2
 import pytest
 
 from backends.local import starter
 from backends.local.owners import Accounts
-from backends.local.queue import JobQueue
 from backends.local.sandbox import ExecuteDir
-from backends.local.scheduler import Scheduler
-from backends.local.store import JobStore
-from backends.spool import Spool
 from jobmodel.classads import evaluate, job_status
 from jobmodel.jobs import HoldCode, JobAction, JobStatus, Universe
-
-SCHEDD = "unit.schedd"
-E = classad2.ExprTree
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@dataclass
-class World:
-    queue: JobQueue
-    scheduler: Scheduler
-    clock: Clock
-    execute: Path
-    iwd: Path
-    changes: list[dict]
-
-    def submit(self, procs: int = 1, **attributes) -> list[tuple[int, int]]:
-        """One cluster of ``procs`` jobs (a shared-file-system /bin/true unless told otherwise), committed."""
-        txn = self.queue.begin()
-        cluster = self.queue.new_cluster(txn)
-        keys = []
-        for _ in range(procs):
-            proc = self.queue.new_proc(txn, cluster)
-            ad = classad2.ClassAd()
-            values = {"Cmd": "/bin/true", "Iwd": str(self.iwd), "JobUniverse": int(Universe.VANILLA),
-                      "Requirements": E("TRUE"), "Owner": "alice"} | attributes
-            for name, value in values.items():
-                ad[name] = value
-            self.queue.submit(txn, cluster, proc, ad)
-            keys.append((cluster, proc))
-        self.queue.commit(txn)
-        return keys
-
-    def job(self, key) -> classad2.ClassAd:
-        ad = self.queue.get_job(*key)
-        assert ad is not None, f"job {key} is not in the queue"
-        return ad
-
-    def status(self, key) -> JobStatus:
-        return job_status(self.job(key))
-
-    def start(self, free_cpus: int = 100, running=frozenset()) -> list[tuple[int, int]]:
-        return [launch.key for launch in self.scheduler.start_jobs(free_cpus, set(running))]
-
-    def result(self, key, **values) -> None:
-        """Write the launcher's result file for a started job."""
-        result = {"exit_code": 0, "signal": None, "user_cpu": 0.0, "sys_cpu": 0.0, "max_rss_kb": 0,
-                  "wall_seconds": 0.0, "exec_error": None, "setup_failure": None, "output_failure": None} | values
-        ExecuteDir.of(self.execute, *key).result_file.write_text(json.dumps(result))
-
-    def spec(self, key) -> dict:
-        """The launcher's spec start_jobs wrote for a started job."""
-        return json.loads(ExecuteDir.of(self.execute, *key).spec_file.read_text())
-
-
-def attributes(ad: classad2.ClassAd, *names: str) -> dict:
-    return {name: evaluate(ad, name) for name in names}
+from tests.local_runs import SCHEDD, E, attributes, make_world
 
 
 @pytest.fixture
@@ -108,21 +40,9 @@ def state_dir(tmp_path):
 
 @pytest.fixture
 def world(state_dir):
-    store = JobStore(state_dir / "queue.sqlite3")
-    clock = Clock(1000)
-    queue = JobQueue(store, Spool(state_dir / "spool"), SCHEDD, clock, Accounts(["mallory"], switching=False))
-    changes: list[dict] = []
-    queue.listener = lambda changed: changes.append(dict(changed))
-    execute = state_dir / "execute"
-    execute.mkdir()
-    iwd = state_dir / "iwd"
-    iwd.mkdir()
-    machine = classad2.ClassAd()
-    for name, value in {"MyType": "Machine", "Cpus": 4, "Memory": 2048, "OpSys": "LINUX", "Arch": "X86_64",
-                        "Requirements": E("true"), "Start": E("true")}.items():
-        machine[name] = value
-    yield World(queue, Scheduler(queue, execute, machine), clock, execute, iwd, changes)
-    store.close()
+    world = make_world(state_dir, Accounts(["mallory"], switching=False))
+    yield world
+    world.queue.store.close()
 
 
 # -- choosing what starts ----------------------------------------------------------------------------------

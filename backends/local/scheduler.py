@@ -68,7 +68,9 @@ class Scheduler:
         account = self._queue.accounts.of(evaluate_string(ad, "Owner") or None)
         if dagman.is_dagman(ad):
             return Launch(key, directory, 0, dag=True, account=account)
-        plan = jobspec.plan(ad, directory.sandbox, dict(os.environ))
+        switched = account is not None and not account.is_current
+        # a job of another user never sees the gateway's environment (GetEnv gets its owner's login environment)
+        plan = jobspec.plan(ad, directory.sandbox, account.environment() if switched else dict(os.environ))
         sandbox.prepare(plan, directory, ad, self._machine, account)
         return Launch(key, directory, cpus, account=account)
 
@@ -131,7 +133,7 @@ class Scheduler:
             transition = lifecycle.exited(ad, result, now)
         joblog.run_ended(key, ad, result, stopped)
         if exit_code is not None:
-            dagman.remove_lock_file(ad)
+            dagman.remove_lock_file(ad, self._queue.accounts)
         self._queue.write_transitions({key: (ad, transition)})
 
     # -- policies and restarts ------------------------------------------------------------------------

@@ -1,0 +1,125 @@
+"""A local backend's queue and scheduler in the test process, on a fresh SQLite file, a real Spool, a settable clock
+and a fixed machine ad; jobs are started by the scheduler and, when a test asks, really run by the launcher
+(``World.run``: the command line the executor uses, waited for, then ``finish_job``).  The executor itself, with its
+reactor and timers, is left out (test_executor_unit.py tests it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import classad2
+
+from backends.local.executor import LAUNCHER
+from backends.local.owners import Accounts
+from backends.local.queue import JobQueue
+from backends.local.sandbox import ExecuteDir
+from backends.local.scheduler import Scheduler
+from backends.local.store import JobStore
+from backends.spool import Spool
+from jobmodel.classads import evaluate, job_status
+from jobmodel.jobs import JobStatus, Universe
+
+SCHEDD = "unit.schedd"
+E = classad2.ExprTree
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class World:
+    queue: JobQueue
+    scheduler: Scheduler
+    clock: Clock
+    execute: Path
+    iwd: Path
+    changes: list[dict]
+
+    def submit(self, procs: int = 1, files: dict[str, bytes] | None = None, spooled: bool = False,
+               **attributes) -> list[tuple[int, int]]:
+        """One cluster of ``procs`` jobs (a shared-file-system /bin/true of alice unless told otherwise), committed;
+        ``files`` are staged in each job's spool, which is its Iwd when ``spooled``."""
+        txn = self.queue.begin()
+        cluster = self.queue.new_cluster(txn)
+        keys = []
+        for _ in range(procs):
+            proc = self.queue.new_proc(txn, cluster)
+            for name, data in (files or {}).items():
+                self.queue.stage_file(txn, cluster, proc, name)
+                self.queue.write_file(txn, cluster, proc, name, 0, data)
+            iwd = self.queue.spool.directory(cluster, proc) if spooled else self.iwd
+            ad = classad2.ClassAd()
+            values = {"Cmd": "/bin/true", "Iwd": str(iwd), "JobUniverse": int(Universe.VANILLA),
+                      "Requirements": E("TRUE"), "Owner": "alice"} | attributes
+            for name, value in values.items():
+                ad[name] = value
+            self.queue.submit(txn, cluster, proc, ad)
+            keys.append((cluster, proc))
+        self.queue.commit(txn)
+        return keys
+
+    def job(self, key) -> classad2.ClassAd:
+        ad = self.queue.get_job(*key)
+        assert ad is not None, f"job {key} is not in the queue"
+        return ad
+
+    def status(self, key) -> JobStatus:
+        return job_status(self.job(key))
+
+    def start(self, free_cpus: int = 100, running=frozenset()) -> list[tuple[int, int]]:
+        return [launch.key for launch in self.scheduler.start_jobs(free_cpus, set(running))]
+
+    def result(self, key, **values) -> None:
+        """Write the launcher's result file for a started job."""
+        result = {"exit_code": 0, "signal": None, "user_cpu": 0.0, "sys_cpu": 0.0, "max_rss_kb": 0,
+                  "wall_seconds": 0.0, "exec_error": None, "setup_failure": None, "output_failure": None} | values
+        ExecuteDir.of(self.execute, *key).result_file.write_text(json.dumps(result))
+
+    def spec(self, key) -> dict:
+        """The launcher's spec start_jobs wrote for a started job."""
+        return json.loads(ExecuteDir.of(self.execute, *key).spec_file.read_text())
+
+    def run(self, key) -> classad2.ClassAd:
+        """Start ``key`` (it must be the only idle job that starts), run its launcher as the executor would, record
+        the end of the run; the job's ad afterwards.  A job held before it started is returned as it is."""
+        started = self.start()
+        if key not in started:
+            return self.job(key)
+        assert started == [key], f"other jobs started too: {started}"
+        directory = ExecuteDir.of(self.execute, *key)
+        subprocess.run([sys.executable, "-S", "-s", str(LAUNCHER), str(directory.spec_file)], check=True,
+                       cwd=directory.root, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, timeout=60)
+        self.scheduler.finish_job(key)
+        return self.job(key)
+
+
+def attributes(ad: classad2.ClassAd, *names: str) -> dict:
+    return {name: evaluate(ad, name) for name in names}
+
+
+def make_world(state_dir: Path, accounts: Accounts) -> World:
+    """A queue and scheduler with their state under ``state_dir`` (and ``iwd``, a directory for the jobs)."""
+    store = JobStore(state_dir / "queue.sqlite3")
+    clock = Clock(1000)
+    queue = JobQueue(store, Spool(state_dir / "spool"), SCHEDD, clock, accounts)
+    changes: list[dict] = []
+    queue.listener = lambda changed: changes.append(dict(changed))
+    execute = state_dir / "execute"
+    execute.mkdir()
+    iwd = state_dir / "iwd"
+    iwd.mkdir()
+    machine = classad2.ClassAd()
+    for name, value in {"MyType": "Machine", "Cpus": 4, "Memory": 2048, "OpSys": "LINUX", "Arch": "X86_64",
+                        "Requirements": E("true"), "Start": E("true")}.items():
+        machine[name] = value
+    return World(queue, Scheduler(queue, execute, machine), clock, execute, iwd, changes)
