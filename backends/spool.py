@@ -1,4 +1,5 @@
-"""Per-job spool directories (shared by the backends), laid out as HTCondor 7.5.5+ did: ``<c%10000>/<p%10000>/cluster<C>.proc<P>.subproc0``.
+"""Per-job spool directories (shared by the backends), laid out as HTCondor 7.5.5+ did:
+``<c%10000>/<p%10000>/cluster<C>.proc<P>.subproc0``.
 
 A job's spool directory may belong to the job's owner (a job that runs as its owner writes its output there), so
 whatever is in it may have been put there by the job: a symbolic link to a secret, a FIFO, a hard link to a file

@@ -8,7 +8,7 @@ import pytest
 
 from backends.interface import InvalidState
 from backends.local import lifecycle
-from backends.local.lifecycle import RunResult, Transition, updated
+from backends.local.lifecycle import RunResult, StarterHold, Transition, updated
 from jobmodel.jobs import HoldCode, JobAction, JobStatus
 
 NOW = 1_700_000_000
@@ -207,6 +207,25 @@ def test_a_program_that_cannot_start_is_held_without_a_termination():
     assert held.updates["HoldReason"] == "Error from starter: Failed to execute '/no/prog: gone'"
     assert held.updates["HoldReasonCode"] == 6 and held.updates["NumSystemHolds"] == 1
     assert held.updates["RemoteWallClockTime"] == 0.1 and "ExitCode" not in held.updates
+    assert [name for name, *_ in events(held)] == ["held"]
+
+
+def test_a_starter_failure_before_the_program_holds_with_its_reason_and_code():
+    failure = StarterHold("Transfer input files failure: cannot read '/etc/shadow'", HoldCode.TRANSFER_INPUT_ERROR)
+    held = lifecycle.exited(job(RUNNING), RunResult(127, None, wall_seconds=0.2, setup_failure=failure), NOW)
+    assert held.updates["JobStatus"] == int(HELD) and held.updates["HoldReason"] == failure.reason
+    assert held.updates["HoldReasonCode"] == 13 and held.updates["NumSystemHolds"] == 1
+    assert held.updates["RemoteWallClockTime"] == 0.2 and "ExitCode" not in held.updates  # the program never ran
+    assert [name for name, *_ in events(held)] == ["held"]
+
+
+@pytest.mark.parametrize("policy", ["", "OnExitRemove = false", "OnExitHold = true"])
+def test_an_output_transfer_failure_holds_the_job_with_its_exit_recorded(policy):
+    failure = StarterHold("Transfer output files failure: 'x' was not created by the job",
+                          HoldCode.TRANSFER_OUTPUT_ERROR)
+    held = lifecycle.exited(job(RUNNING, policy), RunResult(0, None, output_failure=failure), NOW)
+    assert held.updates["JobStatus"] == int(HELD) and held.updates["ExitCode"] == 0  # not completed, whatever policy
+    assert (held.updates["HoldReason"], held.updates["HoldReasonCode"]) == (failure.reason, 12)
     assert [name for name, *_ in events(held)] == ["held"]
 
 

@@ -202,7 +202,8 @@ def test_a_gateway_run_by_root_runs_a_job_for_nobody_as_nobody(start_gateway, tr
     from tests.conftest import zeep_client
     from tests.test_execution import fetch, status_is, submit, wait_for
 
-    gateway = start_gateway('[backends.local]\nslots = 1\nuid_domain = "example.org"\n', state_dir=traversable / "state")
+    config = '[backends.local]\nslots = 1\nuid_domain = "example.org"\n'
+    gateway = start_gateway(config, state_dir=traversable / "state")
     schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
     (key,) = submit(schedd, files={"in.txt": b"hello\n"}, Owner="nobody", Cmd="/bin/sh",
                     Arguments="-c 'id -u; stat -c %U in.txt; ln -s /etc/shadow leak'", Out="out.txt")
@@ -223,7 +224,8 @@ def test_a_personal_scheduler_runs_every_job_as_its_own_user(traversable):
         spool = world.queue.spool.directory(*key)
         assert spool.stat().st_uid == os.geteuid() and (spool / "input.txt").stat().st_uid == os.geteuid()
         assert attributes(world.run(key), "JobStatus", "ExitCode") == {"JobStatus": 4, "ExitCode": 0}
-        assert world.queue.spool.read_job_file(*key, "uid.txt", 0, 100)[1] == f"{os.geteuid()}\n{os.geteuid()}\n".encode()
+        uid = os.geteuid()
+        assert world.queue.spool.read_job_file(*key, "uid.txt", 0, 100)[1] == f"{uid}\n{uid}\n".encode()
         (sandboxed,) = world.submit(**shell("stat -c %u . > where", Iwd=str(world.iwd), ShouldTransferFiles="YES"))
         assert attributes(world.run(sandboxed), "ExitCode") == {"ExitCode": 0}
         assert (world.iwd / "where").read_text() == f"{os.geteuid()}\n"  # its sandbox was the gateway user's

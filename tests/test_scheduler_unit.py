@@ -1,7 +1,7 @@
 """The scheduler's decisions on a real queue (``tests/local_runs.py``: a JobStore on a fresh SQLite file, a real
-Spool, a settable clock and a fixed machine ad).  Nothing runs: a "run" is the execute directory start_jobs prepares plus the result file the
-launcher would have written (``sandbox.ExecuteDir.result_file``, the dict ``launcher.run`` returns); the owner's side
-of the launcher (``starter.py``) is called on the spec start_jobs wrote.
+Spool, a settable clock and a fixed machine ad).  Nothing runs: a "run" is the execute directory start_jobs prepares
+plus the result file the launcher would have written (``sandbox.ExecuteDir.result_file``, the dict ``launcher.run``
+returns); the owner's side of the launcher (``starter.py``) is called on the spec start_jobs wrote.
 
 Jobs run as the gateway's user here (``Accounts(switching=False)``, a personal scheduler, what a gateway that is not
 root does) with ``mallory`` a denied owner; running as the owner is tested in test_run_as_owner.py."""

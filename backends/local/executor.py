@@ -25,7 +25,6 @@ from jobmodel.jobs import JobStatus
 
 from .dag.runner import DagHost, DagRun, Outcome, StopReason
 from .lifecycle import kill_signal
-from .owners import Account
 from .sandbox import ExecuteDir
 
 log = Logger()
@@ -37,13 +36,12 @@ JobKey = tuple[int, int]
 @dataclass(frozen=True)
 class Launch:
     """A job the executor should start now: a process (its execute directory holds the launcher's spec) or, for
-    a DAGMan job, a DAG run inside the gateway.  ``account``: whom its work runs as (None: the gateway's user)."""
+    a DAGMan job, a DAG run inside the gateway."""
 
     key: JobKey
     directory: ExecuteDir
     cpus: int
     dag: bool = False
-    account: Account | None = None
 
 
 class Scheduling(Protocol):

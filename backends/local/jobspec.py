@@ -69,7 +69,7 @@ def plan(ad: classad2.ClassAd, sandbox: Path, gateway_environment: dict[str, str
     iwd = Path(evaluate_string(ad, "Iwd"))
     if not iwd.is_absolute():
         raise BadJob(f"Iwd '{iwd}' is not an existing absolute directory", HoldCode.IWD_ERROR)
-    sandboxed = universe == Universe.VANILLA and evaluate_string(ad, "ShouldTransferFiles", "IF_NEEDED").upper() == "YES"
+    sandboxed = _sandboxed(ad)
     cwd = sandbox if sandboxed else iwd
     command = _command(ad, iwd)
     job = Plan(executable=command, command=command, arguments=_arguments(ad),
@@ -89,9 +89,14 @@ def _command(ad: classad2.ClassAd, iwd: Path) -> Path:
     return _in_iwd(iwd, cmd)
 
 
+def _sandboxed(ad: classad2.ClassAd) -> bool:
+    """A vanilla job with ShouldTransferFiles = YES runs in its own sandbox, its files transferred in and out."""
+    transfer = evaluate_string(ad, "ShouldTransferFiles", "IF_NEEDED").upper()
+    return universe_of(ad) == Universe.VANILLA and transfer == "YES"
+
+
 def _transfers_executable(ad: classad2.ClassAd) -> bool:
-    return universe_of(ad) == Universe.VANILLA and evaluate_string(ad, "ShouldTransferFiles", "IF_NEEDED").upper() == "YES" \
-        and evaluate(ad, "TransferExecutable", True) is not False
+    return _sandboxed(ad) and evaluate(ad, "TransferExecutable", True) is not False
 
 
 def _arguments(ad: classad2.ClassAd) -> list[str]:

@@ -67,12 +67,12 @@ class Scheduler:
         its owner's account (raises NoAccount when there is none)."""
         account = self._queue.accounts.of(evaluate_string(ad, "Owner") or None)
         if dagman.is_dagman(ad):
-            return Launch(key, directory, 0, dag=True, account=account)
+            return Launch(key, directory, 0, dag=True)
         switched = account is not None and not account.is_current
         # a job of another user never sees the gateway's environment (GetEnv gets its owner's login environment)
         plan = jobspec.plan(ad, directory.sandbox, account.environment() if switched else dict(os.environ))
         sandbox.prepare(plan, directory, ad, self._machine, account)
-        return Launch(key, directory, cpus, account=account)
+        return Launch(key, directory, cpus)
 
     def _idle_jobs(self, running: set[JobKey]) -> list[tuple[JobKey, classad2.ClassAd]]:
         idle = [(key, ad) for key, ad in self._queue.store.ads()
