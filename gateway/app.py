@@ -16,7 +16,7 @@ from gateway.core.auth import Caller
 from gateway.core.schedd import BirdbathSchedd
 from gateway.core.submissions import SubmissionService, SubmissionSettings
 from gateway.core.threads import BlockingCaller
-from gateway.http import Endpoint, GatewayResource, GatewaySite
+from gateway.http import Endpoint, GatewayResource, GatewaySite, HandshakeLogging
 from gateway.soap.application import schedd_application
 from gateway.soap.context import RequestContext
 from gateway.soap.dispatch import SoapDispatcher
@@ -59,7 +59,8 @@ class Gateway:
         if config.plain_port is not None:
             self.port = self.reactor.listenTCP(config.plain_port, self.site, interface=config.listen)
         if self.tls is not None:
-            self.ssl_port = self.reactor.listenSSL(config.soap_ssl_port, self.site, self.tls, interface=config.listen)
+            self.ssl_port = self.reactor.listenSSL(config.soap_ssl_port, HandshakeLogging(self.site), self.tls,
+                                                   interface=config.listen)
 
     def start(self) -> None:
         """Create the backend, start its services in the reactor and serve the operations on the bound port."""

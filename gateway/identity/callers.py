@@ -65,13 +65,16 @@ def describe(caller: Caller) -> str:
     return f"{caller.user} by {caller.authentication.value}"
 
 
+def is_basic(header: bytes | None) -> bool:
+    """Whether an ``Authorization`` header uses the Basic scheme (whatever follows)."""
+    return bool(header) and header.strip().partition(b" ")[0].lower() == b"basic"  # type: ignore[union-attr]
+
+
 def basic_credentials(header: bytes | None) -> tuple[str, str] | None:
     """The user and password of an ``Authorization: Basic`` header; None when there is no such header."""
-    if not header:
+    if header is None or not is_basic(header):
         return None
-    scheme, _, encoded = header.strip().partition(b" ")
-    if scheme.lower() != b"basic":
-        return None
+    encoded = header.strip().partition(b" ")[2]
     try:
         decoded = binascii.a2b_base64(encoded.strip(), strict_mode=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
@@ -106,7 +109,7 @@ class Identification:
     async def caller(self, connection: Connection, authorization: bytes | None) -> Caller:
         """The caller of one request on ``connection`` (raises :class:`Refusal`)."""
         if not connection.secure:
-            if basic_credentials(authorization) is not None:
+            if is_basic(authorization):
                 raise Refusal(403, "HTTP Basic authentication is accepted only on the SSL port (enable_soap_ssl); "
                                    "the credentials sent in clear text were not checked")
             if connection.caller is None:

@@ -23,6 +23,10 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 #: the kernel's tables of TCP sockets, IPv4 then IPv6
 TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 
+#: table states whose lines are no socket of a process (TIME_WAIT, NEW_SYN_RECV): the kernel shows uid 0 for them,
+#: which must never be taken for root
+NOT_A_SOCKET = frozenset({0x06, 0x0C})
+
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -36,6 +40,7 @@ class SocketEntry:
 
     local: Endpoint
     remote: Endpoint
+    state: int
     uid: int
 
 
@@ -77,7 +82,8 @@ def parse_table(text: str) -> Iterator[SocketEntry]:
         if len(fields) < 8 or not fields[0].endswith(":"):
             continue
         try:
-            yield SocketEntry(decode_endpoint(fields[1]), decode_endpoint(fields[2]), int(fields[7]))
+            yield SocketEntry(decode_endpoint(fields[1]), decode_endpoint(fields[2]), int(fields[3], 16),
+                              int(fields[7]))
         except ValueError:
             continue
 
@@ -91,7 +97,7 @@ def socket_owner(client: Endpoint, server: Endpoint, tables: Iterable[Path] = TA
         except OSError:
             continue
         for entry in parse_table(text):
-            if entry.local == client and entry.remote == server:
+            if entry.local == client and entry.remote == server and entry.state not in NOT_A_SOCKET:
                 return entry.uid
     return None
 

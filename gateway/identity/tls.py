@@ -75,7 +75,7 @@ class ServerContextFactory:
             self._context = options.getContext()
         except SSL.Error as exc:
             raise TlsError(f"soap_ssl_server_keyfile {settings.keyfile}: the private key does not belong to its "
-                           f"certificate ({_openssl_reason(exc)})") from None
+                           f"certificate ({openssl_reason(exc)})") from None
         if asks:  # the authorities a client's certificate should come from, for clients holding several
             for authority in authorities:
                 self._context.add_client_ca(authority)
@@ -140,7 +140,8 @@ def load_authorities(ca_file: Path | None, ca_dir: Path | None) -> list[x509.Cer
     return list(found.values())
 
 
-def _openssl_reason(exc: SSL.Error) -> str:
+def openssl_reason(exc: SSL.Error) -> str:
+    """OpenSSL's reasons (``peer did not return a certificate``...) without its library and function names."""
     reasons = [part[2] for part in exc.args[0] if isinstance(part, tuple) and len(part) == 3] if exc.args else []
     return "; ".join(reasons) or str(exc)
 
