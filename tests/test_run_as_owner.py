@@ -139,6 +139,26 @@ def test_a_root_job_runs_as_root_unless_root_is_denied(world, traversable):
         strict.queue.store.close()
 
 
+@needs_root
+def test_a_state_directory_other_users_cannot_traverse_is_said_in_the_log(tmp_path, traversable):
+    from twisted.logger import globalLogPublisher
+
+    from backends.local import LocalBackend
+
+    def warnings_for(state_dir: Path) -> list[dict]:
+        seen: list[dict] = []
+        globalLogPublisher.addObserver(seen.append)
+        try:
+            LocalBackend(state_dir).close()
+        finally:
+            globalLogPublisher.removeObserver(seen.append)
+        return [event for event in seen if "cannot reach the state directory" in event.get("log_format", "")]
+
+    assert warnings_for(tmp_path / "state")  # pytest's tmp_path is root's alone: no job of nobody's could start
+    assert not warnings_for(traversable / "state")
+    assert all(stat.S_IMODE((traversable / "state" / name).stat().st_mode) == 0o755 for name in ("execute", "spool"))
+
+
 # -- owners that cannot run jobs -----------------------------------------------------------------------------
 @needs_root
 @pytest.mark.parametrize("owner, reason", [

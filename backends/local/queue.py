@@ -152,7 +152,11 @@ class JobQueue:
         except NoAccount:
             return  # the job is held when it would start; its spool stays the gateway's
         if account is not None and not account.is_current:
-            self.spool.give(*key, account.uid, account.gid)
+            try:
+                self.spool.give(*key, account.uid, account.gid)
+            except (BackendError, OSError) as exc:  # the job is still queued; it finds its spool as it is
+                log.warn("cannot give the spool of job {job} to {owner}: {error}", job=key, owner=account.name,
+                         error=exc)
 
     def account_of(self, ad: classad2.ClassAd) -> Account | None:
         """Whose rights a job's files are touched with: its owner's account, or None (the gateway's user) when the
