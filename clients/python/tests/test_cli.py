@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import getpass
 import subprocess
 import sys
 import time
 import uuid
 
 import pytest
+from conftest import RUNNER
 
-from birdbath_client import Expr, GatewayError, JobId, Selection
+from birdbath_client import Expr, GatewayError, JobId, Schedd, Selection
 
 
 def birdbath(gateway, *args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -233,8 +235,12 @@ def test_q_run_shows_only_running_jobs_with_their_host(gateway, schedd):
     assert birdbath(gateway, "rm", str(running.cluster), str(idle.cluster)).returncode == 0
 
 
-def test_history_newest_first_with_limit_cluster_owner_and_constraint(gateway, schedd):
-    owner = unique("carol")
+def test_history_newest_first_with_limit_cluster_owner_and_constraint(start_gateway):
+    # a gateway of its own, so that its user's history holds these jobs only: jobs run as their owner (a root
+    # gateway holds jobs of made-up owners), so the owner is the one the gateway identifies on loopback, ours
+    gateway = start_gateway(RUNNER)
+    schedd = Schedd(gateway.url)
+    owner = getpass.getuser()
     jobs = []
     for code in (0, 1, 2):  # one after the other, so they leave the queue in this order
         (job,) = schedd.submit({"Cmd": "/bin/sh", "Arguments": f"-c 'exit {code}'", "Requirements": Expr("TRUE"),
