@@ -81,7 +81,8 @@ def test_the_wheel_ships_both_wsdl_files_unchanged(wheel):
 def test_the_console_script_backends_and_dependencies_are_declared(wheel):
     entry_points = configparser.ConfigParser()
     entry_points.read_string(dist_info(wheel, "entry_points.txt"))
-    assert dict(entry_points["console_scripts"]) == {"birdbath-gateway": "gateway.cli:main"}
+    assert dict(entry_points["console_scripts"]) == {"birdbath-gateway": "gateway.cli:main",
+                                                     "birdbath-passwd": "gateway.passwd:main"}
     assert dict(entry_points["birdbath.backends"]) == {"local": "backends.local:LocalBackend",
                                                        "htcondor": "backends.htcondor:HTCondorBackend"}
     metadata = dist_info(wheel, "METADATA")
@@ -114,7 +115,8 @@ def test_the_unpacked_wheel_imports_its_entry_points_and_finds_its_wsdl_away_fro
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)
-    assert set(found["loaded"]) == {"console_scripts:birdbath-gateway", "birdbath.backends:local",
+    assert set(found["loaded"]) == {"console_scripts:birdbath-gateway", "console_scripts:birdbath-passwd",
+                                    "birdbath.backends:local",
                                     "birdbath.backends:htcondor"}
     for where in [*found["loaded"].values(), *found["wsdl"]]:
         assert Path(where).is_relative_to(site), where  # from the wheel, not the checkout
