@@ -70,7 +70,14 @@ class ConfigError(ValueError):
     pass
 
 
+#: root's state directory: a system service's place, which other users can traverse to reach their jobs' spool
+#: (root's home is closed to them, and a root gateway runs each job as its owner)
+SYSTEM_STATE_DIR = Path("/var/lib/birdbath-gateway")
+
+
 def default_state_dir() -> Path:
+    if os.geteuid() == 0:
+        return SYSTEM_STATE_DIR
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(base) / "birdbath-gateway"
 

@@ -163,3 +163,13 @@ def test_the_root_owner_refusal_needs_root_remote_anonymous_callers_and_a_root_o
     else:
         check_anonymous_owner(config, 0)
     check_anonymous_owner(config, 1000)  # a gateway that is not root runs every job as itself: nothing to refuse
+
+
+def test_root_keeps_its_state_where_the_owners_of_its_jobs_can_reach_it(monkeypatch):
+    from gateway.config import SYSTEM_STATE_DIR, default_state_dir
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert default_state_dir() == SYSTEM_STATE_DIR == Path("/var/lib/birdbath-gateway")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setenv("XDG_STATE_HOME", "/home/alice/.state")
+    assert default_state_dir() == Path("/home/alice/.state/birdbath-gateway")
