@@ -8,13 +8,17 @@ directory), so that runs cannot collide.  A block without a runner, or a runner 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
+import ssl
+import stat
 import subprocess
 import sys
 import time
 import tomllib
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -246,3 +250,69 @@ def java(example: Example, gateway: GatewayProcess, tmp_path: Path) -> None:
     output = run_sh(script, tmp_path)
     assert (tmp_path / "out").is_dir() and "HELLO" in "".join(p.read_text() for p in (tmp_path / "out").iterdir())
     assert "exited with 0" in output
+
+
+# -- the security section: keys made as written, a gateway started with the configuration, curl as the users -------
+CAROL_PASSWORD = "carol secret 2"
+
+
+def tls_setup(tmp_path: Path) -> Path:
+    """Run the set-up commands (``/etc/birdbath`` moved under ``tmp_path``); the directory they filled."""
+    directory = tmp_path / "etc-birdbath"
+    script = examples()["tls-setup"].body.replace("/etc/birdbath", str(directory))
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"  # birdbath-passwd
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, input=CAROL_PASSWORD + "\n",
+                            capture_output=True, text=True, timeout=300, env=dict(os.environ, PATH=path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    return directory
+
+
+def serve_tls(tmp_path: Path) -> tuple[GatewayProcess, Path]:
+    """A gateway with the README's TLS configuration, on a free SSL port (the flag wins over 1985)."""
+    directory = tls_setup(tmp_path)
+    text = examples()["config-tls"].body.replace("/etc/birdbath", str(directory)) \
+        .replace("/var/lib/birdbath-gateway", str(tmp_path / "state"))
+    return GatewayProcess(tmp_path / "state", text, tmp=tmp_path, ssl=True, plain=False).start(), directory
+
+
+@runs("tls-setup")
+def tls_setup_commands(example: Example, tmp_path: Path) -> None:
+    from gateway.identity.passwords import PasswordFile
+
+    directory = tls_setup(tmp_path)
+    verified = run(["openssl", "verify", "-CAfile", "ca.pem", "server.crt", "alice.crt"], directory).stdout
+    assert verified.splitlines() == ["server.crt: OK", "alice.crt: OK"]
+    assert stat.S_IMODE((directory / "server.pem").stat().st_mode) == 0o600
+    assert PasswordFile.load(directory / "passwords").check("carol", CAROL_PASSWORD)
+
+
+@runs("config-tls")
+def config_tls(example: Example, tmp_path: Path) -> None:
+    """Starts; plain HTTP is off; the SSL port wants credentials and serves alice's certificate."""
+    process, directory = serve_tls(tmp_path)
+    try:
+        assert process.port is None
+        context = ssl.create_default_context(cafile=str(directory / "ca.pem"))
+        context.check_hostname = False  # the certificate names birdbath.example.org; we reach it at 127.0.0.1
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            urllib.request.urlopen(process.https_url + "condorSchedd.wsdl", timeout=30, context=context)
+        context.load_cert_chain(directory / "alice.crt", directory / "alice.key")
+        wsdl = urllib.request.urlopen(process.https_url + "condorSchedd.wsdl", timeout=30, context=context).read()
+        assert f'location="{process.https_url}"'.encode() in wsdl
+    finally:
+        process.stop()
+
+
+@runs("curl-tls")
+def curl_tls(example: Example, tmp_path: Path) -> None:
+    """Both curl commands, with the name the certificate gives resolved to loopback and carol's password given."""
+    process, directory = serve_tls(tmp_path)
+    try:
+        resolve = f"--resolve birdbath.example.org:{process.ssl_port}:127.0.0.1"
+        script = example.body.replace("curl ", f"curl -sS --fail -w '\\n' {resolve} ") \
+            .replace(":1985/", f":{process.ssl_port}/").replace("--user carol", f"--user 'carol:{CAROL_PASSWORD}'")
+        answers = run_sh(script, directory).splitlines()
+        assert [json.loads(answer)["status"]["code"] for answer in answers] == ["OK", "OK"]
+        assert "(alice by certificate)" in process.log() and "(carol by password)" in process.log()
+    finally:
+        process.stop()
