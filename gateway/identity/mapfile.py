@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .textfile import read_text
+
 #: the method HTCondor's SOAP SSL port looked subjects up under
 SSL = "SSL"
 
@@ -55,11 +57,7 @@ class CertificateMap:
 
     @classmethod
     def load(cls, path: Path) -> "CertificateMap":
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise MapFileError(f"cannot read the certificate map file {path}: {exc}") from None
-        return cls.parse(text, str(path))
+        return cls.parse(read_text(path, "the certificate map file", MapFileError), str(path))
 
     @classmethod
     def parse(cls, text: str, source: str = "the certificate map file") -> "CertificateMap":

@@ -29,6 +29,8 @@ from typing import Callable
 
 import bcrypt
 
+from .textfile import read_text
+
 _BCRYPT = re.compile(r"\$2[aby]\$\d\d\$[./A-Za-z0-9]{53}")
 
 
@@ -47,11 +49,7 @@ class PasswordFile:
 
     @classmethod
     def load(cls, path: Path) -> "PasswordFile":
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise PasswordFileError(f"cannot read the password file {path}: {exc}") from None
-        return cls.parse(text, str(path))
+        return cls.parse(read_text(path, "the password file", PasswordFileError), str(path))
 
     @classmethod
     def parse(cls, text: str, source: str = "the password file") -> "PasswordFile":
