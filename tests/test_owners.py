@@ -255,6 +255,26 @@ def test_a_job_of_the_callers_own_transaction_needs_no_lookup(schedd, backend):
     assert backend.get_job(cluster, proc)["JobStatus"] == JobStatus.HELD
 
 
+def test_the_spool_of_another_callers_uncommitted_job_is_unknown(schedd):
+    """Files sent in an open transaction are that client's: no committed job owns them yet, so step 5 alone would
+    let anyone read them (the cluster id is easy to guess)."""
+    txn = run(schedd.begin_transaction(ALICE, 60))
+    cluster = run(schedd.new_cluster(ALICE, ref(txn)))
+    proc = run(schedd.new_job(ALICE, ref(txn), cluster))
+    run(schedd.declare_file(ALICE, ref(txn), cluster, proc, "secret.txt", 6, None))
+    run(schedd.send_file(ALICE, ref(txn), cluster, proc, "secret.txt", 0, b"s3cret"))
+    for caller in (BOB, ROOT):  # not even a super user: there is no job yet
+        assert outcome(schedd.list_spool(caller, None, cluster, proc)) == (StatusCode.UNKNOWNJOB, "Unknown job")
+        assert outcome(schedd.get_file(caller, None, cluster, proc, "secret.txt", 0, 6)) == (
+            StatusCode.UNKNOWNJOB, "Unknown job")
+    assert run(schedd.get_file(ALICE, ref(txn), cluster, proc, "secret.txt", 0, 6)) == b"s3cret"
+    run(schedd.submit(ALICE, ref(txn), cluster, proc, [Attr("Cmd", AttrType.STRING, "/bin/true"),
+                                                       Attr("Requirements", AttrType.EXPRESSION, "FALSE")]))
+    run(schedd.commit_transaction(ALICE, ref(txn)))
+    assert run(schedd.get_file(ALICE, None, cluster, proc, "secret.txt", 0, 6)) == b"s3cret"
+    assert outcome(schedd.get_file(BOB, None, cluster, proc, "secret.txt", 0, 6)) == (StatusCode.FAIL, "Not job owner")
+
+
 def test_remove_cluster_needs_every_job_of_the_cluster(schedd, backend):
     cluster, _ = birdbath_submit(schedd, ROOT, procs=2, owners=("alice", "bob"))
     code, message = outcome(schedd.remove_cluster(ALICE, None, cluster, "mine"))

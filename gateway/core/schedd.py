@@ -92,6 +92,20 @@ class BirdbathSchedd:
             return self._call(function, *args, **kwargs)
         return self._call(self._as_owner, caller, cluster, proc, function, *args, **kwargs)
 
+    def _spool_call(self, caller: Caller, txn: Transaction | None, cluster: int, proc: int,
+                    function: Callable[..., T], *args: Any) -> "Deferred[T]":
+        """Like :meth:`_job_call`, for reading a job's spool: a job that is neither committed nor of this transaction
+        is UNKNOWNJOB, since its files are another client's until that client commits (step 5 alone would pass,
+        finding no committed job to own)."""
+        if txn is not None and (cluster, proc) in txn.jobs:
+            return self._call(function, *args)
+        return self._call(self._from_committed, caller, cluster, proc, function, *args)
+
+    def _from_committed(self, caller: Caller, cluster: int, proc: int, function: Callable[..., T], *args: Any) -> T:
+        if self._owned(caller, cluster, proc) is None:
+            raise BirdbathError(StatusCode.UNKNOWNJOB, "Unknown job")
+        return function(*args)
+
     def _as_cluster_owner(self, caller: Caller, cluster: int, function: Callable[..., T], *args: Any,
                           **kwargs: Any) -> T:
         """On the backend's thread: refuse unless the caller may act on every committed job of the cluster, then
@@ -339,8 +353,8 @@ class BirdbathSchedd:
             raise BirdbathError.fail(f"Failed to seek to offset {offset} in file '{name}'")
         backend_txn = txn.backend_txn if txn else None
         try:
-            return await self._job_call(caller, txn, cluster, proc, self.backend.read_file, backend_txn, cluster, proc,
-                                        name or "", offset, length)
+            return await self._spool_call(caller, txn, cluster, proc, self.backend.read_file, backend_txn, cluster,
+                                          proc, name or "", offset, length)
         except BackendError as exc:
             raise BirdbathError.fail(str(exc)) from None
 
@@ -348,8 +362,8 @@ class BirdbathSchedd:
                          proc: int) -> Sequence[FileInfo]:
         txn = self._enter(caller, ref, Permission.READ, required=False)
         try:
-            return await self._job_call(caller, txn, cluster, proc, self.backend.list_files,
-                                        txn.backend_txn if txn else None, cluster, proc)
+            return await self._spool_call(caller, txn, cluster, proc, self.backend.list_files,
+                                          txn.backend_txn if txn else None, cluster, proc)
         except BackendError as exc:
             raise BirdbathError.fail(str(exc)) from None
 
