@@ -17,7 +17,7 @@ from pathlib import Path
 
 import bcrypt
 
-from gateway.identity.passwords import PasswordFile, PasswordFileError
+from gateway.identity.passwords import PasswordFile, PasswordFileError, bcrypt_input
 
 #: bcrypt's cost factor: about a quarter of a second per check on current hardware (checks are remembered)
 ROUNDS = 12
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             password = read_password(args.user)
             if not password:
                 raise ValueError("an empty password is not allowed")
-            hashed = bcrypt.hashpw(password.encode("utf-8"), bcrypt.gensalt(ROUNDS)).decode()
+            hashed = bcrypt.hashpw(bcrypt_input(password), bcrypt.gensalt(ROUNDS)).decode()
         write_atomically(args.file, updated(text, args.user, hashed))
     except (OSError, ValueError, PasswordFileError) as exc:
         print(f"birdbath-passwd: {exc}", file=sys.stderr)

@@ -368,9 +368,13 @@ def test_a_loopback_caller_is_its_sockets_owner_looked_up_once_per_connection(id
     assert kernel.lookups == 2
 
 
-def test_a_loopback_caller_the_kernel_does_not_list_or_name_is_anonymous(identification):
-    assert run(identification.caller(plain(port=49999), None)) == Caller("127.0.0.1")
-    assert run(identification.caller(plain(port=40002), None)) == Caller("127.0.0.1")  # a uid without a name
+def test_a_loopback_caller_the_kernel_does_not_list_or_name_is_refused(identification):
+    """Not anonymous: a local client could otherwise drop its identity (reset the connection after sending its
+    request) and act as default_owner."""
+    for port, reason in ((49999, "not in the kernel's tables"), (40002, f"uid {2**31 - 2} has no name")):
+        with pytest.raises(Refusal) as refusal:
+            run(identification.caller(plain(port=port), None))
+        assert refusal.value.code == 403 and reason in refusal.value.message
 
 
 def test_a_remote_plain_caller_is_anonymous_without_a_look_up(identification, kernel):

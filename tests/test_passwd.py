@@ -54,3 +54,12 @@ def test_refuses_an_empty_password_an_unknown_user_to_delete_and_a_broken_file(t
     path.write_text(HTPASSWD_LINE)
     missing = passwd(str(path), "-D", "alice")
     assert missing.returncode == 1 and "'alice' is not in" in missing.stderr
+
+
+def test_a_password_longer_than_bcrypt_reads_is_cut_where_htpasswd_cuts_it(tmp_path: Path):
+    path = tmp_path / "passwords"
+    long = "é" * 40  # 80 bytes of UTF-8: bcrypt reads 72
+    assert passwd(str(path), "alice", password=long).returncode == 0
+    users = PasswordFile.load(path)
+    assert users.check("alice", long) and users.check("alice", long + "ignored")
+    assert not users.check("alice", long[:35])

@@ -265,3 +265,16 @@ def test_accounts_switch_only_when_the_gateway_is_root():
         assert not Accounts().switching and Accounts().of("nobody") is None
         with pytest.raises(ValueError):
             Accounts(switching=True)
+
+
+@pytest.mark.skipif(not ROOT, reason="accounts are switched to only by a root gateway")
+def test_another_name_for_uid_0_never_runs_a_job_as_root(monkeypatch):
+    """A second passwd entry with uid 0 (toor and the like) is not a way around root's rules."""
+    real = pwd.getpwnam
+    toor = pwd.struct_passwd(("toor", "x", 0, 0, "root by another name", "/root", "/bin/sh"))
+    monkeypatch.setattr(pwd, "getpwnam", lambda name: toor if name == "toor" else real(name))
+    with pytest.raises(NoAccount, match="another name for root"):
+        Accounts().of("toor")
+    with pytest.raises(NoAccount, match="denied_owners"):
+        Accounts(["root"]).of("root")
+    assert Accounts().of("root").uid == 0  # root's own jobs, unless denied

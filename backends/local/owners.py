@@ -9,7 +9,6 @@ runs as that user, and the owner is only a name.
 from __future__ import annotations
 
 import errno
-import grp
 import json
 import os
 import pwd
@@ -100,7 +99,12 @@ class Accounts:
             entry = pwd.getpwnam(owner)
         except KeyError:
             raise NoAccount(f"The job's owner {owner!r} has no local account on this machine") from None
-        groups = {entry.pw_gid} | {group.gr_gid for group in grp.getgrall() if owner in group.gr_mem}
+        if entry.pw_uid == 0 and owner != "root":  # another name of root's: root's jobs are root's alone
+            raise NoAccount(f"The job's owner {owner!r} is another name for root (uid 0); only root's own jobs "
+                            f"run as root")
+        if entry.pw_uid == 0 and "root" in self.denied:
+            raise NoAccount(f"Jobs of {owner!r} may not run on this gateway (denied_owners)")
+        groups = set(os.getgrouplist(owner, entry.pw_gid))  # what initgroups would set, from every group source
         return Account(owner, entry.pw_uid, entry.pw_gid, tuple(sorted(groups)), entry.pw_dir)
 
 

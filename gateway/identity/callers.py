@@ -2,7 +2,8 @@
 
 On the plain port:
   - a peer on loopback is the local user owning its socket (:mod:`.peers`), found once per connection; when the
-    kernel's tables do not list it, it is anonymous;
+    kernel's tables do not list it (it went away before its request was read) or its uid has no name, the request
+    is refused: a local client must not be able to make itself anonymous, and so default_owner;
   - any other peer is anonymous (``default_owner`` gets its jobs);
   - HTTP Basic credentials are refused without being looked at: a password sent in clear text must not be taken
     as proof of anything, and the client should learn at once that it is sending one.
@@ -129,7 +130,11 @@ class Identification:
             return anonymous
         uid = self._socket_owner(client, server)
         user = self._user_name(uid) if uid is not None else None
-        return Caller(connection.peer_host, user, Authentication.SOCKET) if user else anonymous
+        if not user:
+            raise Refusal(403, "The local user of this loopback connection could not be identified "
+                               + (f"(uid {uid} has no name)" if uid is not None else
+                                  "(its socket is not in the kernel's tables)"))
+        return Caller(connection.peer_host, user, Authentication.SOCKET)
 
     def _certificate_caller(self, connection: Connection) -> Caller:
         assert connection.certificate is not None and self.certificates is not None

@@ -34,6 +34,16 @@ from .textfile import read_text
 _BCRYPT = re.compile(r"\$2[aby]\$\d\d\$[./A-Za-z0-9]{53}")
 
 
+#: bcrypt reads this many bytes of a password; htpasswd -B and the C library ignore the rest, the Python library
+#: refuses longer ones, so both the check and birdbath-passwd cut them where the others do
+BCRYPT_LENGTH = 72
+
+
+def bcrypt_input(password: str) -> bytes:
+    """The bytes of ``password`` bcrypt hashes (UTF-8, at most :data:`BCRYPT_LENGTH`)."""
+    return password.encode("utf-8")[:BCRYPT_LENGTH]
+
+
 class PasswordFileError(ValueError):
     """The password file cannot be read or has a line that is not ``user:bcrypt-hash``."""
 
@@ -73,7 +83,7 @@ class PasswordFile:
     def check(self, user: str, password: str) -> bool:
         """Whether ``password`` is ``user``'s (slow: run it off the reactor thread)."""
         hashed = self.hashes.get(user)
-        matches = bcrypt.checkpw(password.encode("utf-8"), hashed or self._unknown)
+        matches = bcrypt.checkpw(bcrypt_input(password), hashed or self._unknown)
         return hashed is not None and matches
 
 
