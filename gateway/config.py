@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import getpass
 import inspect
-import ipaddress
 import os
 import pwd
 import tomllib
@@ -58,7 +57,7 @@ from gateway.core.schedd import ScheddSettings
 from gateway.identity.callers import Identification, Offload
 from gateway.identity.mapfile import CertificateMap, MapFileError
 from gateway.identity.passwords import PasswordFile, PasswordFileError
-from gateway.identity.peers import address_of
+from gateway.identity.peers import is_loopback
 from gateway.identity.tls import ClientCertificates, ServerContextFactory, TlsError, TlsSettings
 from gateway.logging import LEVELS
 
@@ -281,7 +280,7 @@ def check_anonymous_owner(config: GatewayConfig, euid: int) -> None:
     """Refuse a gateway running as root whose anonymous remote callers (the plain port, beyond loopback) would get
     jobs owned by root: anyone on the network could run anything as root."""
     if euid != ROOT or config.plain_port is None or _loopback_only(config.listen) \
-            or not admits_remote_hosts(config.allow_soap):
+            or not HostList(config.allow_soap).beyond_loopback():
         return
     try:
         privileged = pwd.getpwnam(config.default_owner).pw_uid == ROOT
@@ -296,23 +295,7 @@ def check_anonymous_owner(config: GatewayConfig, euid: int) -> None:
 
 
 def _loopback_only(listen: str) -> bool:
-    address = address_of(listen)
-    return listen == "localhost" or (address is not None and address.is_loopback)
-
-
-def admits_remote_hosts(entries: list[str]) -> bool:
-    """Whether an ``allow_soap`` list admits any host that is not this machine's loopback."""
-    for entry in entries:
-        entry = entry.strip()
-        if entry == "localhost":
-            continue
-        if entry in ("*", "*/*"):
-            return True
-        network = ipaddress.ip_network(entry, strict=False)
-        loopback = ipaddress.ip_network("127.0.0.0/8") if network.version == 4 else ipaddress.ip_network("::1")
-        if not network.subnet_of(loopback):  # type: ignore[arg-type]
-            return True
-    return False
+    return listen == "localhost" or is_loopback(listen)
 
 
 def _bounds(low: int, high: int | None) -> str:

@@ -64,9 +64,13 @@ class GatewayRequest(server.Request):
         self.caller: Caller | None = None
         self.refusal: Refusal | None = None
 
+    @property
+    def client_host(self) -> str:
+        """The peer's address ("" for a transport without one)."""
+        return getattr(self.getClientAddress(), "host", "")
+
     def gotLength(self, length: int | None) -> None:
-        peer = self.getClientAddress()
-        host = getattr(peer, "host", "")
+        host = self.client_host
         if self.policy is not None and not self.policy.connection_allowed(host):
             self._refuse(403, b"Forbidden", f"Host {host} is not allowed to use SOAP (allow_soap)")
         elif length is not None and length > self.max_body:
@@ -131,8 +135,7 @@ class GatewayRequest(server.Request):
             return
         self._refused = True
         body = fault_document(message)
-        log.warn("refused request from {client}: {message}", client=getattr(self.getClientAddress(), "host", "?"),
-                 message=message)
+        log.warn("refused request from {client}: {message}", client=self.client_host or "?", message=message)
         self.channel.transport.write(
             b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
             % (code, phrase, XML, len(body), body))
@@ -181,7 +184,7 @@ class GatewayResource(resource.Resource):
                     b"POST SOAP requests to any path, JSON to /submission/json/<operation>.\n")
         request.setHeader(b"content-type", XML)
         log.info("GET {path} (WSDL) from {client} ({who})", path=request.uri.decode("latin-1"),
-                 client=getattr(request.getClientAddress(), "host", ""), who=describe(request.caller))
+                 client=request.client_host, who=describe(request.caller))
         return endpoint.wsdl.render(_base_url(request) + endpoint.prefix.decode().lstrip("/"))
 
     def render_HEAD(self, request: GatewayRequest) -> bytes:
@@ -237,7 +240,7 @@ class GatewayResource(resource.Resource):
     def _refuse(self, request: GatewayRequest, endpoint: Endpoint, refusal: Refusal) -> bytes:
         """Answer a caller refused for who it is (or is not), in the endpoint's own form."""
         log.warn("{method} {path} from {client} refused ({code}): {message}", method=request.method.decode("latin-1"),
-                 path=request.path.decode("latin-1"), client=getattr(request.getClientAddress(), "host", ""),
+                 path=request.path.decode("latin-1"), client=request.client_host,
                  code=refusal.code, message=refusal.message)
         request.setResponseCode(refusal.code)
         if refusal.challenge:

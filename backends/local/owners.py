@@ -102,8 +102,6 @@ class Accounts:
         if entry.pw_uid == 0 and owner != "root":  # another name of root's: root's jobs are root's alone
             raise NoAccount(f"The job's owner {owner!r} is another name for root (uid 0); only root's own jobs "
                             f"run as root")
-        if entry.pw_uid == 0 and "root" in self.denied:
-            raise NoAccount(f"Jobs of {owner!r} may not run on this gateway (denied_owners)")
         groups = set(os.getgrouplist(owner, entry.pw_gid))  # what initgroups would set, from every group source
         return Account(owner, entry.pw_uid, entry.pw_gid, tuple(sorted(groups)), entry.pw_dir)
 
@@ -126,8 +124,8 @@ def open_as(account: Account | None, path: str | os.PathLike[str], flags: int, m
         os.waitpid(child, 0)
     if fds:
         return fds[0]
-    errno = int(message or b"5")  # nothing received: the child died before it could say (EIO)
-    raise OSError(errno, os.strerror(errno), os.fspath(path))
+    number = int(message or b"%d" % errno.EIO)  # nothing received: the child died before it could say
+    raise OSError(number, os.strerror(number), os.fspath(path))
 
 
 def _open_in_child(account: Account, channel: socket.socket, path: str | os.PathLike[str], flags: int,
@@ -139,7 +137,7 @@ def _open_in_child(account: Account, channel: socket.socket, path: str | os.Path
         socket.send_fds(channel, [b"0"], [fd])
     except OSError as exc:
         try:
-            channel.sendall(b"%d" % (exc.errno or 5))
+            channel.sendall(b"%d" % (exc.errno or errno.EIO))
         except OSError:
             status = 1
     except BaseException:

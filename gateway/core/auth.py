@@ -27,8 +27,26 @@ from jobmodel.jobs import PRIVATE_ATTRIBUTES
 from .status import BirdbathError
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 LOOPBACK = ("127.0.0.0/8", "::1")
+#: the loopback network of each IP version
+_LOOPBACK_NETWORKS = {4: ipaddress.ip_network(LOOPBACK[0]), 6: ipaddress.ip_network(LOOPBACK[1])}
+
+
+def unmapped(address: Address) -> Address:
+    """An IPv4-mapped IPv6 address as the IPv4 one: the same peer, whichever socket family the listener has."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def peer_address(host: str) -> Address | None:
+    """The address of a peer as Twisted names it (a zone suffix dropped, unmapped); None for what is no address."""
+    try:
+        return unmapped(ipaddress.ip_address(host.split("%", 1)[0]))
+    except ValueError:
+        return None
 
 
 class Permission(enum.Enum):
@@ -80,13 +98,13 @@ class HostList:
     def allows(self, host: str) -> bool:
         if self._any:
             return True
-        try:
-            address = ipaddress.ip_address(host.split("%", 1)[0])
-        except ValueError:
-            return False
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        return any(address in network for network in self._networks)
+        address = peer_address(host)
+        return address is not None and any(address in network for network in self._networks)
+
+    def beyond_loopback(self) -> bool:
+        """Whether the list admits any host that is not this machine's loopback."""
+        return self._any or any(not network.subnet_of(_LOOPBACK_NETWORKS[network.version])  # type: ignore[arg-type]
+                                for network in self._networks)
 
     def __repr__(self) -> str:
         return f"HostList({list(self.entries)!r})"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+from gateway.core.auth import Address, peer_address, unmapped
 
 #: the kernel's tables of TCP sockets, IPv4 then IPv6
 TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
@@ -44,21 +44,9 @@ class SocketEntry:
     uid: int
 
 
-def address_of(host: str) -> Address | None:
-    """The address of a peer as Twisted names it, an IPv4-mapped IPv6 address as the IPv4 one (the kernel lists
-    an IPv4 client of a dual-stack listener in the IPv4 table); None for a name that is no address."""
-    try:
-        address = ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    return address
-
-
 def is_loopback(host: str) -> bool:
     """127.0.0.0/8, ::1 and ::ffff:127.x: peers on this machine."""
-    address = address_of(host)
+    address = peer_address(host)
     return address is not None and address.is_loopback
 
 
@@ -69,10 +57,8 @@ def decode_endpoint(text: str) -> Endpoint:
         raise ValueError(f"not a /proc/net/tcp address: {text!r}")
     words = [int(hex_address[i:i + 8], 16) for i in range(0, len(hex_address), 8)]
     packed = b"".join(struct.pack("=I", word) for word in words)
-    address = ipaddress.ip_address(packed)
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return Endpoint(address, int(hex_port, 16))
+    # an IPv4 client of a dual-stack listener is listed in the IPv6 table with its mapped address
+    return Endpoint(unmapped(ipaddress.ip_address(packed)), int(hex_port, 16))
 
 
 def parse_table(text: str) -> Iterator[SocketEntry]:
@@ -111,5 +97,5 @@ def user_name(uid: int) -> str | None:
 
 
 def endpoint(host: str, port: int) -> Endpoint | None:
-    address = address_of(host)
+    address = peer_address(host)
     return Endpoint(address, port) if address is not None else None

@@ -59,10 +59,10 @@ class ServerContextFactory:
 
     def __init__(self, settings: TlsSettings) -> None:
         self.settings = settings
-        certificates = _certificates(_read(settings.keyfile, "soap_ssl_server_keyfile"), settings.keyfile,
-                                     "soap_ssl_server_keyfile")
+        keyfile = _read(settings.keyfile, "soap_ssl_server_keyfile")  # certificates and key in one file
+        certificates = _certificates(keyfile, settings.keyfile, "soap_ssl_server_keyfile")
         self.certificate = certificates[0]
-        key = _private_key(settings.keyfile, settings.keyfile_password)
+        key = _private_key(keyfile, settings.keyfile, settings.keyfile_password)
         authorities = load_authorities(settings.ca_file, settings.ca_dir)
         asks = settings.client_certificates is not ClientCertificates.NOT_ASKED
         if asks and not authorities:
@@ -98,8 +98,7 @@ def _certificates(data: bytes, path: Path, knob: str) -> list[x509.Certificate]:
         raise TlsError(f"{knob} {path} holds no PEM certificate") from None
 
 
-def _private_key(path: Path, password: str | None) -> PrivateKeyTypes:
-    data = _read(path, "soap_ssl_server_keyfile")
+def _private_key(data: bytes, path: Path, password: str | None) -> PrivateKeyTypes:
     secret = password.encode("utf-8") if password else None
     try:
         return serialization.load_pem_private_key(data, secret)
@@ -118,9 +117,13 @@ def load_authorities(ca_file: Path | None, ca_dir: Path | None) -> list[x509.Cer
     """The certificates of the CA file and of every file of the CA directory that holds any (others, such as
     revocation lists or notes, are passed over), each once."""
     found: dict[bytes, x509.Certificate] = {}
-    if ca_file is not None:
-        for certificate in _certificates(_read(ca_file, "soap_ssl_ca_file"), ca_file, "soap_ssl_ca_file"):
+
+    def add(certificates: list[x509.Certificate]) -> None:
+        for certificate in certificates:
             found.setdefault(certificate.fingerprint(SHA256()), certificate)
+
+    if ca_file is not None:
+        add(_certificates(_read(ca_file, "soap_ssl_ca_file"), ca_file, "soap_ssl_ca_file"))
     if ca_dir is not None:
         try:
             entries = sorted(entry for entry in ca_dir.iterdir() if entry.is_file())
@@ -133,8 +136,7 @@ def load_authorities(ca_file: Path | None, ca_dir: Path | None) -> list[x509.Cer
             except (OSError, ValueError):
                 continue
             in_dir += len(certificates)
-            for certificate in certificates:
-                found.setdefault(certificate.fingerprint(SHA256()), certificate)
+            add(certificates)
         if not in_dir:
             raise TlsError(f"soap_ssl_ca_dir {ca_dir} holds no PEM certificate")
     return list(found.values())
