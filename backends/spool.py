@@ -11,6 +11,7 @@ job's stay the gateway's, so a job cannot swap its directory for another.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -70,9 +71,7 @@ class Spool:
             os.fchmod(fd, 0o700)
 
     def _file(self, cluster: int, proc: int, name: str) -> Path:
-        if not is_plain_name(name):
-            raise BackendError(f"'{name}' is not a plain file name")
-        return self.directory(cluster, proc) / name
+        return self.directory(cluster, proc) / _plain(name)
 
     def stage(self, cluster: int, proc: int, name: str) -> None:
         """Create the file without truncating it (the original opened with O_CREAT and no O_TRUNC)."""
@@ -155,13 +154,12 @@ class Spool:
     @contextmanager
     def _open(self, cluster: int, proc: int, name: str, failure: str) -> Iterator[tuple[int, int]]:
         """A servable file of the job's spool, opened for reading: its descriptor and size."""
-        if not is_plain_name(name):
-            raise BackendError(f"'{name}' is not a plain file name")
+        _plain(name)
         with self._directory(cluster, proc) as directory:
             try:
                 fd = os.open(name, _READ_FLAGS, dir_fd=directory)
             except OSError as exc:
-                reason = "it is a symbolic link" if exc.errno == 40 else exc.strerror  # ELOOP: O_NOFOLLOW refused
+                reason = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror  # O_NOFOLLOW refused
                 raise BackendError(f"{failure}, reason: {reason}") from None
             try:
                 status = os.fstat(fd)
@@ -170,6 +168,13 @@ class Spool:
                 yield fd, status.st_size
             finally:
                 os.close(fd)
+
+
+def _plain(name: str) -> str:
+    """``name``, when it names a file directly in the spool; else BackendError."""
+    if not is_plain_name(name):
+        raise BackendError(f"'{name}' is not a plain file name")
+    return name
 
 
 def _read_at(fd: int, offset: int, length: int) -> bytes:

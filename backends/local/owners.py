@@ -15,6 +15,7 @@ import pwd
 import select
 import signal
 import socket
+import stat
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -106,13 +107,19 @@ class Accounts:
         return Account(owner, entry.pw_uid, entry.pw_gid, tuple(sorted(groups)), entry.pw_dir)
 
 
+def to_switch(account: Account | None) -> Account | None:
+    """The account work must switch to: None when there is none, or when it is the current user already."""
+    return None if account is None or account.is_current else account
+
+
 def open_as(account: Account | None, path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
     """``os.open`` with the rights of ``account`` (None or the current user: a plain open).
 
     The open happens in a forked child that has switched to the account (fork, not exec: the interpreter may live
     where the owner cannot read); the descriptor comes back over a socket pair.  Errors are raised here as the
     OSError the owner's own open would have raised."""
-    if account is None or account.is_current:
+    account = to_switch(account)
+    if account is None:
         return os.open(path, flags, mode)
     ours, theirs = socket.socketpair()
     with ours, theirs:
@@ -126,6 +133,20 @@ def open_as(account: Account | None, path: str | os.PathLike[str], flags: int, m
         return fds[0]
     number = int(message or b"%d" % errno.EIO)  # nothing received: the child died before it could say
     raise OSError(number, os.strerror(number), os.fspath(path))
+
+
+def open_regular_as(account: Account | None, path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
+    """:func:`open_as` for a file a job's ad names: opened without blocking (a FIFO the owner made cannot stall the
+    gateway), kept only when it is a regular file (else OSError EINVAL), then returned in blocking mode."""
+    fd = open_as(account, path, flags | os.O_NONBLOCK, mode)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _open_in_child(account: Account, channel: socket.socket, path: str | os.PathLike[str], flags: int,
@@ -154,7 +175,8 @@ def call_as(account: Account | None, function: Callable[..., Any], *args: Any, t
     JSON-encodable.  An OSError it raises is raised here as the same OSError, anything else as RuntimeError with its
     message.  After ``timeout`` seconds the child's process group is killed and TimeoutError raised: a pipe or a
     command that never ends must not hang the gateway."""
-    if account is None or account.is_current:
+    account = to_switch(account)
+    if account is None:
         return function(*args)
     reading, writing = os.pipe()
     child = os.fork()

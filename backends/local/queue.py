@@ -22,7 +22,7 @@ from jobmodel.jobs import JobAction, JobStatus, Universe
 
 from . import joblog, lifecycle
 from .lifecycle import Event, Transition, Updates, updated
-from .owners import Account, Accounts, NoAccount
+from .owners import Account, Accounts, NoAccount, to_switch
 from .store import JobKey, JobStore
 from .userlog import UserLog, log_path
 
@@ -148,10 +148,10 @@ class JobQueue:
         """Hand a new job's spool directory (and the files staged in it) to the account it runs as, so the job can
         write there; the directories above it stay the gateway's, so the job cannot swap it for another."""
         try:
-            account = self.account_of(ad)
+            account = to_switch(self.account_of(ad))
         except NoAccount:
             return  # the job is held when it would start; its spool stays the gateway's
-        if account is not None and not account.is_current:
+        if account is not None:
             try:
                 self.spool.give(*key, account.uid, account.gid)
             except (BackendError, OSError) as exc:  # the job is still queued; it finds its spool as it is

@@ -15,7 +15,7 @@ from pathlib import Path
 import classad2
 
 from .jobspec import Plan
-from .owners import Account
+from .owners import Account, to_switch
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,8 @@ class ExecuteDir:
         for directory, mode in ((self.root, 0o755), (self.sandbox, 0o700), (self.control, 0o755)):
             directory.mkdir(parents=directory is self.root)
             directory.chmod(mode)  # whatever the gateway's umask: the owner must reach its sandbox
-        if account is not None and not account.is_current:
+        account = to_switch(account)
+        if account is not None:
             os.chown(self.sandbox, account.uid, account.gid)
 
     def remove(self) -> None:
@@ -86,7 +87,7 @@ def prepare(job: Plan, directory: ExecuteDir, ad: classad2.ClassAd, machine: cla
     environment.setdefault("_CONDOR_JOB_AD", str(directory.control / ".job.ad"))
     environment.setdefault("_CONDOR_MACHINE_AD", str(directory.control / ".machine.ad"))
     _write(directory.spec_file, json.dumps({
-        "account": account.as_spec() if account is not None and not account.is_current else None,
+        "account": account.as_spec() if (account := to_switch(account)) is not None else None,
         "executable": str(job.executable), "command": str(job.command),
         "transfer_executable": job.transfer_executable, "arguments": job.arguments, "environment": environment,
         "cwd": str(job.cwd), "iwd": str(job.iwd), "sandboxed": job.sandboxed,

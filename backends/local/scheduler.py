@@ -20,7 +20,7 @@ from . import joblog, jobspec, lifecycle, recovery, sandbox
 from .dag import dagman
 from .executor import Launch
 from .lifecycle import WITH_PROCESS, RunResult, StarterHold, Transition
-from .owners import NoAccount
+from .owners import NoAccount, to_switch
 from .queue import JobQueue
 from .sandbox import ExecuteDir
 from .store import JobKey
@@ -68,9 +68,9 @@ class Scheduler:
         account = self._queue.accounts.of(evaluate_string(ad, "Owner") or None)
         if dagman.is_dagman(ad):
             return Launch(key, directory, 0, dag=True)
-        switched = account is not None and not account.is_current
+        switched = to_switch(account)
         # a job of another user never sees the gateway's environment (GetEnv gets its owner's login environment)
-        plan = jobspec.plan(ad, directory.sandbox, account.environment() if switched else dict(os.environ))
+        plan = jobspec.plan(ad, directory.sandbox, switched.environment() if switched is not None else dict(os.environ))
         sandbox.prepare(plan, directory, ad, self._machine, account)
         return Launch(key, directory, cpus)
 

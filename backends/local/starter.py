@@ -13,6 +13,7 @@ when it is loaded (the standard library and ``jobmodel.jobs`` only), before any 
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -69,7 +70,7 @@ def _check_iwd(iwd: str) -> None:
     try:
         is_directory = stat.S_ISDIR(os.stat(iwd).st_mode)
     except OSError as exc:
-        if exc.errno == 13:  # EACCES: it may exist, but not for this owner
+        if exc.errno == errno.EACCES:  # it may exist, but not for this owner
             raise BadJob(f"Iwd '{iwd}' cannot be reached: {exc.strerror}", HoldCode.IWD_ERROR) from None
         is_directory = False
     if not is_directory:
@@ -82,7 +83,7 @@ def _check_command(command: str, transferred: bool) -> None:
     try:
         status = os.stat(command)
     except OSError as exc:
-        reason = "No such file" if exc.errno == 2 else exc.strerror
+        reason = "No such file" if exc.errno == errno.ENOENT else exc.strerror
         raise BadJob(f"Error from starter: Failed to execute '{command}': {reason}",
                      HoldCode.FAILED_TO_CREATE_PROCESS) from None
     if not stat.S_ISREG(status.st_mode):

@@ -1,23 +1,21 @@
 """HTCondor user logs (the job's ``UserLog``/``Log`` file): the event text ``htcondor2.JobEventLog`` reads.
 
-The file is a path the job's ad names, so it is opened with its owner's rights (``open_as``), as a shadow does:
+The file is a path the job's ad names, so it is opened with its owner's rights (``open_regular_as``), as a shadow does:
 a job can only log where its owner could write, never where only the gateway can."""
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
-import stat
 import time
 from pathlib import Path
 
 import classad2
 
-from .owners import Account, open_as
+from .owners import Account, open_regular_as
 
-#: append, create, and never block or be made the gateway's terminal (a FIFO or device is refused after the open)
-OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC
+#: append, create, and never be made the gateway's terminal (open_regular_as refuses a FIFO or device unblocked)
+OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOCTTY | os.O_CLOEXEC
 
 SEPARATOR = "...\n"
 
@@ -69,11 +67,8 @@ class UserLog:
     def _write(self, number: int, headline: str, *lines: str) -> None:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self._clock()))
         text = f"{number:03d} {self._id} {stamp} {headline}\n" + "".join(f"\t{line}\n" for line in lines) + SEPARATOR
-        fd = open_as(self._account, self.path, OPEN_FLAGS, 0o644)
+        fd = open_regular_as(self._account, self.path, OPEN_FLAGS, 0o644)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(errno.EINVAL, "not a regular file", str(self.path))
-            os.set_blocking(fd, True)
             _lock(fd)
             os.write(fd, text.encode("utf-8"))
         finally:

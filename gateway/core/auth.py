@@ -202,7 +202,7 @@ class AccessPolicy:
             return f"{who} may not {use.value} 'root': only {only} may"
         if owner == user:
             return None
-        if identified and user in self.queue_super_users:
+        if self.is_super_user(caller):
             return None
         if not identified and self.queue_all_users_trusted:
             return None

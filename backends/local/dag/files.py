@@ -11,28 +11,27 @@ backend's thread.
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from ..owners import Account, call_as, open_as
+from ..owners import Account, call_as, open_as, open_regular_as
 
-#: flags for every open: never block on a FIFO or a device, never hand the descriptor to a child process
+#: flags for every open: never block on a FIFO or a device, never hand the descriptor to a child process (reads and
+#: writes then block as usual: open_regular_as keeps only regular files)
 _COMMON = os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def read_text(account: Account | None, path: Path) -> str:
     """A regular file's text, read as ``account``; OSError (as the owner's own open would raise) otherwise."""
-    with _regular(open_as(account, path, os.O_RDONLY | _COMMON), path, "rb") as stream:
+    with os.fdopen(open_regular_as(account, path, os.O_RDONLY | _COMMON), "rb") as stream:
         return stream.read().decode(errors="replace")
 
 
 def write_text(account: Account | None, path: Path, text: str, *, exclusive: bool = False) -> None:
     """Create or replace ``path`` (``exclusive``: only create it, FileExistsError if anything is there)."""
     flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC) | _COMMON
-    with _regular(open_as(account, path, flags), path, "w") as stream:
+    with _lines(open_regular_as(account, path, flags), "w") as stream:
         stream.write(text)
 
 
@@ -43,7 +42,7 @@ def touch(account: Account | None, path: Path) -> None:
 
 def append(account: Account | None, path: Path) -> TextIO:
     """``path`` opened for appending lines (created if missing), line-buffered."""
-    return _regular(open_as(account, path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _COMMON), path, "a")
+    return _lines(open_regular_as(account, path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _COMMON), "a")
 
 
 def names_in(account: Account | None, directory: Path) -> list[str]:
@@ -77,10 +76,6 @@ def _is_executable(path: str) -> bool:
     return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
-def _regular(fd: int, path: Path, mode: str) -> Any:
-    """The stream of a descriptor, provided it is a regular file (not a FIFO, a device or a directory)."""
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, "Not a regular file", str(path))
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, mode) if "b" in mode else os.fdopen(fd, mode, buffering=1)
+def _lines(fd: int, mode: str) -> TextIO:
+    """A line-buffered text stream of a descriptor."""
+    return os.fdopen(fd, mode, buffering=1)

@@ -29,7 +29,7 @@ from twisted.logger import Logger
 from jobmodel.classads import job_status
 from jobmodel.jobs import JobStatus
 
-from ..owners import Account
+from ..owners import Account, to_switch
 from . import dagman, files
 from .dagman import DagmanLog, DagmanOptions
 from .language import Dag, Node, Script
@@ -451,8 +451,7 @@ class DagRun:
     @property
     def _account(self) -> Account | None:
         """Whose rights the DAG's files and scripts are used with (None: the gateway's own)."""
-        account = self._setup.account if self._setup is not None else None
-        return None if account is None or account.is_current else account
+        return to_switch(self._setup.account if self._setup is not None else None)
 
     async def _save(self) -> None:
         text = json.dumps({name: asdict(state) for name, state in self._state.items()})
