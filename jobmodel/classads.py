@@ -10,13 +10,18 @@ from typing import Iterable
 
 import classad2
 
+from .expressions import ExpressionLimits
 from .jobs import JobStatus
 
 
-def parse_constraint(text: str | None) -> classad2.ExprTree | None:
-    """Parse a query constraint once per request; ``None`` means "every ad", an unparsable one matches nothing."""
+def parse_constraint(text: str | None, limits: ExpressionLimits | None = None) -> classad2.ExprTree | None:
+    """Parse a query constraint once per request; ``None`` means "every ad", an unparsable one matches nothing.
+
+    A client's constraint is checked against ``limits`` first (raises ExpressionRefused)."""
     if text is None or not text.strip():
         return None
+    if limits is not None:
+        limits.check(text, "the constraint")
     try:
         return classad2.ExprTree(text)
     except classad2.ClassAdException:
