@@ -41,13 +41,18 @@ class BackendUnavailable(BackendError):
     """The backend cannot be reached (a pool that is down)."""
 
 
+class QueryFailed(BackendError):
+    """A client's query that could not be answered: it ran out of its budget, or evaluating it failed."""
+
+
 class Capability(enum.Enum):
     """Optional parts of the interface, and the methods a backend that declares one must have."""
 
     #: ``start(reactor, call)`` once the gateway runs, for services in its process (``call(function, *args)`` runs
     #: a function on the backend's worker thread and returns a Deferred); ``async stop()`` at shutdown, before close
     SERVICES = ("start", "stop")
-    #: ``history(constraint, limit=None)``: jobs that left the queue, newest first
+    #: ``history(constraint, limit=None, *, budget=None)``: jobs that left the queue, newest first (``budget`` as
+    #: for :meth:`ScheddBackend.query`)
     HISTORY = ("history",)
 
     @property
@@ -144,9 +149,14 @@ class ScheddBackend(Protocol):
         with its own rights)."""
 
     # -- queue ----------------------------------------------------------------------------------------
-    def query(self, constraint: classad2.ExprTree | None,
-              projection: Sequence[str] | None = None) -> list[classad2.ClassAd]:
-        """The committed job ads for which ``constraint`` is true (all when ``None``)."""
+    def query(self, constraint: classad2.ExprTree | None, projection: Sequence[str] | None = None, *,
+              budget: float | None = None) -> list[classad2.ClassAd]:
+        """The committed job ads for which ``constraint`` is true (all when ``None``).
+
+        ``budget`` marks a client's query (its constraint is the client's text): the backend answers within that
+        many seconds or raises :class:`QueryFailed`, and no constraint, however slow or deep, may stall or crash the
+        gateway's process.  The gateway calls such queries from a pool of their own, concurrently with each other
+        and with the backend's worker thread: ``query``, ``history`` and ``get_job`` must be safe to call so."""
 
     def get_job(self, cluster: int, proc: int) -> classad2.ClassAd | None:
         """One committed job ad, or ``None``."""

@@ -13,6 +13,7 @@ from backends import registry
 from backends.interface import Capability, ScheddBackend
 from gateway.config import GatewayConfig
 from gateway.core.auth import Caller
+from gateway.core.queries import QueryRunner
 from gateway.core.schedd import BirdbathSchedd
 from gateway.core.submissions import SubmissionService, SubmissionSettings
 from gateway.core.threads import BlockingCaller
@@ -42,6 +43,7 @@ class Gateway:
         self.reactor = reactor
         self.backend = backend
         self.calls: BlockingCaller | None = None
+        self.queries: QueryRunner | None = None
         self.schedd: BirdbathSchedd | None = None
         self.submissions: SubmissionService | None = None
         identification = config.identification(
@@ -68,17 +70,21 @@ class Gateway:
         if self.backend is None:
             self.backend = registry.create(config.backend, config.state_dir,
                                            config.backend_options.get(config.backend))
-        self.calls = BlockingCaller(self.reactor, self.backend.threads, config.backend, self.backend.call_timeout)
+        limits = config.expression_limits()
+        self.calls = BlockingCaller(self.reactor, self.backend.threads, config.backend, self.backend.call_timeout,
+                                    stack=limits.stack_bytes())
+        self.queries = QueryRunner.pool(self.reactor, config.query_settings())
         if Capability.SERVICES in self.backend.capabilities:  # services in the gateway (the local executor)
             self.backend.start(self.reactor, self.calls)
         policy = config.policy()
-        self.schedd = BirdbathSchedd(self.backend, self.calls, policy, self.reactor, config.schedd_settings())
+        self.schedd = BirdbathSchedd(self.backend, self.calls, policy, self.reactor, config.schedd_settings(),
+                                     queries=self.queries)
         dispatcher = SoapDispatcher(schedd_application())
         self._answers = dispatcher.ad_answers()
         self.submissions = SubmissionService(self.backend, self.calls, policy, self.reactor, SubmissionSettings(
             schedd_name=self.backend.info().schedd_name, staging_root=config.state_dir / "staging",
             staging_lifetime=config.staging_lifetime, output_retention=config.output_retention,
-            max_staging_areas_per_caller=config.max_staging_areas_per_caller))
+            max_staging_areas_per_caller=config.max_staging_areas_per_caller), queries=self.queries)
         self.site.resource = GatewayResource([
             Endpoint(b"/submission/json", SoapDispatcher(json_application()), self._submission_context,
                      content_type=b"application/json", body_for=lambda op, body: json_request(op.decode(), body)),
@@ -131,6 +137,9 @@ class Gateway:
     def release(self) -> None:
         """Join the backend's threads and close it: all a start that failed half-way has to undo (the port closes
         with the process)."""
+        if self.queries is not None:
+            self.queries.stop()
+            self.queries = None
         if self.calls is not None:
             self.calls.stop()
             self.calls = None

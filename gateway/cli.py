@@ -113,11 +113,13 @@ def main(argv: list[str] | None = None) -> int:
     from gateway import logging
     from gateway.app import Gateway
     from gateway.config import ConfigError
+    from gateway.stack import ensure_main_stack, log_stack_warning
 
     try:
         config = configure(args)
     except ConfigError as exc:
         return refuse(exc, EXIT_CONFIG)
+    stack_warning = ensure_main_stack(config.expression_limits().stack_bytes())
     try:
         gateway = Gateway(config, reactor)
     except ConfigError as exc:  # a file of the SSL port changed since it was checked
@@ -130,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.begin(logging.open_log(config.log_file), config.log_level)
     except OSError as exc:
         return refuse(f"cannot open the log file: {exc}", EXIT_CONFIG)
+    if stack_warning:
+        log_stack_warning(stack_warning)
     try:
         gateway.start()
         for port_file, port in ((args.port_file, gateway.port), (args.ssl_port_file, gateway.ssl_port)):

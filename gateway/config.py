@@ -7,6 +7,11 @@ port = 1984                   # --port: 0 switches the plain HTTP port off, "aut
 state_dir = "/var/lib/birdbath-gateway"   # --state-dir
 backend = "local"             # --backend
 max_request_bytes = 16777216
+max_expression_length = 65536   # characters of one ClassAd expression a client sends (constraint, attribute value)
+max_expression_depth = 1000     # levels it may nest (operators chained, brackets)
+query_workers = 4             # queries (getJobAds, summaries, history) that run at once, apart from job control
+max_queries_per_caller = 2    # of those, how many one caller runs at once (more wait their turn)
+max_query_seconds = 20        # a query still evaluating then is stopped and answers FAIL
 log_file = "/var/log/birdbath-gateway.log"   # --log-file (default: standard error)
 log_level = "info"            # --log-level: debug, info, warn or error
 
@@ -53,6 +58,7 @@ from typing import Any, Callable, Union
 
 from backends import registry
 from gateway.core.auth import LOOPBACK, AccessPolicy, HostList
+from gateway.core.queries import QuerySettings
 from gateway.core.schedd import ScheddSettings
 from gateway.identity.callers import Identification, Offload
 from gateway.identity.mapfile import CertificateMap, MapFileError
@@ -60,6 +66,7 @@ from gateway.identity.passwords import PasswordFile, PasswordFileError
 from gateway.identity.peers import is_loopback
 from gateway.identity.tls import ClientCertificates, ServerContextFactory, TlsError, TlsSettings
 from gateway.logging import LEVELS
+from jobmodel.expressions import ExpressionLimits
 
 #: ``port = "auto"``: the plain port on any free port (``port = 0`` switches the plain port off)
 AUTO = "auto"
@@ -88,6 +95,11 @@ class GatewayConfig:
     state_dir: Path = field(default_factory=default_state_dir)
     backend: str = "local"
     max_request_bytes: int = 16 * 1024 * 1024
+    max_expression_length: int = ExpressionLimits.max_length
+    max_expression_depth: int = ExpressionLimits.max_depth
+    query_workers: int = QuerySettings.workers
+    max_queries_per_caller: int = QuerySettings.per_caller
+    max_query_seconds: int = int(QuerySettings.budget)
     log_file: Path | None = None  # None: standard error
     log_level: str = "info"
     allow_soap: list[str] = field(default_factory=lambda: list(LOOPBACK))
@@ -162,6 +174,13 @@ class GatewayConfig:
             raise ConfigError(str(exc)) from None
         return Identification(certificates, passwords, offload)
 
+    def expression_limits(self) -> ExpressionLimits:
+        return ExpressionLimits(max_length=self.max_expression_length, max_depth=self.max_expression_depth)
+
+    def query_settings(self) -> QuerySettings:
+        return QuerySettings(workers=self.query_workers, per_caller=self.max_queries_per_caller,
+                             budget=float(self.max_query_seconds), limits=self.expression_limits())
+
     def schedd_settings(self) -> ScheddSettings:
         return ScheddSettings(max_transaction_duration=self.max_soap_transaction_duration,
                               leave_in_queue=self.soap_leave_in_queue or None,
@@ -169,7 +188,9 @@ class GatewayConfig:
 
 
 _SECTIONS = {
-    "gateway": ("listen", "port", "state_dir", "backend", "max_request_bytes", "log_file", "log_level"),
+    "gateway": ("listen", "port", "state_dir", "backend", "max_request_bytes", "max_expression_length",
+                "max_expression_depth", "query_workers", "max_queries_per_caller", "max_query_seconds", "log_file",
+                "log_level"),
     "submission": ("staging_lifetime", "output_retention", "max_staging_areas_per_caller"),
     "birdbath": ("allow_soap", "allow_read", "allow_write", "queue_all_users_trusted", "queue_super_users",
                  "default_owner", "max_soap_transaction_duration", "soap_leave_in_queue", "max_transactions_per_caller",
@@ -226,7 +247,9 @@ def parse_port(text: str) -> int | str:
 #: inclusive bounds of the numeric settings (None: unbounded)
 _RANGES: dict[str, tuple[int, int | None]] = {
     "soap_ssl_port": (0, 65535), "max_request_bytes": (1, None), "staging_lifetime": (1, None), "output_retention": (0, None),
-    "max_transactions_per_caller": (1, None), "max_staging_areas_per_caller": (1, None)}
+    "max_transactions_per_caller": (1, None), "max_staging_areas_per_caller": (1, None),
+    "max_expression_length": (16, None), "max_expression_depth": (8, 100000), "query_workers": (1, 64),
+    "max_queries_per_caller": (1, None), "max_query_seconds": (1, None)}
 
 
 def validate(config: GatewayConfig) -> None:

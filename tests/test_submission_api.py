@@ -280,7 +280,7 @@ class _History(_NoHistory):
         self.ads = ads
         self.constraints = []
 
-    def history(self, constraint, limit=None):
+    def history(self, constraint, limit=None, *, budget=None):
         self.constraints.append(constraint)
         return [ad for ad in self.ads if constraint is None or constraint.eval(ad) is True][:limit]
 

@@ -39,6 +39,7 @@ from typing import Any, Callable, Sequence
 
 import classad2
 
+from backends import evaluation
 from backends.interface import (
     BackendError,
     BackendInfo,
@@ -49,7 +50,7 @@ from backends.interface import (
     UnknownJob,
 )
 from backends.spool import Spool
-from jobmodel.classads import copy_ad, matches, projected
+from jobmodel.classads import copy_ad, projected
 from jobmodel.jobs import JobAction
 
 FIRST_GATEWAY_CLUSTER = 1_000_000_000
@@ -373,14 +374,14 @@ class HTCondorBackend:
             self._call("retrieve", self._schedd.retrieve, self._spec(cluster, proc))
 
     # -- queue ----------------------------------------------------------------------------------------
-    def query(self, constraint: classad2.ExprTree | None,
-              projection: Sequence[str] | None = None) -> list[classad2.ClassAd]:
+    def query(self, constraint: classad2.ExprTree | None, projection: Sequence[str] | None = None, *,
+              budget: float | None = None) -> list[classad2.ClassAd]:
         text, _ = schedd_constraint(constraint)
         ads = self._call("query", self._schedd.query, text, schedd_projection(projection, constraint))
-        return self._answer(ads, constraint, projection)
+        return self._answer(ads, constraint, projection, budget)
 
     def history(self, constraint: classad2.ExprTree | None, limit: int | None = None,
-                projection: Sequence[str] | None = None) -> list[classad2.ClassAd]:
+                projection: Sequence[str] | None = None, *, budget: float | None = None) -> list[classad2.ClassAd]:
         """Jobs that left the queue, newest first.  The schedd applies ``limit`` when it evaluates the constraint
         itself (otherwise the gateway does, after filtering)."""
         if limit is not None and limit <= 0:
@@ -388,18 +389,15 @@ class HTCondorBackend:
         text, exact = schedd_constraint(constraint)
         match = limit if limit is not None and exact else -1
         ads = self._call("history", self._schedd.history, text, schedd_projection(projection, constraint), match)
-        found = self._answer(ads, constraint, projection)
+        found = self._answer(ads, constraint, projection, budget)
         return found[:limit] if limit is not None else found
 
     def _answer(self, ads: Sequence[classad2.ClassAd], constraint: classad2.ExprTree | None,
-                projection: Sequence[str] | None) -> list[classad2.ClassAd]:
-        """Schedd ads as the gateway shows them, checked against the original constraint and projected."""
-        found = []
-        for ad in ads:
-            shown = self._translated(ad)
-            if shown is not None and matches(constraint, shown):
-                found.append(projected(shown, projection) if projection else shown)
-        return found
+                projection: Sequence[str] | None, budget: float | None = None) -> list[classad2.ClassAd]:
+        """Schedd ads as the gateway shows them, checked against the original constraint and projected (a client's
+        constraint, with a ``budget``, in a forked worker: ``backends.evaluation``)."""
+        shown = evaluation.filtered([ad for ad in map(self._translated, ads) if ad is not None], constraint, budget)
+        return [projected(ad, projection) if projection else ad for ad in shown]
 
     def get_job(self, cluster: int, proc: int) -> classad2.ClassAd | None:
         real = self._ids.schedd_cluster(cluster)

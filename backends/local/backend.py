@@ -139,12 +139,13 @@ class LocalBackend:
     def read_job_file(self, cluster: int, proc: int, path: str, offset: int, length: int) -> tuple[int, bytes]:
         return self._queue.spool.read_job_file(cluster, proc, path, offset, length)
 
-    def query(self, constraint: classad2.ExprTree | None,
-              projection: Sequence[str] | None = None) -> list[classad2.ClassAd]:
-        return self._queue.query(constraint, projection)
+    def query(self, constraint: classad2.ExprTree | None, projection: Sequence[str] | None = None, *,
+              budget: float | None = None) -> list[classad2.ClassAd]:
+        return self._queue.query(constraint, projection, budget=budget)
 
-    def history(self, constraint: classad2.ExprTree | None, limit: int | None = None) -> list[classad2.ClassAd]:
-        return self._queue.history(constraint, limit)
+    def history(self, constraint: classad2.ExprTree | None, limit: int | None = None, *,
+                budget: float | None = None) -> list[classad2.ClassAd]:
+        return self._queue.history(constraint, limit, budget=budget)
 
     def get_job(self, cluster: int, proc: int) -> classad2.ClassAd | None:
         return self._queue.get_job(cluster, proc)

@@ -21,6 +21,7 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from jobmodel.classads import job_status
+from jobmodel.expressions import give_back_stack_limit
 from jobmodel.jobs import JobStatus
 
 from .dag.runner import DagHost, DagRun, Outcome, StopReason
@@ -222,6 +223,7 @@ class Executor:
                 _JobProcess(self, launch.key), sys.executable,
                 [sys.executable, "-S", "-s", str(LAUNCHER), str(launch.directory.spec_file)],
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, path=str(launch.directory.root))
+            give_back_stack_limit(running.transport.pid)
         except OSError as exc:
             log.error("cannot start the launcher for job {job}: {error}", job=launch.key, error=exc)
             self._reactor.callLater(0, self._process_ended, launch.key)

@@ -15,6 +15,7 @@ from typing import Callable, Iterable, Sequence
 import classad2
 from twisted.logger import Logger
 
+from backends import evaluation
 from backends.interface import BackendError, FileInfo, UnknownJob
 from backends.spool import Spool
 from jobmodel.classads import matches, projected
@@ -187,15 +188,20 @@ class JobQueue:
         return self.spool.read(cluster, proc, name, offset, length)
 
     # -- reading ----------------------------------------------------------------------------------------
-    def query(self, constraint: classad2.ExprTree | None,
-              projection: Sequence[str] | None = None) -> list[classad2.ClassAd]:
-        found = [ad for _, ad in self.store.ads() if matches(constraint, ad)]
+    def query(self, constraint: classad2.ExprTree | None, projection: Sequence[str] | None = None, *,
+              budget: float | None = None) -> list[classad2.ClassAd]:
+        """Committed jobs for which ``constraint`` is true; a client's constraint (with a ``budget``) is evaluated
+        in a forked worker (``backends.evaluation``), the gateway's own in this thread."""
+        found = evaluation.filtered([ad for _, ad in self.store.ads()], constraint, budget)
         if projection:
             return [projected(ad, projection) for ad in found]
         return found
 
-    def history(self, constraint: classad2.ExprTree | None, limit: int | None = None) -> list[classad2.ClassAd]:
+    def history(self, constraint: classad2.ExprTree | None, limit: int | None = None, *,
+                budget: float | None = None) -> list[classad2.ClassAd]:
         """Jobs that left the queue (completed or removed), newest first."""
+        if budget is not None and constraint is not None:
+            return evaluation.filtered(list(self.store.history()), constraint, budget)[:limit]
         found = []
         for ad in self.store.history():
             if matches(constraint, ad):
@@ -317,3 +323,4 @@ class JobQueue:
         if base is None:
             return None
         return updated(base, txn.updates.get(key, {}))
+

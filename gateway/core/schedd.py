@@ -16,12 +16,14 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
-from backends.interface import BackendError, FileInfo, ScheddBackend
+from backends.interface import BackendError, FileInfo, QueryFailed, ScheddBackend
 from jobmodel.classads import parse_constraint
+from jobmodel.expressions import ExpressionRefused
 from jobmodel.jobs import JobAction, Universe
 
 from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value, struct_to_ad
 from .auth import AccessPolicy, Caller, NotOwner, Permission, replaced_at_submit
+from .queries import QueryRunner
 from .status import BirdbathError, StatusCode
 from .templates import TemplateError, input_files, job_template
 from .transactions import StagedJob, Transaction, TransactionRef, TransactionTable
@@ -53,9 +55,10 @@ class TemplateResult:
 
 class BirdbathSchedd:
     def __init__(self, backend: ScheddBackend, call: CallInThread, policy: AccessPolicy, clock: IReactorTime,
-                 settings: ScheddSettings = ScheddSettings()) -> None:
+                 settings: ScheddSettings = ScheddSettings(), *, queries: QueryRunner | None = None) -> None:
         self.backend = backend
         self._call = call
+        self.queries = queries or QueryRunner(call)  # without a pool of their own, queries share the backend's
         self.policy = policy
         self._clock = clock
         self.settings = settings
@@ -291,12 +294,14 @@ class BirdbathSchedd:
     # -- queries ------------------------------------------------------------------------------------
     async def get_job_ads(self, caller: Caller, ref: TransactionRef | None, constraint: str | None) -> list[Struct]:
         self._enter(caller, ref, Permission.READ, required=False)
-        parsed = parse_constraint(constraint)
-        now = self._now()
-        return await self._call(self._query_structs, parsed, now)
+        try:
+            parsed = self.queries.constraint(constraint)
+            return await self.queries.run(caller, self._query_structs, parsed, self._now())
+        except (ExpressionRefused, QueryFailed) as exc:
+            raise BirdbathError.fail(f"Query failed: {exc}") from None
 
-    def _query_structs(self, constraint: classad2.ExprTree | None, now: int) -> list[Struct]:
-        return [ad_to_struct(ad, now) for ad in self.backend.query(constraint)]
+    def _query_structs(self, constraint: classad2.ExprTree | None, now: int, *, budget: float) -> list[Struct]:
+        return [ad_to_struct(ad, now) for ad in self.backend.query(constraint, budget=budget)]
 
     async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> Struct:
         self._enter(caller, ref, Permission.READ, required=False)

@@ -29,11 +29,13 @@ from twisted.logger import Logger
 
 from backends.interface import BackendError, Capability, ScheddBackend, UnknownJob
 from jobmodel.classads import job_status, parse_constraint
+from jobmodel.expressions import ExpressionRefused
 from jobmodel.files import is_plain_name, md5_of, write_at
 from jobmodel.jobs import JobAction, JobStatus, Universe
 
 from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value
 from .auth import AccessPolicy, Caller, NotOwner, OwnerUse, Permission, replaced_at_submit, schedd_owned
+from .queries import QueryRunner
 from .status import BirdbathError
 
 log = Logger()
@@ -115,9 +117,10 @@ class SubmissionSettings:
 
 class SubmissionService:
     def __init__(self, backend: ScheddBackend, call: Callable[..., Any], policy: AccessPolicy, clock: IReactorTime,
-                 settings: SubmissionSettings) -> None:
+                 settings: SubmissionSettings, *, queries: QueryRunner | None = None) -> None:
         self._backend = backend
         self._call = call
+        self._queries = queries or QueryRunner(call)  # without a pool of their own, queries share the backend's
         self._policy = policy
         self._clock = clock
         self.settings = settings
@@ -138,6 +141,13 @@ class SubmissionService:
             raise ApiError(ApiStatus.NO_MATCH, str(exc)) from None
         except BackendError as exc:
             raise fail(str(exc)) from None
+
+    async def _query(self, caller: Caller, function: Callable[..., Any], *args: Any) -> Any:
+        """A query, on the query pool (``function`` takes the ``budget`` keyword)."""
+        try:
+            return await self._queries.run(caller, function, *args)
+        except BackendError as exc:
+            raise fail(f"Query failed: {exc}") from None
 
     # -- submitting ---------------------------------------------------------------------------------
     async def submit(self, caller: Caller, attrs: Sequence[Attr], staging: str | None = None) -> str:
@@ -354,7 +364,7 @@ class SubmissionService:
         if jobs:
             ads = [await self._find(JobRef.parse(job)) for job in jobs]
         else:
-            ads = await self._run(self._backend.query, None)
+            ads = await self._query(caller, self._backend.query, None)
         return [_summary(ad) for ad in ads]
 
     async def history(self, caller: Caller, constraint: str | None = None,
@@ -370,17 +380,19 @@ class SubmissionService:
         expr = None
         if constraint is not None and constraint.strip():
             try:
-                expr = classad2.ExprTree(constraint)
+                expr = self._queries.settings.limits.parse(constraint, "the constraint")
+            except ExpressionRefused as exc:
+                raise fail(str(exc)) from None
             except classad2.ClassAdException:
                 raise fail(f"cannot parse the constraint {constraint!r}") from None
-        ads = await self._run(self._backend.history, expr)
+        ads = await self._query(caller, self._backend.history, expr)
         ads = sorted(ads, key=_left_order, reverse=True)[:limit]
         return [(JobRef(*_left_order(ad)[1:]), self._wire_ad(ad)) for ad in ads]
 
     async def submissions(self, caller: Caller, name: str | None = None) -> list[SubmissionInfo]:
         """Submissions (live and finished jobs), with owner, oldest QDate and per-state counts."""
         self._check(caller, Permission.READ)
-        ads = await self._run(self._everything, name)
+        ads = await self._query(caller, self._everything, name)
         groups: dict[str, list[classad2.ClassAd]] = {}
         for ad in ads:
             groups.setdefault(_submission_of(ad, self.settings.schedd_name), []).append(ad)
@@ -391,7 +403,7 @@ class SubmissionService:
 
     async def submission_jobs(self, caller: Caller, name: str) -> list[dict[str, Any]]:
         self._check(caller, Permission.READ)
-        ads = await self._run(self._everything, name)
+        ads = await self._query(caller, self._everything, name)
         members = [ad for ad in ads if _submission_of(ad, self.settings.schedd_name) == name]
         if not members:
             raise ApiError(ApiStatus.NO_MATCH, f"Unable to locate submission {name!r}")
@@ -399,11 +411,11 @@ class SubmissionService:
         return [_summary(ad) for ad in sorted(members, key=lambda a: (order.index(job_status(a)), a.get("ClusterId", 0),
                                                                       a.get("ProcId", 0)))]
 
-    def _everything(self, name: str | None) -> list[classad2.ClassAd]:
+    def _everything(self, name: str | None, *, budget: float) -> list[classad2.ClassAd]:
         constraint = parse_constraint(f"Submission == {classad2.quote(name)}") if name and "#" not in name else None
-        ads = list(self._backend.query(constraint))
+        ads = list(self._backend.query(constraint, budget=budget))
         if Capability.HISTORY in self._backend.capabilities:
-            ads += self._backend.history(constraint)
+            ads += self._backend.history(constraint, budget=budget)
         return ads
 
     # -- output ---------------------------------------------------------------------------------------

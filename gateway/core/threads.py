@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, TypeVar
 
 from twisted.internet import defer
@@ -16,17 +17,40 @@ from backends.interface import BackendUnavailable
 T = TypeVar("T")
 
 
+_stack_size_lock = threading.Lock()
+
+
+def thread_factory(stack: int | None) -> Callable[..., threading.Thread]:
+    """Threads with a stack of ``stack`` bytes (None: the default): job ads are evaluated on them, and the ClassAd
+    library recurses once per level of an expression and per attribute reference (``jobmodel.expressions``)."""
+    if stack is None:
+        return threading.Thread
+
+    class DeepStackThread(threading.Thread):
+        def start(self) -> None:
+            with _stack_size_lock:  # the size is process-wide state, read when a thread starts
+                previous = threading.stack_size(stack)
+                try:
+                    super().start()
+                finally:
+                    threading.stack_size(previous)
+
+    return DeepStackThread
+
+
 class BlockingCaller:
     """A private thread pool sized for one backend (a pool of one serialises every call, in order).
 
     With a ``timeout``, a call that has not answered by then fails with BackendUnavailable (the thread itself
-    cannot be interrupted; the caller stops waiting for it)."""
+    cannot be interrupted; the caller stops waiting for it).  ``stack`` sizes the threads' stacks."""
 
-    def __init__(self, reactor: IReactorThreads, threads: int, name: str, timeout: float | None = None) -> None:
+    def __init__(self, reactor: IReactorThreads, threads: int, name: str, timeout: float | None = None, *,
+                 stack: int | None = None) -> None:
         self._reactor = reactor
         self._name = name
         self._timeout = timeout
         self._pool = ThreadPool(minthreads=1, maxthreads=max(1, threads), name=f"backend-{name}")
+        self._pool.threadFactory = thread_factory(stack)
         self._pool.start()
 
     def __call__(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> "Deferred[T]":

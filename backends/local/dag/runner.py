@@ -27,6 +27,7 @@ from twisted.internet.defer import Deferred, DeferredSemaphore
 from twisted.logger import Logger
 
 from jobmodel.classads import job_status
+from jobmodel.expressions import give_back_stack_limit
 from jobmodel.jobs import JobStatus
 
 from ..owners import Account, to_switch
@@ -386,6 +387,7 @@ class DagRun:
                                                                     executable, *arguments],
                                                  env=account.environment(), uid=account.uid, gid=account.gid,
                                                  childFDs={0: "w", 1: "r", 2: "r"})
+        give_back_stack_limit(process.pid)
         self._scripts.add(process)
         try:
             result = await protocol.ended

@@ -1,0 +1,71 @@
+"""Running clients' queries apart from job control and from each other.
+
+A query over a large queue, or with a pathological constraint, must not delay a commit or another client's
+``getJobAd``.  So queries (getJobAds, the submission API's summaries, submissions and history) run on a pool of
+their own (``query_workers`` threads; the backend's worker thread stays free for everything else), at most
+``max_queries_per_caller`` at once per caller (more wait their turn), each within ``max_query_seconds`` (the
+backend evaluates a client's constraint in a forked worker that is killed then), and a constraint is checked
+against the expression limits before anything parses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable, TypeVar
+
+import classad2
+from twisted.internet.defer import DeferredSemaphore
+from twisted.internet.interfaces import IReactorThreads
+
+from jobmodel.classads import parse_constraint
+from jobmodel.expressions import ExpressionLimits
+
+from .auth import Caller
+from .threads import BlockingCaller
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class QuerySettings:
+    workers: int = 4  # query_workers: queries that run at once, over all callers
+    per_caller: int = 2  # max_queries_per_caller: queries one caller (host, user, authentication) runs at once
+    budget: float = 20.0  # max_query_seconds: a query still evaluating then fails
+    limits: ExpressionLimits = field(default_factory=ExpressionLimits)
+
+
+class QueryRunner:
+    """``run(caller, function, *args)`` calls ``function(*args, budget=...)`` through ``call`` (the query pool, a
+    :class:`~gateway.core.threads.BlockingCaller`, or in tests any function returning a Deferred)."""
+
+    def __init__(self, call: Callable[..., Any], settings: QuerySettings = QuerySettings()) -> None:
+        self.settings = settings
+        self._call = call
+        self._turns: dict[Caller, DeferredSemaphore] = {}
+
+    @classmethod
+    def pool(cls, reactor: IReactorThreads, settings: QuerySettings) -> "QueryRunner":
+        """The gateway's: ``settings.workers`` threads of their own, with stacks for the deepest ads allowed."""
+        return cls(BlockingCaller(reactor, settings.workers, "queries", stack=settings.limits.stack_bytes()), settings)
+
+    def constraint(self, text: str | None) -> classad2.ExprTree | None:
+        """A client's constraint, parsed once checked against the limits (raises ExpressionRefused)."""
+        return parse_constraint(text, self.settings.limits)
+
+    async def run(self, caller: Caller, function: Callable[..., T], *args: Any) -> T:
+        turns = self._turns.get(caller)
+        if turns is None:
+            turns = self._turns[caller] = DeferredSemaphore(self.settings.per_caller)
+        await turns.acquire()
+        try:
+            return await self._call(partial(function, budget=self.settings.budget), *args)
+        finally:
+            turns.release()
+            if turns.tokens == turns.limit and not turns.waiting:
+                self._turns.pop(caller, None)  # no state kept for callers that have nothing running
+
+    def stop(self) -> None:
+        stop = getattr(self._call, "stop", None)
+        if stop is not None:
+            stop()
