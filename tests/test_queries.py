@@ -1,0 +1,138 @@
+"""Clients' queries run apart: evaluated in forked workers with a budget, on a pool of their own, limited per
+caller, and refused when their constraint is over the expression limits; the gateway answers everyone else."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import classad2
+import pytest
+from twisted.internet.defer import Deferred, succeed
+
+from backends.evaluation import filtered, matching
+from backends.interface import QueryFailed
+from gateway.core.auth import Authentication, Caller
+from gateway.core.queries import QueryRunner, QuerySettings
+from tests.birdbath import submit_job
+from tests.conftest import QUEUE_ONLY, zeep_client
+
+SLOW = 'regexp("(a+)+$", "' + "a" * 40 + '!")'  # about 0.1 s per evaluation: the library's backtracking limit
+
+
+def ads(count: int) -> list[classad2.ClassAd]:
+    made = []
+    for number in range(count):
+        ad = classad2.ClassAd()
+        ad["N"] = number
+        made.append(ad)
+    return made
+
+
+def test_the_worker_finds_what_evaluating_here_finds():
+    queue = ads(5000)
+    constraint = classad2.ExprTree("N % 7 == 3 || N == 4999")
+    assert matching(queue, constraint, 30) == [n for n in range(5000) if n % 7 == 3 or n == 4999]
+    assert filtered(queue, constraint, None) == [queue[n] for n in matching(queue, constraint, 30)]
+    assert filtered(queue, None, 30) == queue
+    assert matching([], constraint, 30) == []
+
+
+def test_a_query_over_its_budget_is_killed_and_fails():
+    started = time.monotonic()
+    with pytest.raises(QueryFailed, match=r"did not finish within its budget of 0.5 s \(max_query_seconds\)"):
+        matching(ads(200), classad2.ExprTree(SLOW), 0.5)
+    assert time.monotonic() - started < 5  # it did not wait for the 20 s of evaluation
+
+
+def test_a_worker_that_crashes_fails_the_query_and_nothing_else():
+    """A thread with a small stack forks a worker that cannot hold the constraint's recursion: the worker dies of
+    its signal, the query fails, this process goes on."""
+    outcome: list[BaseException] = []
+    deep = classad2.ExprTree("!" * 20000 + "true")  # parsed here: parsing recurses too
+
+    def query() -> None:
+        try:
+            matching(ads(3), deep, 30)
+        except QueryFailed as failed:
+            outcome.append(failed)
+
+    previous = threading.stack_size(256 * 1024)
+    try:
+        thread = threading.Thread(target=query)
+        thread.start()
+    finally:
+        threading.stack_size(previous)
+    thread.join()
+    assert len(outcome) == 1 and "its query worker died (signal 11)" in str(outcome[0])
+
+
+def test_one_caller_runs_at_most_its_share_at_once():
+    """A caller's third query waits until one of its two ends; another caller's runs meanwhile."""
+    started: list[str] = []
+    pending: list[Deferred] = []
+
+    def call(function, *args):
+        started.append(function(*args))
+        pending.append(Deferred())
+        return pending[-1]
+
+    runner = QueryRunner(call, QuerySettings(per_caller=2))
+    alice, bob = (Caller("127.0.0.1", name, Authentication.SOCKET) for name in ("alice", "bob"))
+    answers = [Deferred.fromCoroutine(runner.run(caller, lambda tag, budget: tag, tag))
+               for caller, tag in ((alice, "a1"), (alice, "a2"), (alice, "a3"), (bob, "b1"))]
+    assert started == ["a1", "a2", "b1"]
+    pending[0].callback("done")
+    assert started == ["a1", "a2", "b1", "a3"] and answers[0].result == "done"
+    for deferred in pending[1:]:
+        deferred.callback("done")
+    assert all(answer.called for answer in answers)
+    assert runner._turns == {}  # nothing kept for callers with nothing running
+
+
+def test_a_runner_without_a_pool_passes_the_budget():
+    runner = QueryRunner(lambda function, *args: succeed(function(*args)), QuerySettings(budget=7.0))
+    caller = Caller("127.0.0.1", "alice", Authentication.SOCKET)
+    answer = Deferred.fromCoroutine(runner.run(caller, lambda budget: budget))
+    assert answer.result == 7.0
+
+
+# -- end to end ---------------------------------------------------------------------------------------------
+def _status(schedd, constraint):
+    return schedd.getJobAds(None, constraint).status
+
+
+def test_constraints_over_the_limits_answer_fail_naming_the_limit(gateway):
+    schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
+    submit_job(schedd, Cmd="/bin/true")
+    status = _status(schedd, "!" * 100000 + "true")
+    assert status.code == "FAIL" and "max_expression_length" in status.message
+    status = _status(schedd, "!" * 30000 + "true")
+    assert status.code == "FAIL" and "nests 30001 levels deep" in status.message
+    assert _status(schedd, "true").code == "SUCCESS"
+
+
+def test_slow_queries_fail_at_their_budget_and_the_gateway_answers_others_meanwhile(start_gateway):
+    """Six pathological queries of one client run on the pool, two at a time; meanwhile a getJobAd and a whole submit flow
+    answer promptly, and each slow query ends with FAIL at the budget."""
+    gateway = start_gateway("[gateway]\nmax_query_seconds = 3\n" + QUEUE_ONLY)
+    schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
+    cluster, proc = submit_job(schedd, Cmd="/bin/true")
+    for _ in range(40):
+        submit_job(schedd, Cmd="/bin/true")
+
+    with ThreadPoolExecutor(6) as pool:
+        slow = [pool.submit(lambda: _status(zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url), SLOW))
+                for _ in range(6)]
+        time.sleep(0.5)  # the slow ones are evaluating now
+        started = time.monotonic()
+        assert schedd.getJobAd(None, cluster, proc).status.code == "SUCCESS"
+        lone_query = time.monotonic() - started
+        started = time.monotonic()
+        submit_job(schedd, Cmd="/bin/true")
+        submit_flow = time.monotonic() - started
+        answers = [future.result(timeout=60) for future in slow]
+    assert lone_query < 0.5 and submit_flow < 0.5, (lone_query, submit_flow)
+    assert all(answer.code == "FAIL" and "max_query_seconds" in answer.message for answer in answers)
+    assert _status(schedd, f"ClusterId == {cluster}").code == "SUCCESS"  # and it still answers queries
