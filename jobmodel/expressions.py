@@ -141,11 +141,11 @@ def original_stack_limit() -> tuple[int, int] | None:
     return soft, hard
 
 
-def give_back_stack_limit(pid: int) -> None:
+def give_back_stack_limit(pid: int | None) -> None:
     """Give a process the gateway started for a job (a launcher, a DAG script) the stack limit the gateway was
     started with, so a job never runs with the limit raised for the gateway's own evaluations."""
     original = original_stack_limit()
-    if original is not None:
+    if original is not None and pid:
         try:
             resource.prlimit(pid, resource.RLIMIT_STACK, original)
         except (OSError, ValueError):  # it ended already

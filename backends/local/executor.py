@@ -223,7 +223,7 @@ class Executor:
                 _JobProcess(self, launch.key), sys.executable,
                 [sys.executable, "-S", "-s", str(LAUNCHER), str(launch.directory.spec_file)],
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, path=str(launch.directory.root))
-            give_back_stack_limit(running.transport.pid)
+            give_back_stack_limit(getattr(running.transport, "pid", None))
         except OSError as exc:
             log.error("cannot start the launcher for job {job}: {error}", job=launch.key, error=exc)
             self._reactor.callLater(0, self._process_ended, launch.key)

@@ -387,7 +387,7 @@ class DagRun:
                                                                     executable, *arguments],
                                                  env=account.environment(), uid=account.uid, gid=account.gid,
                                                  childFDs={0: "w", 1: "r", 2: "r"})
-        give_back_stack_limit(process.pid)
+        give_back_stack_limit(getattr(process, "pid", None))
         self._scripts.add(process)
         try:
             result = await protocol.ended
