@@ -379,3 +379,19 @@ def test_the_user_log_reads_with_htcondors_reader(schedd, tmp_path):
     assert released["Reason"] == "released for the log"
     (aborted,) = [e for e in everything if e.type == T.JOB_ABORTED]
     assert aborted["Reason"] == "removed for the log"
+
+
+def test_jobs_get_the_stack_limit_the_gateway_was_started_with(schedd, runner):
+    """The gateway raises its own stack limit for deep ClassAd evaluations (gateway.stack); a job never sees that."""
+    import resource
+
+    from jobmodel.expressions import ExpressionLimits
+
+    limits = open(f"/proc/{runner.process.pid}/limits").read()
+    assert f"Max stack size            {ExpressionLimits().stack_bytes()}" in limits
+    (key,) = submit(schedd, files={"run.sh": script("ulimit -S -s")}, Cmd="run.sh", ShouldTransferFiles="YES",
+                    Out="out.txt")
+    wait_for(schedd, key, status_is(4))
+    soft, _ = resource.getrlimit(resource.RLIMIT_STACK)
+    expected = b"unlimited\n" if soft == resource.RLIM_INFINITY else b"%d\n" % (soft // 1024)
+    assert fetch(schedd, key, "out.txt") == expected
