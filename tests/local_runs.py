@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import classad2
 
@@ -85,6 +88,10 @@ class World:
                   "wall_seconds": 0.0, "exec_error": None, "setup_failure": None, "output_failure": None} | values
         ExecuteDir.of(self.execute, *key).result_file.write_text(json.dumps(result))
 
+    def refuse_writes(self, key, containing: str = "") -> Callable[[], None]:
+        """See :func:`refuse_writes` (this world's queue file)."""
+        return refuse_writes(self.execute.parent / "queue.sqlite3", key, containing)
+
     def spec(self, key) -> dict:
         """The launcher's spec start_jobs wrote for a started job."""
         return json.loads(ExecuteDir.of(self.execute, *key).spec_file.read_text())
@@ -101,6 +108,26 @@ class World:
                        cwd=directory.root, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, timeout=60)
         self.scheduler.finish_job(key)
         return self.job(key)
+
+
+def refuse_writes(queue_file: Path, key, containing: str = "") -> Callable[[], None]:
+    """Make a local backend's SQLite file refuse every write of job ``key`` whose ad text contains ``containing``
+    (e.g. ``"JobStatus = 4"``), as a full disk or an I/O error refuses it: the store's own write fails with a real
+    sqlite3 error (also in a gateway running in another process).  Returns what lifts the refusal."""
+    names = [f"refuse_{key[0]}_{key[1]}_{table}" for table in ("jobs", "history")]
+    text = containing.replace("'", "''")
+    with closing(sqlite3.connect(queue_file, isolation_level=None)) as db:
+        for name, table in zip(names, ("jobs", "history")):
+            db.execute(f"CREATE TRIGGER {name} BEFORE INSERT ON {table} WHEN NEW.cluster = {key[0]} AND "
+                       f"NEW.proc = {key[1]} AND instr(NEW.ad, '{text}') > 0 "
+                       "BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END")
+
+    def lift() -> None:
+        with closing(sqlite3.connect(queue_file, isolation_level=None)) as db:
+            for name in names:
+                db.execute(f"DROP TRIGGER {name}")
+
+    return lift
 
 
 def attributes(ad: classad2.ClassAd, *names: str) -> dict:

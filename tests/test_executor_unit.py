@@ -79,9 +79,15 @@ class FakeScheduling:
         self.dags_finished: list[tuple] = []
         self.recovered = 0
         self.periodic = 0
+        self.failure: Exception | None = None  # what recover/finish_job/finish_dag raise, if set
 
     def recover(self) -> None:
         self.recovered += 1
+        self._fail()
+
+    def _fail(self) -> None:
+        if self.failure is not None:
+            raise self.failure
 
     def start_jobs(self, free_cpus: int, running: set) -> list[Launch]:
         self.start_calls.append((free_cpus, set(running)))
@@ -95,9 +101,11 @@ class FakeScheduling:
 
     def finish_job(self, key, interruption=None) -> None:
         self.finished.append((key, interruption))
+        self._fail()
 
     def finish_dag(self, key, exit_code, interruption=None) -> None:
         self.dags_finished.append((key, exit_code, interruption))
+        self._fail()
 
     def evaluate_periodic(self) -> None:
         self.periodic += 1
@@ -211,6 +219,18 @@ def test_start_recovers_first_then_offers_every_slot(reactor, scheduling, tmp_pa
     assert [s.path for s in reactor.spawned] == [str(tmp_path / "dir_1.0"), str(tmp_path / "dir_2.0")]
 
 
+def test_jobs_start_even_when_recovery_failed(reactor, scheduling, tmp_path, sent):
+    """(The scheduler holds the jobs it cannot recover; whatever escapes it must not stop the queue for good.)"""
+    scheduling.failure = RuntimeError("recovery broke")
+    scheduling.offered = [launch(tmp_path, (1, 0))]
+    ex = executor(reactor, scheduling, periodic_interval=5.0)
+    ex.start()
+    reactor.advance(0)
+    assert scheduling.recovered == 1 and scheduling.start_calls == [(4, set())] and len(reactor.spawned) == 1
+    reactor.advance(5.0)
+    assert scheduling.periodic == 1  # and the periodic evaluation runs
+
+
 def test_the_next_cycle_offers_only_the_free_slots(reactor, scheduling, tmp_path, sent):
     scheduling.offered = [launch(tmp_path, (1, 0), cpus=1), launch(tmp_path, (2, 0), cpus=2),
                           launch(tmp_path, (3, 0), cpus=2)]
@@ -274,6 +294,17 @@ def test_a_job_end_calls_finish_job_and_frees_its_slot(reactor, scheduling, tmp_
     assert scheduling.start_calls[-1] == (1, {(2, 0)})
     assert reactor.spawned[2].path == str(tmp_path / "dir_3.0")
     assert ex.busy_cpus == 2
+
+
+def test_a_job_whose_end_cannot_be_recorded_still_frees_its_slot(reactor, scheduling, tmp_path, sent):
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=501), launch(tmp_path, (2, 0), pgid=502)]
+    ex = executor(reactor, scheduling, slots=1)
+    start_cycles(reactor, ex)
+    scheduling.failure = OSError(28, "No space left on device")
+    reactor.spawned[0].end()
+    assert scheduling.finished == [((1, 0), None)] and ex.busy_cpus == 0
+    reactor.advance(0)
+    assert [s.path for s in reactor.spawned] == [str(tmp_path / "dir_1.0"), str(tmp_path / "dir_2.0")]
 
 
 def test_a_launcher_that_cannot_be_started_ends_at_once(reactor, scheduling, tmp_path, sent):
@@ -517,3 +548,15 @@ def test_a_dag_that_cannot_be_read_ends_with_exit_1(reactor, scheduling, tmp_pat
     start_cycles(reactor, ex)
     assert scheduling.dags_finished == [((7, 0), 1, None)]
     assert "ERROR: cannot read DAG file x.dag" in (tmp_path / "bad.dagman.out").read_text()
+
+
+def test_a_dag_whose_end_cannot_be_recorded_leaves_the_executor(reactor, scheduling, tmp_path, sent):
+    host = OneNodeDag(tmp_path)
+    scheduling.offered = [launch(tmp_path, (7, 0), cpus=0, dag=True)]
+    ex = executor(reactor, scheduling, dags=host)
+    start_cycles(reactor, ex)
+    scheduling.failure = OSError(28, "No space left on device")
+    ex.changed({(50, 0): ad(JobStatus.COMPLETED, ExitCode=0, DAGManJobId=7)})
+    assert scheduling.dags_finished == [((7, 0), 0, None)]
+    stopped = defer.Deferred.fromCoroutine(ex.stop())
+    assert stopped.called  # nothing left running

@@ -229,6 +229,59 @@ def test_an_output_transfer_failure_holds_the_job_with_its_exit_recorded(policy)
     assert [name for name, *_ in events(held)] == ["held"]
 
 
+@pytest.mark.parametrize("status", [RUNNING, SUSPENDED])
+def test_an_output_transfer_failure_holds_the_job_while_it_is_still_running(status):
+    """The hold is computed from the ad as the run left it (running), never from a completed one: a completed job
+    cannot be held, and a refused hold would leave the job running for ever."""
+    failure = StarterHold("Transfer output files failure: '../x' was not created by the job",
+                          HoldCode.TRANSFER_OUTPUT_ERROR)
+    held = lifecycle.exited(job(status, "OnExitRemove = true"), RunResult(0, None, output_failure=failure), NOW)
+    assert held.updates["LastJobStatus"] == int(status) and held.updates["JobStatus"] == int(HELD)
+    assert "CompletionDate" not in held.updates and "NumJobCompletions" not in held.updates
+
+
+HOSTILE_COUNTERS = {"NumJobStarts": "many", "RemoteWallClockTime": "oops", "RemoteUserCpu": "x", "RemoteSysCpu": "",
+                    "ImageSize": "big", "NumJobCompletions": "none", "NumSystemHolds": "?", "TotalSuspensions": "t",
+                    "CumulativeSuspensionTime": "c", "LastSuspensionTime": "l"}
+
+
+def test_counters_a_client_set_to_non_numbers_count_from_zero():
+    """Clients may set any attribute to anything: a job's transitions never fail on its counters (a start or an
+    end that cannot be recorded would leave the job idle or running for ever)."""
+    assert lifecycle.started(job(IDLE, **HOSTILE_COUNTERS), NOW, "gw").updates["NumJobStarts"] == 1
+    done = lifecycle.exited(job(RUNNING, **HOSTILE_COUNTERS), RunResult(0, None, wall_seconds=2.0, max_rss_kb=10), NOW)
+    assert (done.updates["RemoteWallClockTime"], done.updates["RemoteUserCpu"], done.updates["RemoteSysCpu"],
+            done.updates["ImageSize"], done.updates["NumJobCompletions"]) == (2.0, 0.0, 0.0, 10, 1)
+    assert lifecycle.hold(job(RUNNING, **HOSTILE_COUNTERS), "r", HoldCode.JOB_POLICY, NOW).updates[
+        "NumSystemHolds"] == 1
+    suspended = lifecycle.suspend(job(RUNNING, **HOSTILE_COUNTERS), NOW)
+    assert suspended.updates["TotalSuspensions"] == 1
+    resumed = lifecycle.resume(job(SUSPENDED, **HOSTILE_COUNTERS), NOW)
+    assert resumed.updates["CumulativeSuspensionTime"] == 0  # (an unknown suspension time counts as now)
+
+
+@pytest.mark.parametrize("text", ["RemoteWallClockTime = 1e308 * 10", "RemoteWallClockTime = true",
+                                  "RemoteWallClockTime = undefined", "RemoteWallClockTime = {1, 2}"])
+def test_counters_that_are_not_finite_numbers_count_from_zero(text):
+    assert lifecycle.run_accounting(job(RUNNING, text), RunResult(0, None, wall_seconds=3.0))[
+        "RemoteWallClockTime"] == 3.0
+
+
+@pytest.mark.parametrize("status", [IDLE, RUNNING, SUSPENDED])
+def test_a_job_the_gateway_cannot_move_on_is_held_with_the_reason(status):
+    held = lifecycle.unsettled(job(status), "The gateway could not record the end of the job's run: E: x", NOW)
+    assert held is not None
+    assert held.updates == entering(status, HELD) | {
+        "HoldReason": "The gateway could not record the end of the job's run: E: x",
+        "HoldReasonCode": int(HoldCode.UNSPECIFIED), "HoldReasonSubCode": 0, "NumSystemHolds": 1}
+    assert [name for name, *_ in events(held)] == ["held"]
+
+
+@pytest.mark.parametrize("status", [HELD, REMOVED, COMPLETED])
+def test_a_job_already_held_removed_or_completed_is_left_as_it_is(status):
+    assert lifecycle.unsettled(job(status), "reason", NOW) is None
+
+
 def test_on_exit_hold_sees_the_new_exit_code():
     ad = job(RUNNING, "OnExitHold = ExitCode != 0")
     assert lifecycle.exited(ad, RunResult(0, None), NOW).updates["JobStatus"] == int(COMPLETED)

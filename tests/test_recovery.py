@@ -1,4 +1,6 @@
-"""Crash recovery: a gateway killed with SIGKILL while jobs run loses nothing and runs no finished job twice."""
+"""Crash recovery: a gateway killed with SIGKILL while jobs run loses nothing and runs no finished job twice; a job
+whose end cannot be recorded, or that cannot be recovered, is held and never left running (the rules themselves are
+tested on a real queue in tests/test_scheduler_unit.py; the kill -9 matrix is tests/test_fault_matrix.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,10 @@ import htcondor2
 
 from backends.local.sandbox import ExecuteDir
 from tests.conftest import zeep_client
+from tests.local_runs import refuse_writes
 from tests.test_execution import RUNNER, status_is, submit, wait_for, wait_until
+
+COULD_NOT = "The gateway could not {what}: IntegrityError: disk I/O error"
 
 
 def execute_dir(gateway, key) -> ExecuteDir:
@@ -66,3 +71,47 @@ def test_a_clean_shutdown_requeues_running_jobs(start_gateway, tmp_path):
     assert float(again["RemoteWallClockTime"]) > 0
     schedd.removeJob(None, *key, "done", False)
     wait_for(schedd, key, status_is(3))
+
+
+def queue_file(gateway):
+    return gateway.state_dir / "queue.sqlite3"
+
+
+def test_a_job_whose_end_cannot_be_recorded_is_held_and_its_slot_runs_the_next_job(start_gateway, tmp_path):
+    gateway = start_gateway("[backends.local]\nslots = 1\nkill_grace = 1.0\nperiodic_interval = 0.5\n")
+    schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
+    gate = tmp_path / "gate"
+    (refused,) = submit(schedd, Cmd="/bin/sh", Arguments=f"-c 'while ! test -e {gate}; do sleep 0.05; done'",
+                        Iwd=str(tmp_path))
+    # counters a client set to anything once left their job running for ever (and NumJobStarts every job idle)
+    (hostile,) = submit(schedd, Cmd="/bin/true", Iwd=str(tmp_path), RemoteWallClockTime="oops", NumJobStarts="x")
+    wait_for(schedd, refused, status_is(2))
+    refuse_writes(queue_file(gateway), refused, "JobStatus = 4")  # its completion cannot be written: a full disk
+    gate.touch()
+    held = wait_for(schedd, refused, status_is(5))
+    assert (held["HoldReason"], held["HoldReasonCode"]) == (COULD_NOT.format(what="record the end of the job's run"),
+                                                            "0")
+    done = wait_for(schedd, hostile, status_is(4))  # the one slot was freed
+    assert (done["NumJobStarts"], done["ExitCode"]) == ("1", "0")
+
+
+def test_after_a_crash_a_job_that_cannot_be_recovered_is_held_and_every_other_is_recovered(start_gateway, tmp_path):
+    gateway = start_gateway(RUNNER)
+    schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
+    gate, marker = tmp_path / "gate", tmp_path / "runs"
+    (unrecoverable,) = submit(schedd, Cmd="/bin/sh", Iwd=str(tmp_path),
+                              Arguments=f"-c 'while ! test -e {gate}; do sleep 0.05; done'")
+    body = f"echo run >> {marker}; test $(wc -l < {marker}) -ge 2 || sleep 120"
+    (cut_off,) = submit(schedd, Cmd="/bin/sh", Arguments=f"-c '{body}'", Iwd=str(tmp_path))
+    wait_for(schedd, unrecoverable, status_is(2))
+    wait_until(marker.exists)
+    gateway.kill()
+    gate.touch()
+    wait_until(lambda: execute_dir(gateway, unrecoverable).result() is not None)
+    refuse_writes(queue_file(gateway), unrecoverable, "JobStatus = 4")  # recovery cannot record its end
+    gateway.start()
+    schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
+    held = wait_for(schedd, unrecoverable, status_is(5))
+    assert held["HoldReason"] == COULD_NOT.format(what="recover the job after a restart")
+    again = wait_for(schedd, cut_off, status_is(4))  # recovered after the first job's failure: requeued, run again
+    assert again["NumJobStarts"] == "2" and marker.read_text() == "run\nrun\n"

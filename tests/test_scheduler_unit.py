@@ -387,3 +387,122 @@ def test_recover_finishes_runs_that_ended_and_requeues_the_others(world):
         "JobStatus": 1, "LastVacateTime": 2000, "RemoteWallClockTime": 1000.0}
     assert world.status(idle) is JobStatus.IDLE
     assert list(world.execute.iterdir()) == []
+
+
+# -- no job is ever stuck ------------------------------------------------------------------------------------
+def could_not(what: str, error: str) -> str:
+    return f"The gateway could not {what}: {error}"
+
+
+def held_by_the_gateway(world, key) -> dict:
+    return attributes(world.job(key), "JobStatus", "HoldReason", "HoldReasonCode")
+
+
+def test_a_run_whose_end_cannot_be_worked_out_holds_its_job_with_the_reason(world):
+    key = world.submit(LeaveJobInQueue=True)[0]
+    world.start()
+    world.result(key, exit_code=0, user_cpu="lots")  # a result file the gateway cannot read as a result
+    world.scheduler.finish_job(key)
+    assert held_by_the_gateway(world, key) == {
+        "JobStatus": 5, "HoldReasonCode": int(HoldCode.UNSPECIFIED),
+        "HoldReason": could_not("record the end of the job's run",
+                                "ValueError: could not convert string to float: 'lots'")}
+    assert not ExecuteDir.of(world.execute, *key).root.exists() and world.queue.active == set()
+    assert job_status(world.changes[-1][key]) is JobStatus.HELD  # the executor hears of it
+
+
+def test_counters_a_client_set_to_anything_neither_keep_a_job_from_starting_nor_from_ending(world):
+    key = world.submit(LeaveJobInQueue=True, NumJobStarts="many", RemoteWallClockTime="oops", ImageSize="big")[0]
+    assert world.start() == [key]
+    world.result(key, exit_code=0, wall_seconds=2.0)
+    world.scheduler.finish_job(key)
+    assert attributes(world.job(key), "JobStatus", "NumJobStarts", "RemoteWallClockTime") == {
+        "JobStatus": 4, "NumJobStarts": 1, "RemoteWallClockTime": 2.0}
+
+
+def test_a_job_that_cannot_be_prepared_is_held_and_the_others_start_in_the_same_cycle(world):
+    blocked, fine = world.submit(procs=2)
+    ExecuteDir.of(world.execute, *blocked).root.write_text("a file where its execute directory goes")
+    assert world.start() == [fine]
+    held = held_by_the_gateway(world, blocked)
+    assert held["JobStatus"] == 5 and held["HoldReasonCode"] == int(HoldCode.UNSPECIFIED)
+    assert held["HoldReason"].startswith(could_not("start the job", "FileExistsError: [Errno 17] File exists"))
+
+
+def test_an_end_the_queue_refuses_to_write_holds_the_job(world):
+    key = world.submit(LeaveJobInQueue=True)[0]
+    world.start()
+    world.result(key, exit_code=0)
+    world.refuse_writes(key, "JobStatus = 4")  # the completion cannot be written, a hold can
+    world.scheduler.finish_job(key)
+    assert held_by_the_gateway(world, key) == {
+        "JobStatus": 5, "HoldReasonCode": int(HoldCode.UNSPECIFIED),
+        "HoldReason": could_not("record the end of the job's run", "IntegrityError: disk I/O error")}
+    assert not ExecuteDir.of(world.execute, *key).root.exists()
+
+
+def test_an_end_that_cannot_be_written_at_all_is_recorded_at_the_next_periodic_evaluation(world):
+    stuck, other = world.submit(procs=2, LeaveJobInQueue=True)
+    world.start()
+    world.result(stuck, exit_code=3)
+    world.result(other, exit_code=0)
+    lift = world.refuse_writes(stuck)  # neither its end nor a hold can be written
+    world.scheduler.finish_job(stuck)  # (no exception: the executor goes on)
+    world.scheduler.finish_job(other)
+    assert world.status(stuck) is JobStatus.RUNNING and world.status(other) is JobStatus.COMPLETED
+    assert ExecuteDir.of(world.execute, *stuck).result() is not None  # what the next try needs is kept
+    world.scheduler.evaluate_periodic()
+    assert world.status(stuck) is JobStatus.RUNNING  # still refused: tried again later
+    lift()
+    world.scheduler.evaluate_periodic()
+    assert attributes(world.job(stuck), "JobStatus", "ExitCode") == {"JobStatus": 4, "ExitCode": 3}
+    assert not ExecuteDir.of(world.execute, *stuck).root.exists()
+    world.scheduler.evaluate_periodic()  # nothing left to try
+    assert world.status(stuck) is JobStatus.COMPLETED
+
+
+def test_a_dag_end_that_cannot_be_written_holds_the_dagman_job(world):
+    key = world.submit(Cmd="/usr/bin/condor_dagman", JobUniverse=int(Universe.SCHEDULER),
+                       Arguments="-f -Dag diamond.dag", LeaveJobInQueue=True)[0]
+    world.scheduler.start_jobs(0, set())
+    world.refuse_writes(key, "JobStatus = 4")
+    world.scheduler.finish_dag(key, 0)
+    assert held_by_the_gateway(world, key) == {
+        "JobStatus": 5, "HoldReasonCode": int(HoldCode.UNSPECIFIED),
+        "HoldReason": could_not("record the end of the DAG's run", "IntegrityError: disk I/O error")}
+    assert world.queue.active == set()
+
+
+def crashed(world) -> None:
+    """What a new gateway process knows after a kill -9: the queue, and no running job."""
+    world.queue.active.clear()
+    world.clock.now = 2000
+
+
+def test_recovery_holds_a_job_it_cannot_recover_and_recovers_every_other(world):
+    broken, finished, cut_off = world.submit(procs=3, LeaveJobInQueue=True)
+    world.start()
+    world.result(broken, exit_code=0, sys_cpu="much")  # the first job, so recovery must go on after it
+    world.result(finished, exit_code=7)
+    crashed(world)
+    world.scheduler.recover()
+    assert held_by_the_gateway(world, broken) == {
+        "JobStatus": 5, "HoldReasonCode": int(HoldCode.UNSPECIFIED),
+        "HoldReason": could_not("recover the job after a restart",
+                                "ValueError: could not convert string to float: 'much'")}
+    assert attributes(world.job(finished), "JobStatus", "ExitCode") == {"JobStatus": 4, "ExitCode": 7}
+    assert world.status(cut_off) is JobStatus.IDLE
+    assert list(world.execute.iterdir()) == []
+
+
+def test_recovery_goes_on_when_a_job_cannot_even_be_held_and_tries_it_again_later(world):
+    refused, cut_off = world.submit(procs=2, LeaveJobInQueue=True)
+    world.start()
+    world.result(refused, exit_code=5)
+    lift = world.refuse_writes(refused)
+    crashed(world)
+    world.scheduler.recover()
+    assert world.status(refused) is JobStatus.RUNNING and world.status(cut_off) is JobStatus.IDLE
+    lift()
+    world.scheduler.evaluate_periodic()
+    assert attributes(world.job(refused), "JobStatus", "ExitCode") == {"JobStatus": 4, "ExitCode": 5}

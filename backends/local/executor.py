@@ -106,8 +106,8 @@ class Executor:
     # -- life cycle ---------------------------------------------------------------------------------
     def start(self) -> Deferred:
         started = self._call(self._scheduler.recover)
-        started.addCallback(lambda _: self._begin_cycles())
         started.addErrback(lambda failure: log.failure("recovering running jobs failed", failure))
+        started.addCallback(lambda _: self._begin_cycles())  # whatever recovery did: the queue must go on
         return started
 
     def _begin_cycles(self) -> None:

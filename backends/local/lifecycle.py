@@ -71,7 +71,7 @@ def hold(ad: classad2.ClassAd, reason: str, code: HoldCode, now: int, *, subcode
     updates = _entering(ad, JobStatus.HELD, now) | {
         "HoldReason": reason, "HoldReasonCode": int(code), "HoldReasonSubCode": subcode}
     if code != HoldCode.USER_REQUEST:
-        updates["NumSystemHolds"] = int(evaluate(ad, "NumSystemHolds", 0)) + 1
+        updates["NumSystemHolds"] = int(_number(ad, "NumSystemHolds")) + 1
     return Transition(updates, [lambda log: log.held(reason, int(code), subcode)])
 
 
@@ -97,15 +97,15 @@ def suspend(ad: classad2.ClassAd, now: int) -> Transition:
     if job_status(ad) is not JobStatus.RUNNING:
         raise InvalidState(f"{_job(ad)} is {job_status(ad).name.lower()}, not running: only running jobs suspend")
     return Transition(_entering(ad, JobStatus.SUSPENDED, now) | {
-        "TotalSuspensions": int(evaluate(ad, "TotalSuspensions", 0)) + 1, "LastSuspensionTime": now})
+        "TotalSuspensions": int(_number(ad, "TotalSuspensions")) + 1, "LastSuspensionTime": now})
 
 
 def resume(ad: classad2.ClassAd, now: int) -> Transition:
     if job_status(ad) is not JobStatus.SUSPENDED:
         raise InvalidState(f"{_job(ad)} is {job_status(ad).name.lower()}, not suspended")
-    suspended = now - int(evaluate(ad, "LastSuspensionTime", now))
+    suspended = now - int(_number(ad, "LastSuspensionTime", now))
     return Transition(_entering(ad, JobStatus.RUNNING, now) | {
-        "CumulativeSuspensionTime": int(evaluate(ad, "CumulativeSuspensionTime", 0)) + suspended})
+        "CumulativeSuspensionTime": int(_number(ad, "CumulativeSuspensionTime")) + suspended})
 
 
 USER_ACTION_DEFAULTS = {JobAction.HOLD: "Held via Birdbath SOAP", JobAction.RELEASE: "Released via Birdbath SOAP",
@@ -128,7 +128,7 @@ def user_action(action: JobAction, ad: classad2.ClassAd, reason: str | None, sys
 
 def started(ad: classad2.ClassAd, now: int, host: str) -> Transition:
     updates = _entering(ad, JobStatus.RUNNING, now) | {
-        "JobCurrentStartDate": now, "NumJobStarts": int(evaluate(ad, "NumJobStarts", 0)) + 1, "RemoteHost": host}
+        "JobCurrentStartDate": now, "NumJobStarts": int(_number(ad, "NumJobStarts")) + 1, "RemoteHost": host}
     if evaluate(ad, "JobStartDate") is None:
         updates["JobStartDate"] = now
     return Transition(updates, [lambda log: log.executing(f"<127.0.0.1:0?alias={host}>")])
@@ -137,13 +137,13 @@ def started(ad: classad2.ClassAd, now: int, host: str) -> Transition:
 def run_accounting(ad: classad2.ClassAd, result: RunResult) -> Updates:
     """What every run adds to the ad, whatever happens to the job next."""
     updates: Updates = {
-        "RemoteWallClockTime": float(evaluate(ad, "RemoteWallClockTime", 0.0)) + result.wall_seconds,
-        "RemoteUserCpu": float(evaluate(ad, "RemoteUserCpu", 0.0)) + result.user_cpu,
-        "RemoteSysCpu": float(evaluate(ad, "RemoteSysCpu", 0.0)) + result.sys_cpu,
+        "RemoteWallClockTime": float(_number(ad, "RemoteWallClockTime")) + result.wall_seconds,
+        "RemoteUserCpu": float(_number(ad, "RemoteUserCpu")) + result.user_cpu,
+        "RemoteSysCpu": float(_number(ad, "RemoteSysCpu")) + result.sys_cpu,
         "LastRemoteWallClockTime": result.wall_seconds,
     }
     if result.max_rss_kb:
-        updates["ImageSize"] = max(int(evaluate(ad, "ImageSize", 0)), result.max_rss_kb)
+        updates["ImageSize"] = max(int(_number(ad, "ImageSize")), result.max_rss_kb)
         updates["ResidentSetSize"] = result.max_rss_kb
         updates["MemoryUsage"] = math.ceil(result.max_rss_kb / 1024)
     return updates
@@ -180,7 +180,7 @@ def exited(ad: classad2.ClassAd, result: RunResult, now: int) -> Transition:
         return Transition(updates | held.updates, [terminated, *held.events])
     if _policy(probe, "OnExitRemove", True):
         done = _entering(ad, JobStatus.COMPLETED, now) | {
-            "CompletionDate": now, "NumJobCompletions": int(evaluate(ad, "NumJobCompletions", 0)) + 1}
+            "CompletionDate": now, "NumJobCompletions": int(_number(ad, "NumJobCompletions")) + 1}
         return Transition(updates | done, [terminated])
     return Transition(updates | _entering(ad, JobStatus.IDLE, now), [terminated])
 
@@ -189,6 +189,16 @@ def interrupted(ad: classad2.ClassAd, result: RunResult, message: str, now: int)
     """A run that the gateway (not the job) ended: back to idle, like a shadow exception."""
     return Transition(run_accounting(ad, result) | _entering(ad, JobStatus.IDLE, now) | {"LastVacateTime": now},
                       [lambda log: log.shadow_exception(message)])
+
+
+def unsettled(ad: classad2.ClassAd, reason: str, now: int) -> Transition | None:
+    """A job the gateway could not move on (it could not start it, record the end of its run, or recover it after a
+    restart): held with ``reason``, so that it is never left running without a process nor idle to fail again at
+    every cycle, and a user can see why and release it.  A job already held, removed or completed stays as it is
+    (None)."""
+    if job_status(ad) in (JobStatus.HELD, JobStatus.REMOVED, JobStatus.COMPLETED):
+        return None
+    return hold(ad, reason, HoldCode.UNSPECIFIED, now)
 
 
 def periodic(ad: classad2.ClassAd, now: int) -> Transition | None:
@@ -217,6 +227,16 @@ def kill_signal(ad: classad2.ClassAd) -> str:
 def leaves_queue(ad: classad2.ClassAd) -> bool:
     """Completed and removed jobs leave the queue unless ``LeaveJobInQueue`` is true."""
     return job_status(ad) in (JobStatus.COMPLETED, JobStatus.REMOVED) and not _policy(ad, "LeaveJobInQueue", False)
+
+
+def _number(ad: classad2.ClassAd, name: str, default: float = 0) -> float:
+    """A count or an amount the schedd adds to.  Clients may set any attribute to anything: a value that is not a
+    finite number counts as ``default``, so a job's own attributes can never make its transition fail (a job whose
+    start or end cannot be recorded would stay idle or running for ever)."""
+    result = evaluate(ad, name, default)
+    if isinstance(result, bool) or not isinstance(result, (int, float)) or not math.isfinite(result):
+        return default
+    return result
 
 
 def _policy(ad: classad2.ClassAd, name: str, default: bool) -> bool:

@@ -3,14 +3,18 @@
 A run that finished while the gateway was down (its launcher left a result file) is recorded as finished and never
 run twice; any other is stopped (what is left of its process group is killed) and its job requeued.  Execute
 directories of jobs that are not running are leftovers and go.
+
+Each job is recovered on its own: one whose recovery fails is held with the reason (the scheduler's ``settle``) and
+the others are recovered all the same, so no job is left "running" without a process.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 from jobmodel.classads import job_status
 
@@ -20,6 +24,8 @@ from .sandbox import ExecuteDir
 from .store import JobKey, JobStore
 
 RESTARTED = "The gateway restarted while the job was running; it will run again"
+#: what could not be done, in the hold reason of a job whose recovery failed
+RECOVER = "recover the job after a restart"
 
 
 class FinishJob(Protocol):
@@ -28,20 +34,36 @@ class FinishJob(Protocol):
     def __call__(self, key: JobKey, interruption: str | None = None) -> None: ...
 
 
-def recover(store: JobStore, execute_root: Path, finish_job: FinishJob) -> None:
-    for key, ad in store.ads():
-        directory = ExecuteDir.of(execute_root, *key)
-        if job_status(ad) in WITH_PROCESS:
-            finished = directory.result() is not None
-            joblog.recovered(key, ad, finished=finished)
-            if finished:
-                finish_job(key)
-            else:
-                kill_leftover(directory)
-                finish_job(key, RESTARTED)
-        elif directory.root.exists():
+class Settle(Protocol):
+    """Does ``work`` for a job and, if it fails, holds the job saying ``what`` failed; never raises (the
+    scheduler's ``_settle``)."""
+
+    def __call__(self, key: JobKey, what: str, work: Callable[[], None]) -> None: ...
+
+
+def recover(store: JobStore, execute_root: Path, finish_job: FinishJob, settle: Settle) -> None:
+    """Recover every job of the queue, each through ``settle``; ``finish_job`` records a run's end and raises when
+    it cannot (``settle`` then holds the job with the reason)."""
+    for key, _ in store.ads():
+        settle(key, RECOVER, partial(recover_job, store, key, ExecuteDir.of(execute_root, *key), finish_job))
+
+
+def recover_job(store: JobStore, key: JobKey, directory: ExecuteDir, finish_job: FinishJob) -> None:
+    """Settle one job as the restart finds it (read again: a retry may come after other changes)."""
+    ad = store.get(key)
+    if ad is None:
+        return
+    if job_status(ad) in WITH_PROCESS:
+        finished = directory.result() is not None
+        joblog.recovered(key, ad, finished=finished)
+        if finished:
+            finish_job(key)
+        else:
             kill_leftover(directory)
-            directory.remove()
+            finish_job(key, RESTARTED)
+    elif directory.root.exists():
+        kill_leftover(directory)
+        directory.remove()
 
 
 def kill_leftover(directory: ExecuteDir) -> None:

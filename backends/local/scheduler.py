@@ -3,15 +3,21 @@
 It decides; the executor (in the reactor) acts.  Every method runs on the backend's thread, reads the queue and
 writes its decisions through :meth:`JobQueue.write`; the rules for each transition are the pure functions of
 ``lifecycle.py``.
+
+No failure leaves a job stuck: a job that cannot be started, whose run's end cannot be recorded, or that cannot be
+recovered after a restart is held with a reason that says what failed (``_settle``), and the other jobs go on.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from functools import partial
 from pathlib import Path
+from typing import Callable
 
 import classad2
+from twisted.logger import Logger
 
 from jobmodel.classads import evaluate_number, evaluate_string, job_status
 from jobmodel.jobs import HoldCode, JobStatus
@@ -25,6 +31,13 @@ from .queue import JobQueue
 from .sandbox import ExecuteDir
 from .store import JobKey
 
+log = Logger()
+
+#: what could not be done, in a hold reason ("The gateway could not ...: <error>")
+START = "start the job"
+RECORD_END = "record the end of the job's run"
+RECORD_DAG_END = "record the end of the DAG's run"
+
 
 class Scheduler:
     """Matches idle jobs against this machine's slots, prepares them, and records how their runs end.
@@ -36,6 +49,8 @@ class Scheduler:
         self._queue = queue
         self._execute = execute_root
         self._machine = machine
+        #: jobs that could be neither settled nor held (the queue refused every write): retried periodically
+        self._retries: dict[JobKey, Callable[[], None]] = {}
 
     # -- starting -------------------------------------------------------------------------------------
     def start_jobs(self, free_cpus: int, running: set[JobKey]) -> list[Launch]:
@@ -51,11 +66,16 @@ class Scheduler:
             directory = ExecuteDir.of(self._execute, *key)
             try:
                 launch = self._prepare(key, ad, directory, cpus)
+                start = lifecycle.started(ad, now, self._queue.schedd_name)
             except (jobspec.BadJob, NoAccount) as bad:
                 directory.remove()
                 transitions[key] = ad, lifecycle.hold(ad, bad.reason, bad.code, now)
+            except Exception as exc:  # one job that cannot be prepared must not keep every other job from starting
+                log.failure("cannot start job {job}; holding it", job=key)
+                directory.remove()
+                transitions[key] = ad, lifecycle.hold(ad, could_not(START, exc), HoldCode.UNSPECIFIED, now)
             else:
-                transitions[key] = ad, lifecycle.started(ad, now, self._queue.schedd_name)
+                transitions[key] = ad, start
                 launches.append(launch)
                 self._queue.active.add(key)
                 free_cpus -= launch.cpus
@@ -91,8 +111,12 @@ class Scheduler:
     # -- ending ---------------------------------------------------------------------------------------
     def finish_job(self, key: JobKey, interruption: str | None = None) -> None:
         """Record the end of a run: how it ended (from the launcher's result file), the output it made, and
-        what OnExitHold/OnExitRemove decide; a run the gateway ended (``interruption``) goes back to idle."""
+        what OnExitHold/OnExitRemove decide; a run the gateway ended (``interruption``) goes back to idle.  A run
+        whose end cannot be recorded holds its job (``_settle``)."""
         self._queue.active.discard(key)
+        self._settle(key, RECORD_END, partial(self._record_end, key, interruption))
+
+    def _record_end(self, key: JobKey, interruption: str | None = None) -> None:
         directory = ExecuteDir.of(self._execute, *key)
         ad = self._queue.store.get(key)
         if ad is None:
@@ -116,8 +140,12 @@ class Scheduler:
         return lifecycle.exited(ad, result, now)
 
     def finish_dag(self, key: JobKey, exit_code: int | None, interruption: str | None = None) -> None:
-        """Record the end of a DAG run: its exit code, or (``None``) that it only stopped."""
+        """Record the end of a DAG run: its exit code, or (``None``) that it only stopped; one whose end cannot be
+        recorded holds its DAGMan job."""
         self._queue.active.discard(key)
+        self._settle(key, RECORD_DAG_END, partial(self._record_dag_end, key, exit_code, interruption))
+
+    def _record_dag_end(self, key: JobKey, exit_code: int | None, interruption: str | None) -> None:
         ad = self._queue.store.get(key)
         if ad is None:
             return
@@ -136,9 +164,40 @@ class Scheduler:
             dagman.remove_lock_file(ad, self._queue.accounts)
         self._queue.write_transitions({key: (ad, transition)})
 
+    # -- what cannot be done --------------------------------------------------------------------------
+    def _settle(self, key: JobKey, what: str, work: Callable[[], None]) -> None:
+        """Do ``work`` for a job; if it fails, whatever the failure, hold the job with a reason saying ``what`` could
+        not be done and why, so that it is never left running without a process.  When even the hold cannot be
+        written (the queue's file refuses writes: a full disk), both are tried again at the next periodic
+        evaluation.  Never raises: the caller goes on with the other jobs."""
+        self._retries.pop(key, None)
+        try:
+            work()
+            return
+        except Exception as exc:  # the job must move on, whatever went wrong
+            log.failure("could not {what} of job {job}; holding it", what=what, job=key)
+            reason = could_not(what, exc)
+        try:
+            self._hold_unsettled(key, reason)
+        except Exception:
+            log.failure("could not hold job {job} either; trying again at the next periodic evaluation", job=key)
+            self._retries[key] = partial(self._settle, key, what, work)
+
+    def _hold_unsettled(self, key: JobKey, reason: str) -> None:
+        ad = self._queue.store.get(key)
+        transition = None if ad is None else lifecycle.unsettled(ad, reason, self._queue.now())
+        if transition is not None:
+            self._queue.write_transitions({key: (ad, transition)})
+        directory = ExecuteDir.of(self._execute, *key)  # its run is over: what is left of it goes
+        recovery.kill_leftover(directory)
+        directory.remove()
+
     # -- policies and restarts ------------------------------------------------------------------------
     def evaluate_periodic(self) -> None:
-        """PeriodicHold/Remove/Release, and finished jobs whose LeaveJobInQueue turned false."""
+        """Jobs that could not be settled before, PeriodicHold/Remove/Release, and finished jobs whose
+        LeaveJobInQueue turned false."""
+        for retry in list(self._retries.values()):
+            retry()
         now = self._queue.now()
         transitions: dict[JobKey, tuple[classad2.ClassAd, Transition]] = {}
         for key, ad in self._queue.store.ads():
@@ -150,8 +209,14 @@ class Scheduler:
         self._queue.write_transitions(transitions)
 
     def recover(self) -> None:
-        """At start-up, settle the jobs a crash cut off (see ``recovery.py``)."""
-        recovery.recover(self._queue.store, self._execute, self.finish_job)
+        """At start-up, settle the jobs a crash cut off (see ``recovery.py``), each on its own: a job that cannot be
+        recovered is held, and the others are recovered all the same."""
+        recovery.recover(self._queue.store, self._execute, self._record_end, self._settle)
+
+
+def could_not(what: str, error: Exception) -> str:
+    """The hold reason of a job the gateway could not move on: what it could not do, and the error."""
+    return f"The gateway could not {what}: {type(error).__name__}: {error}"
 
 
 def run_result(result: dict | None, ad: classad2.ClassAd, now: int) -> RunResult:
