@@ -377,6 +377,23 @@ def test_submit_refuses_a_staged_file_whose_md5_did_not_match_until_it_is_sent_a
     assert json_api("submit", {"ad": job_ad(), "staging": staging})[1]["status"]["code"] == "OK"
 
 
+def test_chunks_sent_in_any_order_are_submitted(json_api):
+    staging = json_api("create", {})[1]["id"]
+    for offset, chunk in ((4, b"5678"), (0, b"1234")):
+        json_api("send", {"staging": staging, "name": "in", "offset": offset, "data": base64.b64encode(chunk).decode()})
+    answer = json_api("submit", {"ad": job_ad(), "staging": staging})
+    assert answer[1]["status"]["code"] == "OK", answer
+
+
+def test_a_send_at_a_far_offset_leaves_a_hole_that_submit_and_md5_refuse(json_api):
+    staging = json_api("create", {})[1]["id"]
+    far = {"staging": staging, "name": "sparse", "offset": 10**9, "data": base64.b64encode(b"x").decode()}
+    assert json_api("send", far)[1]["size"] == 10**9 + 1  # a sparse file: nothing is read or copied yet
+    assert json_refused(json_api("send", {**far, "md5": hashlib.md5(b"x").hexdigest()}), "'sparse'",
+                        "1000000000 of its 1000000001 bytes were not sent")
+    assert json_refused(json_api("submit", {"ad": job_ad(), "staging": staging}), "'sparse'", "incomplete")
+
+
 # -- a full disk -----------------------------------------------------------------------------------------------------
 @pytest.fixture
 def small_disk(tmp_path):

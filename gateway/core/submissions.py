@@ -100,19 +100,22 @@ class StagingArea:
     submission: str | None
     directory: Path
     creator: Caller  # the only caller that may send to it, abort it or submit from it
-    files: dict[str, int] = field(default_factory=dict)
-    #: parts of files whose write failed and that no later send has written
-    damaged: dict[str, ByteRanges] = field(default_factory=dict)
+    files: dict[str, int] = field(default_factory=dict)  # name -> size
+    #: the parts of each file that sends wrote (a failed write takes its part out again)
+    received: dict[str, ByteRanges] = field(default_factory=dict)
     #: files that did not match the MD5 sent with their last send that had one (name -> that MD5)
     mismatched: dict[str, str] = field(default_factory=dict)
     expiry: IDelayedCall | None = None
 
     def refusal(self) -> str | None:
-        """Why a job cannot be submitted from this area (a file is not as the client sent it), or None."""
-        if self.damaged:
-            name, ranges = next(iter(self.damaged.items()))
-            return (f"staged file {name!r} is incomplete: {ranges.covered()} bytes of it failed to be written "
-                    f"(send them again)")
+        """Why a job cannot be submitted from this area (a file is not as the client sent it), or None: a file
+        with bytes no send wrote (a write failed, or a send at a far offset left a hole that submit would copy as
+        zeros), or one that did not match its MD5."""
+        for name, size in self.files.items():
+            missing = size - self.received[name].covered()
+            if missing:
+                return (f"staged file {name!r} is incomplete: {missing} of its {size} bytes were not written (a "
+                        f"send failed or skipped them); send them")
         if self.mismatched:
             name, md5 = next(iter(self.mismatched.items()))
             return f"staged file {name!r} does not match the MD5 sent with it ({md5}); send it again"
@@ -259,31 +262,32 @@ class SubmissionService:
         if offset < 0:
             raise ApiError(ApiStatus.INVALID_OFFSET, f"offset {offset} is negative")
         self._renew(area)
-        area.files.setdefault(name, 0)  # a file whose first send fails is still one the job needs
+        received = area.received.setdefault(name, ByteRanges())
+        end = offset + len(data)
         try:
             size = await self._run(write_at, area.directory / name, offset, data, True)
         except ApiError as exc:
-            area.damaged.setdefault(name, ByteRanges()).add(offset, offset + len(data))
+            received.remove(offset, end)  # what that part holds now is unknown: it must be sent again
+            area.files[name] = max(area.files.get(name, 0), end)  # a file whose first send fails is still needed
             raise fail(f"Failed to write to {name!r}: {exc.text}") from None
-        self._repaired(area, name, offset, offset + len(data))
+        received.add(offset, end)
         area.files[name] = size
         if md5:
-            actual = await self._run(md5_of, area.directory / name)
-            if actual != md5.lower():
-                area.mismatched[name] = md5
-                raise fail(f"File {name!r} does not match the MD5 sent (sent {md5}, staged {actual})")
-            area.mismatched.pop(name, None)
-            area.damaged.pop(name, None)  # the whole file is as the client has it
+            await self._check_md5(area, name, size, md5)
         return size
 
-    @staticmethod
-    def _repaired(area: StagingArea, name: str, start: int, end: int) -> None:
-        """A range of a staged file was written: it is no longer damaged."""
-        damaged = area.damaged.get(name)
-        if damaged is not None:
-            damaged.remove(start, end)
-            if not damaged:
-                del area.damaged[name]
+    async def _check_md5(self, area: StagingArea, name: str, size: int, md5: str) -> None:
+        """The whole staged file against the MD5 sent; only once every byte of it was sent (reading the holes a far
+        offset leaves would be reading zeros for as long as the client likes)."""
+        missing = size - area.received[name].covered()
+        if missing:
+            area.mismatched[name] = md5
+            raise fail(f"File {name!r} cannot match the MD5 sent: {missing} of its {size} bytes were not sent")
+        actual = await self._run(md5_of, area.directory / name)
+        if actual != md5.lower():
+            area.mismatched[name] = md5
+            raise fail(f"File {name!r} does not match the MD5 sent (sent {md5}, staged {actual})")
+        area.mismatched.pop(name, None)
 
     async def abort(self, caller: Caller, staging: str) -> None:
         self._check(caller, Permission.WRITE)
