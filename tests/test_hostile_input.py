@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -469,3 +470,46 @@ def urllib_json(gateway, operation: str, params: dict) -> dict:
     request = urllib.request.Request(gateway.url + f"submission/json/{operation}", json.dumps(params).encode())
     with urllib.request.urlopen(request, timeout=60) as response:
         return json.loads(response.read())
+
+
+@contextmanager
+def read_only(*directories: Path):
+    """The directories made read-only for a while, by read-only bind mounts over them (skips where mount fails)."""
+    mounted = []
+    try:
+        for directory in directories:
+            for options in (["--bind"], ["-o", "remount,bind,ro"]):
+                result = subprocess.run(["mount", *options, str(directory), str(directory)], capture_output=True,
+                                        text=True)
+                if result.returncode != 0:
+                    pytest.skip(f"cannot bind-mount {directory} read-only here: {result.stderr.strip()}")
+                if options == ["--bind"]:
+                    mounted.append(directory)
+        yield
+    finally:
+        for directory in reversed(mounted):
+            subprocess.run(["umount", str(directory)], check=False)
+
+
+def test_an_unwritable_spool_answers_fail_statuses_until_it_is_writable_again(start_gateway):
+    gateway = start_gateway(QUEUE_ONLY)
+    schedd = zeep.Client(gateway.url + "condorSchedd.wsdl").service
+    first, _ = submit_job(schedd)
+    txn = begin(schedd)
+    cluster, proc = new_job(schedd, txn)
+    schedd.declareFile(txn, cluster, proc, "in", 3, "NOHASH", NULL)
+    staging = urllib_json(gateway, "create", {})["id"]
+    with read_only(gateway.state_dir / "spool", gateway.state_dir / "staging"):
+        assert refused(schedd.sendFile(txn, cluster, proc, "in", 0, b"abc"), "Read-only")
+        assert refused(schedd.declareFile(txn, cluster, proc, "more", 1, "NOHASH", NULL), "Read-only")
+        assert refused(schedd.submit(txn, cluster, proc, ad(Cmd="/bin/true")), "'in'", "incomplete")
+        other = begin(schedd)
+        assert refused(schedd.newJob(other, schedd.newCluster(other).integer), "Could not create new job",
+                       "Read-only")
+        answer = urllib_json(gateway, "send", {"staging": staging, "name": "f", "offset": 0, "data": "eA=="})
+        assert answer["status"]["code"] == "FAIL" and "Read-only" in answer["status"]["text"]
+    assert schedd.sendFile(txn, cluster, proc, "in", 0, b"abc").code == "SUCCESS"
+    assert status(schedd.submit(txn, cluster, proc, ad(Cmd="/bin/true")))[0] == "SUCCESS"
+    assert schedd.commitTransaction(txn).code == "SUCCESS"
+    assert cluster > first and schedd.getFile(NULL, cluster, proc, "in", 0, 3).data == b"abc"
+    assert "Traceback" not in gateway.log()
