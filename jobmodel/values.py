@@ -32,6 +32,9 @@ _TOKEN = re.compile(r"""
   | (?P<other>\S)
 """, re.VERBOSE | re.DOTALL)
 _OPERAND_ENDS = ("quoted", "name", "number", "close")
+#: what any literal the library would change contains (19 digits, a 3-digit exponent, a 0x prefix): text without it
+#: needs no tokenizing
+_SUSPECT = re.compile(r"[0-9]{19}|[eE][-+]?[0-9]{3}|0[xX]")
 _NOT_A_NUMBER = re.compile(r"[-+]?(?:nan|inf|infinity)\Z", re.IGNORECASE)
 
 
@@ -54,6 +57,8 @@ def check_literals(text: str, numeric: bool = False) -> None:
     number), also when it is NaN or infinity spelled out, which the library would read as an attribute name."""
     if numeric and _NOT_A_NUMBER.match(text.strip()):
         raise BadValue(f"{text.strip()!r} is not a finite number (ClassAd has no literal for it)")
+    if not _SUSPECT.search(text):
+        return
     after_operand, negated_at = False, -1  # negated_at: where a number right after a unary minus would start
     for token in _TOKEN.finditer(text):
         kind = "number" if token.lastgroup == "glued" else token.lastgroup
