@@ -291,7 +291,8 @@ def typed_map_to_attributes(ad: dict[str, Any]) -> list[dict[str, str]]:
     items = []
     for name, value in ad.items():
         if isinstance(value, dict) and "TYPE" in value:
-            kind = FROM_QMF.get(value["TYPE"])
+            code = value["TYPE"]
+            kind = FROM_QMF.get(code) if isinstance(code, int) and not isinstance(code, bool) else None
             if kind is None:
                 raise ValueError(f"attribute {name}: TYPE must be 0 (EXPR), 1 (INTEGER), 2 (FLOAT) or 3 (STRING)")
             items.append({"name": name, "type": kind, "value": str(value.get("VALUE", ""))})
