@@ -394,6 +394,8 @@ def test_a_send_at_a_far_offset_leaves_a_hole_that_submit_and_md5_refuse(json_ap
     assert json_refused(json_api("send", {**far, "md5": hashlib.md5(b"x").hexdigest()}), "'sparse'",
                         "1000000000 of its 1000000001 bytes were not sent")
     assert json_refused(json_api("submit", {"ad": job_ad(), "staging": staging}), "'sparse'", "incomplete")
+    assert json_refused(json_api("send", {**far, "offset": 2**62}), "Failed to write to 'sparse'")  # EFBIG
+    assert json_refused(json_api("send", {**far, "offset": 2**63}), "Bad request", http=400)  # not an xsd:long
 
 
 # -- a full disk -----------------------------------------------------------------------------------------------------
