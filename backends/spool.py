@@ -40,11 +40,16 @@ class Spool:
 
     def create(self, cluster: int, proc: int) -> Path:
         path = self.directory(cluster, proc)
-        for level in (path.parent.parent, path.parent):  # the gateway's, traversable by the job that runs as its owner
-            if not level.is_dir():
-                level.mkdir(parents=True, exist_ok=True)
-                level.chmod(0o755)
-        path.mkdir(exist_ok=True)
+        try:
+            # the levels above are the gateway's, traversable by the job that runs as its owner
+            for level in (path.parent.parent, path.parent):
+                if not level.is_dir():
+                    level.mkdir(parents=True, exist_ok=True)
+                    level.chmod(0o755)
+            path.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise BackendError(f"Failed to create the spool directory of job {cluster}.{proc}, reason: "
+                               f"{exc.strerror}") from None
         return path
 
     def discard(self, cluster: int, proc: int) -> None:
@@ -90,8 +95,11 @@ class Spool:
     def md5(self, cluster: int, proc: int, name: str) -> str:
         digest = hashlib.md5()
         with self._open(cluster, proc, name, f"Failed to open file '{name}'") as (fd, _):
-            for block in iter(lambda: os.read(fd, 1 << 20), b""):
-                digest.update(block)
+            try:
+                for block in iter(lambda: os.read(fd, 1 << 20), b""):
+                    digest.update(block)
+            except OSError as exc:
+                raise BackendError(f"Failed to read file '{name}', reason: {exc.strerror}") from None
         return digest.hexdigest()
 
     def sync(self, cluster: int, proc: int) -> None:
@@ -100,14 +108,18 @@ class Spool:
         if not directory.is_dir():
             return
         with self._directory(cluster, proc) as fd:
-            for entry in os.scandir(fd):
-                if entry.is_file(follow_symlinks=False):
-                    opened = os.open(entry.name, _READ_FLAGS, dir_fd=fd)
-                    try:
-                        os.fsync(opened)
-                    finally:
-                        os.close(opened)
-            os.fsync(fd)
+            try:
+                for entry in os.scandir(fd):
+                    if entry.is_file(follow_symlinks=False):
+                        opened = os.open(entry.name, _READ_FLAGS, dir_fd=fd)
+                        try:
+                            os.fsync(opened)
+                        finally:
+                            os.close(opened)
+                os.fsync(fd)
+            except OSError as exc:
+                raise BackendError(f"Failed to store the spool of job {cluster}.{proc} durably, reason: "
+                                   f"{exc.strerror}") from None
 
     def list(self, cluster: int, proc: int) -> list[FileInfo]:
         """The files of a job's spool that can be read (:func:`_servable`); links, FIFOs, sub-directories and the

@@ -184,7 +184,8 @@ class GatewayConfig:
     def schedd_settings(self) -> ScheddSettings:
         return ScheddSettings(max_transaction_duration=self.max_soap_transaction_duration,
                               leave_in_queue=self.soap_leave_in_queue or None,
-                              max_transactions_per_caller=self.max_transactions_per_caller)
+                              max_transactions_per_caller=self.max_transactions_per_caller,
+                              limits=self.expression_limits())
 
 
 _SECTIONS = {

@@ -11,7 +11,6 @@ operation, client, status (with the reason of a FAIL), duration and who the call
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -30,6 +29,7 @@ from gateway.core.auth import AccessPolicy, Caller
 from gateway.identity.callers import Connection, Identification, Refusal, describe
 from gateway.identity.tls import openssl_reason, peer_certificate
 from gateway.soap.dispatch import SoapAnswer, SoapDispatcher
+from gateway.soap.submission import fail_document
 from gateway.soap.wsdl import PublishedWsdl
 
 log = Logger(namespace="birdbath.request")
@@ -207,7 +207,7 @@ class GatewayResource(resource.Resource):
                 self._log_request(operation.decode("latin-1") or "-", caller, FAIL, reason, started)
                 request.setResponseCode(400)
                 request.setHeader(b"content-type", endpoint.content_type)
-                return _status_document(reason)
+                return fail_document(reason)
         finished = Deferred.fromCoroutine(endpoint.dispatcher.dispatch(body, udc))
         finished.addCallback(self._respond, request, endpoint, udc, caller, started)
         finished.addErrback(self._crashed, request, caller)
@@ -249,7 +249,7 @@ class GatewayResource(resource.Resource):
             request.setHeader(b"content-type", XML)
             return fault_document(refusal.message)
         request.setHeader(b"content-type", endpoint.content_type)
-        return _status_document(refusal.message)
+        return fail_document(refusal.message)
 
     def _crashed(self, failure: Any, request: server.Request, caller: Caller) -> None:
         log.failure("unhandled error answering {client}", failure, client=caller.host)
@@ -259,11 +259,6 @@ class GatewayResource(resource.Resource):
         request.setHeader(b"content-type", XML)
         request.write(fault_document("Internal server error"))
         request.finish()
-
-
-def _status_document(reason: str) -> bytes:
-    """The JSON API's answer that carries only a FAIL status."""
-    return json.dumps({"status": {"code": FAIL, "text": reason}}).encode()
 
 
 def _base_url(request: server.Request) -> str:

@@ -31,6 +31,7 @@ def test_an_expired_transaction_is_rolled_back(gateway):
     txn = begin(schedd, duration=1)
     cluster, proc = new_job(schedd, txn)
     schedd.declareFile(txn, cluster, proc, "in", 1, "NOHASH", None)
+    schedd.sendFile(txn, cluster, proc, "in", 0, b"x")
     assert schedd.submit(txn, cluster, proc, ad(Cmd="/bin/true")).status.code == "SUCCESS"
     spool = spool_of(gateway, cluster, proc)
     assert (spool / "in").exists()

@@ -80,6 +80,33 @@ def test_cluster_ids_are_never_reused_across_aborts_and_restarts(tmp_path):
     second.close()
 
 
+def test_a_full_queue_database_fails_the_commit_and_keeps_nothing_of_it(tmp_path):
+    """SQLite's "database or disk is full" (here through max_page_count, a real SQLITE_FULL without a full disk) is a
+    BackendError; the write is rolled back, the transaction can be aborted, and the queue works once there is room."""
+    backend = LocalBackend(tmp_path, schedd_name="test.example")
+    first, _ = submitted(backend)
+    database = backend._queue.store._db  # the store's own connection: max_page_count is per connection
+    database.execute(f"PRAGMA max_page_count = {database.execute('PRAGMA page_count').fetchone()[0]}")
+    txn = backend.begin()
+    cluster = backend.new_cluster(txn)
+    proc = backend.new_proc(txn, cluster)
+    ad = classad2.ClassAd()
+    ad["Padding"] = "x" * 100_000  # needs pages the database may not have
+    backend.submit(txn, cluster, proc, ad)
+    with pytest.raises(BackendError, match="database or disk is full"):
+        backend.commit(txn)
+    assert not database.in_transaction
+    backend.abort(txn)
+    assert backend.get_job(cluster, proc) is None and backend.list_files(None, cluster, proc) == []
+    database.execute("PRAGMA max_page_count = 1073741823")
+    later, _ = submitted(backend)
+    assert later > cluster > first
+    backend.close()
+    reopened = LocalBackend(tmp_path, schedd_name="test.example")
+    assert reopened.get_job(cluster, proc) is None and reopened.get_job(later, 0) is not None
+    reopened.close()
+
+
 def test_the_queue_is_reloaded_from_disk(tmp_path):
     backend = LocalBackend(tmp_path)
     cluster, (proc,) = submitted(backend, Requirements=classad2.ExprTree("Memory > 5"))

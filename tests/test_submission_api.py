@@ -200,7 +200,7 @@ def test_set_attribute_typed_and_raw(api, gateway, tmp_path):
     ("release", {"id": "0.0"}, "FAIL", "Invalid Id"),
     ("submit", {"ad": {"Cmd": "/bin/true"}}, "FAIL", "missing required attributes: Requirements, Iwd"),
     ("submit", {"ad": {"Cmd": "/bin/true", "Requirements": True, "Iwd": "/tmp", "true": 1}}, "FAIL",
-     "Reserved ClassAd keyword"),
+     "reserved ClassAd keyword"),
     ("submit", {"ad": {"Cmd": "/bin/true", "Requirements": True, "Iwd": "/tmp", "bad-name": 1}}, "FAIL",
      "Invalid attribute name"),
     ("submit", {"ad": {"Cmd": "/bin/true", "Requirements": True, "Iwd": "/tmp", "Owner": 7}}, "FAIL",

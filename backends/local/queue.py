@@ -9,8 +9,10 @@ events and the gateway's job log, and tells the listener (the executor) what cha
 from __future__ import annotations
 
 import getpass
+import sqlite3
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import classad2
 from twisted.logger import Logger
@@ -31,6 +33,16 @@ log = Logger()
 
 #: told (on the backend thread) which jobs changed; an empty dict asks for a scheduling cycle
 ChangeListener = Callable[[dict[JobKey, classad2.ClassAd]], None]
+
+
+@contextmanager
+def _queue_errors() -> Iterator[None]:
+    """A failure of the queue's database (a full disk: "database or disk is full") as a BackendError, which the
+    front ends answer with a FAIL status; SQLite has rolled the write back, so nothing of it was stored."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise BackendError(f"the job queue could not be written: {exc}") from None
 
 
 @dataclass(eq=False)
@@ -99,7 +111,8 @@ class JobQueue:
     # -- building jobs ------------------------------------------------------------------------------
     def new_cluster(self, txn: LocalTransaction) -> int:
         self._check_open(txn)
-        cluster = self.store.next_cluster_id()
+        with _queue_errors():
+            cluster = self.store.next_cluster_id()
         txn.next_proc[cluster] = 0
         return cluster
 
@@ -108,8 +121,8 @@ class JobQueue:
         if cluster not in txn.next_proc:
             raise BackendError(f"cluster {cluster} was not created in this transaction")
         proc = txn.next_proc[cluster]
+        self.spool.create(cluster, proc)  # first: a spool that cannot be made (a full disk) uses up no proc id
         txn.next_proc[cluster] = proc + 1
-        self.spool.create(cluster, proc)
         txn.new_jobs[(cluster, proc)] = None
         return proc
 
@@ -270,7 +283,8 @@ class JobQueue:
             return
         leaving = [key for key, ad in ads.items() if key not in self.active and lifecycle.leaves_queue(ad)]
         before = {key: joblog.status_before(self.store.get(key)) for key in ads}
-        self.store.apply(ads, leaving)
+        with _queue_errors():
+            self.store.apply(ads, leaving)
         for key, ad in ads.items():
             joblog.status_changed(key, before[key], ad)
         for key, event in events:

@@ -112,7 +112,10 @@ class JobStore:
 
 
 class _SqliteTransaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back if the block raises."""
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back if the block raises or the commit fails.
+
+    A COMMIT can fail (a full disk: "database or disk is full") and leave the transaction open; rolling it back
+    then is what lets the next write start a transaction of its own once there is room again."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
@@ -121,4 +124,18 @@ class _SqliteTransaction:
         self._db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+        if exc_type is None:
+            try:
+                self._db.execute("COMMIT")
+                return
+            except sqlite3.Error:
+                self._roll_back()
+                raise
+        self._roll_back()
+
+    def _roll_back(self) -> None:
+        if self._db.in_transaction:
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # SQLite rolled it back itself already (it may, on some errors)

@@ -3,7 +3,9 @@
 A ``ClassAdStruct`` is a list of (name, type, value) triples.  Server to client: ``MyType``, ``TargetType`` and
 ``ServerTime`` come first, literals are typed, any other expression is sent as its unparsed text, lists,
 nested ads, undefined and error literals are skipped, and private attributes never leave the server.
-Client to server: STRING values become string literals, every other type is parsed as expression text.
+Client to server: STRING values become string literals, every other type is parsed as expression text, once it
+is within the expression limits and holds no literal the library would change (``jobmodel.values``); names must be
+ClassAd identifiers.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from typing import Iterable, Iterator
 
 import classad2
 
+from jobmodel.expressions import ExpressionLimits
 from jobmodel.jobs import PRIVATE_ATTRIBUTES
+from jobmodel.values import check_attribute_name, excerpt, parse_expression
 
 
 class AttrType(str, enum.Enum):
@@ -101,31 +105,50 @@ def _typed(name: str, value: object) -> Attr | None:
     return None  # undefined/error literals, lists and nested ads are not representable
 
 
-def struct_to_ad(attrs: Iterable[Attr | tuple[str | None, AttrType | None, str | None]]) -> classad2.ClassAd:
+#: the types whose values must be numbers (NaN and infinity, which ClassAd cannot write, are refused)
+NUMERIC = frozenset({AttrType.INTEGER, AttrType.FLOAT})
+
+
+def struct_to_ad(attrs: Iterable[Attr | tuple[str | None, AttrType | None, str | None]],
+                 limits: ExpressionLimits = ExpressionLimits()) -> classad2.ClassAd:
     """Build a ClassAd from client triples (``convert_adStruct_to_ad``), naming the attribute that fails."""
     ad = classad2.ClassAd()
-    for name, value in struct_to_values(attrs):
+    for name, value in struct_to_values(attrs, limits):
         ad[name] = value
     return ad
 
 
-def struct_to_values(attrs: Iterable[Attr | tuple[str | None, AttrType | None, str | None]]
-                     ) -> Iterator[tuple[str, str | classad2.ExprTree]]:
-    """Yield (name, value) pairs ready to assign into a ClassAd, in the client's order."""
+def struct_to_values(attrs: Iterable[Attr | tuple[str | None, AttrType | None, str | None]],
+                     limits: ExpressionLimits = ExpressionLimits()) -> Iterator[tuple[str, str | classad2.ExprTree]]:
+    """Yield (name, value) pairs ready to assign into a ClassAd, in the client's order (a NULL name is skipped,
+    as the original did)."""
     for attr in attrs:
         name, type_, value = (attr.name, attr.type, attr.value) if isinstance(attr, Attr) else attr
         if not name:
             continue
-        yield name, attribute_value(name, type_, value)
+        check_name(name)
+        yield name, attribute_value(name, type_, value, limits)
 
 
-def attribute_value(name: str, type_: AttrType | None, value: str | None) -> str | classad2.ExprTree:
-    """STRING values are literals; any other type is ClassAd expression text (a NULL value is UNDEFINED)."""
+def check_name(name: str) -> None:
+    """BadAttribute unless ``name`` is a ClassAd identifier (no spaces, no reserved word)."""
+    try:
+        check_attribute_name(name)
+    except ValueError as exc:
+        raise BadAttribute(name, str(exc)) from None
+
+
+def attribute_value(name: str, type_: AttrType | None, value: str | None,
+                    limits: ExpressionLimits = ExpressionLimits()) -> str | classad2.ExprTree:
+    """STRING values are literals; any other type is ClassAd expression text (a NULL value is UNDEFINED), checked
+    against ``limits`` and for literals the library would change before it is parsed."""
     if value is None:
         return classad2.ExprTree("UNDEFINED")
     if type_ is AttrType.STRING:
         return value
     try:
-        return classad2.ExprTree(value)
+        return parse_expression(value, limits, "its value", numeric=type_ in NUMERIC)
+    except ValueError as exc:
+        raise BadAttribute(name, str(exc)) from None
     except classad2.ClassAdException:
-        raise BadAttribute(name, f"cannot parse {value!r} as a ClassAd expression") from None
+        raise BadAttribute(name, f"cannot parse {excerpt(value)} as a ClassAd expression") from None

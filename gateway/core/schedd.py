@@ -18,15 +18,17 @@ from twisted.logger import Logger
 
 from backends.interface import BackendError, FileInfo, QueryFailed, ScheddBackend
 from jobmodel.classads import parse_constraint
-from jobmodel.expressions import ExpressionRefused
+from jobmodel.expressions import ExpressionLimits, ExpressionRefused
+from jobmodel.files import transfer_name_problem
 from jobmodel.jobs import JobAction, Universe
+from jobmodel.values import excerpt
 
-from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value, struct_to_ad
+from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value, check_name, struct_to_ad
 from .auth import AccessPolicy, Caller, NotOwner, Permission, replaced_at_submit
 from .queries import QueryRunner
 from .status import BirdbathError, StatusCode
 from .templates import TemplateError, input_files, job_template
-from .transactions import StagedJob, Transaction, TransactionRef, TransactionTable
+from .transactions import StagedFile, StagedJob, Transaction, TransactionRef, TransactionTable
 
 log = Logger()
 
@@ -43,6 +45,7 @@ class ScheddSettings:
     max_transaction_duration: int = -1  # MAX_SOAP_TRANSACTION_DURATION; <= 0 means no limit
     leave_in_queue: str | None = None  # SOAP_LEAVE_IN_QUEUE
     max_transactions_per_caller: int = 20  # open transactions one caller (host, user, authentication) may hold
+    limits: ExpressionLimits = ExpressionLimits()  # on the expression text of job ads and templates
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,7 @@ class BirdbathSchedd:
     async def begin_transaction(self, caller: Caller, duration: int) -> Transaction:
         self.policy.check(caller, Permission.WRITE)
         self._check_room(caller)
-        duration = self._clamp(duration)
+        duration = self._clamp(duration, "Unable to begin transaction")
         backend_txn = await self._call(self.backend.begin)
         try:
             self._check_room(caller)  # the caller's other begins may have ended while the backend answered
@@ -160,7 +163,11 @@ class BirdbathSchedd:
                 f"Maximum number of transactions reached: this client already has {limit} open "
                 f"(max_transactions_per_caller in [birdbath]); commit or abort one first")
 
-    def _clamp(self, duration: int) -> int:
+    def _clamp(self, duration: int, failure: str) -> int:
+        """The lease a client asked for, within MAX_SOAP_TRANSACTION_DURATION and at least 1 s (0 asks for 1 s, as in
+        the original); a negative one is refused rather than quietly raised to 1."""
+        if duration < 0:
+            raise BirdbathError.fail(f"{failure}: the duration {duration} is negative (give seconds, at least 1)")
         limit = self.settings.max_transaction_duration
         if limit > 0:
             duration = min(duration, limit)
@@ -168,6 +175,10 @@ class BirdbathSchedd:
 
     async def commit_transaction(self, caller: Caller, ref: TransactionRef | None) -> None:
         txn = self._enter(caller, ref, Permission.WRITE, required=True)
+        for (cluster, proc), staged in txn.jobs.items():
+            if staged.submitted:
+                await self._check_files(txn, cluster, proc, staged, "Commit refused (the transaction is still open: "
+                                        "send what is missing and commit again, or abort it)")
         self.transactions.close(txn)
         try:
             await self._call(self.backend.commit, txn.backend_txn)
@@ -182,7 +193,7 @@ class BirdbathSchedd:
 
     async def extend_transaction(self, caller: Caller, ref: TransactionRef | None, duration: int) -> Transaction:
         txn = self._enter(caller, ref, Permission.WRITE, required=True)
-        txn.duration = self._clamp(duration)
+        txn.duration = self._clamp(duration, "Could not extend transaction")
         return txn
 
     # -- clusters and jobs --------------------------------------------------------------------------
@@ -213,12 +224,13 @@ class BirdbathSchedd:
         staged = txn.jobs.get((cluster, proc))
         if staged is None:
             raise BirdbathError(StatusCode.UNKNOWNJOB, "Unknown cluster or job")
-        await self._verify_hashes(txn, cluster, proc, staged)
+        await self._check_files(txn, cluster, proc, staged, f"Failed to submit job {cluster}.{proc}")
         ad = self._job_ad(caller, cluster, proc, staged, list(attrs or ()))
         try:
             await self._call(self.backend.submit, txn.backend_txn, cluster, proc, ad)
         except BackendError as exc:
             raise BirdbathError.fail(f"Failed to submit job {cluster}.{proc}: {exc}") from None
+        staged.submitted = True
 
     def _job_ad(self, caller: Caller, cluster: int, proc: int, staged: StagedJob,
                 attrs: list[Attr]) -> classad2.ClassAd:
@@ -230,13 +242,16 @@ class BirdbathSchedd:
         ad = classad2.ClassAd()
         ad["SOAPJob"] = True
         ad["Iwd"] = spool
-        ad["TransferInput"] = ",".join(staged.declared)
+        ad["TransferInput"] = ",".join(staged.files)
         client_iwd = False
         for attr in attrs:
-            if not attr.name or replaced_at_submit(attr.name):
-                continue
+            if not attr.name:
+                continue  # a NULL name is skipped, as the original did
             try:
-                ad[attr.name] = attribute_value(attr.name, attr.type, attr.value)
+                check_name(attr.name)
+                if replaced_at_submit(attr.name):
+                    continue
+                ad[attr.name] = attribute_value(attr.name, attr.type, attr.value, self.settings.limits)
             except BadAttribute as exc:
                 raise BirdbathError.fail(f"Failed to set job {cluster}.{proc}'s {attr.name} attribute: {exc}") from None
             client_iwd |= attr.name == "Iwd" and attr.type is AttrType.STRING
@@ -251,13 +266,26 @@ class BirdbathSchedd:
         except NotOwner as exc:
             raise BirdbathError.fail(f"Failed to set job {cluster}.{proc}'s Owner attribute: {exc}") from None
 
-    async def _verify_hashes(self, txn: Transaction, cluster: int, proc: int, staged: StagedJob) -> None:
-        for name, expected in staged.md5.items():
-            actual = await self._call(self.backend.file_md5, txn.backend_txn, cluster, proc, name)
-            if actual.lower() != expected.lower():
+    async def _check_files(self, txn: Transaction, cluster: int, proc: int, staged: StagedJob,
+                           failure: str) -> None:
+        """Refuse (FAIL, naming the file) a job whose declared files have not fully arrived or do not match their
+        declared MD5; a file verified once is read again only after another chunk was written to it."""
+        for name, file in staged.files.items():
+            if file.missing:
                 raise BirdbathError.fail(
-                    f"File '{name}' of job {cluster}.{proc} does not match its declared MD5 hash "
-                    f"(declared {expected}, received {actual})")
+                    f"{failure}: file '{name}' of job {cluster}.{proc} is incomplete: {file.missing} of its "
+                    f"{file.size} declared bytes have not been received")
+            if file.md5 is None or file.verified:
+                continue
+            try:
+                actual = await self._call(self.backend.file_md5, txn.backend_txn, cluster, proc, name)
+            except BackendError as exc:
+                raise BirdbathError.fail(f"{failure}: {exc}") from None
+            if actual.lower() != file.md5.lower():
+                raise BirdbathError.fail(
+                    f"{failure}: file '{name}' of job {cluster}.{proc} does not match its declared MD5 hash "
+                    f"(declared {file.md5}, received {actual})")
+            file.verified = True
 
     async def remove_cluster(self, caller: Caller, ref: TransactionRef | None, cluster: int,
                              reason: str | None) -> None:
@@ -316,29 +344,41 @@ class BirdbathSchedd:
         txn = self._enter(caller, ref, Permission.WRITE, required=True)
         staged = await self._staged(caller, txn, cluster, proc)
         name = name or ""
-        if name in staged.declared:
+        problem = transfer_name_problem(name)
+        if problem is not None:
+            raise BirdbathError.fail(f"Failed to open {name!r} for writing, reason: {problem}")
+        if size < 0:
+            raise BirdbathError.fail(f"Invalid size {size} for file '{name}': a size must not be negative")
+        if name in staged.files:
             raise BirdbathError(StatusCode.ALREADYEXISTS, f"File '{name}' already declared.")
         try:
             await self._call(self.backend.stage_file, txn.backend_txn, cluster, proc, name)
         except BackendError as exc:
             raise BirdbathError.fail(f"Failed to open '{name}' for writing, reason: {exc}") from None
-        staged.declared[name] = size
-        if md5:
-            staged.md5[name] = md5
+        staged.files[name] = StagedFile(size, md5 or None)
 
     async def send_file(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
                         name: str | None, offset: int, data: bytes | None) -> None:
         txn = self._enter(caller, ref, Permission.WRITE, required=True)
         staged = await self._staged(caller, txn, cluster, proc)
         name = name or ""
-        if name not in staged.declared:
+        file = staged.files.get(name)
+        if file is None:
             raise BirdbathError.fail(f"File '{name}' has not been declared.")
+        data = data or b""
         if offset < 0:
             raise BirdbathError.fail(f"Invalid offset {offset} for file '{name}'")
+        end = offset + len(data)
+        if end > file.size:
+            raise BirdbathError.fail(f"Data for file '{name}' would end at byte {end}, beyond its declared size of "
+                                     f"{file.size} bytes")
+        file.verified = False
         try:
-            await self._call(self.backend.write_file, txn.backend_txn, cluster, proc, name, offset, data or b"")
+            await self._call(self.backend.write_file, txn.backend_txn, cluster, proc, name, offset, data)
         except BackendError as exc:
+            file.received.remove(offset, end)  # what that range holds now is unknown: it must be sent again
             raise BirdbathError.fail(str(exc)) from None
+        file.received.add(offset, end)
 
     async def _staged(self, caller: Caller, txn: Transaction, cluster: int, proc: int) -> StagedJob:
         """A job this transaction created; for any other, step 5 comes first (a committed job of another owner
@@ -389,7 +429,7 @@ class BirdbathSchedd:
     def discover_job_requirements(self, caller: Caller, attrs: Iterable[Attr] | None) -> list[str]:
         self.policy.check(caller, Permission.READ)
         try:
-            ad = struct_to_ad(attrs or ())
+            ad = struct_to_ad(attrs or (), self.settings.limits)
         except BadAttribute as exc:
             raise BirdbathError.fail(f"Checking for requirements failed. ({exc})") from None
         ad["Iwd"] = "/tmp"
@@ -403,9 +443,11 @@ class BirdbathSchedd:
         try:
             ad = job_template(cluster, proc, owner, int(universe), cmd, args, requirements, now=now,
                               version=info.version, platform=info.platform,
-                              leave_in_queue=self.settings.leave_in_queue)
+                              leave_in_queue=self.settings.leave_in_queue, limits=self.settings.limits)
         except TemplateError as exc:
             return TemplateResult(ad_to_struct(exc.ad, now), str(exc))
+        except ValueError as exc:
+            raise BirdbathError.fail(f"Invalid requirements expression: {exc}") from None
         except classad2.ClassAdException:
-            raise BirdbathError.fail(f"Invalid requirements expression: {requirements!r}") from None
+            raise BirdbathError.fail(f"Invalid requirements expression: {excerpt(requirements or '')}") from None
         return TemplateResult(ad_to_struct(ad, now))

@@ -29,9 +29,10 @@ from twisted.logger import Logger
 
 from backends.interface import BackendError, Capability, ScheddBackend, UnknownJob
 from jobmodel.classads import job_status, parse_constraint
-from jobmodel.expressions import ExpressionRefused
-from jobmodel.files import is_plain_name, md5_of, write_at
+from jobmodel.expressions import ExpressionLimits, ExpressionRefused
+from jobmodel.files import ByteRanges, is_plain_name, md5_of, transfer_name_problem, write_at
 from jobmodel.jobs import JobAction, JobStatus, Universe
+from jobmodel.values import BadValue, check_attribute_name
 
 from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value
 from .auth import AccessPolicy, Caller, NotOwner, OwnerUse, Permission, replaced_at_submit, schedd_owned
@@ -40,8 +41,6 @@ from .status import BirdbathError
 
 log = Logger()
 
-RESERVED = frozenset({"error", "false", "is", "isnt", "parent", "true", "undefined"})
-VALID_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 SUMMARY_ATTRIBUTES = ("ClusterId", "ProcId", "GlobalJobId", "QDate", "EnteredCurrentStatus", "JobStatus", "Cmd",
                       "Args", "Arguments", "ReleaseReason", "HoldReason", "Submission", "Owner")
 STATE_NAMES = {JobStatus.IDLE: "Idle", JobStatus.RUNNING: "Running", JobStatus.REMOVED: "Removed",
@@ -102,8 +101,26 @@ class StagingArea:
     submission: str | None
     directory: Path
     creator: Caller  # the only caller that may send to it, abort it or submit from it
-    files: dict[str, int] = field(default_factory=dict)
+    files: dict[str, int] = field(default_factory=dict)  # name -> size
+    #: the parts of each file that sends wrote (a failed write takes its part out again)
+    received: dict[str, ByteRanges] = field(default_factory=dict)
+    #: files that did not match the MD5 sent with their last send that had one (name -> that MD5)
+    mismatched: dict[str, str] = field(default_factory=dict)
     expiry: IDelayedCall | None = None
+
+    def refusal(self) -> str | None:
+        """Why a job cannot be submitted from this area (a file is not as the client sent it), or None: a file
+        with bytes no send wrote (a write failed, or a send at a far offset left a hole that submit would copy as
+        zeros), or one that did not match its MD5."""
+        for name, size in self.files.items():
+            missing = size - self.received[name].covered()
+            if missing:
+                return (f"staged file {name!r} is incomplete: {missing} of its {size} bytes were not written (a "
+                        f"send failed or skipped them); send them")
+        if self.mismatched:
+            name, md5 = next(iter(self.mismatched.items()))
+            return f"staged file {name!r} does not match the MD5 sent with it ({md5}); send it again"
+        return None
 
 
 @dataclass(frozen=True)
@@ -113,6 +130,7 @@ class SubmissionSettings:
     staging_lifetime: int = 3600  # seconds an unused staging area lives
     output_retention: int = 86400  # seconds a finished staged job stays queued so its output can be fetched
     max_staging_areas_per_caller: int = 20  # staging areas one caller (host, user, authentication) may hold
+    limits: ExpressionLimits = ExpressionLimits()  # on the expression text of job ads and setAttribute values
 
 
 class SubmissionService:
@@ -141,6 +159,8 @@ class SubmissionService:
             raise ApiError(ApiStatus.NO_MATCH, str(exc)) from None
         except BackendError as exc:
             raise fail(str(exc)) from None
+        except OSError as exc:  # the staging areas' own files (a full disk, say)
+            raise fail(_os_reason(exc)) from None
 
     async def _query(self, caller: Caller, function: Callable[..., Any], *args: Any) -> Any:
         """A query, on the query pool (``function`` takes the ``budget`` keyword)."""
@@ -154,6 +174,9 @@ class SubmissionService:
         """One job in a fresh cluster; returns ``<schedd>#<cluster>.<proc>``."""
         self._check(caller, Permission.WRITE)
         area = self._staging_area(caller, staging) if staging else None
+        refusal = area.refusal() if area is not None else None
+        if refusal is not None:
+            raise fail(f"Cannot submit from staging area {staging}: {refusal}")
         ad = self._job_ad(caller, attrs, spooled=area is not None)
         if area is not None and "Submission" not in ad and area.submission:
             ad["Submission"] = area.submission
@@ -182,7 +205,7 @@ class SubmissionService:
             if replaced_at_submit(attr.name):
                 continue  # the schedd assigns it (ids, QDate, User...), as QMF's late overrides did
             try:
-                ad[attr.name] = attribute_value(attr.name, attr.type, attr.value)
+                ad[attr.name] = attribute_value(attr.name, attr.type, attr.value, self.settings.limits)
             except BadAttribute as exc:
                 raise fail(f"Failed to parse job ad attribute {attr.name}: {exc}") from None
         required = ["Cmd", "Requirements"] + ([] if spooled else ["Iwd"])
@@ -242,17 +265,38 @@ class SubmissionService:
         """Write ``data`` at ``offset`` into the staged file ``name``; with ``md5``, check the whole file after."""
         self._check(caller, Permission.WRITE)
         area = self._staging_area(caller, staging)
-        _check_file_name(name)
+        problem = transfer_name_problem(name)
+        if problem is not None:
+            raise fail(f"Cannot stage {name!r}: {problem}")
         if offset < 0:
             raise ApiError(ApiStatus.INVALID_OFFSET, f"offset {offset} is negative")
-        size = await self._run(write_at, area.directory / name, offset, data, True)
+        self._renew(area)
+        received = area.received.setdefault(name, ByteRanges())
+        end = offset + len(data)
+        try:
+            size = await self._run(write_at, area.directory / name, offset, data, True)
+        except ApiError as exc:
+            received.remove(offset, end)  # what that part holds now is unknown: it must be sent again
+            area.files[name] = max(area.files.get(name, 0), end)  # a file whose first send fails is still needed
+            raise fail(f"Failed to write to {name!r}: {exc.text}") from None
+        received.add(offset, end)
         area.files[name] = size
         if md5:
-            actual = await self._run(md5_of, area.directory / name)
-            if actual != md5.lower():
-                raise fail(f"File {name!r} does not match the MD5 sent (sent {md5}, staged {actual})")
-        self._renew(area)
+            await self._check_md5(area, name, size, md5)
         return size
+
+    async def _check_md5(self, area: StagingArea, name: str, size: int, md5: str) -> None:
+        """The whole staged file against the MD5 sent; only once every byte of it was sent (reading the holes a far
+        offset leaves would be reading zeros for as long as the client likes)."""
+        missing = size - area.received[name].covered()
+        if missing:
+            area.mismatched[name] = md5
+            raise fail(f"File {name!r} cannot match the MD5 sent: {missing} of its {size} bytes were not sent")
+        actual = await self._run(md5_of, area.directory / name)
+        if actual != md5.lower():
+            area.mismatched[name] = md5
+            raise fail(f"File {name!r} does not match the MD5 sent (sent {md5}, staged {actual})")
+        area.mismatched.pop(name, None)
 
     async def abort(self, caller: Caller, staging: str) -> None:
         self._check(caller, Permission.WRITE)
@@ -313,9 +357,9 @@ class SubmissionService:
         if schedd_owned(name):
             raise fail(f"{name} is set by the schedd and cannot be changed")
         try:
-            parsed = attribute_value(name, type_ or AttrType.EXPRESSION, value)
+            parsed = attribute_value(name, type_ or AttrType.EXPRESSION, value, self.settings.limits)
         except BadAttribute as exc:
-            raise fail(f"Failed to set attribute {name} to {value}: {exc}") from None
+            raise fail(f"Failed to set attribute {name}: {exc}") from None
         await self._run(self._as_owner, caller, ref, self._backend.set_attribute, None, ref.cluster, ref.proc, name,
                         parsed)
 
@@ -434,15 +478,21 @@ class SubmissionService:
 
 
 def _check_name(name: str) -> None:
-    if name.lower() in RESERVED:
-        raise fail(f"Reserved ClassAd keyword cannot be an attribute name: {name}")
-    if not VALID_NAME.match(name or ""):
-        raise fail(f"Invalid attribute name {name!r}: use letters, digits and underscores")
+    try:
+        check_attribute_name(name)
+    except BadValue as exc:
+        raise fail(f"Invalid attribute name: {exc}") from None
 
 
 def _check_file_name(name: str) -> None:
+    """A file of a job's spool to read (fetch keeps the plain-name rule; sending uses transfer_name_problem)."""
     if not is_plain_name(name):
         raise fail(f"{name!r} is not a plain file name")
+
+
+def _os_reason(exc: OSError) -> str:
+    """What an OSError says, without the path (which is the gateway's, not the client's business)."""
+    return exc.strerror or str(exc)
 
 
 def _submission_of(ad: classad2.ClassAd, schedd: str) -> str:

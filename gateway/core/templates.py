@@ -7,7 +7,9 @@ import classad2
 
 from jobmodel.arguments import ArgumentSyntaxError, join_v2, parse_v2
 from jobmodel.classads import comma_list, evaluate, evaluate_string
+from jobmodel.expressions import ExpressionLimits
 from jobmodel.jobs import JobStatus
+from jobmodel.values import parse_expression
 
 LEAVE_IN_QUEUE = "FilesRetrieved =?= false"
 NULL_FILES = ("", "/dev/null", "NUL")
@@ -23,8 +25,11 @@ class TemplateError(ValueError):
 
 def job_template(cluster: int, proc: int, owner: str | None, universe: int, cmd: str | None,
                  args: str | None, requirements: str | None, *, now: int, version: str, platform: str,
-                 leave_in_queue: str | None = None) -> classad2.ClassAd:
-    """A ready-to-edit job ad, as ``CreateJobAd`` plus the SOAP stub's edits made it in 8.x."""
+                 leave_in_queue: str | None = None, limits: ExpressionLimits = ExpressionLimits()) -> classad2.ClassAd:
+    """A ready-to-edit job ad, as ``CreateJobAd`` plus the SOAP stub's edits made it in 8.x.
+
+    The client's ``requirements`` are checked against ``limits`` (ExpressionRefused) and for literals the library
+    would change (BadValue) before they are parsed."""
     ad = classad2.ClassAd()
     if owner is not None:
         ad["Owner"] = owner
@@ -36,7 +41,8 @@ def job_template(cluster: int, proc: int, owner: str | None, universe: int, cmd:
     for name in ("QDate", "EnteredCurrentStatus"):
         ad[name] = now
     ad["JobStatus"] = int(JobStatus.IDLE)
-    ad["Requirements"] = classad2.ExprTree(requirements) if requirements else classad2.ExprTree("true")
+    ad["Requirements"] = parse_expression(requirements, limits, "the requirements") if requirements \
+        else classad2.ExprTree("true")
     clause = LEAVE_IN_QUEUE if not leave_in_queue else f"{LEAVE_IN_QUEUE} && ({leave_in_queue})"
     ad["LeaveJobInQueue"] = classad2.ExprTree(clause)
     ad["RequestMemory"] = classad2.ExprTree(

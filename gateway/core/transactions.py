@@ -16,6 +16,8 @@ from typing import Callable
 
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
+from jobmodel.files import ByteRanges
+
 from .auth import Caller
 from .status import BirdbathError, invalid_transaction
 
@@ -33,11 +35,26 @@ class TransactionRef:
 
 
 @dataclass
-class StagedJob:
-    """A job created by ``newJob`` in this transaction, with the files declared for it (name -> size)."""
+class StagedFile:
+    """A file declared for a job of this transaction: its declared size and MD5, and what has arrived of it."""
 
-    declared: dict[str, int] = field(default_factory=dict)
-    md5: dict[str, str] = field(default_factory=dict)
+    size: int
+    md5: str | None = None
+    received: ByteRanges = field(default_factory=ByteRanges)
+    verified: bool = False  # the declared MD5 matched the file as it is now
+
+    @property
+    def missing(self) -> int:
+        """Bytes of the declared size not received (sends beyond the declared size are refused)."""
+        return self.size - self.received.covered()
+
+
+@dataclass
+class StagedJob:
+    """A job created by ``newJob`` in this transaction, with the files declared for it (in declaration order)."""
+
+    files: dict[str, StagedFile] = field(default_factory=dict)
+    submitted: bool = False
 
 
 @dataclass(eq=False)

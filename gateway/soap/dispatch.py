@@ -21,6 +21,9 @@ from .compat import install as install_compat
 
 log = Logger()
 
+#: how much of a fault's text the request log keeps (spyne quotes the whole offending value)
+LOGGED_FAULT = 500
+
 
 @dataclass(frozen=True)
 class Prebuilt:
@@ -102,11 +105,17 @@ class SoapDispatcher:
             fault = Fault("Server", str(fault))
         # gSOAP sent plain SOAP-ENV:Client / SOAP-ENV:Server; spyne adds subcodes ("Client.ValidationError")
         fault = Fault(fault.faultcode.split(".", 1)[0], fault.faultstring)
+        described = f"{fault.faultcode}: {fault.faultstring}"[:LOGGED_FAULT]
+        answer_for = getattr(self._server.app.out_protocol, "fault_answer", None)
+        if answer_for is not None:  # a protocol whose faults are not SOAP faults (the JSON API's FAIL status)
+            code, body = answer_for(fault)
+            p_ctx.close()
+            return SoapAnswer(code, body, operation, status="FAIL", reason=described)
         p_ctx.out_error = fault
         p_ctx.out_document = None
         p_ctx.out_string = None
         self._server.get_out_string(p_ctx)
-        answer = SoapAnswer(500, b"".join(p_ctx.out_string), operation, fault=f"{fault.faultcode}: {fault.faultstring}")
+        answer = SoapAnswer(500, b"".join(p_ctx.out_string), operation, fault=described)
         p_ctx.close()
         return answer
 

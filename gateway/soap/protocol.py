@@ -42,15 +42,9 @@ def _client_fault(message: str) -> Fault:
     return Fault(faultcode="Client", faultstring=message)
 
 
-class GsoapSoap11(Soap11):
-    def __init__(self, *args: Any, namespace: str, operations: frozenset[str], **kwargs: Any) -> None:
-        kwargs.setdefault("validator", "soft")
-        kwargs.setdefault("parse_xsi_type", False)
-        super().__init__(*args, **kwargs)
-        self._namespace = namespace
-        self._operations = operations
+class HardenedSoap11(Soap11):
+    """SOAP 1.1 read with the hardened parser, whatever the Content-Type: every SOAP endpoint's input."""
 
-    # -- input -------------------------------------------------------------------------------------
     def create_in_document(self, ctx: Any, charset: str | None = None) -> None:
         """Parse the body whatever its Content-Type (gSOAP did not check it); refuse DTDs and so entities."""
         body = b"".join(chunk if isinstance(chunk, bytes) else chunk.encode("utf-8") for chunk in ctx.in_string)
@@ -61,6 +55,17 @@ class GsoapSoap11(Soap11):
         if root.getroottree().docinfo.doctype:
             raise _client_fault("DTDs (and so XML entities) are not allowed in SOAP messages")
         ctx.in_document = (root, {})
+
+
+class GsoapSoap11(HardenedSoap11):
+    def __init__(self, *args: Any, namespace: str, operations: frozenset[str], **kwargs: Any) -> None:
+        kwargs.setdefault("validator", "soft")
+        kwargs.setdefault("parse_xsi_type", False)
+        super().__init__(*args, **kwargs)
+        self._namespace = namespace
+        self._operations = operations
+
+    # -- input -------------------------------------------------------------------------------------
 
     def decompose_incoming_envelope(self, ctx: Any, message: str = Soap11.REQUEST) -> None:
         envelope, _ = ctx.in_document

@@ -19,6 +19,8 @@ from jobmodel.jobs import Universe
 
 from . import models as m
 from .adwriter import xml_text
+from .base64data import Base64Text
+from .base64data import decode as decode_base64
 from .context import RequestContext
 from .dispatch import Prebuilt
 
@@ -61,6 +63,14 @@ def universe(wire: Any) -> Universe:
 def _int(value: int | None) -> int:
     """gSOAP read a missing xsd:int as 0."""
     return value or 0
+
+
+def _file_data(name: str | None, text: str | None) -> bytes:
+    """sendFile's data, decoded; text that is not base64 is the client's mistake: FAIL naming the file."""
+    try:
+        return decode_base64(text)
+    except ValueError as exc:
+        raise BirdbathError.fail(f"Failed to write to '{name or ''}': {exc}") from None
 
 
 # -- running one operation ----------------------------------------------------------------------------------
@@ -183,12 +193,11 @@ class CondorScheddService(Service):
         return _status_only(ctx, lambda s, r: s.declare_file(r.caller, transaction_ref(transaction),
                                                              _int(clusterId), _int(jobId), name, _int(size), md5))
 
-    @rpc(m.NullableTransaction, Integer32, Integer32, Unicode, Integer32, m.ByteArray, _returns=m.Status,
+    @rpc(m.NullableTransaction, Integer32, Integer32, Unicode, Integer32, Base64Text, _returns=m.Status,
          _out_variable_name="response")
     def sendFile(ctx, transaction, clusterId, jobId, name, offset, data):
-        payload = b"".join(data) if data else b""
         return _status_only(ctx, lambda s, r: s.send_file(r.caller, transaction_ref(transaction), _int(clusterId),
-                                                          _int(jobId), name, _int(offset), payload))
+                                                          _int(jobId), name, _int(offset), _file_data(name, data)))
 
     @rpc(m.NullableTransaction, Integer32, Integer32, Unicode, Integer32, Integer32,
          _returns=m.Base64DataAndStatus, _out_variable_name="response")

@@ -14,17 +14,24 @@ import json
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from spyne import Application, Array, ByteArray, ComplexModel, Enum, Integer32, Long, Service, Unicode, rpc
+from spyne import Application, Array, ByteArray, ComplexModel, Enum, Fault, Integer32, Long, Service, Unicode, rpc
 from spyne.protocol.json import JsonDocument
 from spyne.protocol.soap import Soap11
 from twisted.internet.defer import Deferred
 
 from gateway.core.adstruct import Attr, AttrType
 from gateway.core.auth import Caller
-from gateway.core.submissions import ApiError, ApiStatus, SubmissionService
+from gateway.core.submissions import ApiError, ApiStatus, SubmissionService, fail
 from jobmodel.jobs import JobAction
+from jobmodel.values import excerpt
+
+from .base64data import Base64Text
+from .base64data import decode as decode_base64
+from .protocol import HardenedSoap11
 
 TNS = "urn:birdbath:submission"
+#: how deep a JSON request may nest (the API's own documents nest 4 levels at most)
+MAX_JSON_DEPTH = 32
 
 #: the wire types of attributes, and the classad kinds they carry
 WIRE_TYPES = {"EXPR": AttrType.EXPRESSION, "INTEGER": AttrType.INTEGER, "FLOAT": AttrType.FLOAT,
@@ -102,12 +109,9 @@ class SubmissionContext:
 
 # -- conversions -------------------------------------------------------------------------------------------
 def attrs_from_wire(ad: Any) -> list[Attr]:
-    result = []
-    for item in ad or ():
-        if item is None or not item.name:
-            continue
-        result.append(Attr(item.name, WIRE_TYPES.get(str(item.type), AttrType.EXPRESSION), item.value or ""))
-    return result
+    """The typed attributes of a request's ad; an attribute without a name is kept, for the core to refuse."""
+    return [Attr(item.name or "", WIRE_TYPES.get(str(item.type), AttrType.EXPRESSION), item.value or "")
+            for item in ad or () if item is not None]
 
 
 def attrs_to_wire(attrs: list[Attr]) -> list[Attribute]:
@@ -163,10 +167,9 @@ class SubmissionApi(Service):
         return _run(ctx, lambda s, c: s.create(c, submission), lambda ok, staging: IdResult(status=ok, id=staging),
                     IdResult)
 
-    @rpc(Unicode, Unicode, Long, ByteArray, Unicode, _returns=SizeResult)
+    @rpc(Unicode, Unicode, Long, Base64Text, Unicode, _returns=SizeResult)
     def send(ctx, staging, name, offset, data, md5):
-        payload = b"".join(data) if data else b""
-        return _run(ctx, lambda s, c: s.send(c, staging, name or "", offset or 0, payload, md5),
+        return _run(ctx, lambda s, c: s.send(c, staging, name or "", offset or 0, _send_data(name, data), md5),
                     lambda ok, size: SizeResult(status=ok, size=size), SizeResult)
 
     @rpc(Unicode, _returns=StatusResult)
@@ -236,6 +239,14 @@ class SubmissionApi(Service):
                     lambda ok, data: DataResult(status=ok, data=[data]), DataResult)
 
 
+def _send_data(name: str | None, text: str | None) -> bytes:
+    """send's data, decoded; text that is not base64 is the client's mistake: FAIL naming the file."""
+    try:
+        return decode_base64(text)
+    except ValueError as exc:
+        raise fail(f"Failed to write to {name or ''!r}: {exc}") from None
+
+
 def _act(ctx: Any, job: str | None, action: JobAction, reason: str | None) -> Deferred:
     return _run(ctx, lambda s, c: s.act(c, job or "", action, reason), lambda ok, _: StatusResult(status=ok),
                 StatusResult)
@@ -247,7 +258,7 @@ OPERATIONS = ("submit", "create", "send", "abort", "hold", "release", "remove", 
 
 
 def soap_application() -> Application:
-    return Application([SubmissionApi], tns=TNS, name="Submission", in_protocol=Soap11(validator="soft"),
+    return Application([SubmissionApi], tns=TNS, name="Submission", in_protocol=HardenedSoap11(validator="soft"),
                        out_protocol=Soap11())
 
 
@@ -262,12 +273,26 @@ class TypedMapJson(JsonDocument):
         ctx.out_document = _maps_for_ads(ctx.out_document)
         return super().create_out_string(ctx, *args, **kwargs)
 
+    @staticmethod
+    def fault_answer(fault: Fault) -> tuple[int, bytes]:
+        """A request spyne could not read (a parameter of the wrong type, say) is answered like malformed JSON: HTTP
+        400 with a FAIL status; only a failure of the gateway itself is a 500."""
+        client = str(fault.faultcode).startswith("Client")
+        return (400 if client else 500), fail_document(f"Bad request: {excerpt(str(fault.faultstring), 300)}"
+                                                       if client else str(fault.faultstring))
+
+
+def fail_document(reason: str) -> bytes:
+    """The JSON API's answer that carries only a FAIL status."""
+    return json.dumps({"status": {"code": ApiStatus.FAIL.value, "text": reason}}).encode()
+
 
 def typed_map_to_attributes(ad: dict[str, Any]) -> list[dict[str, str]]:
     items = []
     for name, value in ad.items():
         if isinstance(value, dict) and "TYPE" in value:
-            kind = FROM_QMF.get(value["TYPE"])
+            code = value["TYPE"]
+            kind = FROM_QMF.get(code) if isinstance(code, int) and not isinstance(code, bool) else None
             if kind is None:
                 raise ValueError(f"attribute {name}: TYPE must be 0 (EXPR), 1 (INTEGER), 2 (FLOAT) or 3 (STRING)")
             items.append({"name": name, "type": kind, "value": str(value.get("VALUE", ""))})
@@ -303,13 +328,44 @@ def json_application() -> Application:
 
 
 def json_request(operation: str, body: bytes) -> bytes:
-    """The spyne JSON document for ``POST /submission/json/<operation>`` with a parameter object."""
-    params = json.loads(body or b"{}")
+    """The spyne JSON document for ``POST /submission/json/<operation>`` with a parameter object; ValueError (an
+    HTTP 400) for a body that is not one, nests deeper than MAX_JSON_DEPTH or holds text that is not Unicode."""
+    try:
+        params = json.loads(body or b"{}")
+    except RecursionError:
+        raise ValueError(f"the JSON nests too deeply (at most {MAX_JSON_DEPTH} levels)") from None
+    _check_json_values(params)
     if not isinstance(params, dict):
         raise ValueError("the request body must be a JSON object of parameters")
     if isinstance(params.get("ad"), dict):
         params["ad"] = typed_map_to_attributes(params["ad"])
     return json.dumps({operation: params}).encode()
+
+
+def _check_json_values(document: Any) -> None:
+    """ValueError when a parsed JSON document nests deeper than MAX_JSON_DEPTH, or holds a string with an unpaired
+    surrogate (``"\\ud800"``: valid JSON, but not text, and the ClassAd library crashes on it); walked without
+    recursion."""
+    pending = [(document, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, str):
+            _check_text(value)
+        elif isinstance(value, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"the JSON nests more than {MAX_JSON_DEPTH} levels deep")
+            items = list(value.items()) if isinstance(value, dict) else [(None, item) for item in value]
+            for key, item in items:
+                if key is not None:
+                    _check_text(key)
+                pending.append((item, depth + 1))
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"the JSON string {excerpt(text, 40)} is not Unicode text (an unpaired surrogate)") from None
 
 
 def generated_wsdl(address: str = "http://localhost:1984/submission") -> bytes:
