@@ -3,8 +3,10 @@ caller, and refused when their constraint is over the expression limits; the gat
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import classad2
@@ -136,3 +138,22 @@ def test_slow_queries_fail_at_their_budget_and_the_gateway_answers_others_meanwh
     assert lone_query < 0.5 and submit_flow < 0.5, (lone_query, submit_flow)
     assert all(answer.code == "FAIL" and "max_query_seconds" in answer.message for answer in answers)
     assert _status(schedd, f"ClusterId == {cluster}").code == "SUCCESS"  # and it still answers queries
+
+
+def test_the_limits_are_the_configured_ones_in_both_apis(start_gateway):
+    gateway = start_gateway("[gateway]\nmax_expression_length = 50\n" + QUEUE_ONLY)
+    schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
+    long_text = " || ".join(["ClusterId == 1"] * 4)  # 62 characters
+    status = _status(schedd, long_text)
+    assert status.code == "FAIL" and "over the limit of 50 (max_expression_length)" in status.message
+    txn = schedd.beginTransaction(60).transaction
+    cluster = schedd.newCluster(txn).integer
+    proc = schedd.newJob(txn, cluster).integer
+    answer = schedd.submit(txn, cluster, proc, {"item": [
+        {"name": "Cmd", "type": "STRING-ATTR", "value": "/bin/true"},
+        {"name": "Requirements", "type": "EXPRESSION-ATTR", "value": long_text}]})
+    assert answer.status.code == "FAIL" and "max_expression_length" in answer.status.message
+    request = urllib.request.Request(gateway.url + "submission/json/submit", json.dumps({"ad": {
+        "Cmd": "/bin/true", "Iwd": "/tmp", "Requirements": {"TYPE": 0, "VALUE": long_text}}}).encode())
+    answer = json.loads(urllib.request.urlopen(request, timeout=30).read())
+    assert answer["status"]["code"] == "FAIL" and "max_expression_length" in answer["status"]["text"]
