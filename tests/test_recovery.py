@@ -11,7 +11,7 @@ from tests.conftest import zeep_client
 from tests.local_runs import refuse_writes
 from tests.test_execution import RUNNER, status_is, submit, wait_for, wait_until
 
-COULD_NOT = "The gateway could not {what}: IntegrityError: disk I/O error"
+COULD_NOT = "The gateway could not {what}: BackendError: the job queue could not be written: disk I/O error"
 
 
 def execute_dir(gateway, key) -> ExecuteDir:

@@ -437,7 +437,7 @@ def test_an_end_the_queue_refuses_to_write_holds_the_job(world):
     world.scheduler.finish_job(key)
     assert held_by_the_gateway(world, key) == {
         "JobStatus": 5, "HoldReasonCode": int(HoldCode.UNSPECIFIED),
-        "HoldReason": could_not("record the end of the job's run", "IntegrityError: disk I/O error")}
+        "HoldReason": could_not("record the end of the job's run", "BackendError: the job queue could not be written: disk I/O error")}
     assert not ExecuteDir.of(world.execute, *key).root.exists()
 
 
@@ -469,7 +469,7 @@ def test_a_dag_end_that_cannot_be_written_holds_the_dagman_job(world):
     world.scheduler.finish_dag(key, 0)
     assert held_by_the_gateway(world, key) == {
         "JobStatus": 5, "HoldReasonCode": int(HoldCode.UNSPECIFIED),
-        "HoldReason": could_not("record the end of the DAG's run", "IntegrityError: disk I/O error")}
+        "HoldReason": could_not("record the end of the DAG's run", "BackendError: the job queue could not be written: disk I/O error")}
     assert world.queue.active == set()
 
 
