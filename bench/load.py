@@ -466,7 +466,8 @@ def measure(gateway: GatewayProcess, args: argparse.Namespace, mix: Mix) -> None
     load_usage = ended - began
     cpus = load_usage.machine_total / args.seconds
     print(f"CPU during the load: machine {load_usage.machine_busy / load_usage.machine_total * 100:.0f} % busy "
-          f"({cpus:.1f} cores), gateway {load_usage.gateway / args.seconds:.2f} cores; from the start to the drained "
+          f"({cpus:.1f} cores), gateway {load_usage.gateway / args.seconds:.2f} cores "
+          f"({load_usage.gateway / total * 1000:.2f} ms per operation); from the start to the drained "
           f"queue ({drained.machine_total / cpus:.0f} s): gateway {drained.gateway:.0f} s, jobs and launchers "
           f"{drained.jobs:.0f} s, clients {drained.clients:.0f} s, anything else (other processes) "
           f"{drained.machine_busy - drained.gateway - drained.jobs - drained.clients:.0f} s")
