@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     from twisted.internet import reactor
     from twisted.internet.defer import Deferred
 
-    from gateway import logging
+    from gateway import logging, memory
     from gateway.app import Gateway
     from gateway.config import ConfigError
     from gateway.stack import ensure_main_stack, log_stack_warning
@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(f"cannot open the log file: {exc}", EXIT_CONFIG)
     if stack_warning:
         log_stack_warning(stack_warning)
+    memory.install(reactor)
     try:
         gateway.start()
         for port_file, port in ((args.port_file, gateway.port), (args.ssl_port_file, gateway.ssl_port)):

@@ -275,7 +275,10 @@ class GatewaySite(server.Site):
 
     def __init__(self, root: resource.Resource, *, max_body: int, policy: AccessPolicy,
                  identification: Identification) -> None:
-        super().__init__(root)
+        # bodies are SOAP or JSON, never forms: twisted would parse a form body into request.args (multipart ones in
+        # memory), and works out every request's Content-Type with the email package, at a cost as large as a
+        # short request's whole answer
+        super().__init__(root, parsePOSTFormSubmission=False)
         self.requestFactory = type("Request", (GatewayRequest,), {"max_body": max_body, "policy": policy,
                                                                  "identification": identification})
         self.noisy = False

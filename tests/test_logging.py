@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import getpass
 import json
+import re
+import signal
 import socket
 import subprocess
 import time
@@ -156,3 +158,16 @@ def test_recovery_after_a_crash_is_logged(start_gateway, tmp_path):
     wait_for_line(gateway.log, f"{cut_job} interrupted: The gateway restarted while the job was running")
     wait_for_line(gateway.log, f"recovery: {ended_job} finished while the gateway was down; recorded as finished")
     wait_for_line(gateway.log, f"{ended_job} ended with exit code 5")
+
+
+def test_sigusr1_runs_a_full_collection_and_logs_the_memory(gateway, schedd):
+    """SIGUSR1 is a request, not an end: the gateway collects, says so with its resident memory, and serves on."""
+    assert gateway.process is not None
+    before = gateway.log().count("full garbage collection (SIGUSR1)")
+    gateway.process.send_signal(signal.SIGUSR1)
+    wait_until(lambda: gateway.log().count("full garbage collection (SIGUSR1)") > before, "the collection's line")
+    line = [line for line in gateway.log().splitlines() if "full garbage collection (SIGUSR1)" in line][-1]
+    assert re.search(r"unreachable objects in [\d.]+ ms, \d+ objects tracked .* resident memory [\d.]+ -> [\d.]+ MiB$",
+                     line), line
+    assert gateway.process.poll() is None
+    assert schedd.getVersionString().status.code == "SUCCESS"

@@ -70,3 +70,33 @@ def test_the_gateway_logs_a_client_mistake_as_one_line_without_a_traceback(gatew
         assert sum(words in line for line in gateway.log().splitlines()) == 1
     log = gateway.log()
     assert "Traceback" not in log and "spyne" not in log, log
+
+
+def close_a_context(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Close a spyne method context more than a second after spyne's last collection; how many full collections
+    that ran."""
+    import gc
+
+    import spyne.context
+    from spyne import MethodContext
+    from spyne.server import ServerBase
+
+    from gateway.soap.application import schedd_application
+
+    collections: list[int] = []
+    monkeypatch.setattr(spyne.context, "_LAST_GC_RUN", 0.0)
+    monkeypatch.setattr(gc, "collect", lambda *args: collections.append(1) or 0)
+    MethodContext(ServerBase(schedd_application()), MethodContext.SERVER).close()
+    return len(collections)
+
+
+def test_spyne_still_collects_garbage_when_a_context_closes(monkeypatch):
+    from spyne import const
+
+    monkeypatch.setattr(const, "MIN_GC_INTERVAL", 1.0)  # spyne's own setting
+    assert close_a_context(monkeypatch) == 1, "spyne no longer collects per request: drop _no_collection_per_request"
+
+
+def test_after_install_closing_a_context_collects_nothing(monkeypatch):
+    compat.install()
+    assert close_a_context(monkeypatch) == 0

@@ -17,6 +17,7 @@ def install() -> None:
     if _installed:
         return
     _quiet_client_fault_tracebacks()
+    _no_collection_per_request()
     _installed = True
 
 
@@ -29,3 +30,13 @@ def _quiet_client_fault_tracebacks() -> None:
     every request with its fault itself, so those records are only noise (and a cheap way to fill a disk)."""
     for name in NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _no_collection_per_request() -> None:
+    """spyne runs a full ``gc.collect()`` whenever it closes a request's context and a second has passed since the
+    last (``MIN_GC_INTERVAL``, to close the files of its own file uploads, which the gateway has none of).  On the
+    gateway's one serving thread that is a pause of tens of milliseconds every second, which every request in flight
+    waits out; Python's own collector frees cycles as it always does."""
+    from spyne import const
+
+    const.MIN_GC_INTERVAL = float("inf")
