@@ -102,13 +102,35 @@ class JobStore:
                 self._db.execute("INSERT OR REPLACE INTO dag_state (cluster, state) VALUES (?, ?)", (cluster, state))
 
     def history(self) -> Iterator[classad2.ClassAd]:
-        """Jobs that left the queue, most recent cluster first (read from disk: the history is not cached)."""
-        with self._lock:
-            rows = self._db.execute("SELECT ad FROM history ORDER BY cluster DESC, proc DESC").fetchall()
-        return (classad2.parseOne(text) for (text,) in rows)
+        """Jobs that left the queue, most recent cluster first (read from disk: the history is not cached).
+
+        Read a page at a time (:data:`HISTORY_PAGE` rows, from where the last page ended, along the primary key): a
+        caller that stops early (the submission API looking up one recent job) reads a page, not the whole history,
+        and no caller holds all of its text at once."""
+        after: tuple[int, int] | None = None
+        while True:
+            with self._lock:
+                rows = self._db.execute(*_history_page(after)).fetchall()
+            for _, _, text in rows:
+                yield classad2.parseOne(text)
+            if len(rows) < HISTORY_PAGE:
+                return
+            after = rows[-1][0], rows[-1][1]
 
     def _transaction(self) -> "_SqliteTransaction":
         return _SqliteTransaction(self._db)
+
+
+#: rows of the history read at once
+HISTORY_PAGE = 64
+
+
+def _history_page(after: tuple[int, int] | None) -> tuple[str, tuple[int, ...]]:
+    """The query for the page of the history that follows job ``after`` (None: the first page), newest first."""
+    order = "ORDER BY cluster DESC, proc DESC LIMIT ?"
+    if after is None:
+        return f"SELECT cluster, proc, ad FROM history {order}", (HISTORY_PAGE,)
+    return f"SELECT cluster, proc, ad FROM history WHERE (cluster, proc) < (?, ?) {order}", (*after, HISTORY_PAGE)
 
 
 class _SqliteTransaction:

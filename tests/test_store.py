@@ -1,0 +1,49 @@
+"""The local backend's durable store on a real SQLite file: what leaves the queue is read back from the history in
+pages, newest first, so that a caller that stops early reads one page and not the whole history."""
+
+from __future__ import annotations
+
+import itertools
+
+import classad2
+
+from backends.local import store as store_module
+from backends.local.store import HISTORY_PAGE, JobStore
+
+
+def archived_store(path, count: int) -> JobStore:
+    """A store whose history holds jobs 1.0 .. count.1 (two procs a cluster), written in one transaction."""
+    store = JobStore(path / "queue.sqlite3")
+    ads = {}
+    for cluster in range(1, count + 1):
+        for proc in (0, 1):
+            ad = classad2.ClassAd()
+            ad["ClusterId"], ad["ProcId"], ad["JobStatus"] = cluster, proc, 4
+            ads[(cluster, proc)] = ad
+    store.apply(ads, archived=list(ads))
+    return store
+
+
+def test_the_whole_history_reads_back_newest_first_across_pages(tmp_path):
+    store = archived_store(tmp_path, HISTORY_PAGE + 7)  # (2 * HISTORY_PAGE + 14 jobs: three pages)
+    keys = [(ad["ClusterId"], ad["ProcId"]) for ad in store.history()]
+    assert keys == sorted(((c, p) for c in range(1, HISTORY_PAGE + 8) for p in (0, 1)), reverse=True)
+    assert len(set(keys)) == len(keys)
+    assert list(store.history()) and not list(JobStore(tmp_path / "empty.sqlite3").history())
+
+
+def test_a_reader_that_stops_at_the_newest_job_reads_one_page(tmp_path):
+    store = archived_store(tmp_path, 3 * HISTORY_PAGE)
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    (newest,) = itertools.islice(store.history(), 1)
+    assert (newest["ClusterId"], newest["ProcId"]) == (3 * HISTORY_PAGE, 1)
+    selects = [statement for statement in statements if statement.startswith("SELECT")]
+    assert len(selects) == 1 and f"LIMIT {HISTORY_PAGE}" in selects[0]
+
+
+def test_a_page_boundary_inside_a_cluster_loses_no_proc(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "HISTORY_PAGE", 3)  # pages end between the two procs of a cluster
+    store = archived_store(tmp_path, 5)
+    assert [(ad["ClusterId"], ad["ProcId"]) for ad in store.history()] == [
+        (c, p) for c in range(5, 0, -1) for p in (1, 0)]
