@@ -91,6 +91,14 @@ class Matrix:
             wait_for(self.schedd, key, status_is(2))
 
     # -- the crash --------------------------------------------------------------------------------------
+    def kill_leaving_uncommitted(self, txn, key: tuple[int, int]) -> None:
+        """Kill while ``txn`` (which created ``key``, with files in its spool) is still open."""
+        assert spool_of(self.gateway, *key).exists()
+        self.uncommitted.add(key)
+        self.transactions.append(txn)
+        self.clusters_seen = max(self.clusters_seen, key[0])
+        self.kill()
+
     def kill(self, *, at_once: bool = False) -> None:
         """SIGKILL the gateway (``at_once``: without asking first which jobs run); note the largest cluster id the
         queue file holds."""
@@ -162,11 +170,7 @@ def mid_transaction(m: Matrix) -> None:
     assert m.schedd.declareFile(txn, *key, "in.txt", 5, "NOHASH", None).code == "SUCCESS"
     assert m.schedd.sendFile(txn, *key, "in.txt", 0, b"input").code == "SUCCESS"
     assert m.schedd.submit(txn, *key, ad(Cmd="/bin/true", Requirements=expr("TRUE"))).status.code == "SUCCESS"
-    assert spool_of(m.gateway, *key).exists()
-    m.uncommitted.add(key)
-    m.transactions.append(txn)
-    m.clusters_seen = max(m.clusters_seen, key[0])
-    m.kill()
+    m.kill_leaving_uncommitted(txn, key)
 
 
 def between_commit_and_answer(m: Matrix) -> None:
@@ -215,11 +219,7 @@ def mid_upload(m: Matrix) -> None:
     assert m.schedd.declareFile(txn, *key, "big.bin", 16 * len(chunk), "NOHASH", None).code == "SUCCESS"
     for offset in range(0, 5 * len(chunk), len(chunk)):
         assert m.schedd.sendFile(txn, *key, "big.bin", offset, chunk).code == "SUCCESS"
-    assert spool_of(m.gateway, *key).exists()
-    m.uncommitted.add(key)
-    m.transactions.append(txn)
-    m.clusters_seen = max(m.clusters_seen, key[0])
-    m.kill()
+    m.kill_leaving_uncommitted(txn, key)
 
 
 def running_job(m: Matrix) -> None:
