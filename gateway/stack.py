@@ -16,7 +16,7 @@ import sys
 
 from twisted.logger import Logger
 
-from jobmodel.expressions import ORIGINAL_STACK_LIMIT
+from jobmodel.stacklimit import ORIGINAL_STACK_LIMIT
 
 
 def ensure_main_stack(needed: int) -> str | None:

@@ -11,9 +11,7 @@ with a message that names the limit.  The depth bound also sizes the stacks of t
 
 from __future__ import annotations
 
-import os
 import re
-import resource
 from dataclasses import dataclass
 
 import classad2
@@ -125,28 +123,3 @@ def _after_quoted(text: str, start: int) -> int:
             position += 1
     return position
 
-
-#: set by a gateway that raised its stack limit for deep evaluations: the limit it was started with, which the
-#: processes it starts for jobs get back ("soft hard", bytes or -1 for unlimited)
-ORIGINAL_STACK_LIMIT = "BIRDBATH_ORIGINAL_STACK_LIMIT"
-
-
-def original_stack_limit() -> tuple[int, int] | None:
-    """The stack limit the gateway was started with, when it raised its own (None: it did not)."""
-    text = os.environ.get(ORIGINAL_STACK_LIMIT, "")
-    try:
-        soft, hard = (int(word) for word in text.split())
-    except ValueError:
-        return None
-    return soft, hard
-
-
-def give_back_stack_limit(pid: int | None) -> None:
-    """Give a process the gateway started for a job (a launcher, a DAG script) the stack limit the gateway was
-    started with, so a job never runs with the limit raised for the gateway's own evaluations."""
-    original = original_stack_limit()
-    if original is not None and pid:
-        try:
-            resource.prlimit(pid, resource.RLIMIT_STACK, original)
-        except (OSError, ValueError):  # it ended already
-            pass

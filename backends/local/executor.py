@@ -21,8 +21,8 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from jobmodel.classads import job_status
-from jobmodel.expressions import give_back_stack_limit
 from jobmodel.jobs import JobStatus
+from jobmodel.stacklimit import ORIGINAL_STACK_LIMIT
 
 from .dag.runner import DagHost, DagRun, Outcome, StopReason
 from .lifecycle import kill_signal
@@ -222,8 +222,7 @@ class Executor:
             running.transport = self._reactor.spawnProcess(
                 _JobProcess(self, launch.key), sys.executable,
                 [sys.executable, "-S", "-s", str(LAUNCHER), str(launch.directory.spec_file)],
-                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, path=str(launch.directory.root))
-            give_back_stack_limit(getattr(running.transport, "pid", None))
+                env=_launcher_environment(), path=str(launch.directory.root))
         except OSError as exc:
             log.error("cannot start the launcher for job {job}: {error}", job=launch.key, error=exc)
             self._reactor.callLater(0, self._process_ended, launch.key)
@@ -337,3 +336,12 @@ def _signal_number(name: str) -> int:
 
 
 __all__ = ["Executor", "ExecutorOptions", "Launch", "Scheduling"]
+
+
+def _launcher_environment() -> dict[str, str]:
+    """The launcher's environment: a PATH, and the stack limit the gateway was started with, which the launcher
+    gives back to itself before it starts the job (jobs get their environment from their ad, not from this)."""
+    environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    if ORIGINAL_STACK_LIMIT in os.environ:
+        environment[ORIGINAL_STACK_LIMIT] = os.environ[ORIGINAL_STACK_LIMIT]
+    return environment

@@ -29,6 +29,7 @@ if not __package__:  # run as a script: import the package from its root (this d
 from backends.local.owners import Account  # noqa: E402 (after the path is right)
 from backends.local.starter import BadJob, collect, open_streams, prepare  # noqa: E402
 from jobmodel.jobs import HoldCode  # noqa: E402
+from jobmodel.stacklimit import restore_stack_limit  # noqa: E402
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 _forwarded: list[int] = []  # signals passed on to the job: the gateway ended the run (its output stays behind)
@@ -36,6 +37,7 @@ _forwarded: list[int] = []  # signals passed on to the job: the gateway ended th
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     started = time.time()
+    restore_stack_limit()  # the gateway's own is raised for its evaluations; the job gets the one it was started with
     os.setsid()
     early: list[int] = []  # signals that arrive before the job exists are replayed once it does
     for number in FORWARDED:

@@ -27,8 +27,8 @@ from twisted.internet.defer import Deferred, DeferredSemaphore
 from twisted.logger import Logger
 
 from jobmodel.classads import job_status
-from jobmodel.expressions import give_back_stack_limit
 from jobmodel.jobs import JobStatus
+from jobmodel.stacklimit import give_back_stack_limit
 
 from ..owners import Account, to_switch
 from . import dagman, files
