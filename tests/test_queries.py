@@ -4,6 +4,7 @@ caller, and refused when their constraint is over the expression limits; the gat
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import urllib.request
@@ -13,7 +14,7 @@ import classad2
 import pytest
 from twisted.internet.defer import Deferred, succeed
 
-from backends.evaluation import filtered, matching
+from backends.evaluation import BATCH, filtered, is_simple, matching
 from backends.interface import QueryFailed
 from gateway.core.auth import Authentication, Caller
 from gateway.core.queries import QueryRunner, QuerySettings
@@ -39,6 +40,42 @@ def test_the_worker_finds_what_evaluating_here_finds():
     assert filtered(queue, constraint, None) == [queue[n] for n in matching(queue, constraint, 30)]
     assert filtered(queue, None, 30) == queue
     assert matching([], constraint, 30) == []
+
+
+#: every fork this process makes (os.register_at_fork: an observer of the real forks)
+FORKS: list[int] = []
+os.register_at_fork(before=lambda: FORKS.append(1))
+
+
+@pytest.mark.parametrize("text", ["ClusterId == 5 && JobStatus =!= 5", 'Owner == "a\\"b" || MY.ProcId >= 0', "true",
+                                  "JobStatus == 1 && QDate > 1000.5", "ClusterId is undefined", "(ProcId)"])
+def test_a_constraint_over_the_schedds_own_literals_is_simple(text):
+    assert is_simple(classad2.ExprTree(text))
+
+
+@pytest.mark.parametrize("text", [SLOW, 'regexp("a", Owner)', "N == 1", 'ClusterId == size("x")', "ClusterId == {1}[0]",
+                                  "JobStatus ? 1 : 2", "ClusterId == " + " + ".join(["1"] * 200),
+                                  "Requirements", "MY.Cmd == TARGET.Cmd"])
+def test_a_function_a_list_another_attribute_or_length_is_not_simple(text):
+    assert not is_simple(classad2.ExprTree(text))
+
+
+def test_a_simple_constraint_is_evaluated_here_without_a_fork():
+    queue = ads(1000)
+    for ad in queue:
+        ad["ClusterId"], ad["JobStatus"] = ad["N"] // 10, 1 + ad["N"] % 2
+    constraint = classad2.ExprTree("ClusterId == 42 && JobStatus =!= 2")
+    forks = len(FORKS)
+    assert filtered(queue, constraint, 30) == [ad for ad in queue if ad["ClusterId"] == 42 and ad["JobStatus"] == 1]
+    assert len(FORKS) == forks
+    filtered(queue, classad2.ExprTree("N == 7"), 30)
+    assert len(FORKS) == forks + 1  # any other constraint still goes to a worker
+
+
+def test_a_simple_constraint_over_its_budget_fails_between_batches():
+    with pytest.raises(QueryFailed, match=r"did not finish within its budget of 0 s \(max_query_seconds\)"):
+        filtered(ads(BATCH + 1), classad2.ExprTree("ClusterId == 1"), 0)
+    assert filtered(ads(BATCH), classad2.ExprTree("ClusterId == 1"), 0) == []  # one batch is always evaluated
 
 
 def test_a_query_over_its_budget_is_killed_and_fails():
