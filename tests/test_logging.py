@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 import re
 import signal
 import socket
@@ -171,3 +172,28 @@ def test_sigusr1_runs_a_full_collection_and_logs_the_memory(gateway, schedd):
                      line), line
     assert gateway.process.poll() is None
     assert schedd.getVersionString().status.code == "SUCCESS"
+
+
+def test_the_log_is_written_in_order_by_its_own_thread_and_a_stuck_file_never_holds_up_the_caller():
+    """A pipe nobody reads yet stands for a disk that does not answer: the writes return at once, and once the pipe
+    is read every line is there, in order."""
+    from gateway.logging import BackgroundWriter
+
+    read_end, write_end = os.pipe()
+    stream = os.fdopen(write_end, "w")
+    writer = BackgroundWriter(stream)
+    lines = [f"line {number:06d} {'x' * 100}\n" for number in range(2000)]  # 220 KB: more than a pipe holds
+    started = time.monotonic()
+    for line in lines:
+        writer.write(line)
+        writer.flush()
+    assert time.monotonic() - started < 1
+    expected = "".join(lines).encode()
+    received = b""
+    with os.fdopen(read_end, "rb", buffering=0) as pipe:
+        while len(received) < len(expected):
+            received += pipe.read(1 << 16)
+        writer.close()
+        stream.close()
+        assert pipe.read() == b""
+    assert received == expected
