@@ -216,3 +216,22 @@ def test_an_unstaged_submit_gets_no_retention(service, backend, tmp_path):
                                Attr("Requirements", AttrType.EXPRESSION, "TRUE")]))
     ad = backend.get_job(1, 0)
     assert "LeaveJobInQueue" not in ad and ad["ShouldTransferFiles"] == "NO"
+
+
+def test_a_submit_is_one_call_on_the_backends_thread(backend, clock, root, tmp_path):
+    """begin .. commit in one call (under load, each call waits its turn behind everyone else's work)."""
+    calls: list[str] = []
+
+    def call(function, *args, **kwargs):
+        calls.append(getattr(function, "__name__", "?"))
+        return maybeDeferred(function, *args, **kwargs)
+
+    service = SubmissionService(backend, call, AccessPolicy(), clock, SubmissionSettings("test.example", root))
+    job = [Attr("Cmd", AttrType.STRING, "/bin/true"), Attr("Requirements", AttrType.EXPRESSION, "TRUE")]
+    assert run(service.submit(ALICE, job + [Attr("Iwd", AttrType.STRING, str(tmp_path))])) == "test.example#1.0"
+    staging = run(service.create(ALICE))
+    run(service.send(ALICE, staging, "in.dat", 0, b"data"))
+    calls.clear()
+    assert run(service.submit(ALICE, job, staging)) == "test.example#2.0"
+    assert calls == ["_submit_in_backend"]
+    assert (Path(backend.spool_directory(2, 0)) / "in.dat").read_bytes() == b"data"
