@@ -45,6 +45,11 @@ class Spawned:
     path: str | None
     process: FakeProcess
 
+    @property
+    def directory(self) -> str:
+        """The execute directory of the launcher's spec (``<directory>/control/launch.json``)."""
+        return str(Path(self.args[-1]).parent.parent)
+
     def end(self) -> None:
         """The launcher exits (what the reactor tells the protocol)."""
         self.protocol.processEnded(Failure(ProcessDone(0)))
@@ -214,9 +219,9 @@ def test_start_recovers_first_then_offers_every_slot(reactor, scheduling, tmp_pa
     assert first.executable == sys.executable
     assert first.args == [sys.executable, "-S", "-s", str(executor_module.LAUNCHER),
                           str(tmp_path / "dir_1.0" / "control" / "launch.json")]
-    assert first.path == str(tmp_path / "dir_1.0")
+    assert first.path is None  # (twisted spawns, rather than forks, only a process without a working directory)
     assert set(first.env) == {"PATH"}
-    assert [s.path for s in reactor.spawned] == [str(tmp_path / "dir_1.0"), str(tmp_path / "dir_2.0")]
+    assert [s.directory for s in reactor.spawned] == [str(tmp_path / "dir_1.0"), str(tmp_path / "dir_2.0")]
 
 
 def test_jobs_start_even_when_recovery_failed(reactor, scheduling, tmp_path, sent):
@@ -236,7 +241,7 @@ def test_the_next_cycle_offers_only_the_free_slots(reactor, scheduling, tmp_path
                           launch(tmp_path, (3, 0), cpus=2)]
     ex = executor(reactor, scheduling, slots=4)
     start_cycles(reactor, ex)
-    assert [s.path.rsplit("/", 1)[1] for s in reactor.spawned] == ["dir_1.0", "dir_2.0"]
+    assert [s.directory.rsplit("/", 1)[1] for s in reactor.spawned] == ["dir_1.0", "dir_2.0"]
     start_cycles(reactor, ex)
     assert scheduling.start_calls[-1] == (1, {(1, 0), (2, 0)})
     assert len(reactor.spawned) == 2  # (3, 0) needs 2 CPUs, 1 is free
@@ -292,7 +297,7 @@ def test_a_job_end_calls_finish_job_and_frees_its_slot(reactor, scheduling, tmp_
     assert sent == [("killpg", 501, signal.SIGKILL)]  # nothing of its session outlives the launcher
     reactor.advance(0)  # the end woke the executor
     assert scheduling.start_calls[-1] == (1, {(2, 0)})
-    assert reactor.spawned[2].path == str(tmp_path / "dir_3.0")
+    assert reactor.spawned[2].directory == str(tmp_path / "dir_3.0")
     assert ex.busy_cpus == 2
 
 
@@ -304,7 +309,7 @@ def test_a_job_whose_end_cannot_be_recorded_still_frees_its_slot(reactor, schedu
     reactor.spawned[0].end()
     assert scheduling.finished == [((1, 0), None)] and ex.busy_cpus == 0
     reactor.advance(0)
-    assert [s.path for s in reactor.spawned] == [str(tmp_path / "dir_1.0"), str(tmp_path / "dir_2.0")]
+    assert [s.directory for s in reactor.spawned] == [str(tmp_path / "dir_1.0"), str(tmp_path / "dir_2.0")]
 
 
 def test_a_launcher_that_cannot_be_started_ends_at_once(reactor, scheduling, tmp_path, sent):

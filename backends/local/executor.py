@@ -219,10 +219,13 @@ class Executor:
             self._run_dag(running)
             return
         try:
+            # no path (working directory): twisted then starts the launcher with posix_spawn, not by forking the
+            # whole gateway (milliseconds with every thread stopped, then copy-on-write faults); the launcher goes
+            # to its directory itself
             running.transport = self._reactor.spawnProcess(
                 _JobProcess(self, launch.key), sys.executable,
                 [sys.executable, "-S", "-s", str(LAUNCHER), str(launch.directory.spec_file)],
-                env=_launcher_environment(), path=str(launch.directory.root))
+                env=_launcher_environment())
         except OSError as exc:
             log.error("cannot start the launcher for job {job}: {error}", job=launch.key, error=exc)
             self._reactor.callLater(0, self._process_ended, launch.key)

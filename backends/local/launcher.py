@@ -160,6 +160,7 @@ def _forward(number: int, _frame: object) -> None:
 
 
 def main(spec_path: str) -> int:
+    os.chdir(Path(spec_path).parent.parent)  # the execute directory (the gateway starts us without a working directory)
     with open(spec_path) as stream:
         spec = json.load(stream)
     result = run(spec)
