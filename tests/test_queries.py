@@ -137,6 +137,35 @@ def test_a_runner_without_a_pool_passes_the_budget():
     assert answer.result == 7.0
 
 
+def test_a_job_lookup_never_waits_for_the_backends_thread(tmp_path, clock):
+    """getJobAd and the submission API's lookups run on the query pool: with the backend's thread stuck (behind a
+    long durable commit, say) they still answer."""
+    from backends.local import LocalBackend
+    from gateway.core.auth import AccessPolicy
+    from gateway.core.schedd import BirdbathSchedd
+    from gateway.core.submissions import SubmissionService, SubmissionSettings
+    from tests.synchronous import run
+
+    backend = LocalBackend(tmp_path / "state", schedd_name="test.example", slots=0)
+    txn = backend.begin()
+    cluster = backend.new_cluster(txn)
+    proc = backend.new_proc(txn, cluster)
+    job = classad2.ClassAd()
+    job["Cmd"], job["Owner"] = "/bin/true", "alice"
+    backend.submit(txn, cluster, proc, job)
+    backend.commit(txn)
+    stuck = lambda function, *args, **kwargs: Deferred()  # the backend's thread never gets to it
+    queries = QueryRunner(lambda function, *args: succeed(function(*args)))
+    alice = Caller("127.0.0.1", "alice", Authentication.SOCKET)
+    schedd = BirdbathSchedd(backend, stuck, AccessPolicy(), clock, queries=queries)
+    assert ("Cmd", "/bin/true") in [(a.name, a.value) for a in run(schedd.get_job_ad(alice, None, cluster, proc))]
+    service = SubmissionService(backend, stuck, AccessPolicy(), clock, SubmissionSettings("test.example",
+                                                                                         tmp_path / "staging"),
+                                queries=queries)
+    assert run(service.summaries(alice, [f"{cluster}.{proc}"]))[0]["Cmd"] == "/bin/true"
+    backend.close()
+
+
 # -- end to end ---------------------------------------------------------------------------------------------
 def _status(schedd, constraint):
     return schedd.getJobAds(None, constraint).status

@@ -65,6 +65,12 @@ class QueryRunner:
             if turns.tokens == turns.limit and not turns.waiting:
                 self._turns.pop(caller, None)  # no state kept for callers that have nothing running
 
+    def read(self, function: Callable[..., T], *args: Any) -> Any:
+        """Look one job up (``function`` needs no budget) on the query pool: a key lookup costs next to nothing, so it
+        takes none of the caller's turns, and it never waits behind the backend's writes (a durable commit holds the
+        backend's one thread for milliseconds, and under load every getJobAd queued behind them)."""
+        return self._call(function, *args)
+
     def stop(self) -> None:
         stop = getattr(self._call, "stop", None)
         if stop is not None:

@@ -333,7 +333,7 @@ class BirdbathSchedd:
 
     async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> Struct:
         self._enter(caller, ref, Permission.READ, required=False)
-        ad = await self._call(self._owned, caller, cluster, proc)
+        ad = await self.queries.read(self._owned, caller, cluster, proc)
         if ad is None:
             raise BirdbathError(StatusCode.UNKNOWNJOB, "Specified job is unknown")
         return ad_to_struct(ad, self._now())

@@ -152,9 +152,10 @@ class SubmissionService:
         except BirdbathError:
             raise fail("Permission denied") from None
 
-    async def _run(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def _run(self, function: Callable[..., Any], *args: Any, lane: Callable[..., Any] | None = None) -> Any:
+        """``function(*args)`` on the backend's thread (or on ``lane``), its errors as statuses."""
         try:
-            return await self._call(function, *args, **kwargs)
+            return await (lane or self._call)(function, *args)
         except UnknownJob as exc:
             raise ApiError(ApiStatus.NO_MATCH, str(exc)) from None
         except BackendError as exc:
@@ -394,7 +395,7 @@ class SubmissionService:
                 if attr.name not in ("MyType", "TargetType", "ServerTime")]
 
     async def _find(self, ref: JobRef) -> classad2.ClassAd:
-        ad = await self._run(self._lookup, ref)
+        ad = await self._run(self._lookup, ref, lane=self._queries.read)
         if ad is None:
             raise ApiError(ApiStatus.NO_MATCH, f"Unknown job {ref}")
         return ad
