@@ -1,5 +1,6 @@
 """The local backend's durable store on a real SQLite file: what leaves the queue is read back from the history in
-pages, newest first, so that a caller that stops early reads one page and not the whole history."""
+pages, newest first, so that a caller that stops early reads one page and not the whole history; cluster ids are
+reserved durably a block at a time and never handed out twice, across restarts too."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import itertools
 import classad2
 
 from backends.local import store as store_module
-from backends.local.store import HISTORY_PAGE, JobStore
+from backends.local.store import CLUSTER_BLOCK, HISTORY_PAGE, JobStore
 
 
 def archived_store(path, count: int) -> JobStore:
@@ -47,3 +48,27 @@ def test_a_page_boundary_inside_a_cluster_loses_no_proc(tmp_path, monkeypatch):
     store = archived_store(tmp_path, 5)
     assert [(ad["ClusterId"], ad["ProcId"]) for ad in store.history()] == [
         (c, p) for c in range(5, 0, -1) for p in (1, 0)]
+
+
+def test_cluster_ids_go_up_by_one_and_a_block_of_them_costs_one_synced_write(tmp_path):
+    store = JobStore(tmp_path / "queue.sqlite3")
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    ids = [store.next_cluster_id() for _ in range(2 * CLUSTER_BLOCK + 1)]
+    assert ids == list(range(1, 2 * CLUSTER_BLOCK + 2))
+    assert sum(statement.startswith("INSERT OR REPLACE INTO counters") for statement in statements) == 3
+    assert statements.count("COMMIT") == 3
+
+
+def test_after_a_restart_no_cluster_id_is_handed_out_again(tmp_path):
+    """(The store is not closed: as after a kill -9, only what was synced is there.)"""
+    first = JobStore(tmp_path / "queue.sqlite3")
+    before = [first.next_cluster_id() for _ in range(5)]
+    again = JobStore(tmp_path / "queue.sqlite3")
+    after = again.next_cluster_id()
+    assert after > max(before) and after == CLUSTER_BLOCK + 1  # the rest of the first block is skipped
+    again.close()  # a clean close gives the rest of the block back
+    assert JobStore(tmp_path / "queue.sqlite3").next_cluster_id() == after + 1
+    legacy = JobStore(tmp_path / "legacy.sqlite3")  # a queue whose counter held the last id handed out
+    legacy._db.execute("INSERT INTO counters (name, value) VALUES ('cluster', 7)")
+    assert JobStore(tmp_path / "legacy.sqlite3").next_cluster_id() == 8

@@ -41,13 +41,24 @@ class JobStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
+        row = self._db.execute("SELECT value FROM counters WHERE name = 'cluster'").fetchone()
+        #: the last cluster id handed out, and the highest reserved durably (see next_cluster_id)
+        self._last_cluster = self._reserved_cluster = row[0] if row else 0
         self._jobs: dict[JobKey, classad2.ClassAd] = {
             (cluster, proc): classad2.parseOne(text)
             for cluster, proc, text in self._db.execute("SELECT cluster, proc, ad FROM jobs ORDER BY cluster, proc")
         }
 
     def close(self) -> None:
+        """Give back the unused rest of the reserved cluster ids (a clean restart goes on from the last one handed
+        out), then close the file."""
         with self._lock:
+            if self._last_cluster < self._reserved_cluster:
+                try:
+                    with self._transaction():
+                        self._db.execute("UPDATE counters SET value = ? WHERE name = 'cluster'", (self._last_cluster,))
+                except sqlite3.Error:
+                    pass  # (a full disk: the next start skips the rest of the block, as after a crash)
             self._db.close()
 
     # -- reads (in-memory) ---------------------------------------------------------------------------
@@ -66,12 +77,21 @@ class JobStore:
 
     # -- writes --------------------------------------------------------------------------------------
     def next_cluster_id(self) -> int:
-        """Allocate a cluster id durably, so it is never handed out again, even if its transaction aborts."""
-        with self._lock, self._transaction():
-            row = self._db.execute("SELECT value FROM counters WHERE name = 'cluster'").fetchone()
-            cluster = (row[0] if row else 0) + 1
-            self._db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('cluster', ?)", (cluster,))
-        return cluster
+        """Allocate a cluster id that is never handed out again, even if its transaction aborts or the gateway dies.
+
+        Ids are reserved durably :data:`CLUSTER_BLOCK` at a time (the counter holds the highest reserved) and handed
+        out from memory, so that a new cluster costs a synced write once per block and not every time; a restart
+        goes on after the last reserved id (the rest of that block is never used)."""
+        with self._lock:
+            if self._last_cluster >= self._reserved_cluster:
+                with self._transaction():
+                    row = self._db.execute("SELECT value FROM counters WHERE name = 'cluster'").fetchone()
+                    reserved = max(row[0] if row else 0, self._last_cluster) + CLUSTER_BLOCK
+                    self._db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('cluster', ?)",
+                                     (reserved,))
+                self._reserved_cluster = reserved
+            self._last_cluster += 1
+            return self._last_cluster
 
     def apply(self, ads: Mapping[JobKey, classad2.ClassAd], archived: Iterable[JobKey] = ()) -> None:
         """Write these ads and move the ``archived`` jobs into the history, atomically and durably; then publish
@@ -120,6 +140,9 @@ class JobStore:
     def _transaction(self) -> "_SqliteTransaction":
         return _SqliteTransaction(self._db)
 
+
+#: cluster ids reserved with one synced write
+CLUSTER_BLOCK = 100
 
 #: rows of the history read at once
 HISTORY_PAGE = 64
