@@ -4,12 +4,13 @@ reserved durably a block at a time and never handed out twice, across restarts t
 
 from __future__ import annotations
 
+import gc
 import itertools
 
 import classad2
 
 from backends.local import store as store_module
-from backends.local.store import CLUSTER_BLOCK, HISTORY_PAGE, JobStore
+from backends.local.store import CLUSTER_BLOCK, HISTORY_PAGE, JobStore, parsed
 
 
 def archived_store(path, count: int) -> JobStore:
@@ -72,3 +73,21 @@ def test_after_a_restart_no_cluster_id_is_handed_out_again(tmp_path):
     legacy = JobStore(tmp_path / "legacy.sqlite3")  # a queue whose counter held the last id handed out
     legacy._db.execute("INSERT INTO counters (name, value) VALUES ('cluster', 7)")
     assert JobStore(tmp_path / "legacy.sqlite3").next_cluster_id() == 8
+
+
+def live_classads() -> int:
+    gc.collect()
+    return sum(1 for thing in gc.get_objects() if isinstance(thing, classad2.ClassAd))
+
+
+def test_reading_the_history_again_and_again_keeps_no_ad_alive(tmp_path):
+    """classad2.parseOne keeps a copy of every ad it parses, for ever; the store does not use it."""
+    store = archived_store(tmp_path, 300)
+    ads = list(store.history())
+    assert ads[0] == parsed(str(ads[0])) and str(parsed(str(ads[0]))) == str(ads[0])
+    del ads
+    before = live_classads()
+    for _ in range(3):
+        assert len(list(store.history())) == 600
+    assert live_classads() == before
+    JobStore(tmp_path / "queue.sqlite3")  # (the queue read at start-up goes the same way)
