@@ -50,9 +50,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gateway.testing import GatewayProcess  # noqa: E402
 
-#: all the clients are one caller (this host, this user): each holds one transaction at a time, so the limit on
-#: open transactions per caller (default 20) must leave room for all of them
-CONFIG = "[birdbath]\nmax_transactions_per_caller = {limit}\n[submission]\nmax_staging_areas_per_caller = {limit}\n"
+#: the clients stand for as many client programs, but they are all one caller here (this host, this user): the limits
+#: per caller (open transactions, default 20; staging areas; queries at once, default 2) are raised so that each
+#: has the share it would have as a caller of its own (--queries-per-caller sets the last one)
+CONFIG = ("[gateway]\nmax_queries_per_caller = {queries}\n[birdbath]\nmax_transactions_per_caller = {limit}\n"
+          "[submission]\nmax_staging_areas_per_caller = {limit}\n")
 
 ENVELOPE = ('<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body><c:{op} xmlns:c="urn:condor">'
             '{inner}</c:{op}></s:Body></s:Envelope>')
@@ -418,6 +420,9 @@ def main() -> None:
     parser.add_argument("--without", default="", help="operations to leave out of the mix, e.g. getJobAds")
     parser.add_argument("--no-wait", action="store_true",
                         help="clients submit every round without waiting for their jobs (the queue grows)")
+    parser.add_argument("--queries-per-caller", type=int,
+                        help="the gateway's max_queries_per_caller (default: as many as clients; the gateway's own "
+                             "default is 2)")
     parser.add_argument("--keep", type=Path, help="keep the gateway's state and log in this directory")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
@@ -427,7 +432,8 @@ def main() -> None:
         iwd = tmp / "iwd"
         iwd.mkdir(exist_ok=True)
         mix = Mix(str(iwd), frozenset(filter(None, args.without.split(","))), not args.no_wait)
-        gateway = GatewayProcess(tmp / "state", CONFIG.format(limit=max(20, 2 * args.clients)), tmp=tmp).start()
+        config = CONFIG.format(limit=max(20, 2 * args.clients), queries=args.queries_per_caller or args.clients)
+        gateway = GatewayProcess(tmp / "state", config, tmp=tmp).start()
         try:
             measure(gateway, args, mix)
         finally:
@@ -455,7 +461,8 @@ def measure(gateway: GatewayProcess, args: argparse.Namespace, mix: Mix) -> None
     baseline, load = merged(lone), merged(records)
     total = len(load["(all)"])
     mix_text = (", without " + ", ".join(sorted(mix.without)) if mix.without else "") + \
-        (", clients not waiting for their jobs" if not mix.wait else "")
+        (", clients not waiting for their jobs" if not mix.wait else "") + \
+        (f", max_queries_per_caller = {args.queries_per_caller}" if args.queries_per_caller else "")
     print(f"mixed load on the local backend ({os.cpu_count()} CPUs, as {getpass.getuser()}), "
           f"{time.strftime('%Y-%m-%d %H:%M')}{mix_text}")
     print(f"lone client, {args.baseline_seconds:g} s: {len(baseline['(all)'])} operations, "
