@@ -423,6 +423,8 @@ def main() -> None:
     parser.add_argument("--queries-per-caller", type=int,
                         help="the gateway's max_queries_per_caller (default: as many as clients; the gateway's own "
                              "default is 2)")
+    parser.add_argument("--again", action="store_true",
+                        help="run the load a second time and say the RSS after it (warm-up or leak?)")
     parser.add_argument("--keep", type=Path, help="keep the gateway's state and log in this directory")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
@@ -484,6 +486,12 @@ def measure(gateway: GatewayProcess, args: argparse.Namespace, mix: Mix) -> None
     print(f"gateway RSS: {rss_start:.1f} MiB at start, {rss_warm:.1f} MiB after the lone client + full GC, "
           f"peak {sampler.peak:.1f} MiB, {rss_after:.1f} MiB after the load + full GC "
           f"({(rss_after / rss_warm - 1) * 100:+.1f} % of the warm start; queue {left} jobs)")
+    if args.again:  # growth that stops after the first load is warm-up (threads, caches), growth that goes on a leak
+        run_clients(port, args.clients, args.seconds, mix, lambda: Usage.now(pid))
+        wait_for_empty_queue(port)
+        rss_again = collected_rss(gateway)
+        print(f"  after the same load again + full GC: {rss_again:.1f} MiB "
+              f"({(rss_again / rss_after - 1) * 100:+.1f} % of after the first)")
 
 
 if __name__ == "__main__":
