@@ -91,3 +91,24 @@ def test_reading_the_history_again_and_again_keeps_no_ad_alive(tmp_path):
         assert len(list(store.history())) == 600
     assert live_classads() == before
     JobStore(tmp_path / "queue.sqlite3")  # (the queue read at start-up goes the same way)
+
+
+def job(cluster: int, proc: int = 0, status: int = 1, **attributes: object) -> classad2.ClassAd:
+    ad = classad2.ClassAd()
+    ad["ClusterId"], ad["ProcId"], ad["JobStatus"] = cluster, proc, status
+    for name, value in attributes.items():
+        ad[name] = value
+    return ad
+
+
+def test_the_idle_jobs_are_kept_in_the_order_they_start_as_jobs_change(tmp_path):
+    store = JobStore(tmp_path / "queue.sqlite3")
+    store.apply({(1, 0): job(1, QDate=30), (2, 0): job(2, QDate=10), (3, 0): job(3, QDate=20, JobPrio=5),
+                 (4, 0): job(4, QDate=5, JobUniverse=7), (5, 0): job(5, QDate=1, RequestCpus=2),
+                 (6, 0): job(6, status=5)})
+    assert list(store.idle.in_order()) == [((3, 0), 1), ((5, 0), 2), ((4, 0), 0), ((2, 0), 1), ((1, 0), 1)]
+    store.apply({(3, 0): job(3, status=2, QDate=20, JobPrio=5), (6, 0): job(6, QDate=0)}, archived=[(5, 0)])
+    assert [key for key, _ in store.idle.in_order()] == [(6, 0), (4, 0), (2, 0), (1, 0)]
+    reopened = JobStore(tmp_path / "queue.sqlite3")  # (built again from the queue at start-up)
+    assert list(reopened.idle.in_order()) == list(store.idle.in_order())
+    assert len(store.idle) == 4 and (2, 0) in store.idle and (3, 0) not in store.idle

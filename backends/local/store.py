@@ -1,6 +1,7 @@
 """The durable job queue of the local backend: one SQLite file in WAL mode, every commit synced to disk.
 
-Job ads are stored as ClassAd text and kept parsed in memory, so queries never touch the disk.  The store is
+Job ads are stored as ClassAd text and kept parsed in memory, so queries never touch the disk; the idle ones are also
+kept in the order they start (``idle``), so scheduling reads only them.  The store is
 the only writer of its file; every change goes through :meth:`JobStore.apply`, which writes all of a
 transaction's ads in one SQLite transaction and only then updates the in-memory view.
 """
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 import classad2
+
+from .idle import IdleJobs
 
 JobKey = tuple[int, int]
 
@@ -48,6 +51,10 @@ class JobStore:
             (cluster, proc): parsed(text)
             for cluster, proc, text in self._db.execute("SELECT cluster, proc, ad FROM jobs ORDER BY cluster, proc")
         }
+        #: the idle jobs in the order they start (kept up to date by apply)
+        self.idle = IdleJobs()
+        for key, ad in self._jobs.items():
+            self.idle.update(key, ad)
 
     def close(self) -> None:
         """Give back the unused rest of the reserved cluster ids (a clean restart goes on from the last one handed
@@ -107,6 +114,8 @@ class JobStore:
             self._jobs.update((key, ad) for key, ad in ads.items() if key not in archived)
             for key in archived:
                 self._jobs.pop(key, None)
+            for key in ads.keys() | set(archived):
+                self.idle.update(key, self._jobs.get(key))
 
     def dag_state(self, cluster: int) -> str | None:
         """The saved node states of the DAG whose DAGMan job is ``cluster`` (JSON text), if any."""
