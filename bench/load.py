@@ -291,17 +291,36 @@ class RssSampler(threading.Thread):
             self.peak = max(self.peak, rss_mib(self.pid))
 
 
-def collected_rss(gateway: GatewayProcess, timeout: float = 30) -> float:
-    """Ask the gateway for a full garbage collection (SIGUSR1) and read its RSS once its log says it is done."""
+@dataclass(frozen=True)
+class Memory:
+    """The gateway's memory after a full garbage collection: its resident set, and the C heap's MiB in use and MiB
+    free but kept by the allocator (None where the gateway cannot tell)."""
+
+    rss: float
+    heap_in_use: float | None
+    heap_free: float | None
+
+    def heap(self) -> str:
+        if self.heap_in_use is None:
+            return ""
+        return f" (C heap {self.heap_in_use:.1f} MiB in use, {self.heap_free:.1f} MiB free)"
+
+
+HEAP = re.compile(r"C heap ([\d.]+) MiB in use, ([\d.]+) MiB free")
+
+
+def collected(gateway: GatewayProcess, timeout: float = 30) -> Memory:
+    """Ask the gateway for a full garbage collection (SIGUSR1); its memory once its log says it is done."""
     assert gateway.process is not None
     before = gateway.log().count("full garbage collection")
     gateway.process.send_signal(signal.SIGUSR1)
     deadline = time.monotonic() + timeout
-    while gateway.log().count("full garbage collection") == before:
+    while len(lines := [line for line in gateway.log().splitlines() if "full garbage collection" in line]) == before:
         if time.monotonic() > deadline:
             raise RuntimeError("the gateway did not log a full garbage collection after SIGUSR1")
         time.sleep(0.05)
-    return rss_mib(gateway.process.pid)
+    heap = HEAP.search(lines[-1])
+    return Memory(rss_mib(gateway.process.pid), *(float(value) for value in heap.groups()) if heap else (None, None))
 
 
 def queue_length(port: int) -> int:
@@ -448,7 +467,7 @@ def measure(gateway: GatewayProcess, args: argparse.Namespace, mix: Mix) -> None
     rss_start = rss_mib(pid)
     lone, _, _ = run_clients(port, 1, args.baseline_seconds, mix, lambda: Usage.now(pid))
     wait_for_empty_queue(port)
-    rss_warm = collected_rss(gateway)
+    warm = collected(gateway)
     log_before = gateway.log_path.stat().st_size
     sampler = RssSampler(pid)
     sampler.start()
@@ -458,7 +477,7 @@ def measure(gateway: GatewayProcess, args: argparse.Namespace, mix: Mix) -> None
     drained = Usage.now(pid) - began
     sampler.stopped.set()
     sampler.join()
-    rss_after = collected_rss(gateway)
+    after = collected(gateway)
 
     baseline, load = merged(lone), merged(records)
     total = len(load["(all)"])
@@ -483,15 +502,15 @@ def measure(gateway: GatewayProcess, args: argparse.Namespace, mix: Mix) -> None
     print_table(load, baseline)
     print_timeline(records, args.seconds)
     print_errors(records)
-    print(f"gateway RSS: {rss_start:.1f} MiB at start, {rss_warm:.1f} MiB after the lone client + full GC, "
-          f"peak {sampler.peak:.1f} MiB, {rss_after:.1f} MiB after the load + full GC "
-          f"({(rss_after / rss_warm - 1) * 100:+.1f} % of the warm start; queue {left} jobs)")
+    print(f"gateway RSS: {rss_start:.1f} MiB at start, {warm.rss:.1f} MiB after the lone client + full GC"
+          f"{warm.heap()}, peak {sampler.peak:.1f} MiB, {after.rss:.1f} MiB after the load + full GC{after.heap()}: "
+          f"{(after.rss / warm.rss - 1) * 100:+.1f} % of the warm start (queue {left} jobs)")
     if args.again:  # growth that stops after the first load is warm-up (threads, caches), growth that goes on a leak
         run_clients(port, args.clients, args.seconds, mix, lambda: Usage.now(pid))
         wait_for_empty_queue(port)
-        rss_again = collected_rss(gateway)
-        print(f"  after the same load again + full GC: {rss_again:.1f} MiB "
-              f"({(rss_again / rss_after - 1) * 100:+.1f} % of after the first)")
+        again = collected(gateway)
+        print(f"  after the same load again + full GC: {again.rss:.1f} MiB{again.heap()}: "
+              f"{(again.rss / after.rss - 1) * 100:+.1f} % of after the first")
 
 
 if __name__ == "__main__":

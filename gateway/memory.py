@@ -8,6 +8,7 @@ the log line.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import signal
 import time
@@ -30,14 +31,36 @@ def resident_mib() -> float | None:
     return None
 
 
+class _MallInfo(ctypes.Structure):
+    """glibc's ``struct mallinfo2``."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def malloc_mib() -> tuple[float, float] | None:
+    """The C heap (glibc's ``mallinfo2``): MiB in use, and MiB free but kept by the allocator (None elsewhere).  The
+    resident set does not shrink when a large queue has come and gone, as the freed memory stays in the heap for
+    later use; these two tell such memory from memory still held."""
+    try:
+        info = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        return None
+    info.restype = _MallInfo
+    figures = info()
+    return (figures.uordblks + figures.hblkhd) / 2**20, figures.fordblks / 2**20
+
+
 def collect() -> None:
-    """Run a full collection and log what it found and the resident memory before and after."""
+    """Run a full collection and log what it found, the resident memory before and after, and the C heap."""
     before, started = resident_mib(), time.perf_counter()
     found = gc.collect()
+    heap = malloc_mib()
     log.info("full garbage collection (SIGUSR1): {found} unreachable objects in {ms:.1f} ms, {tracked} objects "
-             "tracked ({frozen} frozen); resident memory {before} -> {after} MiB", found=found,
-             ms=(time.perf_counter() - started) * 1000, tracked=len(gc.get_objects()), frozen=gc.get_freeze_count(),
-             before=_mib(before), after=_mib(resident_mib()))
+             "tracked; resident memory {before} -> {after} MiB; C heap {in_use} MiB in use, {free} MiB free",
+             found=found, ms=(time.perf_counter() - started) * 1000, tracked=len(gc.get_objects()),
+             before=_mib(before), after=_mib(resident_mib()), in_use=_mib(heap and heap[0]),
+             free=_mib(heap and heap[1]))
 
 
 def _mib(value: float | None) -> str:

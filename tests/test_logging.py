@@ -168,8 +168,8 @@ def test_sigusr1_runs_a_full_collection_and_logs_the_memory(gateway, schedd):
     gateway.process.send_signal(signal.SIGUSR1)
     wait_until(lambda: gateway.log().count("full garbage collection (SIGUSR1)") > before, "the collection's line")
     line = [line for line in gateway.log().splitlines() if "full garbage collection (SIGUSR1)" in line][-1]
-    assert re.search(r"unreachable objects in [\d.]+ ms, \d+ objects tracked .* resident memory [\d.]+ -> [\d.]+ MiB$",
-                     line), line
+    assert re.search(r"unreachable objects in [\d.]+ ms, \d+ objects tracked; resident memory [\d.]+ -> [\d.]+ MiB; "
+                     r"C heap [\d.]+ MiB in use, [\d.]+ MiB free$", line), line
     assert gateway.process.poll() is None
     assert schedd.getVersionString().status.code == "SUCCESS"
 
