@@ -47,14 +47,15 @@ _SIMPLE_TOKEN = re.compile(r"""\s+|"(?:[^"\\]|\\.)*"|(?:MY\.)?[A-Za-z_][A-Za-z0-
 _SIMPLE_NAMES = SCHEDD_LITERALS | {"true", "false", "undefined", "error", "is", "isnt"}
 
 _INDEX = struct.Struct("=I")
-#: how a child says it finished: the count of positions it sent, after them
+#: what a child writes after the last position: without it, the child did not finish (it died or was killed)
 _DONE = b"done"
 
 
 def filtered(ads: list[classad2.ClassAd], constraint: classad2.ExprTree | None,
              budget: float | None) -> list[classad2.ClassAd]:
-    """The ads for which ``constraint`` is true: a client's constraint (one with a ``budget``) in a forked worker,
-    the gateway's own (``ClusterId == 12``) in this thread."""
+    """The ads for which ``constraint`` is true.  The gateway's own constraints (no ``budget``) are evaluated in this
+    thread; a client's (with a ``budget``) here in batches when it is simple (:func:`is_simple`), else in a forked
+    worker."""
     if constraint is None:
         return ads
     if budget is None:

@@ -33,8 +33,9 @@ def restore_stack_limit() -> None:
 
 
 def give_back_stack_limit(pid: int | None) -> None:
-    """Give a process the gateway started for a job (a launcher, a DAG script) the stack limit the gateway was
-    started with, so a job never runs with the limit raised for the gateway's own evaluations."""
+    """Give a process the gateway started for a job the stack limit the gateway was started with, from outside
+    (a DAG script, which the gateway executes directly; the job launcher sets it itself, with
+    :func:`restore_stack_limit`, before it starts anything)."""
     original = original_stack_limit()
     if original is not None and pid:
         try:

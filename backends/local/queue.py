@@ -337,4 +337,3 @@ class JobQueue:
         if base is None:
             return None
         return updated(base, txn.updates.get(key, {}))
-
