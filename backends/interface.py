@@ -49,7 +49,8 @@ class Capability(enum.Enum):
     """Optional parts of the interface, and the methods a backend that declares one must have."""
 
     #: ``start(reactor, call)`` once the gateway runs, for services in its process (``call(function, *args)`` runs
-    #: a function on the backend's worker thread and returns a Deferred); ``async stop()`` at shutdown, before close
+    #: a function on the backend's worker thread and returns a Deferred); ``async stop(fast=False)`` at shutdown,
+    #: before close (``fast``: the gateway's SIGQUIT, which does not wait for running jobs to stop by themselves)
     SERVICES = ("start", "stop")
     #: ``history(constraint, limit=None, *, budget=None)``: jobs that left the queue, newest first (``budget`` as
     #: for :meth:`ScheddBackend.query`)

@@ -17,6 +17,7 @@ from gateway.core.queries import QueryRunner
 from gateway.core.schedd import BirdbathSchedd
 from gateway.core.submissions import SubmissionService, SubmissionSettings
 from gateway.core.threads import BlockingCaller
+from gateway.daemon import sharedport
 from gateway.http import Endpoint, GatewayResource, GatewaySite, HandshakeLogging
 from gateway.soap.application import schedd_application
 from gateway.soap.context import RequestContext
@@ -54,6 +55,8 @@ class Gateway:
                                 identification=identification)
         self.port: IListeningPort | None = None
         self.ssl_port: IListeningPort | None = None
+        #: the named socket condor_shared_port passes connections to (use_shared_port)
+        self.named_socket: IListeningPort | None = None
 
     def listen(self) -> None:
         """Bind the plain port and the SSL port, those that are on (raises CannotListenError when one is taken)."""
@@ -63,6 +66,8 @@ class Gateway:
         if self.tls is not None:
             self.ssl_port = self.reactor.listenSSL(config.soap_ssl_port, HandshakeLogging(self.site), self.tls,
                                                    interface=config.listen)
+        if config.use_shared_port:
+            self.named_socket = sharedport.listen(self.reactor, config.named_socket(), self.site)
 
     def start(self) -> None:
         """Create the backend, start its services in the reactor and serve the operations on the bound port."""
@@ -99,6 +104,10 @@ class Gateway:
                 log.info("birdbath gateway listening on {scheme}://{host}:{port}/ with the {backend} backend "
                          "(state in {state}){callers}", scheme=scheme, host=address.host, port=address.port,
                          backend=config.backend, state=config.state_dir, callers=self._callers(scheme))
+        if self.named_socket is not None:
+            log.info("birdbath gateway serving connections condor_shared_port passes to {path} (shared port id "
+                     "{id}: clients use <host:port?sock={id}>), as on the plain port", path=config.named_socket(),
+                     id=config.shared_port_id)
 
     def _callers(self, scheme: str) -> str:
         """How the callers of one port are identified, for the start-up line."""
@@ -119,18 +128,19 @@ class Gateway:
     def _submission_context(self, caller: Caller) -> SubmissionContext:
         return SubmissionContext(caller=caller, service=self.submissions)
 
-    async def stop(self) -> None:
-        """Stop listening, roll back open transactions, then release the backend.
+    async def stop(self, fast: bool = False) -> None:
+        """Stop listening, roll back open transactions, then release the backend (``fast``: SIGQUIT's shutdown,
+        which tells the backend's services not to wait for running jobs to stop by themselves).
 
         The backend's threads are stopped whatever fails before, or they would keep the process alive."""
         try:
-            for port in (self.port, self.ssl_port):
+            for port in (self.port, self.ssl_port, self.named_socket):
                 if port is not None:
                     await port.stopListening()
             if self.schedd is not None:
                 await self.schedd.abort_all()
             if self.backend is not None and Capability.SERVICES in self.backend.capabilities:
-                await self.backend.stop()
+                await (self.backend.stop(fast=True) if fast else self.backend.stop())
         finally:
             self.release()
 

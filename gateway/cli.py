@@ -28,7 +28,8 @@ EXIT_START = 1
 #: the flags that override the configuration file's settings: flag's name -> setting's name
 OVERRIDES = {"listen": "listen", "port": "port", "state_dir": "state_dir", "backend": "backend",
              "log_file": "log_file", "log_level": "log_level", "ssl_port": "soap_ssl_port",
-             "ssl_keyfile": "soap_ssl_server_keyfile", "ssl_ca_file": "soap_ssl_ca_file"}
+             "ssl_keyfile": "soap_ssl_server_keyfile", "ssl_ca_file": "soap_ssl_ca_file",
+             "master_keepalive": "master_keepalive"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -54,6 +55,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="write the SSL port actually listened on to FILE once ready")
     parser.add_argument("--log-file", type=Path, metavar="PATH", help="append the log to PATH (default stderr)")
     parser.add_argument("--log-level", choices=list(LEVELS), help="least severe level logged (default info)")
+    parser.add_argument("--master-keepalive", metavar="HOST:PORT",
+                        help="send condor_master's DC_CHILDALIVE datagram to HOST:PORT every not_responding_timeout/3 "
+                             "seconds (master_keepalive; under a master's CONDOR_INHERIT it is sent without this)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser.parse_args(argv)
 
@@ -113,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     from gateway import logging, memory
     from gateway.app import Gateway
     from gateway.config import ConfigError
+    from gateway.daemon.service import FastShutdown, keepalive_for
     from gateway.stack import ensure_main_stack, log_stack_warning
 
     try:
@@ -143,7 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         gateway.release()  # the backend's threads would keep the process alive
         return refuse_start(exc)
-    reactor.addSystemEventTrigger("before", "shutdown", lambda: Deferred.fromCoroutine(gateway.stop()))
+    shutdown = FastShutdown(reactor)
+    shutdown.install()
+    keepalive = keepalive_for(reactor, config.master_keepalive, config.not_responding_timeout)
+    if keepalive is not None:
+        keepalive.start()
+        reactor.addSystemEventTrigger("before", "shutdown", keepalive.stop)
+    reactor.addSystemEventTrigger("before", "shutdown",
+                                  lambda: Deferred.fromCoroutine(gateway.stop(fast=shutdown.fast)))
     reactor.run()
     return 0
 

@@ -39,6 +39,14 @@ staging_lifetime = 3600       # seconds an unused staging area (create/send) liv
 output_retention = 86400      # seconds a finished staged job stays queued so its output can be fetched
 max_staging_areas_per_caller = 20   # staging areas one caller (host and user) may hold at once
 
+[daemon]                      # running under condor_master and behind condor_shared_port (HTCondor's knobs)
+use_shared_port = false       # also serve the connections condor_shared_port passes (port = 0: only those)
+daemon_socket_dir = "/var/lock/condor/daemon_sock"   # condor_config_val DAEMON_SOCKET_DIR
+shared_port_id = "birdbath"   # the named socket there; clients use <host:9618?sock=birdbath>
+not_responding_timeout = 0    # DC_CHILDALIVE's timeout; 0: BIRDBATH_NOT_RESPONDING_TIMEOUT or
+                              # NOT_RESPONDING_TIMEOUT from HTCondor's configuration, else 3600
+master_keepalive = ""         # --master-keepalive HOST:PORT: the 2009 datagram to a master not our parent
+
 [backends.local]              # passed to the selected backend as keyword arguments
 ```
 """
@@ -60,6 +68,7 @@ from backends import registry
 from gateway.core.auth import LOOPBACK, AccessPolicy, HostList
 from gateway.core.queries import QuerySettings
 from gateway.core.schedd import ScheddSettings
+from gateway.daemon import keepalive, sharedport
 from gateway.identity.callers import Identification, Offload
 from gateway.identity.mapfile import CertificateMap, MapFileError
 from gateway.identity.passwords import PasswordFile, PasswordFileError
@@ -122,6 +131,11 @@ class GatewayConfig:
     soap_ssl_ca_dir: Path | None = None
     certificate_mapfile: Path | None = None
     password_file: Path | None = None
+    use_shared_port: bool = False
+    daemon_socket_dir: Path = Path("/var/lock/condor/daemon_sock")
+    shared_port_id: str = "birdbath"
+    not_responding_timeout: int = 0  # 0: from HTCondor's configuration (keepalive.resolve_timeout)
+    master_keepalive: str = ""  # HOST:PORT, or "" for none
     backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
@@ -131,6 +145,13 @@ class GatewayConfig:
             return 0
         assert isinstance(self.port, int)
         return self.port if self.port != 0 else None
+
+    def named_socket(self) -> Path:
+        """The Unix socket condor_shared_port passes connections to (raises ConfigError)."""
+        try:
+            return sharedport.socket_path(self.daemon_socket_dir, self.shared_port_id)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     def policy(self) -> AccessPolicy:
         try:
@@ -197,6 +218,8 @@ _SECTIONS = {
                  "default_owner", "max_soap_transaction_duration", "soap_leave_in_queue", "max_transactions_per_caller",
                  "enable_soap_ssl", "soap_ssl_port", "soap_ssl_server_keyfile", "soap_ssl_server_keyfile_password",
                  "soap_ssl_ca_file", "soap_ssl_ca_dir", "certificate_mapfile", "password_file"),
+    "daemon": ("use_shared_port", "daemon_socket_dir", "shared_port_id", "not_responding_timeout",
+               "master_keepalive"),
 }
 
 
@@ -224,7 +247,7 @@ def load(path: Path | None) -> GatewayConfig:
 
 #: settings that name a file or directory (given as strings, ``~`` expanded)
 _PATHS = frozenset({"state_dir", "log_file", "soap_ssl_server_keyfile", "soap_ssl_ca_file", "soap_ssl_ca_dir",
-                    "certificate_mapfile", "password_file"})
+                    "certificate_mapfile", "password_file", "daemon_socket_dir"})
 
 
 def _set(config: GatewayConfig, key: str, value: Any, where: str) -> None:
@@ -250,7 +273,7 @@ _RANGES: dict[str, tuple[int, int | None]] = {
     "soap_ssl_port": (0, 65535), "max_request_bytes": (1, None), "staging_lifetime": (1, None), "output_retention": (0, None),
     "max_transactions_per_caller": (1, None), "max_staging_areas_per_caller": (1, None),
     "max_expression_length": (16, None), "max_expression_depth": (8, 100000), "query_workers": (1, 64),
-    "max_queries_per_caller": (1, None), "max_query_seconds": (1, None)}
+    "max_queries_per_caller": (1, None), "max_query_seconds": (1, None), "not_responding_timeout": (0, None)}
 
 
 def validate(config: GatewayConfig) -> None:
@@ -271,6 +294,7 @@ def validate(config: GatewayConfig) -> None:
         check_ssl(config)
     check_anonymous_owner(config, os.geteuid())
     check_backend_options(config.backend, config.backend_options.get(config.backend, {}))
+    check_daemon(config)
     check_directory(config.state_dir, "state directory")
     if config.log_file is not None:
         check_file(config.log_file, "log file")
@@ -278,10 +302,22 @@ def validate(config: GatewayConfig) -> None:
 
 def check_ports(config: GatewayConfig) -> None:
     """Something must listen, and the two ports cannot be one."""
-    if config.plain_port is None and not config.enable_soap_ssl:
-        raise ConfigError("nothing would listen: port = 0 switches the plain port off and enable_soap_ssl is false")
+    if config.plain_port is None and not config.enable_soap_ssl and not config.use_shared_port:
+        raise ConfigError("nothing would listen: port = 0 switches the plain port off, enable_soap_ssl and "
+                          "use_shared_port are false")
     if config.enable_soap_ssl and config.plain_port and config.plain_port == config.soap_ssl_port:
         raise ConfigError(f"port and soap_ssl_port are both {config.port}; the SSL port needs a port of its own")
+
+
+def check_daemon(config: GatewayConfig) -> None:
+    """The [daemon] knobs: a usable named socket when the shared port is on, a HOST:PORT keepalive target."""
+    if config.use_shared_port:
+        check_directory(config.named_socket().parent, "daemon socket directory (daemon_socket_dir)")
+    if config.master_keepalive:
+        try:
+            keepalive.parse_address(config.master_keepalive)
+        except ValueError as exc:
+            raise ConfigError(f"master_keepalive: {exc}") from None
 
 
 def check_ssl(config: GatewayConfig) -> None:
@@ -301,9 +337,11 @@ ROOT = 0
 
 
 def check_anonymous_owner(config: GatewayConfig, euid: int) -> None:
-    """Refuse a gateway running as root whose anonymous remote callers (the plain port, beyond loopback) would get
-    jobs owned by root: anyone on the network could run anything as root."""
-    if euid != ROOT or config.plain_port is None or _loopback_only(config.listen) \
+    """Refuse a gateway running as root whose anonymous remote callers (the plain port beyond loopback, or
+    condor_shared_port's, which listens on every interface) would get jobs owned by root: anyone on the network
+    could run anything as root."""
+    plain_remote = config.plain_port is not None and not _loopback_only(config.listen)
+    if euid != ROOT or not (plain_remote or config.use_shared_port) \
             or not HostList(config.allow_soap).beyond_loopback():
         return
     try:

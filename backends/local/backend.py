@@ -90,9 +90,9 @@ class LocalBackend:
         self._queue.listener = lambda changes: reactor.callFromThread(executor.changed, changes)
         executor.start()
 
-    async def stop(self) -> None:
+    async def stop(self, fast: bool = False) -> None:
         if self._executor is not None:
-            await self._executor.stop()
+            await self._executor.stop(fast)
 
     def close(self) -> None:
         self._queue.store.close()

@@ -117,8 +117,9 @@ class Executor:
         looping.addErrback(lambda failure: log.failure("periodic evaluation stopped", failure))
         self.wake()
 
-    async def stop(self) -> None:
-        """Stop starting jobs, end the running ones (they go back to idle) and wait for them."""
+    async def stop(self, fast: bool = False) -> None:
+        """Stop starting jobs, end the running ones (they go back to idle) and wait for them; ``fast`` (the
+        gateway's SIGQUIT) kills them at once instead of giving them their stop signal and the grace period."""
         self._stopped = True
         if self._periodic.running:
             self._periodic.stop()
@@ -131,7 +132,7 @@ class Executor:
                 running.dag.stop(StopReason.SHUTDOWN)
             else:
                 self._continue(running)
-                self._signal(key, signal.SIGTERM)
+                self._signal(key, signal.SIGKILL if fast else signal.SIGTERM)
         if self._cycle_done is not None:  # the jobs a cycle in flight chooses are requeued, not started
             await self._cycle_done
         while self._running:

@@ -124,7 +124,8 @@ def _parser() -> argparse.ArgumentParser:
                                      epilog="\n\n".join(__doc__.split("\n\n")[2:]), allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     _option(parser, "url", default=os.environ.get("BIRDBATH_URL", "http://127.0.0.1:1984/"),
-            help="the gateway (default: $BIRDBATH_URL, else http://127.0.0.1:1984/)")
+            help="the gateway (default: $BIRDBATH_URL, else http://127.0.0.1:1984/); behind condor_shared_port: "
+                 "<host:9618?sock=ID> or http://host:9618/?sock=ID")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     def command(name: str, run: Callable[[Schedd, argparse.Namespace], int | None], help: str,

@@ -22,19 +22,26 @@ CHUNK = 1024 * 1024  # base64 makes it ~1.4 MB on the wire, well under the gatew
 class Schedd:
     """``Schedd("http://host:1984/")``; ``wsdl`` names another copy of condorSchedd.wsdl (a file or URL) for
     servers that do not publish one, such as an HTCondor schedd without ENABLE_WEB_SERVER; ``credentials`` are for a
-    gateway served over HTTPS (a client certificate, or a user name and password)."""
+    gateway served over HTTPS (a client certificate, or a user name and password).  A gateway behind
+    condor_shared_port is ``<host:9618?sock=ID>`` or ``http://host:9618/?sock=ID`` (:mod:`.sharedport`)."""
 
     def __init__(self, url: str, wsdl: str | None = None, timeout: float = 60,
                  credentials: Credentials = Credentials()) -> None:
         import zeep
         from zeep.transports import Transport
 
+        from .sharedport import SharedPortAdapter, split
+
+        url, self.shared_port_id = split(url)
         self.url = url if url.endswith("/") else url + "/"
         self.timeout = timeout
         self.credentials = credentials
+        session = credentials.session()
+        if self.shared_port_id is not None:
+            session.mount(self.url, SharedPortAdapter(self.shared_port_id))
         try:
             client = zeep.Client(wsdl or self.url + "condorSchedd.wsdl",
-                                 transport=Transport(timeout=timeout, session=credentials.session()))
+                                 transport=Transport(timeout=timeout, session=session))
         except Exception as exc:  # requests' connection errors, or a 404 from something else
             raise GatewayUnavailable(f"cannot read the WSDL of the gateway at {self.url}: {exc}") from None
         self._service = client.create_service("{urn:condor}condorSchedd", self.url)
@@ -59,7 +66,7 @@ class Schedd:
     @functools.cached_property
     def submission_api(self) -> SubmissionApi:
         """The same gateway's submission API, which answers for jobs that left the queue (Birdbath cannot)."""
-        return SubmissionApi(self.url, self.timeout, self.credentials)
+        return SubmissionApi(self.url, self.timeout, self.credentials, self.shared_port_id)
 
     # -- information ----------------------------------------------------------------------------------
     def version(self) -> str:

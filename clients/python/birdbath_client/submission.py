@@ -17,19 +17,24 @@ from .ads import from_typed_map
 from .credentials import Credentials
 from .errors import GatewayError, GatewayUnavailable
 from .jobs import JobId
+from .sharedport import SharedPortHandler
 
 OK = "OK"
 NO_MATCH = "NO_MATCH"
 
 
 class SubmissionApi:
-    """``SubmissionApi("http://host:1984/")``: the submission API of the gateway at that Birdbath URL."""
+    """``SubmissionApi("http://host:1984/")``: the submission API of the gateway at that Birdbath URL (reached
+    through condor_shared_port when ``shared_port_id`` is given)."""
 
-    def __init__(self, url: str, timeout: float = 60, credentials: Credentials = Credentials()) -> None:
+    def __init__(self, url: str, timeout: float = 60, credentials: Credentials = Credentials(),
+                 shared_port_id: str | None = None) -> None:
         self.url = (url if url.endswith("/") else url + "/") + "submission/json/"
         self.timeout = timeout
         self.credentials = credentials
         self._context = credentials.ssl_context() if self.url.startswith("https:") else None
+        handlers = [SharedPortHandler(shared_port_id)] if shared_port_id is not None else []
+        self._opener = urllib.request.build_opener(*handlers, urllib.request.HTTPSHandler(context=self._context))
 
     def call(self, operation: str, **params: Any) -> dict[str, Any]:
         """The answer to one operation; a status other than OK raises GatewayError (NO_MATCH included)."""
@@ -43,7 +48,7 @@ class SubmissionApi:
         request = urllib.request.Request(self.url + operation, data=json.dumps(params).encode(),
                                          headers={"Content-Type": "application/json", **self.credentials.headers()})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout, context=self._context) as response:
+            with self._opener.open(request, timeout=self.timeout) as response:
                 return json.load(response)
         except urllib.error.HTTPError as exc:
             if exc.code == 400:  # the gateway refused the request itself (malformed JSON)
