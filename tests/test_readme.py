@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import ssl
 import stat
@@ -316,3 +317,59 @@ def curl_tls(example: Example, tmp_path: Path) -> None:
         assert "(alice by certificate)" in process.log() and "(carol by password)" in process.log()
     finally:
         process.stop()
+
+
+# -- running under condor_master and condor_shared_port ---------------------------------------------------------
+def condor_config_lines(body: str) -> dict[str, str]:
+    return {key.strip(): value.strip() for key, _, value in (line.partition("=") for line in body.splitlines())}
+
+
+@runs("condor-master")
+def condor_master(example: Example, tmp_path: Path) -> None:
+    """The configuration as condor_master would use it: BIRDBATH in DAEMON_LIST, the program, and BIRDBATH_ARGS
+    (paths moved under tmp_path, the TOML file the [daemon] example) started with CONDOR_INHERIT naming a master
+    stand-in and CONDOR_CONFIG the example itself, so that BIRDBATH_NOT_RESPONDING_TIMEOUT is read by the bindings
+    as the gateway reads it."""
+    import shlex
+
+    from gateway.testing_daemons import MasterStandIn, short_directory
+
+    knobs = condor_config_lines(example.body)
+    assert "BIRDBATH" in knobs["DAEMON_LIST"].split() and knobs["BIRDBATH"].endswith("/birdbath-gateway")
+    (tmp_path / "condor_config").write_text(example.body + "\n")
+    socket_dir = short_directory()
+    daemon = examples()["config-daemon"].body.replace("/var/lock/condor/daemon_sock", str(socket_dir))
+    (tmp_path / "gateway.toml").write_text(daemon.replace("[gateway]\n", f'[gateway]\nstate_dir = "{tmp_path}/state"\n'))
+    args = shlex.split(knobs["BIRDBATH_ARGS"].replace("/etc/birdbath", str(tmp_path))
+                       .replace("/var/log/condor", str(tmp_path)))
+    with MasterStandIn() as master:
+        env = dict(os.environ, PYTHONPATH=str(ROOT), CONDOR_CONFIG=str(tmp_path / "condor_config"),
+                   CONDOR_INHERIT=f"{os.getpid()} {master.sinful} 0 0")
+        process = subprocess.Popen([sys.executable, "-m", "gateway.cli", *args], cwd=ROOT, env=env,
+                                   stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while not master.messages:
+                assert process.poll() is None, process.stderr.read()
+                assert time.monotonic() < deadline, (tmp_path / "BirdbathLog").read_text()
+                time.sleep(0.1)
+            assert (master.messages[0].pid, master.messages[0].timeout) == (process.pid, 600)
+            assert (socket_dir / "birdbath").is_socket()
+        finally:
+            process.send_signal(signal.SIGQUIT)
+            assert process.wait(timeout=60) == 0
+            shutil.rmtree(socket_dir, ignore_errors=True)
+    assert "fast shutdown" in (tmp_path / "BirdbathLog").read_text()
+
+
+@runs("config-daemon")
+def config_daemon(example: Example, tmp_path: Path) -> None:
+    """Accepted as written (the directory aside, which this machine does not have)."""
+    from gateway.config import validate
+
+    path = tmp_path / "gateway.toml"
+    path.write_text(example.body.replace("/var/lock/condor/daemon_sock", str(tmp_path / "sock")))
+    settings = load(path)
+    settings.state_dir = tmp_path / "state"
+    validate(settings)
+    assert settings.use_shared_port and settings.plain_port is None and settings.shared_port_id == "birdbath"
