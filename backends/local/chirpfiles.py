@@ -48,12 +48,24 @@ def parent(root: str, name: str) -> Iterator[tuple[int, str]]:
     fd = os.open(root, _DIRECTORY)
     try:
         for directory in directories:
-            inner = os.open(directory, _DIRECTORY, dir_fd=fd)
+            try:
+                inner = os.open(directory, _DIRECTORY, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(directory, fd):
+                    raise OSError(errno.EACCES, "a symbolic link on the way", name) from None
+                raise
             os.close(fd)
             fd = inner
         yield fd, last
     finally:
         os.close(fd)
+
+
+def _is_link(name: str, directory: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=directory).st_mode)
+    except OSError:
+        return False
 
 
 def open_confined(root: str, name: str, flags: int, mode: int) -> int:
