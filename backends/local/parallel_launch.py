@@ -66,7 +66,7 @@ def run_nodes(spec: dict[str, Any], owner: OwnerSide, arm: Any) -> dict[str, Any
             node["exited"] = False
     elif failure is None:
         for index, node in enumerate(nodes):
-            if ended[index]["exited"] and "exec_error" not in setups[index]:
+            if node["sandboxed"] and ended[index]["exited"] and "exec_error" not in setups[index]:
                 ended[index]["output_failure"] = owner.transfer(node, setups[index].get("snapshot") or {})
     return _result(started, [ended[index] for index in range(len(nodes))], setups, failure)
 
