@@ -16,7 +16,7 @@ from jobmodel.jobs import JobStatus, Universe
 from tests.birdbath import expr
 from tests.conftest import module_gateway, zeep_client
 from tests.local_runs import make_world
-from tests.test_execution import clear_queue, status_is, submit, wait_for, wait_until
+from tests.test_execution import empty_queue_afterwards, status_is, submit, wait_for, wait_until  # noqa: F401
 
 PARALLEL = int(Universe.PARALLEL)
 
@@ -79,13 +79,6 @@ runner = module_gateway("[backends.local]\nslots = 3\nkill_grace = 1.0\nperiodic
 @pytest.fixture(scope="module")
 def schedd(runner):
     return zeep_client(runner.url + "condorSchedd.wsdl", runner.url)
-
-
-@pytest.fixture(autouse=True)
-def empty_queue_afterwards(request):
-    yield
-    if "schedd" in request.fixturenames:
-        clear_queue(request.getfixturevalue("schedd"))
 
 
 def shell(command: str, hosts: int = 2, **attributes) -> dict:
