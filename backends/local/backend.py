@@ -23,6 +23,8 @@ from backends.spool import Spool
 from jobmodel import __version__
 from jobmodel.jobs import JobAction
 
+from . import jobtools
+from .chirp import ChirpService, QueueJobs
 from .dag.nodes import NodeJobs
 from .executor import Executor, ExecutorOptions
 from .machine import machine_ad
@@ -70,6 +72,7 @@ class LocalBackend:
         self._queue = JobQueue(store, spool, self._info.schedd_name, clock, self.accounts, uid_domain)
         execute = state_dir / "execute"
         execute.mkdir(exist_ok=True)
+        jobtools.install(jobtools.libexec(execute), self._info.version, self._info.platform)
         if self.accounts.switching:
             _reachable_by_jobs(state_dir, execute, spool.root)
         self.options = ExecutorOptions(slots=os.cpu_count() or 1 if slots is None else slots, kill_grace=kill_grace,
@@ -85,7 +88,8 @@ class LocalBackend:
     # -- running inside the gateway ---------------------------------------------------------------------
     def start(self, reactor: Any, call: Callable[..., Any]) -> None:
         """Start the executor in the gateway's reactor (``call`` runs a function on the backend's thread)."""
-        executor = Executor(reactor, call, self._scheduler, self._dags, self.options)
+        executor = Executor(reactor, call, self._scheduler, self._dags, self.options,
+                            ChirpService(reactor, call, QueueJobs(self._queue)))
         self._executor = executor
         self._queue.listener = lambda changes: reactor.callFromThread(executor.changed, changes)
         executor.start()

@@ -24,6 +24,8 @@ from jobmodel.classads import job_status
 from jobmodel.jobs import JobStatus
 from jobmodel.stacklimit import ORIGINAL_STACK_LIMIT
 
+from .chirp import ChirpService
+from .chirpconfig import ChirpPlan
 from .dag.runner import DagHost, DagRun, Outcome, StopReason
 from .lifecycle import kill_signal
 from .sandbox import ExecuteDir
@@ -43,6 +45,7 @@ class Launch:
     directory: ExecuteDir
     cpus: int
     dag: bool = False
+    chirp: ChirpPlan | None = None  # the chirp servers the run gets (one per node), if any
 
 
 class Scheduling(Protocol):
@@ -87,8 +90,9 @@ class _Running:
 
 class Executor:
     def __init__(self, reactor: Any, call: Callable[..., Deferred], scheduler: Scheduling, dags: DagHost,
-                 options: ExecutorOptions) -> None:
+                 options: ExecutorOptions, chirp: ChirpService | None = None) -> None:
         self._reactor = reactor
+        self._chirp = chirp  # the chirp servers of runs that asked for them
         self._call = call
         self._scheduler = scheduler
         self._dags = dags
@@ -219,6 +223,8 @@ class Executor:
         if launch.dag:
             self._run_dag(running)
             return
+        if launch.chirp is not None and self._chirp is not None:
+            self._chirp.open(launch.key, launch.chirp)  # before the job starts: it finds its .chirp.config
         try:
             # no path (working directory): twisted then starts the launcher with posix_spawn, not by forking the
             # whole gateway (milliseconds with every thread stopped, then copy-on-write faults); the launcher goes
@@ -311,6 +317,8 @@ class Executor:
                 os.killpg(pgid, signal.SIGKILL)
             except OSError:
                 pass
+        if self._chirp is not None:
+            self._chirp.close(key)  # (its delayed updates are written before the run's end is)
         finished = self._call(self._scheduler.finish_job, key, running.stopping)
         finished.addErrback(lambda failure: log.failure("recording the end of job {job} failed", failure, job=key))
         finished.addBoth(lambda _: self._forget(key))

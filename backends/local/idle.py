@@ -17,7 +17,7 @@ import classad2
 from jobmodel.classads import evaluate_number, job_status
 from jobmodel.jobs import JobStatus
 
-from . import jobspec
+from . import dedicated, jobspec
 
 JobKey = tuple[int, int]
 #: how the idle jobs are ordered: higher JobPrio first, then older QDate, then lower id
@@ -31,7 +31,7 @@ def rank(key: JobKey, ad: classad2.ClassAd) -> Rank:
 def cpus_needed(ad: classad2.ClassAd) -> int:
     """The CPUs a job takes while it runs: RequestCpus for a job that uses a slot, none for the others (scheduler and
     local universe)."""
-    return jobspec.request_cpus(ad) if jobspec.uses_slot(ad) else 0
+    return dedicated.slots_needed(ad, jobspec.request_cpus(ad)) if jobspec.uses_slot(ad) else 0
 
 
 class IdleJobs:

@@ -21,7 +21,9 @@ from jobmodel.jobs import HoldCode, Universe
 
 from .starter import NULL_FILE, BadJob
 
-SUPPORTED_UNIVERSES = (Universe.VANILLA, Universe.SCHEDULER, Universe.LOCAL)
+SUPPORTED_UNIVERSES = (Universe.VANILLA, Universe.SCHEDULER, Universe.LOCAL, Universe.PARALLEL)
+#: universes whose jobs take slots and may run in a sandbox of their own
+SLOT_UNIVERSES = (Universe.VANILLA, Universe.PARALLEL)
 
 
 @dataclass
@@ -51,8 +53,9 @@ def universe_of(ad: classad2.ClassAd) -> int:
 
 
 def uses_slot(ad: classad2.ClassAd) -> bool:
-    """Vanilla jobs need a slot; scheduler- and local-universe jobs run beside the schedd, as in HTCondor."""
-    return universe_of(ad) == Universe.VANILLA
+    """Vanilla and parallel jobs need slots; scheduler- and local-universe jobs run beside the schedd, as in
+    HTCondor."""
+    return universe_of(ad) in SLOT_UNIVERSES
 
 
 def request_cpus(ad: classad2.ClassAd) -> int:
@@ -90,9 +93,10 @@ def _command(ad: classad2.ClassAd, iwd: Path) -> Path:
 
 
 def _sandboxed(ad: classad2.ClassAd) -> bool:
-    """A vanilla job with ShouldTransferFiles = YES runs in its own sandbox, its files transferred in and out."""
+    """A vanilla (or parallel) job with ShouldTransferFiles = YES runs in its own sandbox, its files transferred in
+    and out."""
     transfer = evaluate_string(ad, "ShouldTransferFiles", "IF_NEEDED").upper()
-    return universe_of(ad) == Universe.VANILLA and transfer == "YES"
+    return universe_of(ad) in SLOT_UNIVERSES and transfer == "YES"
 
 
 def _transfers_executable(ad: classad2.ClassAd) -> bool:

@@ -27,6 +27,7 @@ if not __package__:  # run as a script: import the package from its root (this d
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
 from backends.local.owners import Account  # noqa: E402 (after the path is right)
+from backends.local.parallel_launch import run_nodes  # noqa: E402
 from backends.local.starter import BadJob, collect, open_streams, prepare  # noqa: E402
 from jobmodel.jobs import HoldCode  # noqa: E402
 from jobmodel.stacklimit import restore_stack_limit  # noqa: E402
@@ -46,11 +47,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         stream.write(str(os.getpgrp()))
     os.replace(spec["pgid_file"] + ".tmp", spec["pgid_file"])
     account = Account.from_spec(spec["account"]) if spec.get("account") else None
+    if "nodes" in spec:  # a parallel job: every node at once (parallel_launch.py)
+        return run_nodes(spec, _Owner(account), lambda: _arm(early))
     child, report = _as_owner(account, _start_job, spec)
-    for number in FORWARDED:
-        signal.signal(number, _forward)
-    for number in early:
-        _forward(number, None)
+    _arm(early)
     started_job = _messages(report)  # until exec (or the child's end): the pipe closes on exec
     while True:
         try:
@@ -69,6 +69,33 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "wall_seconds": time.time() - started, "exec_error": started_job.get("exec_error"),
         "setup_failure": setup_failure, "output_failure": output_failure,
     }
+
+
+def _arm(early: list[int]) -> None:
+    """Pass the gateway's signals on to the job from now on, those that came before it existed first."""
+    for number in FORWARDED:
+        signal.signal(number, _forward)
+    for number in early:
+        _forward(number, None)
+
+
+class _Owner:
+    """The owner's side of a parallel job's nodes (``parallel_launch.OwnerSide``)."""
+
+    def __init__(self, account: Account | None) -> None:
+        self._account = account
+
+    def start(self, spec: dict[str, Any]) -> tuple[int, int]:
+        return _as_owner(self._account, _start_job, spec)
+
+    def messages(self, fd: int) -> dict[str, Any]:
+        return _messages(fd)
+
+    def transfer(self, spec: dict[str, Any], snapshot: dict[str, Any]) -> dict | None:
+        return _transfer_output(spec, self._account, snapshot)
+
+    def interrupted(self) -> bool:
+        return bool(_forwarded)
 
 
 def _as_owner(account: Account | None, work: Callable[..., None], *args: Any) -> tuple[int, int]:

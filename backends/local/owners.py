@@ -112,20 +112,22 @@ def to_switch(account: Account | None) -> Account | None:
     return None if account is None or account.is_current else account
 
 
-def open_as(account: Account | None, path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
-    """``os.open`` with the rights of ``account`` (None or the current user: a plain open).
+def open_as(account: Account | None, path: str | os.PathLike[str], flags: int, mode: int = 0o644,
+            opener: Callable[[Any, int, int], int] = os.open) -> int:
+    """``os.open`` (or ``opener``, e.g. one confined to a directory) with the rights of ``account`` (None or the
+    current user: a plain open).
 
     The open happens in a forked child that has switched to the account (fork, not exec: the interpreter may live
     where the owner cannot read); the descriptor comes back over a socket pair.  Errors are raised here as the
     OSError the owner's own open would have raised."""
     account = to_switch(account)
     if account is None:
-        return os.open(path, flags, mode)
+        return opener(path, flags, mode)
     ours, theirs = socket.socketpair()
     with ours, theirs:
         child = os.fork()
         if child == 0:  # pragma: no cover - runs in the child, which leaves through os._exit
-            _open_in_child(account, theirs, path, flags, mode)
+            _open_in_child(account, theirs, path, flags, mode, opener)
         theirs.close()
         message, fds, _, _ = socket.recv_fds(ours, 64, 1)
         os.waitpid(child, 0)
@@ -150,11 +152,11 @@ def open_regular_as(account: Account | None, path: str | os.PathLike[str], flags
 
 
 def _open_in_child(account: Account, channel: socket.socket, path: str | os.PathLike[str], flags: int,
-                   mode: int) -> None:  # pragma: no cover - child process
+                   mode: int, opener: Callable[[Any, int, int], int]) -> None:  # pragma: no cover - child process
     status = 0
     try:
         account.switch()
-        fd = os.open(path, flags, mode)
+        fd = opener(path, flags, mode)
         socket.send_fds(channel, [b"0"], [fd])
     except OSError as exc:
         try:

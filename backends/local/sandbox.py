@@ -14,6 +14,8 @@ from pathlib import Path
 
 import classad2
 
+from . import chirpconfig, jobtools
+from .chirpconfig import ChirpPlan
 from .jobspec import Plan
 from .owners import Account, to_switch
 
@@ -76,18 +78,33 @@ class ExecuteDir:
 
 
 def prepare(job: Plan, directory: ExecuteDir, ad: classad2.ClassAd, machine: classad2.ClassAd,
-            account: Account | None = None) -> None:
+            account: Account | None = None) -> ChirpPlan | None:
     """Create the execute directory and write the launcher's spec: what its owner's side checks, transfers, opens
-    and runs as ``account`` (None: as the gateway's user)."""
+    and runs as ``account`` (None: as the gateway's user).  Returns the run's chirp servers (None: it has none)."""
     directory.create(account)
+    write_ads(directory, ad, machine)
+    switched = to_switch(account)
+    chirp = chirpconfig.plan(ad, [directory.sandbox], switched)
+    spec = launch_spec(job, directory)
+    if chirp is not None:
+        chirpconfig.add_to_environment(spec["environment"], directory.sandbox, libexec_of(directory), True)
+    write_spec(directory, spec | {"account": switched.as_spec() if switched is not None else None})
+    return chirp
+
+
+def write_ads(directory: ExecuteDir, ad: classad2.ClassAd, machine: classad2.ClassAd) -> None:
+    """The job and machine ads the job may read (``_CONDOR_JOB_AD``, ``_CONDOR_MACHINE_AD``)."""
     for name, text in ((".job.ad", ad.printOld()), (".machine.ad", machine.printOld())):
         _write(directory.control / name, text, 0o644)
+
+
+def launch_spec(job: Plan, directory: ExecuteDir) -> dict:
+    """What the launcher's owner side needs to run one planned process (a job, or one node of a parallel job)."""
     environment = dict(job.environment)
     environment.setdefault("_CONDOR_SCRATCH_DIR", str(job.cwd))
     environment.setdefault("_CONDOR_JOB_AD", str(directory.control / ".job.ad"))
     environment.setdefault("_CONDOR_MACHINE_AD", str(directory.control / ".machine.ad"))
-    _write(directory.spec_file, json.dumps({
-        "account": account.as_spec() if (account := to_switch(account)) is not None else None,
+    return {
         "executable": str(job.executable), "command": str(job.command),
         "transfer_executable": job.transfer_executable, "arguments": job.arguments, "environment": environment,
         "cwd": str(job.cwd), "iwd": str(job.iwd), "sandboxed": job.sandboxed,
@@ -96,7 +113,17 @@ def prepare(job: Plan, directory: ExecuteDir, ad: classad2.ClassAd, machine: cla
         "inputs": [str(source) for source in job.inputs],
         "returns": {str(k): str(v) for k, v in job.returns.items()}, "outputs": job.outputs,
         "result_file": str(directory.result_file), "pgid_file": str(directory.pgid_file),
-    }), 0o600)
+    }
+
+
+def write_spec(directory: ExecuteDir, spec: dict) -> None:
+    """The launcher's spec, the gateway's alone (it names the account to switch to)."""
+    _write(directory.spec_file, json.dumps(spec), 0o600)
+
+
+def libexec_of(directory: ExecuteDir) -> Path:
+    """The directory of the tools jobs find on their PATH (``jobtools.py`` installs them there)."""
+    return jobtools.libexec(directory.root.parent)
 
 
 def _write(path: Path, text: str, mode: int) -> None:

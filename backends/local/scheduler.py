@@ -22,7 +22,7 @@ from twisted.logger import Logger
 from jobmodel.classads import evaluate_number, evaluate_string, job_status
 from jobmodel.jobs import HoldCode, JobStatus
 
-from . import joblog, jobspec, lifecycle, recovery, sandbox
+from . import dedicated, joblog, jobspec, lifecycle, parallel, recovery, sandbox
 from .dag import dagman
 from .executor import Launch
 from .lifecycle import WITH_PROCESS, RunResult, StarterHold, Transition
@@ -61,11 +61,15 @@ class Scheduler:
         launches: list[Launch] = []
         for key, ad, cpus in self._idle_jobs(running):
             if cpus > free_cpus or not self._matches_machine(ad):
+                if cpus > free_cpus and dedicated.keeps_slots(ad, cpus, self._machine) and self._matches_machine(ad):
+                    free_cpus = 0  # a parallel job waits for its slots: nothing ranked after it takes them
                 continue
             directory = ExecuteDir.of(self._execute, *key)
             try:
                 launch = self._prepare(key, ad, directory, cpus)
                 start = lifecycle.started(ad, now, self._queue.schedd_name)
+                if parallel.is_parallel(ad):
+                    start = parallel.started(ad, start)
             except (jobspec.BadJob, NoAccount) as bad:
                 directory.remove()
                 transitions[key] = ad, lifecycle.hold(ad, bad.reason, bad.code, now)
@@ -89,9 +93,12 @@ class Scheduler:
             return Launch(key, directory, 0, dag=True)
         switched = to_switch(account)
         # a job of another user never sees the gateway's environment (GetEnv gets its owner's login environment)
-        plan = jobspec.plan(ad, directory.sandbox, switched.environment() if switched is not None else dict(os.environ))
-        sandbox.prepare(plan, directory, ad, self._machine, account)
-        return Launch(key, directory, cpus)
+        environment = switched.environment() if switched is not None else dict(os.environ)
+        if parallel.is_parallel(ad):
+            return Launch(key, directory, cpus, chirp=parallel.prepare(ad, directory, self._machine, account,
+                                                                       environment))
+        plan = jobspec.plan(ad, directory.sandbox, environment)
+        return Launch(key, directory, cpus, chirp=sandbox.prepare(plan, directory, ad, self._machine, account))
 
     def _idle_jobs(self, running: set[JobKey]) -> list[tuple[JobKey, classad2.ClassAd, int]]:
         """Idle jobs not starting already, in priority order, with the CPUs each needs (the store's index: nothing is
@@ -126,6 +133,8 @@ class Scheduler:
             interruption = "The job's launcher was killed"
         result = run_result(directory.result(), ad, self._queue.now())
         transition = self._run_ended(ad, result, directory, interruption)
+        if parallel.is_parallel(ad):
+            transition = parallel.ended(ad, directory.result(), transition)
         joblog.run_ended(key, ad, result, interruption)
         self._queue.write_transitions({key: (ad, transition)})
         directory.remove()

@@ -60,13 +60,15 @@ class UserLog:
 
     def __init__(self, path: Path, cluster: int, proc: int, clock=time.time, account: Account | None = None) -> None:
         self.path = path
-        self._id = f"({cluster:03d}.{proc:03d}.000)"
+        self._cluster, self._proc = cluster, proc
         self._clock = clock
         self._account = account
 
-    def _write(self, number: int, headline: str, *lines: str) -> None:
+    def _write(self, number: int, headline: str, *lines: str, subproc: int = 0) -> None:
+        """One event; ``subproc`` is the node of a parallel job that a node event is about (0 for the job)."""
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self._clock()))
-        text = f"{number:03d} {self._id} {stamp} {headline}\n" + "".join(f"\t{line}\n" for line in lines) + SEPARATOR
+        job = f"({self._cluster:03d}.{self._proc:03d}.{subproc:03d})"
+        text = f"{number:03d} {job} {stamp} {headline}\n" + "".join(f"\t{line}\n" for line in lines) + SEPARATOR
         fd = open_regular_as(self._account, self.path, OPEN_FLAGS, 0o644)
         try:
             _lock(fd)
@@ -82,17 +84,22 @@ class UserLog:
 
     def terminated(self, exit_code: int | None, signal: int | None, user_cpu: float, sys_cpu: float,
                    total_user_cpu: float, total_sys_cpu: float) -> None:
-        if signal is None:
-            status = [f"(1) Normal termination (return value {exit_code})"]
-        else:
-            status = [f"(0) Abnormal termination (signal {signal})", "(0) No core file"]
-        self._write(5, "Job terminated.", *status,
-                    f"\tUsr {_usage(user_cpu)}, Sys {_usage(sys_cpu)}  -  Run Remote Usage",
-                    f"\tUsr {_usage(0)}, Sys {_usage(0)}  -  Run Local Usage",
-                    f"\tUsr {_usage(total_user_cpu)}, Sys {_usage(total_sys_cpu)}  -  Total Remote Usage",
-                    f"\tUsr {_usage(0)}, Sys {_usage(0)}  -  Total Local Usage",
-                    "0  -  Run Bytes Sent By Job", "0  -  Run Bytes Received By Job",
-                    "0  -  Total Bytes Sent By Job", "0  -  Total Bytes Received By Job")
+        self._write(5, "Job terminated.", *_termination(exit_code, signal, user_cpu, sys_cpu, total_user_cpu,
+                                                          total_sys_cpu, "Job"))
+
+    def node_executing(self, node: int, host: str) -> None:
+        """A node of a parallel job started (as a parallel shadow logs each of its resources)."""
+        self._write(14, f"Node {node} executing on host: {host}", subproc=node)
+
+    def node_terminated(self, node: int, exit_code: int | None, signal: int | None, user_cpu: float,
+                        sys_cpu: float) -> None:
+        """A node of a parallel job ended by itself (nodes the shutdown policy killed have no such event)."""
+        self._write(15, f"Node {node} terminated.", *_termination(exit_code, signal, user_cpu, sys_cpu, user_cpu,
+                                                                  sys_cpu, "Node"), subproc=node)
+
+    def generic(self, text: str) -> None:
+        """A job's own line (``condor_chirp ulog``): a generic event, its text cut to 128 bytes as HTCondor's is."""
+        self._write(8, text.encode("utf-8")[:127].decode("utf-8", "ignore"))
 
     def held(self, reason: str, code: int, subcode: int = 0) -> None:
         self._write(12, "Job was held.", reason, f"Code {code} Subcode {subcode}")
@@ -105,3 +112,19 @@ class UserLog:
 
     def shadow_exception(self, message: str) -> None:
         self._write(7, "Shadow exception!", message, "0  -  Run Bytes Sent By Job", "0  -  Run Bytes Received By Job")
+
+
+def _termination(exit_code: int | None, signal: int | None, user_cpu: float, sys_cpu: float, total_user_cpu: float,
+                 total_sys_cpu: float, who: str) -> list[str]:
+    """The body of a terminated event (``who``: "Job" or "Node", in its byte counts)."""
+    if signal is None:
+        status = [f"(1) Normal termination (return value {exit_code})"]
+    else:
+        status = [f"(0) Abnormal termination (signal {signal})", "(0) No core file"]
+    return [*status,
+            f"\tUsr {_usage(user_cpu)}, Sys {_usage(sys_cpu)}  -  Run Remote Usage",
+            f"\tUsr {_usage(0)}, Sys {_usage(0)}  -  Run Local Usage",
+            f"\tUsr {_usage(total_user_cpu)}, Sys {_usage(total_sys_cpu)}  -  Total Remote Usage",
+            f"\tUsr {_usage(0)}, Sys {_usage(0)}  -  Total Local Usage",
+            f"0  -  Run Bytes Sent By {who}", f"0  -  Run Bytes Received By {who}",
+            f"0  -  Total Bytes Sent By {who}", f"0  -  Total Bytes Received By {who}"]
