@@ -19,6 +19,19 @@ Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
 CHUNK = 1024 * 1024  # base64 makes it ~1.4 MB on the wire, well under the gateway's default request cap
 
 
+def invoke(service: Any, url: str, operation: str, *args: Any) -> Any:
+    """One operation of a zeep service: a SOAP fault raises GatewayError, an unreachable server GatewayUnavailable."""
+    import requests
+    import zeep.exceptions
+
+    try:
+        return getattr(service, operation)(*args)
+    except requests.exceptions.ConnectionError as exc:
+        raise GatewayUnavailable(f"cannot reach the gateway at {url}: {exc}") from None
+    except zeep.exceptions.Fault as exc:
+        raise GatewayError(operation, "FAULT", exc.message) from None
+
+
 class Schedd:
     """``Schedd("http://host:1984/")``; ``wsdl`` names another copy of condorSchedd.wsdl (a file or URL) for
     servers that do not publish one, such as an HTCondor schedd without ENABLE_WEB_SERVER; ``credentials`` are for a
@@ -42,15 +55,7 @@ class Schedd:
     # -- plumbing -----------------------------------------------------------------------------------
     def call(self, operation: str, *args: Any) -> Any:
         """Call an operation; a non-SUCCESS status raises GatewayError, an unreachable gateway GatewayUnavailable."""
-        import requests
-        import zeep.exceptions
-
-        try:
-            answer = getattr(self._service, operation)(*args)
-        except requests.exceptions.ConnectionError as exc:
-            raise GatewayUnavailable(f"cannot reach the gateway at {self.url}: {exc}") from None
-        except zeep.exceptions.Fault as exc:
-            raise GatewayError(operation, "FAULT", exc.message) from None
+        answer = invoke(self._service, self.url, operation, *args)
         status = answer if hasattr(answer, "code") else answer.status
         if status.code != "SUCCESS":
             raise GatewayError(operation, status.code, status.message)
