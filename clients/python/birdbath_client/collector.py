@@ -7,8 +7,8 @@ from typing import Any, Mapping
 
 from .ads import from_struct, to_struct
 from .credentials import Credentials
-from .errors import GatewayError, GatewayUnavailable
-from .schedd import invoke
+from .errors import GatewayError
+from .schedd import connect, invoke
 
 __all__ = ["KINDS", "Collector"]
 
@@ -31,16 +31,8 @@ class Collector:
 
     def __init__(self, url: str, wsdl: str | None = None, timeout: float = 60,
                  credentials: Credentials = Credentials()) -> None:
-        import zeep
-        from zeep.transports import Transport
-
         self.url = url if url.endswith("/") else url + "/"
-        try:
-            client = zeep.Client(wsdl or self.url + "condorCollector.wsdl",
-                                 transport=Transport(timeout=timeout, session=credentials.session()))
-        except Exception as exc:  # requests' connection errors, or a 404 from something else
-            raise GatewayUnavailable(f"cannot read the collector WSDL at {self.url}: {exc}") from None
-        self._service = client.create_service("{urn:condor}condorCollector", self.url)
+        self._service = connect(self.url, "condorCollector", wsdl, timeout, credentials)
 
     def query(self, kind: str = "startd", constraint: str | None = None) -> list[dict[str, Any]]:
         """The ads of one kind (``KINDS``; ``any`` for every kind) for which ``constraint`` is true, as dicts of

@@ -19,6 +19,20 @@ Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
 CHUNK = 1024 * 1024  # base64 makes it ~1.4 MB on the wire, well under the gateway's default request cap
 
 
+def connect(url: str, service: str, wsdl: str | None, timeout: float, credentials: Credentials) -> Any:
+    """The zeep service ``service`` of the server at ``url`` (ending in "/"), from ``wsdl`` or the WSDL it serves
+    (``<service>.wsdl``)."""
+    import zeep
+    from zeep.transports import Transport
+
+    try:
+        client = zeep.Client(wsdl or f"{url}{service}.wsdl",
+                             transport=Transport(timeout=timeout, session=credentials.session()))
+    except Exception as exc:  # requests' connection errors, or a 404 from something else
+        raise GatewayUnavailable(f"cannot read the WSDL of the gateway at {url} ({service}.wsdl): {exc}") from None
+    return client.create_service(f"{{urn:condor}}{service}", url)
+
+
 def invoke(service: Any, url: str, operation: str, *args: Any) -> Any:
     """One operation of a zeep service: a SOAP fault raises GatewayError, an unreachable server GatewayUnavailable."""
     import requests
@@ -39,18 +53,10 @@ class Schedd:
 
     def __init__(self, url: str, wsdl: str | None = None, timeout: float = 60,
                  credentials: Credentials = Credentials()) -> None:
-        import zeep
-        from zeep.transports import Transport
-
         self.url = url if url.endswith("/") else url + "/"
         self.timeout = timeout
         self.credentials = credentials
-        try:
-            client = zeep.Client(wsdl or self.url + "condorSchedd.wsdl",
-                                 transport=Transport(timeout=timeout, session=credentials.session()))
-        except Exception as exc:  # requests' connection errors, or a 404 from something else
-            raise GatewayUnavailable(f"cannot read the WSDL of the gateway at {self.url}: {exc}") from None
-        self._service = client.create_service("{urn:condor}condorSchedd", self.url)
+        self._service = connect(self.url, "condorSchedd", wsdl, timeout, credentials)
 
     # -- plumbing -----------------------------------------------------------------------------------
     def call(self, operation: str, *args: Any) -> Any:

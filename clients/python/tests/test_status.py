@@ -93,4 +93,4 @@ def test_status_against_nothing_is_an_error(tmp_path):
         url = "http://127.0.0.1:9/"
 
     done = subprocess.run(command(Nowhere, "status"), capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and "cannot read the collector WSDL" in done.stderr
+    assert done.returncode == 1 and "condorCollector.wsdl" in done.stderr
