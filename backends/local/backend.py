@@ -29,7 +29,7 @@ from .dag.nodes import NodeJobs
 from .executor import Executor, ExecutorOptions
 from .machine import machine_ad
 from .owners import Accounts
-from .pool import JOB_FACTS, LocalPool, PoolFacts
+from .pool import LocalPool, PoolFacts
 from .queue import JobQueue, LocalTransaction
 from .scheduler import Scheduler
 from .store import JobStore
@@ -82,7 +82,7 @@ class LocalBackend:
         machine = machine_ad(self.options.slots, state_dir, self._info.version, self._queue.uid_domain)
         self._scheduler = Scheduler(self._queue, execute, machine)
         self._pool = LocalPool(PoolFacts(self._info, machine, self.options.slots, self._queue.uid_domain, int(clock())),
-                               lambda: self.query(None, JOB_FACTS), clock,
+                               lambda: self.query(None), clock,
                                AdvertisedAds(clock, classad_lifetime, max_advertised_ads))
         self._dags = NodeJobs(self._queue, state_dir)
         self._executor: Executor | None = None

@@ -21,16 +21,13 @@ import classad2
 
 from backends.evaluation import filtered
 from backends.interface import BackendInfo
-from jobmodel.classads import copy_ad, evaluate_number, evaluate_string, job_status
+from jobmodel.classads import copy_ad, evaluate_number, evaluate_string
 from jobmodel.jobs import JobStatus, Universe
 from jobmodel.pool import AdType
 
 from .advertised import AdRefused, AdvertisedAds, ad_key
-from .jobspec import request_cpus, universe_of, uses_slot
+from .jobspec import request_cpus
 
-#: what the pool's ads need of each job (the queue's ``query`` projects on these)
-JOB_FACTS = ("ClusterId", "ProcId", "Owner", "User", "JobStatus", "JobUniverse", "RequestCpus", "GlobalJobId",
-             "JobCurrentStartDate", "EnteredCurrentStatus")
 #: the states in which a job holds its slot
 ON_A_SLOT = (JobStatus.RUNNING, JobStatus.SUSPENDED)
 #: until the gateway says where it listens
@@ -53,7 +50,7 @@ class _Job:
     key: tuple[int, int]
     owner: str
     user: str
-    status: JobStatus
+    status: JobStatus | None
     universe: int
     cpus: int  # the CPUs it takes on a slot while it runs (0: it runs beside the schedd)
     started: int
@@ -93,7 +90,8 @@ def _count(jobs: Iterable[_Job]) -> _Counts:
 
 
 class LocalPool:
-    """The pool's ads for ``pool_ads``/``advertise``; ``jobs()`` reads the committed queue (``JOB_FACTS``)."""
+    """The pool's ads for ``pool_ads``/``advertise``; ``jobs()`` reads the committed queue (the ads themselves, not
+    copies: they are only read)."""
 
     def __init__(self, facts: PoolFacts, jobs: Callable[[], list[classad2.ClassAd]], clock: Callable[[], float],
                  advertised: AdvertisedAds) -> None:
@@ -150,14 +148,20 @@ class LocalPool:
         return ads
 
     def _read_jobs(self) -> list[_Job]:
+        """What the ads need of each job, read as literals (the schedd writes ids, owner, state and universe as
+        such; a few microseconds a job), evaluating only what may be an expression, and only where it counts."""
         jobs = []
         for ad in self._jobs():
-            universe = universe_of(ad)
-            jobs.append(_Job((int(evaluate_number(ad, "ClusterId")), int(evaluate_number(ad, "ProcId"))),
-                             evaluate_string(ad, "Owner"), evaluate_string(ad, "User"), job_status(ad), universe,
-                             request_cpus(ad) if uses_slot(ad) else 0,
-                             int(evaluate_number(ad, "JobCurrentStartDate")),
-                             int(evaluate_number(ad, "EnteredCurrentStatus"))))
+            status = _state(ad)
+            universe = _literal_int(ad, "JobUniverse", int(Universe.VANILLA))
+            holds_cpus = status in (JobStatus.IDLE, *ON_A_SLOT) and universe not in (Universe.LOCAL,
+                                                                                      Universe.SCHEDULER)
+            on_slot = status in ON_A_SLOT
+            jobs.append(_Job((_literal_int(ad, "ClusterId", 0), _literal_int(ad, "ProcId", 0)),
+                             _literal_str(ad, "Owner"), _literal_str(ad, "User") if on_slot else "", status, universe,
+                             _cpus(ad, universe) if holds_cpus else 0,
+                             _literal_int(ad, "JobCurrentStartDate", 0) if on_slot else 0,
+                             _literal_int(ad, "EnteredCurrentStatus", 0) if on_slot else 0))
         return jobs
 
     def _common(self, ad: classad2.ClassAd, kind: AdType, contact: str, now: int) -> classad2.ClassAd:
@@ -287,6 +291,34 @@ class LocalPool:
 #: the attribute in which each daemon publishes its address besides ``MyAddress``
 _ADDRESS_ATTRIBUTES = {AdType.STARTD: "StartdIpAddr", AdType.SCHEDD: "ScheddIpAddr", AdType.SUBMITTOR: "ScheddIpAddr",
                        AdType.MASTER: "MasterIpAddr", AdType.COLLECTOR: "CollectorIpAddr"}
+
+def _literal_int(ad: classad2.ClassAd, name: str, default: int) -> int:
+    value = ad.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _literal_str(ad: classad2.ClassAd, name: str) -> str:
+    value = ad.get(name)
+    return value if isinstance(value, str) else ""
+
+
+def _cpus(ad: classad2.ClassAd, universe: int) -> int:
+    """The CPUs a job takes on a slot (``jobspec``'s rule: vanilla jobs their RequestCpus, others none), its literal
+    RequestCpus read without evaluating."""
+    if universe != Universe.VANILLA:
+        return 0
+    value = ad.get("RequestCpus")
+    if value is None:
+        return 1
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else request_cpus(ad)
+
+
+def _state(ad: classad2.ClassAd) -> JobStatus | None:
+    try:
+        return JobStatus(_literal_int(ad, "JobStatus", 0))
+    except ValueError:
+        return None
+
 
 #: the gateway's daemons, by the kind of ad each publishes
 _MAKERS: dict[AdType, Callable[[LocalPool, list[_Job], int], list[classad2.ClassAd]]] = {
