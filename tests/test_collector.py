@@ -175,6 +175,8 @@ def test_the_collector_port_answers_only_the_collector(gateway):
      "<value>((((</value></item></ad></condor:insertAd>", "Failed to parse the ClassAdStruct"),
     ("<condor:insertAd><type>STARTD-AD-TYPE</type><ad>" + "<item><name>A</name><type>INTEGER-ATTR</type>"
      "<value>1</value></item>" * 5000 + "</ad></condor:insertAd>", "more than"),
+    ("<condor:insertAd><type>STARTD-AD-TYPE</type><ad><item><name>Name</name><type>STRING-ATTR</type>"
+     "<value>" + "x" * 1_000_000 + "</value></item></ad></condor:insertAd>", "characters"),
 ])
 def test_bad_inserts_fail_with_a_status(gateway, inner, message):
     code, answer = post(gateway.url, inner)

@@ -247,6 +247,7 @@ def test_ads_go_out_with_their_own_mytype_first(clock):
     ([Attr("Name", AttrType.STRING, "x"), Attr("bad name", AttrType.STRING, "x")], "bad name"),
     ([Attr("Name", AttrType.STRING, "x"), Attr("Cpus", AttrType.INTEGER, "1 +")], "Cpus"),
     ([Attr(f"A{n}", AttrType.INTEGER, "1") for n in range(5000)], "more than"),
+    ([Attr("Name", AttrType.STRING, "x"), Attr("Blob", AttrType.STRING, "x" * 300_000)], "characters"),
     ([Attr("Machine", AttrType.STRING, "x")], "Internal update failure: the ad has no Name"),
 ])
 def test_insert_refuses_what_it_cannot_store(clock, attributes, reason):

@@ -30,6 +30,9 @@ Struct = list[Attr]
 
 #: the most attributes one advertised ad may have (a real machine ad has a few hundred)
 MAX_AD_ATTRIBUTES = 4096
+#: the most characters of names and values one advertised ad may have (a real machine ad has some tens of
+#: thousands): the collector keeps max_advertised_ads of them in memory
+MAX_AD_CHARACTERS = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,10 @@ class BirdbathCollector:
         if len(attributes) > MAX_AD_ATTRIBUTES:
             raise BirdbathError.fail(f"Failed to parse the ClassAdStruct: {len(attributes)} attributes, more than "
                                      f"the {MAX_AD_ATTRIBUTES} an ad may have")
+        size = sum(len(attribute.name or "") + len(attribute.value or "") for attribute in attributes)
+        if size > MAX_AD_CHARACTERS:
+            raise BirdbathError.fail(f"Failed to parse the ClassAdStruct: {size} characters of names and values, more "
+                                     f"than the {MAX_AD_CHARACTERS} an ad may have")
         try:
             ad = struct_to_ad(attributes, self._limits)
         except BadAttribute as exc:
