@@ -55,6 +55,14 @@ class Capability(enum.Enum):
     #: ``history(constraint, limit=None, *, budget=None)``: jobs that left the queue, newest first (``budget`` as
     #: for :meth:`ScheddBackend.query`)
     HISTORY = ("history",)
+    #: the pool's ads, as a collector answers them (the condorCollector service):
+    #: ``pool_ads(ad_type, constraint, *, budget=None, contact=None)`` returns the ads of one ``jobmodel.pool.AdType``
+    #: (``AdType.ANY``: every kind) for which ``constraint`` is true, ``budget`` as for :meth:`ScheddBackend.query`;
+    #: ``contact`` is the gateway's own address (``<host:port>``), which a backend whose daemons are the gateway
+    #: publishes as their ``MyAddress``.  ``advertise(ad_type, ad)`` stores or replaces an ad as a collector does an
+    #: update (it expires unless advertised again) and returns True when the ad is new; it raises
+    #: :class:`BackendError` for an ad the pool refuses.  Both may be called from the query pool.
+    POOL = ("pool_ads", "advertise")
 
     @property
     def methods(self) -> tuple[str, ...]:

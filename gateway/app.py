@@ -13,6 +13,7 @@ from backends import registry
 from backends.interface import Capability, ScheddBackend
 from gateway.config import GatewayConfig
 from gateway.core.auth import Caller
+from gateway.core.collector import BirdbathCollector, contact_address
 from gateway.core.queries import QueryRunner
 from gateway.core.schedd import BirdbathSchedd
 from gateway.core.submissions import SubmissionService, SubmissionSettings
@@ -20,6 +21,8 @@ from gateway.core.threads import BlockingCaller
 from gateway.daemon import sharedport
 from gateway.http import Endpoint, GatewayResource, GatewaySite, HandshakeLogging
 from gateway.soap.application import schedd_application
+from gateway.soap.collector import CollectorContext, collector_application, query_answers
+from gateway.soap.collector_routing import ByOperation, CollectorOnly
 from gateway.soap.context import RequestContext
 from gateway.soap.dispatch import SoapDispatcher
 from gateway.soap.submission import SubmissionContext, json_application, json_request, soap_application
@@ -57,6 +60,10 @@ class Gateway:
         self.ssl_port: IListeningPort | None = None
         #: the named socket condor_shared_port passes connections to (use_shared_port)
         self.named_socket: IListeningPort | None = None
+        # the condorCollector service's own port (collector_port), beside the one it shares with the schedd
+        self.collector_site = GatewaySite(resource.Resource(), max_body=config.max_request_bytes,
+                                          policy=config.policy(), identification=identification)
+        self.collector_port: IListeningPort | None = None
 
     def listen(self) -> None:
         """Bind the plain port and the SSL port, those that are on (raises CannotListenError when one is taken)."""
@@ -68,6 +75,9 @@ class Gateway:
                                                    interface=config.listen)
         if config.use_shared_port:
             self.named_socket = sharedport.listen(self.reactor, config.named_socket(), self.site)
+        if config.collector_port:
+            self.collector_port = self.reactor.listenTCP(config.collector_port, self.collector_site,
+                                                         interface=config.listen)
 
     def start(self) -> None:
         """Create the backend, start its services in the reactor and serve the operations on the bound port."""
@@ -86,6 +96,14 @@ class Gateway:
                                      queries=self.queries)
         dispatcher = SoapDispatcher(schedd_application())
         self._answers = dispatcher.ad_answers()
+        collector = SoapDispatcher(collector_application())
+        self.collector = BirdbathCollector(self.backend, self.calls, policy, self.reactor, self.queries,
+                                           self._contact, limits)
+        self._collector_answers = query_answers(collector)
+        services = ByOperation(dispatcher, collector, self._collector_context)
+        collector_wsdl = PublishedWsdl(wsdl_path("condorCollector.wsdl"))
+        self.collector_site.resource = GatewayResource([
+            Endpoint(b"", CollectorOnly(collector), self._collector_context, collector_wsdl, b"condorCollector.wsdl")])
         self.submissions = SubmissionService(self.backend, self.calls, policy, self.reactor, SubmissionSettings(
             schedd_name=self.backend.info().schedd_name, staging_root=config.state_dir / "staging",
             staging_lifetime=config.staging_lifetime, output_retention=config.output_retention,
@@ -95,7 +113,8 @@ class Gateway:
                      content_type=b"application/json", body_for=lambda op, body: json_request(op.decode(), body)),
             Endpoint(b"/submission", SoapDispatcher(soap_application()), self._submission_context,
                      PublishedWsdl(wsdl_path("submission.wsdl")), b"submission.wsdl"),
-            Endpoint(b"", dispatcher, self._request_context, PublishedWsdl(wsdl_path("condorSchedd.wsdl")),
+            Endpoint(b"/condorCollector", services, self._request_context, collector_wsdl, b"condorCollector.wsdl"),
+            Endpoint(b"", services, self._request_context, PublishedWsdl(wsdl_path("condorSchedd.wsdl")),
                      b"condorSchedd.wsdl"),
         ])
         for port, scheme in ((self.port, "http"), (self.ssl_port, "https")):
@@ -108,6 +127,10 @@ class Gateway:
             log.info("birdbath gateway serving connections condor_shared_port passes to {path} (shared port id "
                      "{id}: clients use <host:port?sock={id}>), as on the plain port", path=config.named_socket(),
                      id=config.shared_port_id)
+        if self.collector_port is not None:
+            address = self.collector_port.getHost()
+            log.info("condorCollector service listening on http://{host}:{port}/ (collector_port)", host=address.host,
+                     port=address.port)
 
     def _callers(self, scheme: str) -> str:
         """How the callers of one port are identified, for the start-up line."""
@@ -125,6 +148,14 @@ class Gateway:
     def _request_context(self, caller: Caller) -> RequestContext:
         return RequestContext(caller=caller, schedd=self.schedd, answers=self._answers)
 
+    def _collector_context(self, caller: Caller) -> CollectorContext:
+        return CollectorContext(caller=caller, collector=self.collector, answers=self._collector_answers)
+
+    def _contact(self) -> str:
+        """The gateway's address as its daemons' ads publish it (``<host:port>``, the plain port's if it has one)."""
+        port = self.port or self.ssl_port
+        return contact_address(port.getHost() if port is not None else None)
+
     def _submission_context(self, caller: Caller) -> SubmissionContext:
         return SubmissionContext(caller=caller, service=self.submissions)
 
@@ -134,7 +165,7 @@ class Gateway:
 
         The backend's threads are stopped whatever fails before, or they would keep the process alive."""
         try:
-            for port in (self.port, self.ssl_port, self.named_socket):
+            for port in (self.port, self.ssl_port, self.named_socket, self.collector_port):
                 if port is not None:
                     await port.stopListening()
             if self.schedd is not None:

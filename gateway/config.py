@@ -33,6 +33,7 @@ soap_ssl_ca_file = "/etc/birdbath/ca.pem"              # --ssl-ca-file: CAs clie
 soap_ssl_ca_dir = "/etc/grid-security/certificates"     # or a directory of them
 certificate_mapfile = "/etc/birdbath/certificate_mapfile"   # SSL "<regex on the subject>" user
 password_file = "/etc/birdbath/passwords"               # user:bcrypt-hash lines (htpasswd -B); off when unset
+collector_port = 0            # condorCollector on a port of its own too (e.g. 9618); 0: only on the gateway's port
 
 [submission]                  # the simplified submission API
 staging_lifetime = 3600       # seconds an unused staging area (create/send) lives
@@ -136,6 +137,7 @@ class GatewayConfig:
     shared_port_id: str = "birdbath"
     not_responding_timeout: int = 0  # 0: from HTCondor's configuration (keepalive.resolve_timeout)
     master_keepalive: str = ""  # HOST:PORT, or "" for none
+    collector_port: int = 0  # 0: the collector is served on the gateway's own port only
     backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
@@ -217,7 +219,7 @@ _SECTIONS = {
     "birdbath": ("allow_soap", "allow_read", "allow_write", "queue_all_users_trusted", "queue_super_users",
                  "default_owner", "max_soap_transaction_duration", "soap_leave_in_queue", "max_transactions_per_caller",
                  "enable_soap_ssl", "soap_ssl_port", "soap_ssl_server_keyfile", "soap_ssl_server_keyfile_password",
-                 "soap_ssl_ca_file", "soap_ssl_ca_dir", "certificate_mapfile", "password_file"),
+                 "soap_ssl_ca_file", "soap_ssl_ca_dir", "certificate_mapfile", "password_file", "collector_port"),
     "daemon": ("use_shared_port", "daemon_socket_dir", "shared_port_id", "not_responding_timeout",
                "master_keepalive"),
 }
@@ -270,7 +272,7 @@ def parse_port(text: str) -> int | str:
 # -- checking a configuration before anything is started ---------------------------------------------------
 #: inclusive bounds of the numeric settings (None: unbounded)
 _RANGES: dict[str, tuple[int, int | None]] = {
-    "soap_ssl_port": (0, 65535), "max_request_bytes": (1, None), "staging_lifetime": (1, None), "output_retention": (0, None),
+    "soap_ssl_port": (0, 65535), "collector_port": (0, 65535), "max_request_bytes": (1, None), "staging_lifetime": (1, None), "output_retention": (0, None),
     "max_transactions_per_caller": (1, None), "max_staging_areas_per_caller": (1, None),
     "max_expression_length": (16, None), "max_expression_depth": (8, 100000), "query_workers": (1, 64),
     "max_queries_per_caller": (1, None), "max_query_seconds": (1, None), "not_responding_timeout": (0, None)}
@@ -307,6 +309,10 @@ def check_ports(config: GatewayConfig) -> None:
                           "use_shared_port are false")
     if config.enable_soap_ssl and config.plain_port and config.plain_port == config.soap_ssl_port:
         raise ConfigError(f"port and soap_ssl_port are both {config.port}; the SSL port needs a port of its own")
+    if config.collector_port and config.collector_port in (config.plain_port,
+                                                            config.soap_ssl_port if config.enable_soap_ssl else None):
+        raise ConfigError(f"collector_port {config.collector_port} is the gateway's own port; the collector is "
+                          f"served there anyway (collector_port = 0), or give it a port of its own")
 
 
 def check_daemon(config: GatewayConfig) -> None:

@@ -1,7 +1,7 @@
 """The HTTP face of the gateway: one twisted.web resource for every path.
 
 POST (any path, any SOAPAction, HTTP/1.0 or 1.1, chunked or not) is SOAP; GET ``/condorSchedd.wsdl`` or any
-``?wsdl`` serves the WSDL with this server's address.  The same site serves the plain port and the SSL port.
+``?wsdl`` serves the WSDL with this server's address (``/condorCollector.wsdl`` the collector's).  The same site serves the plain port and the SSL port.
 Peers outside ``allow_soap`` are refused before their body is read, bodies over the size cap are refused while
 they arrive; then the caller is identified (:mod:`gateway.identity.callers`: the loopback socket's owner, the
 client certificate's mapped user, or HTTP Basic over TLS), and a caller refused there gets 401 or 403 with the
@@ -171,16 +171,19 @@ class GatewayResource(resource.Resource):
         return next(endpoint for endpoint in self._endpoints if endpoint.matches(request.path.rstrip(b"/")))
 
     def render_GET(self, request: GatewayRequest) -> bytes:
-        endpoint = self._endpoint(request)
+        path = request.path.rstrip(b"/").rsplit(b"/", 1)[-1]
+        # a WSDL asked for by its file name (condorCollector.wsdl) is its service's, whatever the path before it
+        endpoint = next((endpoint for endpoint in self._endpoints if endpoint.wsdl is not None
+                         and path == endpoint.wsdl_name), None) or self._endpoint(request)
         if request.refusal is not None:
             return self._refuse(request, endpoint, request.refusal)
-        path = request.path.rstrip(b"/").rsplit(b"/", 1)[-1]
         wants_wsdl = path == endpoint.wsdl_name or (request.args is not None and b"wsdl" in request.args) \
             or request.uri.lower().endswith(b"?wsdl")
         if endpoint.wsdl is None or not wants_wsdl:
             request.setResponseCode(404)
             request.setHeader(b"content-type", b"text/plain; charset=utf-8")
-            return (b"Not found. WSDLs: GET /condorSchedd.wsdl (or /?wsdl) and /submission?wsdl; "
+            return (b"Not found. WSDLs: GET /condorSchedd.wsdl (or /?wsdl), /condorCollector.wsdl and "
+                    b"/submission?wsdl; "
                     b"POST SOAP requests to any path, JSON to /submission/json/<operation>.\n")
         request.setHeader(b"content-type", XML)
         log.info("GET {path} (WSDL) from {client} ({who})", path=request.uri.decode("latin-1"),

@@ -327,3 +327,46 @@ def _copy(ad: classad2.ClassAd) -> classad2.ClassAd:
     copy = classad2.ClassAd()
     copy.update(ad)
     return copy
+
+
+class FakeCollector:
+    """The htcondor2 ``Collector`` surface the backend's pool uses (``query``, ``advertise``), over ads kept by
+    kind, as the 24.0 bindings take their arguments: ``ad_type`` an ``htcondor2.AdType``, ``constraint`` a string
+    or None (an unparsable one raises, as the collector refuses it), ``advertise`` a list of ads and one of
+    condor_advertise's command names.  Not modelled: the collector's keying and expiry (an ad with the same ``Name``
+    replaces the earlier one), its authorisation."""
+
+    COMMANDS = {"UPDATE_STARTD_AD": "Machine", "UPDATE_SCHEDD_AD": "Scheduler", "UPDATE_SUBMITTOR_AD": "Submitter",
+                "UPDATE_LICENSE_AD": "License", "UPDATE_MASTER_AD": "DaemonMaster", "UPDATE_CKPT_SRVR_AD": "CkptServer",
+                "UPDATE_COLLECTOR_AD": "Collector", "UPDATE_STORAGE_AD": "Storage",
+                "UPDATE_NEGOTIATOR_AD": "Negotiator", "UPDATE_HAD_AD": "HAD", "UPDATE_AD_GENERIC": None}
+    MY_TYPES = {"Startd": "Machine", "Schedd": "Scheduler", "Submitter": "Submitter", "License": "License",
+                "Master": "DaemonMaster", "Collector": "Collector", "Negotiator": "Negotiator", "HAD": "HAD",
+                "Generic": "Generic"}
+
+    def __init__(self) -> None:
+        self.ads: list[classad2.ClassAd] = []
+        self.calls: list[tuple[str, tuple]] = []
+        self.down = False
+
+    def query(self, ad_type: Any = None, constraint: Any = None, projection: Any = None, statistics: Any = None):
+        import htcondor2
+
+        self.calls.append(("query", (ad_type, constraint)))
+        if self.down:
+            raise RuntimeError("Failed to connect to collector <192.0.2.1:9618>")
+        if not isinstance(ad_type, htcondor2.AdType):
+            raise TypeError(f"ad_type must be an AdType, not {ad_type!r}")
+        wanted = self.MY_TYPES.get(ad_type.name)
+        parsed = _parse(constraint, ValueError) if constraint is not None else None
+        return [_copy(ad) for ad in self.ads
+                if (wanted is None or ad.get("MyType") == wanted) and matches(parsed, ad)]
+
+    def advertise(self, ad_list: Any, command: str = "UPDATE_AD_GENERIC", use_tcp: bool = True) -> None:
+        self.calls.append(("advertise", (ad_list, command)))
+        if self.down:
+            raise RuntimeError("Failed to connect to collector <192.0.2.1:9618>")
+        if command not in self.COMMANDS:
+            raise ValueError(f"invalid command {command}")
+        for ad in ad_list:
+            self.ads = [kept for kept in self.ads if kept.get("Name") != ad.get("Name")] + [_copy(ad)]

@@ -16,7 +16,15 @@ import pytest
 
 from gateway.testing import GatewayProcess, TestPki
 from tests.birdbath import expr, values
-from tests.conftest import LEGACY_WSDL, QUEUE_ONLY, ROOT, module_gateway, require_java, zeep_client
+from tests.conftest import (
+    LEGACY_COLLECTOR_WSDL,
+    LEGACY_WSDL,
+    QUEUE_ONLY,
+    ROOT,
+    module_gateway,
+    require_java,
+    zeep_client,
+)
 from tests.dags import write_dag
 from tests.test_execution import RUNNER, submit
 
@@ -52,9 +60,9 @@ def strict_schedd(strict_gateway):
 
 
 def run_java(java_clients: Path, variant: str, program: str, *args: str,
-             jvm: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+             jvm: tuple[str, ...] = (), program_package: str = "example") -> subprocess.CompletedProcess:
     classpath = (java_clients / variant / "classpath").read_text().strip()
-    return subprocess.run(["java", *jvm, "-cp", classpath, f"example.{program}", *args], capture_output=True,
+    return subprocess.run(["java", *jvm, "-cp", classpath, f"{program_package}.{program}", *args], capture_output=True,
                           text=True, timeout=300, env=dict(os.environ))
 
 
@@ -224,3 +232,40 @@ def test_http_basic_over_tls_from_java(java_clients, tls_gateway, java_stores, v
 def test_without_a_certificate_or_password_java_is_refused(java_clients, tls_gateway, java_stores, tmp_path):
     result = submit_over_tls(java_clients, tls_gateway, "jaxws-ours", tmp_path, jsse(java_stores, certificate=False))
     assert result.returncode != 0 and "401" in result.stdout + result.stderr
+
+
+# -- the condorCollector programs (clients/java/<stack>/collector) ----------------------------------------------
+COLLECTOR_VARIANTS = ["axis-collector", "jaxws-collector", "axis-collector-legacy", "jaxws-collector-legacy"]
+
+
+@pytest.fixture(scope="session")
+def java_collector_clients(tmp_path_factory) -> Path:
+    require_java()
+    out = tmp_path_factory.mktemp("java-collector")
+    subprocess.run([str(ROOT / "clients" / "java" / "build.sh"), str(out),
+                    f"collector={ROOT / 'wsdl' / 'condorCollector.wsdl'}", f"collector-legacy={LEGACY_COLLECTOR_WSDL}"],
+                   check=True, capture_output=True, text=True, timeout=600)
+    return out
+
+
+@pytest.mark.parametrize("variant", COLLECTOR_VARIANTS)
+def test_query_the_pool_and_advertise_a_machine(java_collector_clients, gateway, variant):
+    machines = run_java(java_collector_clients, variant, "QueryPool", gateway.url, "startd",
+                        'PartitionableSlot =?= true', program_package="collector")
+    assert machines.returncode == 0, machines.stdout + machines.stderr
+    lines = machines.stdout.splitlines()
+    assert lines[-1] == "1 ads" and lines[0].startswith("Machine slot1@") and lines[0].endswith(" Unclaimed")
+    schedds = run_java(java_collector_clients, variant, "QueryPool", gateway.url, "schedd", "HasSOAPInterface",
+                       program_package="collector")
+    assert schedds.stdout.splitlines()[-1] == "1 ads" and schedds.stdout.startswith("Scheduler ")
+
+    name = f"vm-{variant}-{os.getpid()}"
+    advertised = run_java(java_collector_clients, variant, "QueryPool", gateway.url, "advertise", "STARTD-AD-TYPE",
+                          name, program_package="collector")
+    assert advertised.returncode == 0 and advertised.stdout.strip() == "SUCCESS New ad inserted", advertised.stderr
+    found = run_java(java_collector_clients, variant, "QueryPool", gateway.url, "any", f'Name == "{name}"',
+                     program_package="collector")
+    assert found.stdout.splitlines() == [f"Machine {name} null", "1 ads"]
+    refused = run_java(java_collector_clients, variant, "QueryPool", gateway.url, "advertise", "SCHEDD-AD-TYPE", "",
+                       program_package="collector")
+    assert refused.returncode == 1 and refused.stdout.startswith("FAIL "), refused.stdout + refused.stderr

@@ -1,4 +1,5 @@
-"""Our wsdl/condorSchedd.wsdl equals the WSDL HTCondor shipped in every name and shape."""
+"""Our wsdl/condorSchedd.wsdl and wsdl/condorCollector.wsdl equal the WSDLs HTCondor shipped in every name and
+shape."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from tests.conftest import LEGACY_WSDL, ROOT
+from tests.conftest import LEGACY_COLLECTOR_WSDL, LEGACY_WSDL, ROOT
 
 OURS = ROOT / "wsdl" / "condorSchedd.wsdl"
+OURS_COLLECTOR = ROOT / "wsdl" / "condorCollector.wsdl"
 WSDL = "http://schemas.xmlsoap.org/wsdl/"
 SOAP = "http://schemas.xmlsoap.org/wsdl/soap/"
 QNAME_ATTRIBUTES = {"type", "element", "message", "binding", "base"}
@@ -55,8 +57,18 @@ def parse(path: Path) -> etree._Element:
     return etree.parse(str(path)).getroot()
 
 
-def test_our_wsdl_has_the_shape_of_the_shipped_one():
-    assert first_difference(shape(parse(OURS)), shape(parse(LEGACY_WSDL))) is None
+@pytest.mark.parametrize("ours, shipped", [(OURS, LEGACY_WSDL), (OURS_COLLECTOR, LEGACY_COLLECTOR_WSDL)],
+                         ids=["condorSchedd", "condorCollector"])
+def test_our_wsdl_has_the_shape_of_the_shipped_one(ours, shipped):
+    assert first_difference(shape(parse(ours)), shape(parse(shipped))) is None
+
+
+def test_the_comparison_notices_a_collector_query_message_named_like_the_schedd_s(tmp_path):
+    """The collector's query input messages are ``<op>Request`` (the schedd's are ``<op>``)."""
+    changed = tmp_path / "changed.wsdl"
+    changed.write_text(OURS_COLLECTOR.read_text().replace('"queryStartdAdsRequest"', '"queryStartdAds"')
+                       .replace('"tns:queryStartdAdsRequest"', '"tns:queryStartdAds"'))
+    assert first_difference(shape(parse(changed)), shape(parse(LEGACY_COLLECTOR_WSDL))) is not None
 
 
 def test_the_comparison_notices_a_changed_name(tmp_path):

@@ -52,6 +52,9 @@ from backends.interface import (
 from backends.spool import Spool
 from jobmodel.classads import copy_ad, projected
 from jobmodel.jobs import JobAction
+from jobmodel.pool import AdType
+
+from .pool import CollectorPool
 
 FIRST_GATEWAY_CLUSTER = 1_000_000_000
 _ACTIONS = {JobAction.HOLD: "Hold", JobAction.RELEASE: "Release", JobAction.REMOVE: "Remove",
@@ -130,11 +133,11 @@ class IdMap:
 
 class HTCondorBackend:
     threads = 1  # one bindings call at a time keeps a transaction's calls in order
-    capabilities = frozenset({Capability.HISTORY})
+    capabilities = frozenset({Capability.HISTORY, Capability.POOL})
 
     def __init__(self, state_dir: Path, *, collector: str | None = None, schedd_name: str | None = None,
                  timeout: float = 30.0, schedd: Any = None, submitter: Any = None,
-                 location: classad2.ClassAd | None = None) -> None:
+                 location: classad2.ClassAd | None = None, pool_collector: Any = None) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)
         self.call_timeout = timeout  # the gateway stops waiting for a bindings call after this many seconds
         if schedd is None or submitter is None or location is None:
@@ -142,6 +145,8 @@ class HTCondorBackend:
         self._schedd = schedd
         self._submitter = submitter
         self._ids = IdMap(state_dir / "htcondor-ids.sqlite3")
+        # the condorCollector service's answers: the pool's collector (``pool_collector`` in tests)
+        self._pool = CollectorPool(lambda: pool_collector if pool_collector is not None else _collector(collector))
         self._spool = Spool(state_dir / "spool")  # the submit side of the jobs' files
         self._info = BackendInfo(
             name="htcondor",
@@ -460,6 +465,14 @@ class HTCondorBackend:
     def reschedule(self) -> None:
         self._call("reschedule", self._schedd.reschedule)
 
+    # -- the pool, as its collector answers it ---------------------------------------------------------------
+    def pool_ads(self, ad_type: AdType, constraint: classad2.ExprTree | None, *, budget: float | None = None,
+                 contact: str | None = None) -> list[classad2.ClassAd]:
+        return self._pool.pool_ads(ad_type, constraint, budget=budget, contact=contact)
+
+    def advertise(self, ad_type: AdType, ad: classad2.ClassAd) -> bool:
+        return self._pool.advertise(ad_type, ad)
+
     # -- helpers ------------------------------------------------------------------------------------
     def _spec(self, cluster: int, proc: int) -> str:
         """The schedd-side constraint for a job the gateway knows by its (possibly gateway) id."""
@@ -570,6 +583,12 @@ def _referenced(constraint: classad2.ExprTree) -> list[str]:
         elif parts[0].lower() != "target":
             names.append(parts[0])
     return names
+
+
+def _collector(address: str | None) -> Any:
+    import htcondor2
+
+    return htcondor2.Collector(address)
 
 
 def _connect(collector: str | None, schedd_name: str | None) -> tuple[classad2.ClassAd, Any, Any]:

@@ -22,13 +22,16 @@ from backends.interface import BackendInfo, Capability, FileInfo
 from backends.spool import Spool
 from jobmodel import __version__
 from jobmodel.jobs import JobAction
+from jobmodel.pool import CLASSAD_LIFETIME, AdType
 
 from . import jobtools
+from .advertised import AdvertisedAds
 from .chirp import ChirpService, QueueJobs
 from .dag.nodes import NodeJobs
 from .executor import Executor, ExecutorOptions
 from .machine import machine_ad
 from .owners import Accounts
+from .pool import LocalPool, PoolFacts
 from .queue import JobQueue, LocalTransaction
 from .scheduler import Scheduler
 from .store import JobStore
@@ -42,18 +45,20 @@ INTERFACE_VERSION = "8.6.13"
 class LocalBackend:
     threads = 1  # one SQLite connection, one writer: every call runs on the same worker thread
     call_timeout = None  # a local call always answers
-    capabilities = frozenset({Capability.SERVICES, Capability.HISTORY})
+    capabilities = frozenset({Capability.SERVICES, Capability.HISTORY, Capability.POOL})
 
     """Options (``[backends.local]``): ``schedd_name``; ``slots``, ``kill_grace``, ``periodic_interval`` for running
     jobs; ``uid_domain``, the domain of every job's ``User`` (``Owner@uid_domain``, default the schedd's name);
-    ``denied_owners``, owners whose jobs never run here (held when they would start), e.g. ``["root"]``.
+    ``denied_owners``, owners whose jobs never run here (held when they would start), e.g. ``["root"]``;
+    ``classad_lifetime`` and ``max_advertised_ads`` for the ads others advertise to its collector (``pool.py``).
 
     When the gateway runs as root, every job runs as its owner's local account and every file its ad names is
     opened with that account's rights (``owners.py``); otherwise everything runs as the gateway's user."""
 
     def __init__(self, state_dir: Path, *, schedd_name: str | None = None, clock: Callable[[], float] = time.time,
                  slots: int | None = None, kill_grace: float = 10.0, periodic_interval: float = 60.0,
-                 uid_domain: str | None = None, denied_owners: Sequence[str] = ()) -> None:
+                 uid_domain: str | None = None, denied_owners: Sequence[str] = (),
+                 classad_lifetime: int = CLASSAD_LIFETIME, max_advertised_ads: int = 10000) -> None:
         if isinstance(denied_owners, str) or not all(isinstance(owner, str) for owner in denied_owners):
             raise ValueError(f"denied_owners must be a list of owner names, not {denied_owners!r}")
         state_dir.mkdir(parents=True, exist_ok=True)
@@ -79,6 +84,9 @@ class LocalBackend:
                                        periodic_interval=periodic_interval)
         machine = machine_ad(self.options.slots, state_dir, self._info.version, self._queue.uid_domain)
         self._scheduler = Scheduler(self._queue, execute, machine)
+        self._pool = LocalPool(PoolFacts(self._info, machine, self.options.slots, self._queue.uid_domain, int(clock())),
+                               lambda: self.query(None), clock,
+                               AdvertisedAds(clock, classad_lifetime, max_advertised_ads))
         self._dags = NodeJobs(self._queue, state_dir)
         self._executor: Executor | None = None
 
@@ -164,6 +172,14 @@ class LocalBackend:
 
     def reschedule(self) -> None:
         self._queue.reschedule()
+
+    # -- the pool, as a collector answers it -------------------------------------------------------------------
+    def pool_ads(self, ad_type: AdType, constraint: classad2.ExprTree | None, *, budget: float | None = None,
+                 contact: str | None = None) -> list[classad2.ClassAd]:
+        return self._pool.pool_ads(ad_type, constraint, budget=budget, contact=contact)
+
+    def advertise(self, ad_type: AdType, ad: classad2.ClassAd) -> bool:
+        return self._pool.advertise(ad_type, ad)
 
 
 def _reachable_by_jobs(state_dir: Path, *ours: Path) -> None:

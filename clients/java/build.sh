@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Generate Java stubs for the condorSchedd service and compile the example programs against them.
+# Generate Java stubs for the condorSchedd or condorCollector service and compile the example programs against them
+# (<stack>/example for a condorSchedd WSDL, <stack>/collector for a condorCollector WSDL).
 #
 #   clients/java/build.sh OUT NAME=WSDL [NAME=WSDL ...]
 #
@@ -10,7 +11,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 jars=${JAVA_JARS:-/usr/share/java}
-[ $# -ge 2 ] || { sed -n '4,8p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 2 ] || { sed -n '5,9p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 out=$1
 shift
 
@@ -42,7 +43,9 @@ build() {  # stack name wsdl
                 || { cat "$dir/generate.log" >&2; exit 1; }
             runtime=$JAXWS ;;
     esac
-    find "$dir/src" "$here/$stack/example" -name '*.java' > "$dir/sources"
+    local programs=example
+    grep -q 'name="condorCollector"' "$wsdl" && programs=collector
+    find "$dir/src" "$here/$stack/$programs" -name '*.java' > "$dir/sources"
     javac -nowarn -encoding UTF-8 -cp "$runtime" -d "$dir/classes" @"$dir/sources" 2>"$dir/compile.log" \
         || { cat "$dir/compile.log" >&2; exit 1; }
     echo "$dir/classes:$runtime" > "$dir/classpath"

@@ -10,6 +10,8 @@
     birdbath wait ID [-timeout S]                       wait for a job (progress on stderr)
     birdbath fetch ID [DIR] [-close]                    download a job's spool (output) files
     birdbath submit_dag FILE.dag [-owner NAME] [-wait]  submit a DAG (condor_submit_dag)
+    birdbath status [-schedd | -submitters | -master | -any] [-constraint EXPR] [-long | -af ATTR...]
+                                                        the pool's machines, schedulers, ... (condor_status)
     birdbath version
 
 A number is a cluster (all its jobs), CLUSTER.PROC one job, anything else an owner's jobs.  Every option may be
@@ -34,7 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
-from . import tables
+from . import status_tables, tables
+from .collector import Collector
 from .credentials import Credentials
 from .errors import GatewayError, UnknownJob
 from .jobs import FINAL_STATES, JOB_STATES, JobId, JobStatus, Scope, Selection, all_of, any_of
@@ -78,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        return args.run(Schedd(args.url, credentials=Credentials.from_environment()), args) or 0
+        return args.run(args.client(args.url, credentials=Credentials.from_environment()), args) or 0
     except BrokenPipeError:
         raise
     except (GatewayError, OSError, ValueError) as exc:  # OSError: GatewayUnavailable, TimeoutError, local files
@@ -128,10 +131,10 @@ def _parser() -> argparse.ArgumentParser:
                  "<host:9618?sock=ID> or http://host:9618/?sock=ID")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    def command(name: str, run: Callable[[Schedd, argparse.Namespace], int | None], help: str,
+    def command(name: str, run: Callable[[Any, argparse.Namespace], int | None], help: str,
                 **defaults: Any) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help, description=help, allow_abbrev=False)
-        sub.set_defaults(run=run, parser=sub, **defaults)
+        sub.set_defaults(run=run, parser=sub, **{"client": Schedd, **defaults})
         return sub
 
     submit = command("submit", _submit, "submit a submit description file (condor_submit)")
@@ -172,6 +175,15 @@ def _parser() -> argparse.ArgumentParser:
     dag.add_argument("file", type=Path)
     _option(dag, "owner", metavar="NAME")
     _option(dag, "wait", action="store_true", help="wait for the DAG and exit with its status")
+
+    status = command("status", _status, "the pool's machines, or its schedulers, submitters, ... (condor_status)",
+                     client=Collector)
+    kind = status.add_mutually_exclusive_group()
+    for name, kind_name, what in (("schedd", "schedd", "schedulers"), ("submitters", "submitter", "submitters"),
+                                  ("master", "master", "masters"), ("any", "any", "every ad")):
+        _option(kind, name, dest="kind", action="store_const", const=kind_name, help=what)
+    _option(status, "constraint", metavar="EXPR", help="only ads for which this ClassAd expression is true")
+    _formats(status)
 
     command("version", lambda schedd, args: print(schedd.version(), schedd.platform(), sep="\n"),
             "the gateway's version and platform")
@@ -220,6 +232,28 @@ def _keep() -> Any:
     from .ads import Expr
 
     return Expr("FilesRetrieved =?= false")
+
+
+#: condor_status's table for each kind it prints as one (the others print -long)
+STATUS_TABLES = {"startd": status_tables.MACHINES, "schedd": status_tables.SCHEDDS,
+                 "submitter": status_tables.SUBMITTERS}
+
+
+def _status(collector: Collector, args: argparse.Namespace) -> int:
+    kind = args.kind or "startd"
+    ads = sorted(collector.query(kind, args.constraint), key=lambda ad: str(ad.get("Name", "")))
+    columns = STATUS_TABLES.get(kind)
+    if args.long or args.autoformat or columns is None:
+        args.long = args.long or not args.autoformat
+        _show(ads, args, ())
+        return 0
+    for line in status_tables.table(columns, ads):
+        print(line)
+    if kind == "startd" and ads:
+        print()
+        for line in status_tables.machine_totals(ads):
+            print(line)
+    return 0
 
 
 def _q(schedd: Schedd, args: argparse.Namespace) -> int:

@@ -19,6 +19,38 @@ Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
 CHUNK = 1024 * 1024  # base64 makes it ~1.4 MB on the wire, well under the gateway's default request cap
 
 
+def connect(url: str, service: str, wsdl: str | None, timeout: float, credentials: Credentials,
+            shared_port_id: str | None = None) -> Any:
+    """The zeep service ``service`` of the server at ``url`` (ending in "/"), from ``wsdl`` or the WSDL it serves
+    (``<service>.wsdl``); through condor_shared_port to the daemon ``shared_port_id`` when one is given."""
+    import zeep
+    from zeep.transports import Transport
+
+    from .sharedport import SharedPortAdapter
+
+    session = credentials.session()
+    if shared_port_id is not None:
+        session.mount(url, SharedPortAdapter(shared_port_id))
+    try:
+        client = zeep.Client(wsdl or f"{url}{service}.wsdl", transport=Transport(timeout=timeout, session=session))
+    except Exception as exc:  # requests' connection errors, or a 404 from something else
+        raise GatewayUnavailable(f"cannot read the WSDL of the gateway at {url} ({service}.wsdl): {exc}") from None
+    return client.create_service(f"{{urn:condor}}{service}", url)
+
+
+def invoke(service: Any, url: str, operation: str, *args: Any) -> Any:
+    """One operation of a zeep service: a SOAP fault raises GatewayError, an unreachable server GatewayUnavailable."""
+    import requests
+    import zeep.exceptions
+
+    try:
+        return getattr(service, operation)(*args)
+    except requests.exceptions.ConnectionError as exc:
+        raise GatewayUnavailable(f"cannot reach the gateway at {url}: {exc}") from None
+    except zeep.exceptions.Fault as exc:
+        raise GatewayError(operation, "FAULT", exc.message) from None
+
+
 class Schedd:
     """``Schedd("http://host:1984/")``; ``wsdl`` names another copy of condorSchedd.wsdl (a file or URL) for
     servers that do not publish one, such as an HTCondor schedd without ENABLE_WEB_SERVER; ``credentials`` are for a
@@ -27,37 +59,18 @@ class Schedd:
 
     def __init__(self, url: str, wsdl: str | None = None, timeout: float = 60,
                  credentials: Credentials = Credentials()) -> None:
-        import zeep
-        from zeep.transports import Transport
-
-        from .sharedport import SharedPortAdapter, split
+        from .sharedport import split
 
         url, self.shared_port_id = split(url)
         self.url = url if url.endswith("/") else url + "/"
         self.timeout = timeout
         self.credentials = credentials
-        session = credentials.session()
-        if self.shared_port_id is not None:
-            session.mount(self.url, SharedPortAdapter(self.shared_port_id))
-        try:
-            client = zeep.Client(wsdl or self.url + "condorSchedd.wsdl",
-                                 transport=Transport(timeout=timeout, session=session))
-        except Exception as exc:  # requests' connection errors, or a 404 from something else
-            raise GatewayUnavailable(f"cannot read the WSDL of the gateway at {self.url}: {exc}") from None
-        self._service = client.create_service("{urn:condor}condorSchedd", self.url)
+        self._service = connect(self.url, "condorSchedd", wsdl, timeout, credentials, self.shared_port_id)
 
     # -- plumbing -----------------------------------------------------------------------------------
     def call(self, operation: str, *args: Any) -> Any:
         """Call an operation; a non-SUCCESS status raises GatewayError, an unreachable gateway GatewayUnavailable."""
-        import requests
-        import zeep.exceptions
-
-        try:
-            answer = getattr(self._service, operation)(*args)
-        except requests.exceptions.ConnectionError as exc:
-            raise GatewayUnavailable(f"cannot reach the gateway at {self.url}: {exc}") from None
-        except zeep.exceptions.Fault as exc:
-            raise GatewayError(operation, "FAULT", exc.message) from None
+        answer = invoke(self._service, self.url, operation, *args)
         status = answer if hasattr(answer, "code") else answer.status
         if status.code != "SUCCESS":
             raise GatewayError(operation, status.code, status.message)
