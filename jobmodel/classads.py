@@ -73,6 +73,14 @@ def job_status(ad: classad2.ClassAd) -> JobStatus:
         return JobStatus.IDLE
 
 
+def literal_value(expr: classad2.ExprTree) -> object:
+    """What an expression is when it is a single literal (an int, float, bool, str, or classad2.Value), else None."""
+    probe = classad2.ClassAd()
+    probe["value"] = expr
+    value = probe["value"]
+    return None if isinstance(value, classad2.ExprTree) else value
+
+
 def comma_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 

@@ -472,3 +472,72 @@ def test_every_operation_in_one_tour(gateway, tmp_path):
     assert [j["id"] for j in step("getHistory", constraint=f'ClusterId == {job_of(job).split(".")[0]}')["jobs"]] \
         == [job_of(job)]
     assert sorted(set(done)) == sorted(OPERATIONS)
+
+
+@pytest.mark.parametrize("kind, text, stored", [
+    ("INTEGER", "7", {"TYPE": 1, "VALUE": "7"}),
+    ("INTEGER", " -12 ", {"TYPE": 1, "VALUE": "-12"}),
+    ("FLOAT", "7", {"TYPE": 2, "VALUE": "7.000000"}),  # an integer text is stored as a real
+    ("FLOAT", "1.0E3", {"TYPE": 2, "VALUE": "1000.000000"}),
+    ("FLOAT", "-0.25", {"TYPE": 2, "VALUE": "-0.250000"}),
+    ("BOOLEAN", "true", {"TYPE": 0, "VALUE": "TRUE"}),
+    ("BOOLEAN", "FALSE", {"TYPE": 0, "VALUE": "FALSE"}),
+    ("STRING", "7", {"TYPE": 3, "VALUE": "7"}),
+    ("STRING", "a == b", {"TYPE": 3, "VALUE": "a == b"}),
+    ("STRING", '"quoted"', {"TYPE": 3, "VALUE": '"quoted"'}),
+    ("EXPR", "Memory * 2", {"TYPE": 0, "VALUE": "Memory * 2"}),
+    ("EXPR", "7", {"TYPE": 1, "VALUE": "7"}),
+])
+def test_typed_values_are_stored_as_their_type(api, gateway, tmp_path, kind, text, stored):
+    code = {"EXPR": 0, "INTEGER": 1, "FLOAT": 2, "STRING": 3}.get(kind)
+    value = {"TYPE": code, "VALUE": text} if code is not None else {"TYPE": 0, "VALUE": text}
+    if kind == "BOOLEAN":  # a typed map has no BOOLEAN code: the list form names it
+        ad = [{"name": "Cmd", "type": "STRING", "value": "/bin/true"}, {"name": "Iwd", "type": "STRING",
+              "value": str(tmp_path)}, {"name": "Requirements", "type": "EXPR", "value": "FALSE"},
+              {"name": "Typed", "type": kind, "value": text}]
+    else:
+        ad = {"Cmd": "/bin/true", "Iwd": str(tmp_path), "Requirements": {"TYPE": 0, "VALUE": "FALSE"}, "Typed": value}
+    job = call(gateway, "submit", ad=ad)["id"]
+    assert call(gateway, "getJobAd", id=job)["ad"]["Typed"] == stored
+    ok(call(gateway, "setAttribute", id=job, name="Later", type=kind, value=text))
+    assert call(gateway, "getJobAd", id=job)["ad"]["Later"] == stored
+    soap = {a.name: (a.type, a.value) for a in api.getJobAd(job).ad.Attribute}
+    wire = "BOOLEAN" if kind == "BOOLEAN" else ("EXPR", "INTEGER", "FLOAT", "STRING")[stored["TYPE"]]
+    assert soap["Typed"] == soap["Later"] == (wire, stored["VALUE"])
+    assert api.setAttribute(job, "BySoap", kind, text).code == "OK"
+    assert {a.name: a.value for a in api.getJobAd(job).ad.Attribute}["BySoap"] == stored["VALUE"]
+
+
+@pytest.mark.parametrize("kind, text, reason", [
+    ("INTEGER", "abc", "'abc' is not a ClassAd integer"),
+    ("INTEGER", "1.5", "'1.5' is not a ClassAd integer"),
+    ("INTEGER", "TRUE", "'TRUE' is not a ClassAd integer"),
+    ("INTEGER", "1 + 1", "'1 + 1' is not a ClassAd integer"),
+    ("INTEGER", "", "cannot parse ''"),
+    ("INTEGER", str(2**64), "64 bits"),
+    ("FLOAT", "seven", "'seven' is not a ClassAd float"),
+    ("FLOAT", "true", "'true' is not a ClassAd float"),
+    ("FLOAT", "NaN", "not a finite number"),
+    ("BOOLEAN", "1", "'1' is not a ClassAd boolean"),
+    ("BOOLEAN", "yes", "'yes' is not a ClassAd boolean"),
+    ("EXPR", "((", "cannot parse '(('"),
+])
+def test_values_that_do_not_parse_as_their_type_are_refused_and_nothing_is_stored(api, gateway, tmp_path, kind,
+                                                                                   text, reason):
+    base = [{"name": "Cmd", "type": "STRING", "value": "/bin/true"}, {"name": "Iwd", "type": "STRING",
+            "value": str(tmp_path)}, {"name": "Requirements", "type": "EXPR", "value": "FALSE"},
+            {"name": "Note", "type": "STRING", "value": tmp_path.name}]
+    expected = f"Failed to parse job ad attribute X as {kind}: "
+    for answer in (call(gateway, "submit", ad=base + [{"name": "X", "type": kind, "value": text}]),
+                   api.submit({"Attribute": base + [{"name": "X", "type": kind, "value": text}]}, None)):
+        status = answer["status"] if isinstance(answer, dict) else {"code": answer.status.code,
+                                                                   "text": answer.status.text}
+        assert status["code"] == "FAIL" and status["text"].startswith(expected) and reason in status["text"], answer
+    assert not [job for job in call(gateway, "getJobSummaries", ids=[])["jobs"]
+                if call(gateway, "getJobAd", id=job["id"])["ad"].get("Note", {}).get("VALUE") == tmp_path.name]
+    job = call(gateway, "submit", ad=base)["id"]
+    for answer in (call(gateway, "setAttribute", id=job, name="X", type=kind, value=text)["status"],
+                   api.setAttribute(job, "X", kind, text)):
+        text_of = answer["text"] if isinstance(answer, dict) else answer.text
+        assert text_of.startswith(expected) and reason in text_of
+    assert "X" not in call(gateway, "getJobAd", id=job)["ad"]

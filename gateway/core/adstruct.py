@@ -5,7 +5,8 @@ A ``ClassAdStruct`` is a list of (name, type, value) triples.  Server to client:
 nested ads, undefined and error literals are skipped, and private attributes never leave the server.
 Client to server: STRING values become string literals, every other type is parsed as expression text, once it
 is within the expression limits and holds no literal the library would change (``jobmodel.values``); names must be
-ClassAd identifiers.
+ClassAd identifiers.  That is Birdbath's lenient rule, which legacy clients rely on; the submission API's is strict
+(:func:`typed_value`): a value must parse as the type it is sent with.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Iterable, Iterator
 
 import classad2
 
+from jobmodel.classads import literal_value
 from jobmodel.expressions import ExpressionLimits
 from jobmodel.jobs import PRIVATE_ATTRIBUTES
 from jobmodel.values import check_attribute_name, excerpt, parse_expression
@@ -63,6 +65,7 @@ class BadAttribute(ValueError):
     def __init__(self, name: str, reason: str) -> None:
         super().__init__(f"attribute {name!r}: {reason}")
         self.name = name
+        self.reason = reason
 
 
 SYNTHETIC_FIRST = ("MyType", "TargetType", "ServerTime")
@@ -152,3 +155,26 @@ def attribute_value(name: str, type_: AttrType | None, value: str | None,
         raise BadAttribute(name, str(exc)) from None
     except classad2.ClassAdException:
         raise BadAttribute(name, f"cannot parse {excerpt(value)} as a ClassAd expression") from None
+
+
+#: the literals a strictly typed value must parse into (a boolean is not a number here, though Python says so)
+_LITERALS: dict[AttrType, tuple[type, ...]] = {AttrType.INTEGER: (int,), AttrType.FLOAT: (int, float),
+                                               AttrType.BOOLEAN: (bool,)}
+
+
+def typed_value(name: str, type_: AttrType, value: str,
+                limits: ExpressionLimits = ExpressionLimits()) -> str | int | float | bool | classad2.ExprTree:
+    """A value that must be what its type says (the submission API's rule, as QMF refused what it could not parse):
+    STRING is a string whatever it looks like; EXPRESSION any expression that parses; INTEGER, FLOAT and BOOLEAN
+    must parse as a ClassAd literal of that kind (``7`` as FLOAT is the real 7.0).  BadAttribute otherwise: nothing
+    is stored retyped."""
+    if type_ is AttrType.STRING:
+        return value
+    parsed = attribute_value(name, type_, value, limits)
+    kinds = _LITERALS.get(type_)
+    if kinds is None:
+        return parsed
+    literal = literal_value(parsed)
+    if not isinstance(literal, kinds) or isinstance(literal, bool) != (type_ is AttrType.BOOLEAN):
+        raise BadAttribute(name, f"{excerpt(value)} is not a ClassAd {type_.name.lower()}")
+    return float(literal) if type_ is AttrType.FLOAT else literal

@@ -5,7 +5,9 @@ queries.  Protocol-free: the SOAP and JSON forms in ``gateway.soap.submission`` 
 Deliberate fixes of the originals' quirks (qmf.md §10): expressions keep their text on output; strings are never
 quote-trimmed; output retrieval is binary-safe and limited to files in the job's spool (its Out/Err/UserLog when they
 lie there, or a spool file by name); an unknown submission is NO_MATCH; SetJobAttribute honours a given type and
-refuses the attributes the schedd owns; suspend/continue report whether they applied.
+refuses the attributes the schedd owns; suspend/continue report whether they applied.  Values are strictly typed
+(``adstruct.typed_value``) at submit and setAttribute alike: one that does not parse as its type is refused, naming
+the attribute and the type, as QMF's "Failed to parse job ad attribute".
 
 The owner rules are Birdbath's (``AccessPolicy.owner_refusal``): submitting, job control, setAttribute and fetch
 need a caller that may use the job's Owner; queries are not filtered, as getJobAds is not.  A staging area belongs
@@ -34,7 +36,7 @@ from jobmodel.files import ByteRanges, is_plain_name, md5_of, transfer_name_prob
 from jobmodel.jobs import JobAction, JobStatus, Universe
 from jobmodel.values import BadValue, check_attribute_name
 
-from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value
+from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, typed_value
 from .auth import AccessPolicy, Caller, NotOwner, OwnerUse, Permission, replaced_at_submit, schedd_owned
 from .queries import QueryRunner
 from .status import BirdbathError
@@ -46,6 +48,12 @@ SUMMARY_ATTRIBUTES = ("ClusterId", "ProcId", "GlobalJobId", "QDate", "EnteredCur
 STATE_NAMES = {JobStatus.IDLE: "Idle", JobStatus.RUNNING: "Running", JobStatus.REMOVED: "Removed",
                JobStatus.COMPLETED: "Completed", JobStatus.HELD: "Held",
                JobStatus.TRANSFERRING_OUTPUT: "TransferringOutput", JobStatus.SUSPENDED: "Suspended"}
+
+
+#: the API's names of attribute types
+API_TYPES = {"EXPR": AttrType.EXPRESSION, "INTEGER": AttrType.INTEGER, "FLOAT": AttrType.FLOAT,
+             "STRING": AttrType.STRING, "BOOLEAN": AttrType.BOOLEAN}
+TYPE_NAMES = {kind: name for name, kind in API_TYPES.items()}
 
 
 class ApiStatus(str, enum.Enum):
@@ -210,10 +218,7 @@ class SubmissionService:
             _check_name(attr.name)
             if replaced_at_submit(attr.name):
                 continue  # the schedd assigns it (ids, QDate, User...), as QMF's late overrides did
-            try:
-                ad[attr.name] = attribute_value(attr.name, attr.type, attr.value, self.settings.limits)
-            except BadAttribute as exc:
-                raise fail(f"Failed to parse job ad attribute {attr.name}: {exc}") from None
+            ad[attr.name] = self._typed(attr.name, attr.type, attr.value)
         required = ["Cmd", "Requirements"] + ([] if spooled else ["Iwd"])
         missing = [name for name in required if name not in ad]
         if missing:
@@ -362,12 +367,17 @@ class SubmissionService:
             raise fail("Changes to submission name not allowed")
         if schedd_owned(name):
             raise fail(f"{name} is set by the schedd and cannot be changed")
-        try:
-            parsed = attribute_value(name, type_ or AttrType.EXPRESSION, value, self.settings.limits)
-        except BadAttribute as exc:
-            raise fail(f"Failed to set attribute {name}: {exc}") from None
+        parsed = self._typed(name, type_ or AttrType.EXPRESSION, value)
         await self._run(self._as_owner, caller, ref, self._backend.set_attribute, None, ref.cluster, ref.proc, name,
                         parsed)
+
+    def _typed(self, name: str, type_: AttrType, value: str) -> Any:
+        """A client's value as its type says, or FAIL naming the attribute and the type."""
+        try:
+            return typed_value(name, type_, value, self.settings.limits)
+        except BadAttribute as exc:
+            raise fail(f"Failed to parse job ad attribute {name} as {TYPE_NAMES.get(type_, type_.value)}: "
+                       f"{exc.reason}") from None
 
     def _check_owner(self, caller: Caller, ref: JobRef, ad: classad2.ClassAd) -> None:
         try:

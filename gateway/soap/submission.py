@@ -22,7 +22,7 @@ from twisted.internet.defer import Deferred
 
 from gateway.core.adstruct import Attr, AttrType
 from gateway.core.auth import Caller
-from gateway.core.submissions import ApiError, ApiStatus, SubmissionService, fail
+from gateway.core.submissions import API_TYPES, TYPE_NAMES, ApiError, ApiStatus, SubmissionService, fail
 from jobmodel.jobs import JobAction
 from jobmodel.values import excerpt
 
@@ -34,11 +34,6 @@ TNS = "urn:birdbath:submission"
 #: how deep a JSON request may nest (the API's own documents nest 4 levels at most)
 MAX_JSON_DEPTH = 32
 
-#: the wire types of attributes, and the classad kinds they carry
-WIRE_TYPES = {"EXPR": AttrType.EXPRESSION, "INTEGER": AttrType.INTEGER, "FLOAT": AttrType.FLOAT,
-              "STRING": AttrType.STRING, "BOOLEAN": AttrType.BOOLEAN}
-TO_WIRE = {AttrType.EXPRESSION: "EXPR", AttrType.INTEGER: "INTEGER", AttrType.FLOAT: "FLOAT",
-           AttrType.STRING: "STRING", AttrType.BOOLEAN: "BOOLEAN"}
 #: QMF's numeric type codes; a boolean travels as an expression, as in QMF
 QMF_CODES = {"EXPR": 0, "INTEGER": 1, "FLOAT": 2, "STRING": 3, "BOOLEAN": 0}
 FROM_QMF = {0: "EXPR", 1: "INTEGER", 2: "FLOAT", 3: "STRING"}
@@ -51,7 +46,7 @@ class _Model(ComplexModel):
 StatusCode = Enum(*[code.value for code in ApiStatus], type_name="StatusCode")
 
 
-class AttributeType(Enum(*WIRE_TYPES, type_name="AttributeType")):  # type: ignore[misc]
+class AttributeType(Enum(*API_TYPES, type_name="AttributeType")):  # type: ignore[misc]
     """The WSDL's enumeration of attribute types, read leniently: a value outside it reaches the operation as its
     plain text (see :class:`OpenEnums`), which answers FAIL naming it; spyne would answer a fault."""
 
@@ -142,15 +137,15 @@ def attr_type(name: str, wire: Any) -> AttrType | None:
     """The type an attribute was sent with (None: none given); FAIL naming a value outside the enumeration."""
     if wire is None:
         return None
-    kind = WIRE_TYPES.get(str(wire))
+    kind = API_TYPES.get(str(wire))
     if kind is None or isinstance(wire, str):  # read as plain text: not a member (see OpenEnums)
         raise fail(f"Failed to parse job ad attribute {name}: unknown type {excerpt(str(wire), 40)}; the types are "
-                   f"{', '.join(WIRE_TYPES)} (in a JSON typed map TYPE 0 to 3)")
+                   f"{', '.join(API_TYPES)} (in a JSON typed map TYPE 0 to 3)")
     return kind
 
 
 def attrs_to_wire(attrs: list[Attr]) -> list[Attribute]:
-    return [Attribute(name=a.name, type=TO_WIRE.get(a.type, "EXPR"), value=a.value) for a in attrs]
+    return [Attribute(name=a.name, type=TYPE_NAMES.get(a.type, "EXPR"), value=a.value) for a in attrs]
 
 
 def summary_to_wire(summary: dict[str, Any]) -> JobSummary:
