@@ -541,3 +541,29 @@ def test_values_that_do_not_parse_as_their_type_are_refused_and_nothing_is_store
         text_of = answer["text"] if isinstance(answer, dict) else answer.text
         assert text_of.startswith(expected) and reason in text_of
     assert "X" not in call(gateway, "getJobAd", id=job)["ad"]
+
+
+def test_aviary_job_id_structures_are_job_ids_in_json_and_soap(gateway, tmp_path):
+    full = call(gateway, "submit", ad={"Cmd": "/bin/true", "Iwd": str(tmp_path), "Out": "o.txt",
+                                       "Requirements": {"TYPE": 0, "VALUE": "FALSE"}})["id"]
+    schedd, job = full.rsplit("#", 1)
+    aviary = {"job": job, "pool": "localhost", "scheduler": schedd,
+              "submission": {"name": f"{schedd}#{job.split('.')[0]}", "owner": "someone"}}
+    assert call(gateway, "getJobAd", id=aviary)["ad"]["ClusterId"]["VALUE"] == job.split(".")[0]
+    ok(call(gateway, "setAttribute", id={"job": job}, name="Via", type="STRING", value="aviary"))
+    assert [j["id"] for j in call(gateway, "getJobSummaries", ids=[aviary, {"job": job}])["jobs"]] == [job, job]
+    ok(call(gateway, "hold", id=aviary, reason="by JobID"))
+    assert status_of(gateway, job) == 5
+    http, answer = soap_post(gateway, f"<c:release><c:id><job>{job}</job><pool>localhost</pool>"
+                                      f"<scheduler>{schedd}</scheduler></c:id><c:reason>go</c:reason></c:release>")
+    assert http == 200 and soap_status(answer) == ("OK", "OK")
+    assert status_of(gateway, job) == 1
+    http, answer = soap_post(gateway, f"<c:getJobSummaries><c:ids><c:string><c:job>{job}</c:job></c:string>"
+                                      f"<c:string>{job}</c:string></c:ids></c:getJobSummaries>")
+    assert [e.text for e in answer.iter("{urn:birdbath:submission}id")] == [job, job]
+    for bad in ({"pool": "localhost"}, {"job": 7}):
+        refused = call(gateway, "getJobAd", id=bad)["status"]
+        assert refused["code"] == "FAIL" and refused["text"].startswith("Invalid Id 'JobID without a job")
+    http, answer = soap_post(gateway, "<c:getJobAd><c:id><c:pool>localhost</c:pool></c:id></c:getJobAd>")
+    code, text = soap_status(answer)
+    assert http == 200 and code == "FAIL" and "expected cluster.proc, schedd#cluster.proc or a JobID" in text

@@ -17,6 +17,7 @@ to the caller that created it (host, user and how it was identified).
 from __future__ import annotations
 
 import enum
+import json
 import os
 import re
 import shutil
@@ -34,7 +35,7 @@ from jobmodel.classads import job_status, parse_constraint
 from jobmodel.expressions import ExpressionLimits, ExpressionRefused
 from jobmodel.files import ByteRanges, is_plain_name, md5_of, transfer_name_problem, write_at
 from jobmodel.jobs import JobAction, JobStatus, Universe
-from jobmodel.values import BadValue, check_attribute_name
+from jobmodel.values import BadValue, check_attribute_name, excerpt
 
 from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, typed_value
 from .auth import AccessPolicy, Caller, NotOwner, OwnerUse, Permission, replaced_at_submit, schedd_owned
@@ -85,14 +86,24 @@ class JobRef:
 
     @classmethod
     def parse(cls, text: str) -> "JobRef":
-        """``cluster.proc`` or ``schedd#cluster.proc``."""
+        """``cluster.proc`` or ``schedd#cluster.proc`` (an Aviary JobID structure arrives as :func:`aviary_job`'s
+        text)."""
         match = re.fullmatch(r"(?:.*#)?(\d+)\.(\d+)", (text or "").strip())
         if not match or int(match.group(1)) <= 0:
-            raise ApiError(ApiStatus.FAIL, f"Invalid Id {text!r}: expected cluster.proc or schedd#cluster.proc")
+            raise ApiError(ApiStatus.FAIL, f"Invalid Id {excerpt(text or '')}: expected cluster.proc, "
+                                           f"schedd#cluster.proc or a JobID {{job, pool, scheduler, submission}}")
         return cls(int(match.group(1)), int(match.group(2)))
 
     def __str__(self) -> str:
         return f"{self.cluster}.{self.proc}"
+
+
+def aviary_job(fields: dict[str, Any]) -> str:
+    """The job id an Aviary ``JobID`` structure (``{job, pool?, scheduler?, submission?}``, qmf.md §4.2) names: its
+    ``job``, the only part Aviary itself used (as the schedd part of ``schedd#cluster.proc`` is not checked either).
+    A structure without a ``job`` text becomes a text that names it, for JobRef.parse to refuse."""
+    job = fields.get("job")
+    return job if isinstance(job, str) else f"JobID without a job: {json.dumps(fields, default=str)}"
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
+from lxml import etree
 from spyne import Application, Array, ByteArray, ComplexModel, Enum, Fault, Integer32, Long, Service, Unicode, rpc
 from spyne.model import SimpleModel
 from spyne.protocol.json import JsonDocument
@@ -22,7 +23,7 @@ from twisted.internet.defer import Deferred
 
 from gateway.core.adstruct import Attr, AttrType
 from gateway.core.auth import Caller
-from gateway.core.submissions import API_TYPES, TYPE_NAMES, ApiError, ApiStatus, SubmissionService, fail
+from gateway.core.submissions import API_TYPES, TYPE_NAMES, ApiError, ApiStatus, SubmissionService, aviary_job, fail
 from jobmodel.jobs import JobAction
 from jobmodel.values import excerpt
 
@@ -287,8 +288,32 @@ OPERATIONS = ("submit", "create", "send", "abort", "hold", "release", "remove", 
               "fetch")
 
 
+#: the parameters that hold a job id, and those that hold a list of them: each may also be an Aviary JobID
+ID_PARAMETERS = frozenset({"id"})
+ID_LISTS = frozenset({"ids"})
+
+
 class SubmissionSoap11(OpenEnums, HardenedSoap11):
-    """The SOAP form's input: hardened, with enumerations read leniently."""
+    """The SOAP form's input: hardened, with enumerations read leniently, and a job id also taken as Aviary wrote
+    it, ``<id><job>1.0</job><pool>…</pool><scheduler>…</scheduler></id>`` (beyond the WSDL, which says string)."""
+
+    def decompose_incoming_envelope(self, ctx: Any, message: str = Soap11.REQUEST) -> None:
+        super().decompose_incoming_envelope(ctx, message)
+        if ctx.in_body_doc is not None:
+            for parameter in ctx.in_body_doc:
+                name = etree.QName(parameter).localname if isinstance(parameter.tag, str) else None
+                items = [parameter] if name in ID_PARAMETERS else list(parameter) if name in ID_LISTS else []
+                for item in items:
+                    _flatten_job_id(item)
+
+
+def _flatten_job_id(element: etree._Element) -> None:
+    """An id element holding a JobID structure becomes one holding the id it names."""
+    fields = {etree.QName(child).localname: (child.text or "").strip() for child in element
+              if isinstance(child.tag, str)}
+    if fields:
+        element[:] = []
+        element.text = aviary_job(fields)
 
 
 def soap_application() -> Application:
@@ -385,7 +410,17 @@ def json_request(operation: str, body: bytes) -> bytes:
         raise ValueError("the request body must be a JSON object of parameters")
     if isinstance(params.get("ad"), dict):
         params["ad"] = typed_map_to_attributes(params["ad"])
+    for name in ID_PARAMETERS & params.keys():
+        params[name] = _job_id(params[name])
+    for name in ID_LISTS & params.keys():
+        if isinstance(params[name], list):
+            params[name] = [_job_id(item) for item in params[name]]
     return json.dumps({operation: params}).encode()
+
+
+def _job_id(value: Any) -> Any:
+    """A JSON job id: an Aviary JobID object becomes the id it names; anything else is spyne's to read."""
+    return aviary_job(value) if isinstance(value, dict) else value
 
 
 def _check_json_values(document: Any) -> None:
