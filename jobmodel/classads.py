@@ -11,6 +11,7 @@ from typing import Iterable
 import classad2
 
 from .expressions import ExpressionLimits
+from .exprtext import TextedAd, carry_texts
 from .jobs import JobStatus
 
 
@@ -85,16 +86,17 @@ def comma_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
-def copy_ad(ad: classad2.ClassAd) -> classad2.ClassAd:
-    copy = classad2.ClassAd()
+def copy_ad(ad: classad2.ClassAd) -> TextedAd:
+    """A copy, with the expression texts the ad keeps (``exprtext``)."""
+    copy = TextedAd()
     copy.update(ad)
-    return copy
+    return carry_texts(ad, copy)
 
 
-def projected(ad: classad2.ClassAd, names: Iterable[str]) -> classad2.ClassAd:
-    """Only the named attributes (as expressions, unevaluated) that the ad has."""
-    out = classad2.ClassAd()
+def projected(ad: classad2.ClassAd, names: Iterable[str]) -> TextedAd:
+    """Only the named attributes (as expressions, unevaluated) that the ad has, with their kept texts."""
+    out = TextedAd()
     for name in names:
         if name in ad:
             out[name] = ad.lookup(name)
-    return out
+    return carry_texts(ad, out, {name.lower(): True for name in names})

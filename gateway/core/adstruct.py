@@ -1,7 +1,8 @@
 """ClassAd <-> Birdbath ``ClassAdStruct`` conversion, exactly as HTCondor's ``soap_helpers.cpp`` did it.
 
 A ``ClassAdStruct`` is a list of (name, type, value) triples.  Server to client: ``MyType``, ``TargetType`` and
-``ServerTime`` come first, literals are typed, any other expression is sent as its unparsed text, lists,
+``ServerTime`` come first, literals are typed, any other expression is sent as its text (the client's own, else
+classad2's unparse in the old syntax the originals printed: ``jobmodel.exprtext``), lists,
 nested ads, undefined and error literals are skipped, and private attributes never leave the server.
 Client to server: STRING values become string literals, every other type is parsed as expression text, once it
 is within the expression limits and holds no literal the library would change (``jobmodel.values``); names must be
@@ -19,6 +20,7 @@ import classad2
 
 from jobmodel.classads import literal_value
 from jobmodel.expressions import ExpressionLimits
+from jobmodel.exprtext import TextedAd, expression_text
 from jobmodel.jobs import PRIVATE_ATTRIBUTES
 from jobmodel.values import check_attribute_name, excerpt, parse_expression
 
@@ -87,12 +89,14 @@ def _typed_attributes(ad: classad2.ClassAd) -> Iterator[Attr]:
     for name, value in ad.items():
         if name in SYNTHETIC_FIRST or name in PRIVATE_ATTRIBUTES:
             continue
-        attr = _typed(name, value)
+        attr = typed_attribute(ad, name, value)
         if attr is not None:
             yield attr
 
 
-def _typed(name: str, value: object) -> Attr | None:
+def typed_attribute(ad: classad2.ClassAd, name: str, value: object) -> Attr | None:
+    """One attribute of ``ad`` for the wire (None: not representable); an expression as the client sent it, else
+    in the old ClassAd syntax (``jobmodel.exprtext``)."""
     if isinstance(value, classad2.Value):
         return None  # undefined and error literals (an IntEnum, so test before int)
     if isinstance(value, str):
@@ -104,7 +108,7 @@ def _typed(name: str, value: object) -> Attr | None:
     if isinstance(value, float):
         return Attr(name, AttrType.FLOAT, "%f" % value)
     if isinstance(value, classad2.ExprTree):
-        return Attr(name, AttrType.EXPRESSION, str(value))
+        return Attr(name, AttrType.EXPRESSION, expression_text(ad, name, value))
     return None  # undefined/error literals, lists and nested ads are not representable
 
 
@@ -115,7 +119,7 @@ NUMERIC = frozenset({AttrType.INTEGER, AttrType.FLOAT})
 def struct_to_ad(attrs: Iterable[Attr | tuple[str | None, AttrType | None, str | None]],
                  limits: ExpressionLimits = ExpressionLimits()) -> classad2.ClassAd:
     """Build a ClassAd from client triples (``convert_adStruct_to_ad``), naming the attribute that fails."""
-    ad = classad2.ClassAd()
+    ad = TextedAd()
     for name, value in struct_to_values(attrs, limits):
         ad[name] = value
     return ad

@@ -33,6 +33,7 @@ from twisted.logger import Logger
 from backends.interface import BackendError, Capability, ScheddBackend, UnknownJob
 from jobmodel.classads import job_status, parse_constraint
 from jobmodel.expressions import ExpressionLimits, ExpressionRefused
+from jobmodel.exprtext import TextedAd, expression_text
 from jobmodel.files import ByteRanges, is_plain_name, md5_of, transfer_name_problem, write_at
 from jobmodel.jobs import JobAction, JobStatus, Universe
 from jobmodel.values import BadValue, check_attribute_name, excerpt
@@ -223,7 +224,7 @@ class SubmissionService:
         return f"{self.settings.schedd_name}#{cluster}.{proc}"
 
     def _job_ad(self, caller: Caller, attrs: Sequence[Attr], spooled: bool) -> classad2.ClassAd:
-        ad = classad2.ClassAd()
+        ad = TextedAd()
         ad["ShouldTransferFiles"] = "NO"  # as the originals: the ad may override it
         for attr in attrs:
             _check_name(attr.name)
@@ -551,7 +552,7 @@ def _summary(ad: classad2.ClassAd) -> dict[str, Any]:
     for name in SUMMARY_ATTRIBUTES:
         if name in ad:
             value = ad[name]
-            summary[name] = str(ad.lookup(name)) if isinstance(value, classad2.ExprTree) else value
+            summary[name] = expression_text(ad, name, value) if isinstance(value, classad2.ExprTree) else value
     return summary
 
 
