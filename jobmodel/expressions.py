@@ -27,8 +27,8 @@ _WORD = re.compile(r"[A-Za-z0-9_.]+")
 _NUMBER_START = re.compile(r"\.?[0-9]")
 _WORD_OPERATORS = frozenset({"is", "isnt"})
 
-#: the tokens of expression text (read by ``values`` and ``exprtext``), in the order they must be tried: quoted text, names, numbers, closing brackets
-#: (which end an operand, as those before do), a minus, any other character
+#: the tokens of expression text (read by ``values`` and ``exprtext``), in the order they must be tried: quoted text,
+#: names, numbers, closing brackets (which end an operand, as those before do), a minus, any other character
 TOKEN = re.compile(r"""
     (?P<quoted>"(?:[^"\\]|\\.)*"?|'(?:[^'\\]|\\.)*'?)
   | (?P<name>[A-Za-z_][A-Za-z0-9_]*)

@@ -189,7 +189,8 @@ def _history_page(after: tuple[int, int] | None) -> tuple[str, tuple[int, ...]]:
     order = "ORDER BY cluster DESC, proc DESC LIMIT ?"
     if after is None:
         return f"SELECT cluster, proc, ad, texts FROM history {order}", (HISTORY_PAGE,)
-    return f"SELECT cluster, proc, ad, texts FROM history WHERE (cluster, proc) < (?, ?) {order}", (*after, HISTORY_PAGE)
+    return (f"SELECT cluster, proc, ad, texts FROM history WHERE (cluster, proc) < (?, ?) {order}",
+            (*after, HISTORY_PAGE))
 
 
 class _SqliteTransaction:
