@@ -161,9 +161,11 @@ def attribute_value(name: str, type_: AttrType | None, value: str | None,
         raise BadAttribute(name, f"cannot parse {excerpt(value)} as a ClassAd expression") from None
 
 
-#: the literals a strictly typed value must parse into (a boolean is not a number here, though Python says so)
-_LITERALS: dict[AttrType, tuple[type, ...]] = {AttrType.INTEGER: (int,), AttrType.FLOAT: (int, float),
-                                               AttrType.BOOLEAN: (bool,)}
+#: the literals a strictly typed value must parse into (a boolean is not a number here, though Python says so), and
+#: what ClassAd calls them
+_LITERALS: dict[AttrType, tuple[tuple[type, ...], str]] = {
+    AttrType.INTEGER: ((int,), "integer"), AttrType.FLOAT: ((int, float), "real (or integer)"),
+    AttrType.BOOLEAN: ((bool,), "boolean (true or false)")}
 
 
 def typed_value(name: str, type_: AttrType, value: str,
@@ -175,10 +177,10 @@ def typed_value(name: str, type_: AttrType, value: str,
     if type_ is AttrType.STRING:
         return value
     parsed = attribute_value(name, type_, value, limits)
-    kinds = _LITERALS.get(type_)
-    if kinds is None:
+    if type_ not in _LITERALS:
         return parsed
+    kinds, called = _LITERALS[type_]
     literal = literal_value(parsed)
     if not isinstance(literal, kinds) or isinstance(literal, bool) != (type_ is AttrType.BOOLEAN):
-        raise BadAttribute(name, f"{excerpt(value)} is not a ClassAd {type_.name.lower()}")
+        raise BadAttribute(name, f"{excerpt(value)} is not a ClassAd {called}")
     return float(literal) if type_ is AttrType.FLOAT else literal
