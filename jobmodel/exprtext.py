@@ -108,6 +108,11 @@ def expression_text(ad: classad2.ClassAd, name: str, expr: classad2.ExprTree) ->
     return old_syntax(str(expr))
 
 
+def source_text(expr: classad2.ExprTree) -> str:
+    """The text to hand on for an expression (to a real schedd, say): the client's, else the old syntax."""
+    return expr.text if isinstance(expr, SourceExpr) else old_syntax(str(expr))
+
+
 def carry_texts(source: classad2.ClassAd, copy: TextedAd, names: Mapping[str, object] | None = None) -> TextedAd:
     """``copy`` (of ``source``'s attributes, or of those in ``names``) with ``source``'s kept texts for them."""
     texts = getattr(source, "texts", None)
