@@ -138,8 +138,8 @@ def attr_type(name: str, wire: Any) -> AttrType | None:
     """The type an attribute was sent with (None: none given); FAIL naming a value outside the enumeration."""
     if wire is None:
         return None
-    kind = API_TYPES.get(str(wire))
-    if kind is None or isinstance(wire, str):  # read as plain text: not a member (see OpenEnums)
+    kind = API_TYPES.get(str(wire))  # a member, or the plain text of a value outside the set (see OpenEnums)
+    if kind is None:
         raise fail(f"Failed to parse job ad attribute {name}: unknown type {excerpt(str(wire), 40)}; the types are "
                    f"{', '.join(API_TYPES)} (in a JSON typed map TYPE 0 to 3)")
     return kind
