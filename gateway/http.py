@@ -206,9 +206,10 @@ class GatewayResource(resource.Resource):
             try:
                 body = endpoint.body_for(operation, body)
             except ValueError as exc:
-                reason = f"Bad request: {exc}"
+                code = getattr(exc, "http_status", 400)  # 404: a JSON path that names no operation
+                reason = f"Bad request: {exc}" if code == 400 else str(exc)
                 self._log_request(operation.decode("latin-1") or "-", caller, FAIL, reason, started)
-                request.setResponseCode(400)
+                request.setResponseCode(code)
                 request.setHeader(b"content-type", endpoint.content_type)
                 return fail_document(reason)
         finished = Deferred.fromCoroutine(endpoint.dispatcher.dispatch(body, udc))

@@ -11,6 +11,7 @@ from typing import Iterable
 import classad2
 
 from .expressions import ExpressionLimits
+from .exprtext import TextedAd, carry_texts
 from .jobs import JobStatus
 
 
@@ -73,20 +74,29 @@ def job_status(ad: classad2.ClassAd) -> JobStatus:
         return JobStatus.IDLE
 
 
+def literal_value(expr: classad2.ExprTree) -> object:
+    """What an expression is when it is a single literal (an int, float, bool, str, or classad2.Value), else None."""
+    probe = classad2.ClassAd()
+    probe["value"] = expr
+    value = probe["value"]
+    return None if isinstance(value, classad2.ExprTree) else value
+
+
 def comma_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
-def copy_ad(ad: classad2.ClassAd) -> classad2.ClassAd:
-    copy = classad2.ClassAd()
+def copy_ad(ad: classad2.ClassAd) -> TextedAd:
+    """A copy, with the expression texts the ad keeps (``exprtext``)."""
+    copy = TextedAd()
     copy.update(ad)
-    return copy
+    return carry_texts(ad, copy)
 
 
-def projected(ad: classad2.ClassAd, names: Iterable[str]) -> classad2.ClassAd:
-    """Only the named attributes (as expressions, unevaluated) that the ad has."""
-    out = classad2.ClassAd()
+def projected(ad: classad2.ClassAd, names: Iterable[str]) -> TextedAd:
+    """Only the named attributes (as expressions, unevaluated) that the ad has, with their kept texts."""
+    out = TextedAd()
     for name in names:
         if name in ad:
             out[name] = ad.lookup(name)
-    return out
+    return carry_texts(ad, out, {name.lower(): True for name in names})

@@ -27,6 +27,17 @@ _WORD = re.compile(r"[A-Za-z0-9_.]+")
 _NUMBER_START = re.compile(r"\.?[0-9]")
 _WORD_OPERATORS = frozenset({"is", "isnt"})
 
+#: the tokens of expression text (read by ``values`` and ``exprtext``), in the order they must be tried: quoted text,
+#: names, numbers, closing brackets (which end an operand, as those before do), a minus, any other character
+TOKEN = re.compile(r"""
+    (?P<quoted>"(?:[^"\\]|\\.)*"?|'(?:[^'\\]|\\.)*'?)
+  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<number>(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)(?P<glued>[A-Za-z_0-9.]*)
+  | (?P<close>[)\]}])
+  | (?P<minus>-)
+  | (?P<other>\S)
+""", re.VERBOSE | re.DOTALL)
+
 
 class ExpressionRefused(ValueError):
     """Client ClassAd text over a limit; the message names the limit and its setting."""

@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 import re
 
-import classad2
-
-from .expressions import ExpressionLimits
+from .expressions import TOKEN, ExpressionLimits
+from .exprtext import SourceExpr
 
 #: the words ClassAd reserves, which cannot name an attribute
 RESERVED_WORDS = frozenset({"error", "false", "is", "isnt", "parent", "true", "undefined"})
@@ -21,16 +20,6 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 INT64_MAX = 2**63 - 1
 
-#: the tokens of expression text, in the order they must be tried: quoted text, names, numbers, closing brackets
-#: (which end an operand, as those before do), a minus, any other character
-_TOKEN = re.compile(r"""
-    (?P<quoted>"(?:[^"\\]|\\.)*"?|'(?:[^'\\]|\\.)*'?)
-  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<number>(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)(?P<glued>[A-Za-z_0-9.]*)
-  | (?P<close>[)\]}])
-  | (?P<minus>-)
-  | (?P<other>\S)
-""", re.VERBOSE | re.DOTALL)
 _OPERAND_ENDS = ("quoted", "name", "number", "close")
 #: what any literal the library would change contains (19 digits, a 3-digit exponent, a 0x prefix): text without it
 #: needs no tokenizing
@@ -60,7 +49,7 @@ def check_literals(text: str, numeric: bool = False) -> None:
     if not _SUSPECT.search(text):
         return
     after_operand, negated_at = False, -1  # negated_at: where a number right after a unary minus would start
-    for token in _TOKEN.finditer(text):
+    for token in TOKEN.finditer(text):
         kind = "number" if token.lastgroup == "glued" else token.lastgroup
         if kind == "number":
             _check_number(token.group("number"), token.group("glued"), token.start() == negated_at)
@@ -85,11 +74,12 @@ def excerpt(text: str, most: int = 100) -> str:
 
 
 def parse_expression(text: str, limits: ExpressionLimits, what: str = "the expression",
-                     numeric: bool = False) -> classad2.ExprTree:
-    """Client expression text, checked against ``limits`` and for literals the library would change, then parsed.
+                     numeric: bool = False) -> SourceExpr:
+    """Client expression text, checked against ``limits`` and for literals the library would change, then parsed
+    (keeping the text, to be given back as sent: ``jobmodel.exprtext``).
 
     Raises ExpressionRefused or BadValue (both ValueErrors) with the reason, and classad2.ClassAdException when the
     library cannot parse it."""
     limits.check(text, what)
     check_literals(text, numeric)
-    return classad2.ExprTree(text)
+    return SourceExpr(text)

@@ -27,7 +27,7 @@ def test_literals_are_typed_and_formatted_like_the_original():
     assert attrs["F"] == ("FLOAT-ATTR", "0.500000")
     assert attrs["B"] == ("BOOLEAN-ATTR", "FALSE")
     assert attrs["E"] == ("EXPRESSION-ATTR", "x + 1")
-    assert attrs["R"] == ("EXPRESSION-ATTR", '(Arch == "X86_64") && true')
+    assert attrs["R"] == ("EXPRESSION-ATTR", '(Arch == "X86_64") && TRUE')  # §4.4's example: the old syntax
 
 
 def test_undefined_error_lists_and_nested_ads_are_skipped():

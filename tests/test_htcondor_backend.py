@@ -11,6 +11,7 @@ from backends.htcondor import HTCondorBackend
 from backends.htcondor.backend import FIRST_GATEWAY_CLUSTER, ROLLBACK_REASON
 from backends.interface import BackendError, BackendUnavailable, InvalidState, UnknownJob
 from jobmodel.classads import matches, parse_constraint
+from jobmodel.exprtext import SourceExpr
 from jobmodel.jobs import JobAction, JobStatus
 from tests.htcondor_standin import FakePool
 
@@ -78,9 +79,13 @@ def test_actions_and_edits_go_to_the_schedd_with_the_jobs_schedd_side_constraint
     cluster, (proc,) = submitted(backend)
     backend.act(None, JobAction.HOLD, cluster, proc, "maintenance")
     backend.set_attribute(None, cluster, proc, "Note", "a string")
+    backend.set_attribute(None, cluster, proc, "Rank", SourceExpr("Memory*1.0E3"))
+    backend.set_attribute(None, cluster, proc, "Flag", classad2.ExprTree("x is true"))
     spec = f"BirdbathClusterId == {cluster} && BirdbathProcId == {proc}"
     assert ("act", ("Hold", spec, "maintenance", 0)) in pool.calls  # what the bindings passed on to the schedd
     assert ("edit", (spec, "Note", '"a string"')) in pool.calls
+    assert ("edit", (spec, "Rank", "Memory*1.0E3")) in pool.calls  # a client's expression as it sent it
+    assert ("edit", (spec, "Flag", "x =?= TRUE")) in pool.calls
     shown = backend.get_job(cluster, proc)
     assert shown["Note"] == "a string" and shown["HoldReason"] == "maintenance" and shown["HoldReasonSubCode"] == 0
 

@@ -334,7 +334,7 @@ def test_periodic_hold_wins_over_periodic_remove():
 def test_periodic_remove(status):
     removed = lifecycle.periodic(job(status, "PeriodicRemove = true"), NOW)
     assert removed.updates == entering(status, REMOVED) | {
-        "RemoveReason": "The job attribute PeriodicRemove expression 'true' evaluated to TRUE"}
+        "RemoveReason": "The job attribute PeriodicRemove expression 'TRUE' evaluated to TRUE"}
 
 
 def test_periodic_release_only_releases_held_jobs():

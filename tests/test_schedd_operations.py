@@ -421,7 +421,9 @@ def test_create_job_template(any_schedd):
     assert attrs["Cmd"] == ("STRING-ATTR", "/bin/ls")
     assert attrs["Arguments"] == ("STRING-ATTR", "-l 'a b'")
     assert attrs["Requirements"] == ("EXPRESSION-ATTR", "Memory > 10")
-    assert attrs["LeaveJobInQueue"] == ("EXPRESSION-ATTR", "FilesRetrieved is false")  # classad2's unparse of =?=
+    assert attrs["LeaveJobInQueue"] == ("EXPRESSION-ATTR", "FilesRetrieved=?=FALSE")  # as the 8.x template had it
+    assert attrs["RequestMemory"] == ("EXPRESSION-ATTR", "ifthenelse(MemoryUsage isnt undefined,MemoryUsage,( ImageSize "
+                                                         "+ 1023 ) / 1024)")
     assert attrs["ClusterId"] == ("INTEGER-ATTR", "12") and attrs["ProcId"] == ("INTEGER-ATTR", "3")
     assert attrs["ShouldTransferFiles"] == ("STRING-ATTR", "YES") and attrs["In"] == ("STRING-ATTR", "/dev/null")
     assert "Iwd" not in attrs

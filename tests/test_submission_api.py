@@ -215,6 +215,11 @@ def test_set_attribute_typed_and_raw(api, gateway, tmp_path):
     ("getSubmissionJobs", {"name": "no-such-submission"}, "NO_MATCH", "Unable to locate submission"),
     ("getHistory", {"constraint": "Owner =="}, "FAIL", "cannot parse the constraint 'Owner =='"),
     ("getHistory", {"limit": -1}, "FAIL", "limit must not be negative"),
+    ("setAttribute", {"id": "1.0", "name": "A", "type": "TUPLE", "value": "1"}, "FAIL",
+     "Failed to parse job ad attribute A: unknown type 'TUPLE'; the types are EXPR, INTEGER, FLOAT, STRING, BOOLEAN"),
+    ("submit", {"ad": [{"name": "A", "type": "TUPLE", "value": "1"}]}, "FAIL", "attribute A: unknown type 'TUPLE'"),
+    ("submit", {"ad": {"A": {"TYPE": 9, "VALUE": "x"}}}, "FAIL", "attribute A: unknown type 'TYPE 9'"),
+    ("submit", {"ad": {"A": {"TYPE": "STRING", "VALUE": "x"}}}, "FAIL", "attribute A: unknown type 'TYPE \"STRING\"'"),
 ])
 def test_errors_are_statuses_not_faults(gateway, operation, params, code, words):
     answer = call(gateway, operation, **params)
@@ -362,7 +367,7 @@ def test_a_wrong_md5_is_refused(gateway):
 
 
 def test_malformed_json_is_a_400(gateway):
-    for body in (b"{not json", b"[1, 2]", json.dumps({"ad": {"A": {"TYPE": 9, "VALUE": "x"}}}).encode()):
+    for body in (b"{not json", b"[1, 2]", json.dumps({"ad": {"A": {"TYPE": 3, "VALUE": "x"}, "B": [1]}}).encode()):
         request = urllib.request.Request(gateway.url + "submission/json/submit", body)
         with pytest.raises(urllib.error.HTTPError) as error:
             urllib.request.urlopen(request, timeout=30)
@@ -377,3 +382,188 @@ def test_the_wsdl_file_is_what_the_service_definition_generates(gateway):
     with urllib.request.urlopen(gateway.url + "submission?wsdl") as response:
         served = etree.fromstring(response.read())
     assert first_difference(shape(served), shape(ours)) is None
+
+
+def soap_post(gateway, inner: str) -> tuple[int, etree._Element]:
+    """POST one operation's wrapper (``inner``, with prefix ``c`` for the API's namespace) to /submission."""
+    body = ('<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/" xmlns:c="urn:birdbath:submission">'
+            f'<s:Body>{inner}</s:Body></s:Envelope>').encode()
+    request = urllib.request.Request(gateway.url + "submission", body, {"Content-Type": "text/xml"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, etree.fromstring(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, etree.fromstring(error.read())
+
+
+def soap_status(answer: etree._Element) -> tuple[str | None, str | None]:
+    code = answer.find(".//{urn:birdbath:submission}code")
+    text = answer.find(".//{urn:birdbath:submission}text")
+    return (None if code is None else code.text), (None if text is None else text.text)
+
+
+def test_an_attribute_type_outside_the_enumeration_is_a_fail_status_over_soap(gateway, tmp_path):
+    item = "<c:Attribute><c:name>{}</c:name><c:type>{}</c:type><c:value>{}</c:value></c:Attribute>"
+    ad = "".join(item.format(*a) for a in (("Cmd", "STRING", "/bin/true"), ("Iwd", "STRING", tmp_path),
+                                            ("Requirements", "EXPR", "FALSE"), ("Shape", "TUPLE", "(1, 2)")))
+    http, answer = soap_post(gateway, f"<c:submit><c:ad>{ad}</c:ad></c:submit>")
+    code, text = soap_status(answer)
+    assert http == 200 and code == "FAIL" and text.startswith("Failed to parse job ad attribute Shape: unknown type "
+                                                              "'TUPLE'"), etree.tostring(answer)
+    good = ad.replace("TUPLE", "STRING")
+    http, answer = soap_post(gateway, f"<c:submit><c:ad>{good}</c:ad></c:submit>")
+    assert soap_status(answer)[0] == "OK"
+    job = answer.find(".//{urn:birdbath:submission}id").text
+    http, answer = soap_post(gateway, f"<c:setAttribute><c:id>{job}</c:id><c:name>A</c:name><c:type>TUPLE</c:type>"
+                                      f"<c:value>1</c:value></c:setAttribute>")
+    assert http == 200 and soap_status(answer) == ("FAIL", "Failed to parse job ad attribute A: unknown type "
+                                                           "'TUPLE'; the types are EXPR, INTEGER, FLOAT, STRING, "
+                                                           "BOOLEAN (in a JSON typed map TYPE 0 to 3)")
+
+
+def test_an_unknown_json_operation_is_a_404_listing_the_operations(gateway):
+    from gateway.soap.submission import OPERATIONS
+
+    for operation in ("submitJobz", "", "submit/extra"):
+        request = urllib.request.Request(gateway.url + f"submission/json/{operation}", b"{}")
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(request, timeout=30)
+        assert error.value.code == 404 and error.value.headers["Content-Type"] == "application/json"
+        status = json.loads(error.value.read())["status"]
+        assert status["code"] == "FAIL" and status["text"].startswith(f"unknown operation {operation!r}; the operations"
+                                                                      f" are submit, create, send, abort")
+        assert all(name in status["text"] for name in OPERATIONS)
+
+
+def test_every_operation_in_one_tour(gateway, tmp_path):
+    """An example of each operation of the API answering OK, over JSON: the list below must name them all."""
+    from gateway.soap.submission import OPERATIONS
+
+    done = []
+
+    def step(operation: str, **params) -> dict:
+        answer = call(gateway, operation, **params)
+        ok(answer)
+        done.append(operation)
+        return answer
+
+    spare = step("create")["id"]
+    step("abort", staging=spare)
+    staging = step("create", submission="tour")["id"]
+    step("send", staging=staging, name="in.txt", offset=0, data=base64.b64encode(b"tour\n").decode())
+    copy = step("submit", staging=staging, ad={"Cmd": "/bin/cat", "In": "in.txt", "Out": "out.txt",
+                                               "Requirements": {"TYPE": 0, "VALUE": "TRUE"}})["id"]
+    job = step("submit", ad={"Cmd": "/bin/sleep", "Args": "60", "Iwd": str(tmp_path), "Submission": "tour",
+                             "Requirements": {"TYPE": 0, "VALUE": "TRUE"}})["id"]
+    wait_until(lambda: status_of(gateway, job) == 2)
+    step("suspend", id=job, reason="a pause")
+    step("continue", id=job)
+    step("hold", id=job, reason="a longer pause")
+    step("release", id=job, reason="go on")
+    step("setAttribute", id=job, name="Note", type="STRING", value="toured")
+    assert step("getJobAd", id=job)["ad"]["Note"] == {"TYPE": 3, "VALUE": "toured"}
+    assert [j["id"] for j in step("getJobSummaries", ids=[job])["jobs"]] == [job_of(job)]
+    assert step("getSubmissions", name="tour")["submissions"][0]["name"] == "tour"
+    assert sorted(j["id"] for j in step("getSubmissionJobs", name="tour")["jobs"]) == sorted(map(job_of, (copy, job)))
+    wait_until(lambda: status_of(gateway, copy) == 4)
+    assert base64.b64decode(step("fetch", id=copy, file="OUT", start=0, end=100)["data"]) == b"tour\n"
+    step("remove", id=job, reason="the end")
+    wait_until(lambda: job_of(job) in history_ids(gateway, constraint='Submission == "tour"'))
+    assert [j["id"] for j in step("getHistory", constraint=f'ClusterId == {job_of(job).split(".")[0]}')["jobs"]] \
+        == [job_of(job)]
+    assert sorted(set(done)) == sorted(OPERATIONS)
+
+
+@pytest.mark.parametrize("kind, text, stored", [
+    ("INTEGER", "7", {"TYPE": 1, "VALUE": "7"}),
+    ("INTEGER", " -12 ", {"TYPE": 1, "VALUE": "-12"}),
+    ("FLOAT", "7", {"TYPE": 2, "VALUE": "7.000000"}),  # an integer text is stored as a real
+    ("FLOAT", "1.0E3", {"TYPE": 2, "VALUE": "1000.000000"}),
+    ("FLOAT", "-0.25", {"TYPE": 2, "VALUE": "-0.250000"}),
+    ("BOOLEAN", "true", {"TYPE": 0, "VALUE": "TRUE"}),
+    ("BOOLEAN", "FALSE", {"TYPE": 0, "VALUE": "FALSE"}),
+    ("STRING", "7", {"TYPE": 3, "VALUE": "7"}),
+    ("STRING", "a == b", {"TYPE": 3, "VALUE": "a == b"}),
+    ("STRING", '"quoted"', {"TYPE": 3, "VALUE": '"quoted"'}),
+    ("EXPR", "Memory * 2", {"TYPE": 0, "VALUE": "Memory * 2"}),
+    ("EXPR", "7", {"TYPE": 1, "VALUE": "7"}),
+])
+def test_typed_values_are_stored_as_their_type(api, gateway, tmp_path, kind, text, stored):
+    code = {"EXPR": 0, "INTEGER": 1, "FLOAT": 2, "STRING": 3}.get(kind)
+    value = {"TYPE": code, "VALUE": text} if code is not None else {"TYPE": 0, "VALUE": text}
+    if kind == "BOOLEAN":  # a typed map has no BOOLEAN code: the list form names it
+        ad = [{"name": "Cmd", "type": "STRING", "value": "/bin/true"}, {"name": "Iwd", "type": "STRING",
+              "value": str(tmp_path)}, {"name": "Requirements", "type": "EXPR", "value": "FALSE"},
+              {"name": "Typed", "type": kind, "value": text}]
+    else:
+        ad = {"Cmd": "/bin/true", "Iwd": str(tmp_path), "Requirements": {"TYPE": 0, "VALUE": "FALSE"}, "Typed": value}
+    job = call(gateway, "submit", ad=ad)["id"]
+    assert call(gateway, "getJobAd", id=job)["ad"]["Typed"] == stored
+    ok(call(gateway, "setAttribute", id=job, name="Later", type=kind, value=text))
+    assert call(gateway, "getJobAd", id=job)["ad"]["Later"] == stored
+    soap = {a.name: (a.type, a.value) for a in api.getJobAd(job).ad.Attribute}
+    wire = "BOOLEAN" if kind == "BOOLEAN" else ("EXPR", "INTEGER", "FLOAT", "STRING")[stored["TYPE"]]
+    assert soap["Typed"] == soap["Later"] == (wire, stored["VALUE"])
+    assert api.setAttribute(job, "BySoap", kind, text).code == "OK"
+    assert {a.name: a.value for a in api.getJobAd(job).ad.Attribute}["BySoap"] == stored["VALUE"]
+
+
+@pytest.mark.parametrize("kind, text, reason", [
+    ("INTEGER", "abc", "'abc' is not a ClassAd integer"),
+    ("INTEGER", "1.5", "'1.5' is not a ClassAd integer"),
+    ("INTEGER", "TRUE", "'TRUE' is not a ClassAd integer"),
+    ("INTEGER", "1 + 1", "'1 + 1' is not a ClassAd integer"),
+    ("INTEGER", "", "cannot parse ''"),
+    ("INTEGER", str(2**64), "64 bits"),
+    ("FLOAT", "seven", "'seven' is not a ClassAd real (or integer)"),
+    ("FLOAT", "true", "'true' is not a ClassAd real (or integer)"),
+    ("FLOAT", "NaN", "not a finite number"),
+    ("BOOLEAN", "1", "'1' is not a ClassAd boolean (true or false)"),
+    ("BOOLEAN", "yes", "'yes' is not a ClassAd boolean (true or false)"),
+    ("EXPR", "((", "cannot parse '(('"),
+])
+def test_values_that_do_not_parse_as_their_type_are_refused_and_nothing_is_stored(api, gateway, tmp_path, kind,
+                                                                                   text, reason):
+    base = [{"name": "Cmd", "type": "STRING", "value": "/bin/true"}, {"name": "Iwd", "type": "STRING",
+            "value": str(tmp_path)}, {"name": "Requirements", "type": "EXPR", "value": "FALSE"},
+            {"name": "Note", "type": "STRING", "value": tmp_path.name}]
+    expected = f"Failed to parse job ad attribute X as {kind}: "
+    for answer in (call(gateway, "submit", ad=base + [{"name": "X", "type": kind, "value": text}]),
+                   api.submit({"Attribute": base + [{"name": "X", "type": kind, "value": text}]}, None)):
+        status = answer["status"] if isinstance(answer, dict) else {"code": answer.status.code,
+                                                                   "text": answer.status.text}
+        assert status["code"] == "FAIL" and status["text"].startswith(expected) and reason in status["text"], answer
+    assert not [job for job in call(gateway, "getJobSummaries", ids=[])["jobs"]
+                if call(gateway, "getJobAd", id=job["id"])["ad"].get("Note", {}).get("VALUE") == tmp_path.name]
+    job = call(gateway, "submit", ad=base)["id"]
+    for answer in (call(gateway, "setAttribute", id=job, name="X", type=kind, value=text)["status"],
+                   api.setAttribute(job, "X", kind, text)):
+        text_of = answer["text"] if isinstance(answer, dict) else answer.text
+        assert text_of.startswith(expected) and reason in text_of
+    assert "X" not in call(gateway, "getJobAd", id=job)["ad"]
+
+
+def test_aviary_job_id_structures_are_job_ids_in_json_and_soap(gateway, tmp_path):
+    full = call(gateway, "submit", ad={"Cmd": "/bin/true", "Iwd": str(tmp_path), "Out": "o.txt",
+                                       "Requirements": {"TYPE": 0, "VALUE": "FALSE"}})["id"]
+    schedd, job = full.rsplit("#", 1)
+    aviary = {"job": job, "pool": "localhost", "scheduler": schedd,
+              "submission": {"name": f"{schedd}#{job.split('.')[0]}", "owner": "someone"}}
+    assert call(gateway, "getJobAd", id=aviary)["ad"]["ClusterId"]["VALUE"] == job.split(".")[0]
+    ok(call(gateway, "setAttribute", id={"job": job}, name="Via", type="STRING", value="aviary"))
+    assert [j["id"] for j in call(gateway, "getJobSummaries", ids=[aviary, {"job": job}])["jobs"]] == [job, job]
+    ok(call(gateway, "hold", id=aviary, reason="by JobID"))
+    assert status_of(gateway, job) == 5
+    http, answer = soap_post(gateway, f"<c:release><c:id><job>{job}</job><pool>localhost</pool>"
+                                      f"<scheduler>{schedd}</scheduler></c:id><c:reason>go</c:reason></c:release>")
+    assert http == 200 and soap_status(answer) == ("OK", "OK")
+    assert status_of(gateway, job) == 1
+    http, answer = soap_post(gateway, f"<c:getJobSummaries><c:ids><c:string><c:job>{job}</c:job></c:string>"
+                                      f"<c:string>{job}</c:string></c:ids></c:getJobSummaries>")
+    assert [e.text for e in answer.iter("{urn:birdbath:submission}id")] == [job, job]
+    for bad in ({"pool": "localhost"}, {"job": 7}):
+        refused = call(gateway, "getJobAd", id=bad)["status"]
+        assert refused["code"] == "FAIL" and refused["text"].startswith("Invalid Id 'JobID without a job")
+    http, answer = soap_post(gateway, "<c:getJobAd><c:id><c:pool>localhost</c:pool></c:id></c:getJobAd>")
+    code, text = soap_status(answer)
+    assert http == 200 and code == "FAIL" and "expected cluster.proc, schedd#cluster.proc or a JobID" in text

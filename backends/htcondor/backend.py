@@ -51,6 +51,7 @@ from backends.interface import (
 )
 from backends.spool import Spool
 from jobmodel.classads import copy_ad, projected
+from jobmodel.exprtext import old_syntax, source_text
 from jobmodel.jobs import JobAction
 from jobmodel.pool import AdType
 
@@ -273,7 +274,7 @@ class HTCondorBackend:
                         undo: list[tuple[str, Callable[[], Any]]]) -> None:
         spec = self._spec(cluster, proc)
         self._call("edit", self._schedd.edit, spec, name, text)
-        previous = str(before.lookup(name)) if name in before else "undefined"
+        previous = old_syntax(str(before.lookup(name))) if name in before else "undefined"
         undo.append((f"the change of {name} of job {cluster}.{proc}",
                      lambda: self._call("edit", self._schedd.edit, spec, name, previous)))
 
@@ -448,7 +449,7 @@ class HTCondorBackend:
 
     def set_attribute(self, txn: PoolTransaction | None, cluster: int, proc: int, name: str,
                       value: str | classad2.ExprTree) -> None:
-        text = classad2.quote(value) if isinstance(value, str) else str(value)
+        text = classad2.quote(value) if isinstance(value, str) else source_text(value)  # the client's own text
         if txn is None:
             self._edit_now(cluster, proc, name, text)
             return

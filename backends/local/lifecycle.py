@@ -14,6 +14,7 @@ import classad2
 
 from backends.interface import InvalidState
 from jobmodel.classads import copy_ad, evaluate, job_status
+from jobmodel.exprtext import expression_text
 from jobmodel.jobs import HoldCode, JobAction, JobStatus
 
 from .userlog import UserLog
@@ -249,7 +250,7 @@ def _policy(ad: classad2.ClassAd, name: str, default: bool) -> bool:
 
 
 def _policy_reason(ad: classad2.ClassAd, name: str) -> str:
-    return f"The job attribute {name} expression '{ad.lookup(name)}' evaluated to TRUE"
+    return f"The job attribute {name} expression '{expression_text(ad, name, ad.lookup(name))}' evaluated to TRUE"
 
 
 def updated(ad: classad2.ClassAd, updates: Updates) -> classad2.ClassAd:

@@ -1,6 +1,7 @@
 """The durable job queue of the local backend: one SQLite file in WAL mode, every commit synced to disk.
 
-Job ads are stored as ClassAd text and kept parsed in memory, so queries never touch the disk; the idle ones are also
+Job ads are stored as ClassAd text (with the texts of clients' expressions they keep, ``jobmodel.exprtext``) and
+kept parsed in memory, so queries never touch the disk; the idle ones are also
 kept in the order they start (``idle``), so scheduling reads only them.  The store is
 the only writer of its file; every change goes through :meth:`JobStore.apply`, which writes all of a
 transaction's ads in one SQLite transaction and only then updates the in-memory view.
@@ -15,6 +16,8 @@ from typing import Iterable, Iterator, Mapping
 
 import classad2
 
+from jobmodel.exprtext import restored, texts_record
+
 from .idle import IdleJobs
 
 JobKey = tuple[int, int]
@@ -25,6 +28,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     cluster INTEGER NOT NULL,
     proc INTEGER NOT NULL,
     ad TEXT NOT NULL,
+    texts TEXT,
     PRIMARY KEY (cluster, proc)
 );
 CREATE TABLE IF NOT EXISTS dag_state (cluster INTEGER PRIMARY KEY, state TEXT NOT NULL);
@@ -32,6 +36,7 @@ CREATE TABLE IF NOT EXISTS history (
     cluster INTEGER NOT NULL,
     proc INTEGER NOT NULL,
     ad TEXT NOT NULL,
+    texts TEXT,
     PRIMARY KEY (cluster, proc)
 );
 """
@@ -44,12 +49,14 @@ class JobStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
+        _add_texts_columns(self._db)
         row = self._db.execute("SELECT value FROM counters WHERE name = 'cluster'").fetchone()
         #: the last cluster id handed out, and the highest reserved durably (see next_cluster_id)
         self._last_cluster = self._reserved_cluster = row[0] if row else 0
         self._jobs: dict[JobKey, classad2.ClassAd] = {
-            (cluster, proc): parsed(text)
-            for cluster, proc, text in self._db.execute("SELECT cluster, proc, ad FROM jobs ORDER BY cluster, proc")
+            (cluster, proc): parsed(text, texts)
+            for cluster, proc, text, texts in self._db.execute(
+                "SELECT cluster, proc, ad, texts FROM jobs ORDER BY cluster, proc")
         }
         #: the idle jobs in the order they start (kept up to date by apply)
         self.idle = IdleJobs()
@@ -104,12 +111,14 @@ class JobStore:
         """Write these ads and move the ``archived`` jobs into the history, atomically and durably; then publish
         the result to readers."""
         archived = [key for key in archived if key in ads or key in self._jobs]
-        queued = [(key[0], key[1], str(ad)) for key, ad in ads.items() if key not in archived]
-        history = [(key[0], key[1], str(ads[key] if key in ads else self._jobs[key])) for key in archived]
+        queued = [_row(key, ad) for key, ad in ads.items() if key not in archived]
+        history = [_row(key, ads[key] if key in ads else self._jobs[key]) for key in archived]
         with self._lock:
             with self._transaction():
-                self._db.executemany("INSERT OR REPLACE INTO jobs (cluster, proc, ad) VALUES (?, ?, ?)", queued)
-                self._db.executemany("INSERT OR REPLACE INTO history (cluster, proc, ad) VALUES (?, ?, ?)", history)
+                self._db.executemany("INSERT OR REPLACE INTO jobs (cluster, proc, ad, texts) VALUES (?, ?, ?, ?)",
+                                     queued)
+                self._db.executemany("INSERT OR REPLACE INTO history (cluster, proc, ad, texts) VALUES (?, ?, ?, ?)",
+                                     history)
                 self._db.executemany("DELETE FROM jobs WHERE cluster = ? AND proc = ?", archived)
             self._jobs.update((key, ad) for key, ad in ads.items() if key not in archived)
             for key in archived:
@@ -140,8 +149,8 @@ class JobStore:
         while True:
             with self._lock:
                 rows = self._db.execute(*_history_page(after)).fetchall()
-            for _, _, text in rows:
-                yield parsed(text)
+            for _, _, text, texts in rows:
+                yield parsed(text, texts)
             if len(rows) < HISTORY_PAGE:
                 return
             after = rows[-1][0], rows[-1][1]
@@ -150,11 +159,22 @@ class JobStore:
         return _SqliteTransaction(self._db)
 
 
-def parsed(text: str) -> classad2.ClassAd:
-    """A stored ad (``str(ad)``: the new ClassAd syntax) read back.  Not with ``classad2.parseOne``, which keeps an
-    unreachable copy of every ad it parses (htcondor 24.0: about a kilobyte per ad, for the life of the process),
-    and the history is read over and over."""
-    return classad2.ClassAd(text)
+def parsed(text: str, texts: str | None = None) -> classad2.ClassAd:
+    """A stored ad (``str(ad)``: the new ClassAd syntax, and the record of its kept expression texts) read back.
+    Not with ``classad2.parseOne``, which keeps an unreachable copy of every ad it parses (htcondor 24.0: about a
+    kilobyte per ad, for the life of the process), and the history is read over and over."""
+    return restored(text, texts)
+
+
+def _row(key: JobKey, ad: classad2.ClassAd) -> tuple[int, int, str, str | None]:
+    return key[0], key[1], str(ad), texts_record(ad)
+
+
+def _add_texts_columns(db: sqlite3.Connection) -> None:
+    """A queue written before expression texts were kept gets their column (empty: those ads keep none)."""
+    for table in ("jobs", "history"):
+        if "texts" not in [row[1] for row in db.execute(f"PRAGMA table_info({table})")]:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN texts TEXT")
 
 
 #: cluster ids reserved with one synced write
@@ -168,8 +188,9 @@ def _history_page(after: tuple[int, int] | None) -> tuple[str, tuple[int, ...]]:
     """The query for the page of the history that follows job ``after`` (None: the first page), newest first."""
     order = "ORDER BY cluster DESC, proc DESC LIMIT ?"
     if after is None:
-        return f"SELECT cluster, proc, ad FROM history {order}", (HISTORY_PAGE,)
-    return f"SELECT cluster, proc, ad FROM history WHERE (cluster, proc) < (?, ?) {order}", (*after, HISTORY_PAGE)
+        return f"SELECT cluster, proc, ad, texts FROM history {order}", (HISTORY_PAGE,)
+    return (f"SELECT cluster, proc, ad, texts FROM history WHERE (cluster, proc) < (?, ?) {order}",
+            (*after, HISTORY_PAGE))
 
 
 class _SqliteTransaction:

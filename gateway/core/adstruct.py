@@ -1,11 +1,13 @@
 """ClassAd <-> Birdbath ``ClassAdStruct`` conversion, exactly as HTCondor's ``soap_helpers.cpp`` did it.
 
 A ``ClassAdStruct`` is a list of (name, type, value) triples.  Server to client: ``MyType``, ``TargetType`` and
-``ServerTime`` come first, literals are typed, any other expression is sent as its unparsed text, lists,
+``ServerTime`` come first, literals are typed, any other expression is sent as its text (the client's own, else
+classad2's unparse in the old syntax the originals printed: ``jobmodel.exprtext``), lists,
 nested ads, undefined and error literals are skipped, and private attributes never leave the server.
 Client to server: STRING values become string literals, every other type is parsed as expression text, once it
 is within the expression limits and holds no literal the library would change (``jobmodel.values``); names must be
-ClassAd identifiers.
+ClassAd identifiers.  That is Birdbath's lenient rule, which legacy clients rely on; the submission API's is strict
+(:func:`typed_value`): a value must parse as the type it is sent with.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import Iterable, Iterator
 
 import classad2
 
+from jobmodel.classads import literal_value
 from jobmodel.expressions import ExpressionLimits
+from jobmodel.exprtext import TextedAd, expression_text
 from jobmodel.jobs import PRIVATE_ATTRIBUTES
 from jobmodel.values import check_attribute_name, excerpt, parse_expression
 
@@ -63,6 +67,7 @@ class BadAttribute(ValueError):
     def __init__(self, name: str, reason: str) -> None:
         super().__init__(f"attribute {name!r}: {reason}")
         self.name = name
+        self.reason = reason
 
 
 SYNTHETIC_FIRST = ("MyType", "TargetType", "ServerTime")
@@ -84,12 +89,14 @@ def _typed_attributes(ad: classad2.ClassAd) -> Iterator[Attr]:
     for name, value in ad.items():
         if name in SYNTHETIC_FIRST or name in PRIVATE_ATTRIBUTES:
             continue
-        attr = _typed(name, value)
+        attr = typed_attribute(ad, name, value)
         if attr is not None:
             yield attr
 
 
-def _typed(name: str, value: object) -> Attr | None:
+def typed_attribute(ad: classad2.ClassAd, name: str, value: object) -> Attr | None:
+    """One attribute of ``ad`` for the wire (None: not representable); an expression as the client sent it, else
+    in the old ClassAd syntax (``jobmodel.exprtext``)."""
     if isinstance(value, classad2.Value):
         return None  # undefined and error literals (an IntEnum, so test before int)
     if isinstance(value, str):
@@ -101,7 +108,7 @@ def _typed(name: str, value: object) -> Attr | None:
     if isinstance(value, float):
         return Attr(name, AttrType.FLOAT, "%f" % value)
     if isinstance(value, classad2.ExprTree):
-        return Attr(name, AttrType.EXPRESSION, str(value))
+        return Attr(name, AttrType.EXPRESSION, expression_text(ad, name, value))
     return None  # undefined/error literals, lists and nested ads are not representable
 
 
@@ -112,7 +119,7 @@ NUMERIC = frozenset({AttrType.INTEGER, AttrType.FLOAT})
 def struct_to_ad(attrs: Iterable[Attr | tuple[str | None, AttrType | None, str | None]],
                  limits: ExpressionLimits = ExpressionLimits()) -> classad2.ClassAd:
     """Build a ClassAd from client triples (``convert_adStruct_to_ad``), naming the attribute that fails."""
-    ad = classad2.ClassAd()
+    ad = TextedAd()
     for name, value in struct_to_values(attrs, limits):
         ad[name] = value
     return ad
@@ -152,3 +159,28 @@ def attribute_value(name: str, type_: AttrType | None, value: str | None,
         raise BadAttribute(name, str(exc)) from None
     except classad2.ClassAdException:
         raise BadAttribute(name, f"cannot parse {excerpt(value)} as a ClassAd expression") from None
+
+
+#: the literals a strictly typed value must parse into (a boolean is not a number here, though Python says so), and
+#: what ClassAd calls them
+_LITERALS: dict[AttrType, tuple[tuple[type, ...], str]] = {
+    AttrType.INTEGER: ((int,), "integer"), AttrType.FLOAT: ((int, float), "real (or integer)"),
+    AttrType.BOOLEAN: ((bool,), "boolean (true or false)")}
+
+
+def typed_value(name: str, type_: AttrType, value: str,
+                limits: ExpressionLimits = ExpressionLimits()) -> str | int | float | bool | classad2.ExprTree:
+    """A value that must be what its type says (the submission API's rule, as QMF refused what it could not parse):
+    STRING is a string whatever it looks like; EXPRESSION any expression that parses; INTEGER, FLOAT and BOOLEAN
+    must parse as a ClassAd literal of that kind (``7`` as FLOAT is the real 7.0).  BadAttribute otherwise: nothing
+    is stored retyped."""
+    if type_ is AttrType.STRING:
+        return value
+    parsed = attribute_value(name, type_, value, limits)
+    if type_ not in _LITERALS:
+        return parsed
+    kinds, called = _LITERALS[type_]
+    literal = literal_value(parsed)
+    if not isinstance(literal, kinds) or isinstance(literal, bool) != (type_ is AttrType.BOOLEAN):
+        raise BadAttribute(name, f"{excerpt(value)} is not a ClassAd {called}")
+    return float(literal) if type_ is AttrType.FLOAT else literal

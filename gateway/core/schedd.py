@@ -19,6 +19,7 @@ from twisted.logger import Logger
 from backends.interface import BackendError, FileInfo, QueryFailed, ScheddBackend
 from jobmodel.classads import parse_constraint
 from jobmodel.expressions import ExpressionLimits, ExpressionRefused
+from jobmodel.exprtext import TextedAd
 from jobmodel.files import transfer_name_problem
 from jobmodel.jobs import JobAction, Universe
 from jobmodel.values import excerpt
@@ -239,7 +240,7 @@ class BirdbathSchedd:
         What the schedd assigns itself (ids, QDate, User, ...) is dropped from the client's ad, not refused:
         legacy clients send createJobTemplate's whole ad back."""
         spool = self.backend.spool_directory(cluster, proc)
-        ad = classad2.ClassAd()
+        ad = TextedAd()  # keeps the text of the client's expressions
         ad["SOAPJob"] = True
         ad["Iwd"] = spool
         ad["TransferInput"] = ",".join(staged.files)

@@ -5,7 +5,9 @@ queries.  Protocol-free: the SOAP and JSON forms in ``gateway.soap.submission`` 
 Deliberate fixes of the originals' quirks (qmf.md §10): expressions keep their text on output; strings are never
 quote-trimmed; output retrieval is binary-safe and limited to files in the job's spool (its Out/Err/UserLog when they
 lie there, or a spool file by name); an unknown submission is NO_MATCH; SetJobAttribute honours a given type and
-refuses the attributes the schedd owns; suspend/continue report whether they applied.
+refuses the attributes the schedd owns; suspend/continue report whether they applied.  Values are strictly typed
+(``adstruct.typed_value``) at submit and setAttribute alike: one that does not parse as its type is refused, naming
+the attribute and the type, as QMF's "Failed to parse job ad attribute".
 
 The owner rules are Birdbath's (``AccessPolicy.owner_refusal``): submitting, job control, setAttribute and fetch
 need a caller that may use the job's Owner; queries are not filtered, as getJobAds is not.  A staging area belongs
@@ -15,6 +17,7 @@ to the caller that created it (host, user and how it was identified).
 from __future__ import annotations
 
 import enum
+import json
 import os
 import re
 import shutil
@@ -30,11 +33,12 @@ from twisted.logger import Logger
 from backends.interface import BackendError, Capability, ScheddBackend, UnknownJob
 from jobmodel.classads import job_status, parse_constraint
 from jobmodel.expressions import ExpressionLimits, ExpressionRefused
+from jobmodel.exprtext import TextedAd, expression_text
 from jobmodel.files import ByteRanges, is_plain_name, md5_of, transfer_name_problem, write_at
 from jobmodel.jobs import JobAction, JobStatus, Universe
-from jobmodel.values import BadValue, check_attribute_name
+from jobmodel.values import BadValue, check_attribute_name, excerpt
 
-from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value
+from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, typed_value
 from .auth import AccessPolicy, Caller, NotOwner, OwnerUse, Permission, replaced_at_submit, schedd_owned
 from .queries import QueryRunner
 from .status import BirdbathError
@@ -46,6 +50,12 @@ SUMMARY_ATTRIBUTES = ("ClusterId", "ProcId", "GlobalJobId", "QDate", "EnteredCur
 STATE_NAMES = {JobStatus.IDLE: "Idle", JobStatus.RUNNING: "Running", JobStatus.REMOVED: "Removed",
                JobStatus.COMPLETED: "Completed", JobStatus.HELD: "Held",
                JobStatus.TRANSFERRING_OUTPUT: "TransferringOutput", JobStatus.SUSPENDED: "Suspended"}
+
+
+#: the API's names of attribute types
+API_TYPES = {"EXPR": AttrType.EXPRESSION, "INTEGER": AttrType.INTEGER, "FLOAT": AttrType.FLOAT,
+             "STRING": AttrType.STRING, "BOOLEAN": AttrType.BOOLEAN}
+TYPE_NAMES = {kind: name for name, kind in API_TYPES.items()}
 
 
 class ApiStatus(str, enum.Enum):
@@ -77,14 +87,24 @@ class JobRef:
 
     @classmethod
     def parse(cls, text: str) -> "JobRef":
-        """``cluster.proc`` or ``schedd#cluster.proc``."""
+        """``cluster.proc`` or ``schedd#cluster.proc`` (an Aviary JobID structure arrives as :func:`aviary_job`'s
+        text)."""
         match = re.fullmatch(r"(?:.*#)?(\d+)\.(\d+)", (text or "").strip())
         if not match or int(match.group(1)) <= 0:
-            raise ApiError(ApiStatus.FAIL, f"Invalid Id {text!r}: expected cluster.proc or schedd#cluster.proc")
+            raise ApiError(ApiStatus.FAIL, f"Invalid Id {excerpt(text or '')}: expected cluster.proc, "
+                                           f"schedd#cluster.proc or a JobID {{job, pool, scheduler, submission}}")
         return cls(int(match.group(1)), int(match.group(2)))
 
     def __str__(self) -> str:
         return f"{self.cluster}.{self.proc}"
+
+
+def aviary_job(fields: dict[str, Any]) -> str:
+    """The job id an Aviary ``JobID`` structure (``{job, pool?, scheduler?, submission?}``, qmf.md §4.2) names: its
+    ``job``, the only part Aviary itself used (as the schedd part of ``schedd#cluster.proc`` is not checked either).
+    A structure without a ``job`` text becomes a text that names it, for JobRef.parse to refuse."""
+    job = fields.get("job")
+    return job if isinstance(job, str) else f"JobID without a job: {json.dumps(fields, default=str)}"
 
 
 @dataclass(frozen=True)
@@ -204,16 +224,13 @@ class SubmissionService:
         return f"{self.settings.schedd_name}#{cluster}.{proc}"
 
     def _job_ad(self, caller: Caller, attrs: Sequence[Attr], spooled: bool) -> classad2.ClassAd:
-        ad = classad2.ClassAd()
+        ad = TextedAd()
         ad["ShouldTransferFiles"] = "NO"  # as the originals: the ad may override it
         for attr in attrs:
             _check_name(attr.name)
             if replaced_at_submit(attr.name):
                 continue  # the schedd assigns it (ids, QDate, User...), as QMF's late overrides did
-            try:
-                ad[attr.name] = attribute_value(attr.name, attr.type, attr.value, self.settings.limits)
-            except BadAttribute as exc:
-                raise fail(f"Failed to parse job ad attribute {attr.name}: {exc}") from None
+            ad[attr.name] = self._typed(attr.name, attr.type, attr.value)
         required = ["Cmd", "Requirements"] + ([] if spooled else ["Iwd"])
         missing = [name for name in required if name not in ad]
         if missing:
@@ -362,12 +379,17 @@ class SubmissionService:
             raise fail("Changes to submission name not allowed")
         if schedd_owned(name):
             raise fail(f"{name} is set by the schedd and cannot be changed")
-        try:
-            parsed = attribute_value(name, type_ or AttrType.EXPRESSION, value, self.settings.limits)
-        except BadAttribute as exc:
-            raise fail(f"Failed to set attribute {name}: {exc}") from None
+        parsed = self._typed(name, type_ or AttrType.EXPRESSION, value)
         await self._run(self._as_owner, caller, ref, self._backend.set_attribute, None, ref.cluster, ref.proc, name,
                         parsed)
+
+    def _typed(self, name: str, type_: AttrType, value: str) -> Any:
+        """A client's value as its type says, or FAIL naming the attribute and the type."""
+        try:
+            return typed_value(name, type_, value, self.settings.limits)
+        except BadAttribute as exc:
+            raise fail(f"Failed to parse job ad attribute {name} as {TYPE_NAMES.get(type_, type_.value)}: "
+                       f"{exc.reason}") from None
 
     def _check_owner(self, caller: Caller, ref: JobRef, ad: classad2.ClassAd) -> None:
         try:
@@ -530,7 +552,7 @@ def _summary(ad: classad2.ClassAd) -> dict[str, Any]:
     for name in SUMMARY_ATTRIBUTES:
         if name in ad:
             value = ad[name]
-            summary[name] = str(ad.lookup(name)) if isinstance(value, classad2.ExprTree) else value
+            summary[name] = expression_text(ad, name, value) if isinstance(value, classad2.ExprTree) else value
     return summary
 
 

@@ -8,10 +8,13 @@ import classad2
 from jobmodel.arguments import ArgumentSyntaxError, join_v2, parse_v2
 from jobmodel.classads import comma_list, evaluate, evaluate_string
 from jobmodel.expressions import ExpressionLimits
+from jobmodel.exprtext import SourceExpr, TextedAd
 from jobmodel.jobs import JobStatus
 from jobmodel.values import parse_expression
 
-LEAVE_IN_QUEUE = "FilesRetrieved =?= false"
+#: the template's expressions, as the 8.x schedd wrote them (docs/birdbath.md §7)
+LEAVE_IN_QUEUE = "FilesRetrieved=?=FALSE"
+REQUEST_MEMORY = "ifthenelse(MemoryUsage isnt undefined,MemoryUsage,( ImageSize + 1023 ) / 1024)"
 NULL_FILES = ("", "/dev/null", "NUL")
 
 
@@ -30,7 +33,7 @@ def job_template(cluster: int, proc: int, owner: str | None, universe: int, cmd:
 
     The client's ``requirements`` are checked against ``limits`` (ExpressionRefused) and for literals the library
     would change (BadValue) before they are parsed."""
-    ad = classad2.ClassAd()
+    ad = TextedAd()  # its expressions are printed as written here, and the client's requirements as sent
     if owner is not None:
         ad["Owner"] = owner
     ad["JobUniverse"] = universe
@@ -44,9 +47,8 @@ def job_template(cluster: int, proc: int, owner: str | None, universe: int, cmd:
     ad["Requirements"] = parse_expression(requirements, limits, "the requirements") if requirements \
         else classad2.ExprTree("true")
     clause = LEAVE_IN_QUEUE if not leave_in_queue else f"{LEAVE_IN_QUEUE} && ({leave_in_queue})"
-    ad["LeaveJobInQueue"] = classad2.ExprTree(clause)
-    ad["RequestMemory"] = classad2.ExprTree(
-        "ifthenelse(MemoryUsage isnt undefined,MemoryUsage,( ImageSize + 1023 ) / 1024)")
+    ad["LeaveJobInQueue"] = SourceExpr(clause)
+    ad["RequestMemory"] = SourceExpr(REQUEST_MEMORY)
     ad["RequestDisk"] = classad2.ExprTree("DiskUsage")
     ad["CondorVersion"] = version
     ad["CondorPlatform"] = platform

@@ -14,14 +14,16 @@ import json
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
+from lxml import etree
 from spyne import Application, Array, ByteArray, ComplexModel, Enum, Fault, Integer32, Long, Service, Unicode, rpc
+from spyne.model import SimpleModel
 from spyne.protocol.json import JsonDocument
 from spyne.protocol.soap import Soap11
 from twisted.internet.defer import Deferred
 
 from gateway.core.adstruct import Attr, AttrType
 from gateway.core.auth import Caller
-from gateway.core.submissions import ApiError, ApiStatus, SubmissionService, fail
+from gateway.core.submissions import API_TYPES, TYPE_NAMES, ApiError, ApiStatus, SubmissionService, aviary_job, fail
 from jobmodel.jobs import JobAction
 from jobmodel.values import excerpt
 
@@ -33,11 +35,6 @@ TNS = "urn:birdbath:submission"
 #: how deep a JSON request may nest (the API's own documents nest 4 levels at most)
 MAX_JSON_DEPTH = 32
 
-#: the wire types of attributes, and the classad kinds they carry
-WIRE_TYPES = {"EXPR": AttrType.EXPRESSION, "INTEGER": AttrType.INTEGER, "FLOAT": AttrType.FLOAT,
-              "STRING": AttrType.STRING, "BOOLEAN": AttrType.BOOLEAN}
-TO_WIRE = {AttrType.EXPRESSION: "EXPR", AttrType.INTEGER: "INTEGER", AttrType.FLOAT: "FLOAT",
-           AttrType.STRING: "STRING", AttrType.BOOLEAN: "BOOLEAN"}
 #: QMF's numeric type codes; a boolean travels as an expression, as in QMF
 QMF_CODES = {"EXPR": 0, "INTEGER": 1, "FLOAT": 2, "STRING": 3, "BOOLEAN": 0}
 FROM_QMF = {0: "EXPR", 1: "INTEGER", 2: "FLOAT", 3: "STRING"}
@@ -48,7 +45,29 @@ class _Model(ComplexModel):
 
 
 StatusCode = Enum(*[code.value for code in ApiStatus], type_name="StatusCode")
-AttributeType = Enum(*WIRE_TYPES, type_name="AttributeType")
+
+
+class AttributeType(Enum(*API_TYPES, type_name="AttributeType")):  # type: ignore[misc]
+    """The WSDL's enumeration of attribute types, read leniently: a value outside it reaches the operation as its
+    plain text (see :class:`OpenEnums`), which answers FAIL naming it; spyne would answer a fault."""
+
+    @staticmethod
+    def validate_string(cls: Any, value: Any) -> bool:
+        return SimpleModel.validate_string(cls, value)
+
+
+class OpenEnums:
+    """Protocol mixin: an enumeration's value read as its member when it is one, else as the text itself."""
+
+    @staticmethod
+    def _member(cls: Any, text: str | None) -> Any:
+        return getattr(cls, text) if text in cls.__values__ else text
+
+    def enum_from_element(self, ctx: Any, cls: Any, element: Any) -> Any:  # the SOAP form
+        return self._member(cls, element.text)
+
+    def enum_base_from_bytes(self, cls: Any, value: Any) -> Any:  # the JSON form
+        return self._member(cls, value.decode() if isinstance(value, bytes) else value)
 
 
 class Status(_Model):
@@ -109,13 +128,25 @@ class SubmissionContext:
 
 # -- conversions -------------------------------------------------------------------------------------------
 def attrs_from_wire(ad: Any) -> list[Attr]:
-    """The typed attributes of a request's ad; an attribute without a name is kept, for the core to refuse."""
-    return [Attr(item.name or "", WIRE_TYPES.get(str(item.type), AttrType.EXPRESSION), item.value or "")
+    """The typed attributes of a request's ad (no type: EXPR); an attribute without a name is kept, for the core
+    to refuse."""
+    return [Attr(item.name or "", attr_type(item.name or "", item.type) or AttrType.EXPRESSION, item.value or "")
             for item in ad or () if item is not None]
 
 
+def attr_type(name: str, wire: Any) -> AttrType | None:
+    """The type an attribute was sent with (None: none given); FAIL naming a value outside the enumeration."""
+    if wire is None:
+        return None
+    kind = API_TYPES.get(str(wire))  # a member, or the plain text of a value outside the set (see OpenEnums)
+    if kind is None:
+        raise fail(f"Failed to parse job ad attribute {name}: unknown type {excerpt(str(wire), 40)}; the types are "
+                   f"{', '.join(API_TYPES)} (in a JSON typed map TYPE 0 to 3)")
+    return kind
+
+
 def attrs_to_wire(attrs: list[Attr]) -> list[Attribute]:
-    return [Attribute(name=a.name, type=TO_WIRE.get(a.type, "EXPR"), value=a.value) for a in attrs]
+    return [Attribute(name=a.name, type=TYPE_NAMES.get(a.type, "EXPR"), value=a.value) for a in attrs]
 
 
 def summary_to_wire(summary: dict[str, Any]) -> JobSummary:
@@ -198,8 +229,8 @@ class SubmissionApi(Service):
 
     @rpc(Unicode, Unicode, AttributeType, Unicode, _returns=StatusResult)
     def setAttribute(ctx, id, name, type, value):
-        kind = WIRE_TYPES.get(str(type)) if type is not None else None
-        return _run(ctx, lambda s, c: s.set_attribute(c, id or "", name or "", kind, value or ""),
+        return _run(ctx, lambda s, c: s.set_attribute(c, id or "", name or "", attr_type(name or "", type),
+                                                      value or ""),
                     lambda ok, _: StatusResult(status=ok), StatusResult)
 
     @rpc(Unicode, _returns=JobAdResult)
@@ -257,12 +288,49 @@ OPERATIONS = ("submit", "create", "send", "abort", "hold", "release", "remove", 
               "fetch")
 
 
+#: the parameters that hold a job id, and those that hold a list of them: each may also be an Aviary JobID
+ID_PARAMETERS = frozenset({"id"})
+ID_LISTS = frozenset({"ids"})
+
+
+class SubmissionSoap11(OpenEnums, HardenedSoap11):
+    """The SOAP form's input: hardened, with enumerations read leniently, and a job id also taken as Aviary wrote
+    it, ``<id><job>1.0</job><pool>…</pool><scheduler>…</scheduler></id>`` (beyond the WSDL, which says string)."""
+
+    def decompose_incoming_envelope(self, ctx: Any, message: str = Soap11.REQUEST) -> None:
+        super().decompose_incoming_envelope(ctx, message)
+        if ctx.in_body_doc is not None:
+            for parameter in ctx.in_body_doc:
+                name = etree.QName(parameter).localname if isinstance(parameter.tag, str) else None
+                items = [parameter] if name in ID_PARAMETERS else list(parameter) if name in ID_LISTS else []
+                for item in items:
+                    _flatten_job_id(item)
+
+
+def _flatten_job_id(element: etree._Element) -> None:
+    """An id element holding a JobID structure becomes one holding the id it names."""
+    fields = {etree.QName(child).localname: (child.text or "").strip() for child in element
+              if isinstance(child.tag, str)}
+    if fields:
+        element[:] = []
+        element.text = aviary_job(fields)
+
+
 def soap_application() -> Application:
-    return Application([SubmissionApi], tns=TNS, name="Submission", in_protocol=HardenedSoap11(validator="soft"),
+    return Application([SubmissionApi], tns=TNS, name="Submission", in_protocol=SubmissionSoap11(validator="soft"),
                        out_protocol=Soap11())
 
 
-class TypedMapJson(JsonDocument):
+class UnknownOperation(ValueError):
+    """A JSON request to a path that names no operation: HTTP 404, with a FAIL status listing the operations."""
+
+    http_status = 404
+
+    def __init__(self, operation: str) -> None:
+        super().__init__(f"unknown operation {excerpt(operation, 60)}; the operations are {', '.join(OPERATIONS)}")
+
+
+class TypedMapJson(OpenEnums, JsonDocument):
     """JSON whose answers carry job ads as QMF typed maps (requests are converted by :func:`json_request`)."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -293,9 +361,9 @@ def typed_map_to_attributes(ad: dict[str, Any]) -> list[dict[str, str]]:
         if isinstance(value, dict) and "TYPE" in value:
             code = value["TYPE"]
             kind = FROM_QMF.get(code) if isinstance(code, int) and not isinstance(code, bool) else None
-            if kind is None:
-                raise ValueError(f"attribute {name}: TYPE must be 0 (EXPR), 1 (INTEGER), 2 (FLOAT) or 3 (STRING)")
-            items.append({"name": name, "type": kind, "value": str(value.get("VALUE", ""))})
+            # a code outside the set goes on as the text "TYPE <code>", for the operation to refuse naming it
+            items.append({"name": name, "type": kind or f"TYPE {json.dumps(code)}",
+                          "value": str(value.get("VALUE", ""))})
         elif isinstance(value, bool):
             items.append({"name": name, "type": "BOOLEAN", "value": "TRUE" if value else "FALSE"})
         elif isinstance(value, int):
@@ -329,7 +397,10 @@ def json_application() -> Application:
 
 def json_request(operation: str, body: bytes) -> bytes:
     """The spyne JSON document for ``POST /submission/json/<operation>`` with a parameter object; ValueError (an
-    HTTP 400) for a body that is not one, nests deeper than MAX_JSON_DEPTH or holds text that is not Unicode."""
+    HTTP 400) for a body that is not one, nests deeper than MAX_JSON_DEPTH or holds text that is not Unicode, and
+    UnknownOperation (404) for an operation the API does not have."""
+    if operation not in OPERATIONS:
+        raise UnknownOperation(operation)
     try:
         params = json.loads(body or b"{}")
     except RecursionError:
@@ -339,7 +410,17 @@ def json_request(operation: str, body: bytes) -> bytes:
         raise ValueError("the request body must be a JSON object of parameters")
     if isinstance(params.get("ad"), dict):
         params["ad"] = typed_map_to_attributes(params["ad"])
+    for name in ID_PARAMETERS & params.keys():
+        params[name] = _job_id(params[name])
+    for name in ID_LISTS & params.keys():
+        if isinstance(params[name], list):
+            params[name] = [_job_id(item) for item in params[name]]
     return json.dumps({operation: params}).encode()
+
+
+def _job_id(value: Any) -> Any:
+    """A JSON job id: an Aviary JobID object becomes the id it names; anything else is spyne's to read."""
+    return aviary_job(value) if isinstance(value, dict) else value
 
 
 def _check_json_values(document: Any) -> None:
