@@ -21,6 +21,7 @@ from gateway.http import Endpoint, GatewayResource, GatewaySite, HandshakeLoggin
 from gateway.soap.application import schedd_application
 from gateway.soap.context import RequestContext
 from gateway.soap.dispatch import SoapDispatcher
+from gateway.soap.schedd_dispatch import ScheddDispatcher
 from gateway.soap.submission import SubmissionContext, json_application, json_request, soap_application
 from gateway.soap.wsdl import PublishedWsdl, wsdl_path
 
@@ -79,7 +80,7 @@ class Gateway:
         policy = config.policy()
         self.schedd = BirdbathSchedd(self.backend, self.calls, policy, self.reactor, config.schedd_settings(),
                                      queries=self.queries)
-        dispatcher = SoapDispatcher(schedd_application())
+        dispatcher = ScheddDispatcher(schedd_application())
         self._answers = dispatcher.ad_answers()
         self.submissions = SubmissionService(self.backend, self.calls, policy, self.reactor, SubmissionSettings(
             schedd_name=self.backend.info().schedd_name, staging_root=config.state_dir / "staging",
