@@ -277,3 +277,26 @@ def test_what_the_writer_cannot_write_is_left_to_spyne():
         writer.write("listSpool", m.FileInfoArrayAndStatus(info=[None]))
     with pytest.raises(Unwritable):
         writer.write("getVersionString", m.StringAndStatus())
+
+
+# -- large getJobAds answers, streamed ------------------------------------------------------------------------------
+def test_a_streamed_job_ads_answer_has_the_bytes_of_the_whole_one(sides, monkeypatch):
+    from gateway.soap import schedd as service
+
+    fast, spyne = sides
+    fast.post(envelope("beginTransaction", "<duration>60</duration>"))
+    fast.post(envelope("newCluster", T))
+    for proc in range(5):
+        fast.post(envelope("newJob", T + "<clusterId>1</clusterId>"))
+        fast.post(envelope("submit", T + f"<clusterId>1</clusterId><jobId>{proc}</jobId><jobAd>{AD}</jobAd>"))
+    fast.post(envelope("commitTransaction", T))
+    query = envelope("getJobAds", "<constraint>TRUE</constraint>")
+    whole = run(fast.dispatcher.dispatch(query, fast.context()))
+    assert whole.chunks is None and whole.body.count(b"<name>ClusterId</name>") == 5
+    monkeypatch.setattr(service, "STREAMED_ADS", 2)
+    streamed = run(fast.dispatcher.dispatch(query, fast.context()))
+    assert streamed.body == b"" and streamed.chunks is not None
+    pieces = list(streamed.chunks)
+    assert b"".join(pieces) == whole.body
+    small = fast.context().answers.stream_job_ads(run(fast.context().schedd.get_job_ads(CALLER, None, "TRUE")), 100)
+    assert len(list(small)) == 7  # the head, one piece per ad (each over 100 bytes), the last with the tail

@@ -8,7 +8,7 @@ as a form, and hides the request/response cycle we need for logging.  This modul
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from spyne import Application, Fault
 from spyne.context import MethodContext
@@ -27,9 +27,11 @@ LOGGED_FAULT = 500
 
 @dataclass(frozen=True)
 class Prebuilt:
-    """An operation's answer already serialised (see ``adwriter``); spyne's serialiser is skipped."""
+    """An operation's answer already serialised (see ``adwriter``); spyne's serialiser is skipped.  A large one
+    comes as ``chunks`` (``body`` is then empty), which the transport writes as it sends them."""
 
-    body: bytes
+    body: bytes = b""
+    chunks: Iterator[bytes] | None = None
 
 
 @dataclass
@@ -41,6 +43,8 @@ class SoapAnswer:
     #: the application status the answer carries (code and text), for the request log
     status: str | None = None
     reason: str | None = None
+    #: the body in pieces, made as they are written (a streamed answer; ``body`` is then empty)
+    chunks: Iterator[bytes] | None = None
 
 
 class SoapDispatcher:
@@ -72,7 +76,7 @@ class SoapDispatcher:
             p_ctx.out_object = [result]
         if isinstance(result, Prebuilt):
             p_ctx.close()
-            return SoapAnswer(200, result.body, operation)
+            return SoapAnswer(200, result.body, operation, chunks=result.chunks)
         self._server.get_out_string(p_ctx)
         answer = SoapAnswer(200, b"".join(p_ctx.out_string), operation, status=status_code(result),
                             reason=status_text(result))

@@ -20,6 +20,7 @@ from gateway.core.adstruct import AttrType
 from jobmodel.jobs import Universe
 
 SOAP_ENV = "http://schemas.xmlsoap.org/soap/envelope/"
+BODY = f"{{{SOAP_ENV}}}Body"
 
 _ATTR_TYPES = {str(t.code): t.value for t in AttrType}
 _UNIVERSES = {str(int(u)): u.name for u in Universe}
@@ -99,7 +100,7 @@ def operation_element(envelope: etree._Element, namespace: str, operations: froz
     envelope is not SOAP 1.1, has no body, or names an operation the service does not have."""
     if envelope.tag != f"{{{SOAP_ENV}}}Envelope":
         raise _client_fault(f"Not a SOAP 1.1 envelope: root element is {envelope.tag}")
-    body = envelope.find(f"{{{SOAP_ENV}}}Body")
+    body = next((child for child in envelope if child.tag == BODY), None)  # (find() parses its path every time)
     if body is None or len(body) == 0:
         raise _client_fault("The SOAP envelope has no Body, or an empty one")
     wrapper = body[0]
@@ -129,7 +130,7 @@ def _descend(element: etree._Element, path: tuple[str, ...]) -> list[etree._Elem
 
 
 def _unqualify_descendants(envelope: etree._Element) -> None:
-    body = envelope.find(f"{{{SOAP_ENV}}}Body")
+    body = next((child for child in envelope if child.tag == BODY), None)  # (find() parses its path every time)
     if body is None or len(body) == 0:
         return
     for element in body[0].iterdescendants():

@@ -73,7 +73,7 @@ class ScheddDispatcher(SoapDispatcher):
             except Exception as exc:  # a bug in an operation: a Server fault, never a crash
                 return self.operation_failed(call.operation, exc)
         if isinstance(result, Prebuilt):
-            return SoapAnswer(200, result.body, call.operation)
+            return SoapAnswer(200, result.body, call.operation, chunks=result.chunks)
         try:
             document = self._writer.write(call.operation, result)
         except Unwritable:
