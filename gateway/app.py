@@ -25,6 +25,7 @@ from gateway.soap.collector import CollectorContext, collector_application, quer
 from gateway.soap.collector_routing import ByOperation, CollectorOnly
 from gateway.soap.context import RequestContext
 from gateway.soap.dispatch import SoapDispatcher
+from gateway.soap.schedd_dispatch import ScheddDispatcher
 from gateway.soap.submission import SubmissionContext, json_application, json_request, soap_application
 from gateway.soap.wsdl import PublishedWsdl, wsdl_path
 
@@ -94,7 +95,7 @@ class Gateway:
         policy = config.policy()
         self.schedd = BirdbathSchedd(self.backend, self.calls, policy, self.reactor, config.schedd_settings(),
                                      queries=self.queries)
-        dispatcher = SoapDispatcher(schedd_application())
+        dispatcher = ScheddDispatcher(schedd_application())
         self._answers = dispatcher.ad_answers()
         collector = SoapDispatcher(collector_application())
         self.collector = BirdbathCollector(self.backend, self.calls, policy, self.reactor, self.queries,

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from functools import partial
+from typing import Any, Callable, Iterator
 from xml.sax.saxutils import escape
 
 from OpenSSL import SSL
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IProtocolNegotiationFactory
+from twisted.internet.interfaces import IProtocolNegotiationFactory, IPullProducer
 from twisted.logger import Logger
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
@@ -221,11 +222,16 @@ class GatewayResource(resource.Resource):
                  started: float) -> None:
         status = getattr(udc, "status", None)
         outcome = answer.fault or answer.status or getattr(getattr(status, "code", status), "value", status) or "?"
-        self._log_request(answer.operation or "-", caller, outcome, answer.reason, started)
+        logged = partial(self._log_request, answer.operation or "-", caller, outcome, answer.reason, started)
         if request.finished or request._disconnected:
+            logged()
             return
         request.setResponseCode(answer.code)
         request.setHeader(b"content-type", endpoint.content_type)
+        if answer.chunks is not None:
+            StreamedBody(request, answer.chunks, logged).start()
+            return
+        logged()
         request.write(answer.body)
         request.finish()
 
@@ -263,6 +269,50 @@ class GatewayResource(resource.Resource):
         request.setHeader(b"content-type", XML)
         request.write(fault_document("Internal server error"))
         request.finish()
+
+
+@implementer(IPullProducer)
+class StreamedBody:
+    """A streamed answer written a piece at a time, each when the connection has sent the one before (a pull
+    producer): the whole answer is never in memory, and other requests are served between pieces.  Without a
+    Content-Length, twisted frames it with chunked encoding (HTTP/1.1) or closes the connection after it (1.0).
+    ``done`` runs once it is all written (or the client went away)."""
+
+    def __init__(self, request: server.Request, chunks: Iterator[bytes], done: Callable[[], None]) -> None:
+        self._request = request
+        self._chunks = chunks
+        self._done: Callable[[], None] | None = done
+
+    def start(self) -> None:
+        self._request.registerProducer(self, False)
+
+    def resumeProducing(self) -> None:
+        try:
+            chunk = next(self._chunks)
+        except StopIteration:
+            self._request.unregisterProducer()
+            self._request.finish()
+            self._finished()
+            return
+        except Exception:  # a bug while writing: the status line is sent, so the answer can only be cut short
+            log.failure("writing a streamed answer failed")
+            self._request.unregisterProducer()
+            self._request.channel.loseConnection()
+            self._finished()
+            return
+        self._request.write(chunk)
+
+    def stopProducing(self) -> None:
+        """The client went away: the rest is never made."""
+        close = getattr(self._chunks, "close", None)
+        if close is not None:
+            close()
+        self._finished()
+
+    def _finished(self) -> None:
+        done, self._done = self._done, None
+        if done is not None:
+            done()
 
 
 def _base_url(request: server.Request) -> str:

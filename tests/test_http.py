@@ -161,3 +161,51 @@ def test_every_request_is_logged_with_operation_client_status_duration_and_calle
     lines = [line for line in gateway.log().splitlines() if "getJobAd from 127.0.0.1: UNKNOWNJOB in" in line]
     # a loopback caller is the user owning its socket: this test's user
     assert lines and lines[-1].rstrip().endswith(f" ms ({getpass.getuser()} by socket)")
+
+
+def fill(port: int, jobs: int) -> None:
+    """``jobs`` jobs in one cluster, submitted on one kept-alive connection."""
+    import http.client
+    import re
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
+    def call(inner: str) -> bytes:
+        connection.request("POST", "/", envelope(inner), {"Content-Type": "text/xml"})
+        answer = connection.getresponse().read()
+        assert b"<code>SUCCESS</code>" in answer, answer
+        return answer
+
+    txn = int(re.search(rb"<id>(\d+)</id>", call("<c:beginTransaction><duration>600</duration></c:beginTransaction>"))
+              .group(1))
+    transaction = f"<transaction><id>{txn}</id><duration>600</duration></transaction>"
+    cluster = int(re.search(rb"<integer>(\d+)</integer>", call(f"<c:newCluster>{transaction}</c:newCluster>"))
+                  .group(1))
+    for _ in range(jobs):
+        proc = int(re.search(rb"<integer>(\d+)</integer>", call(
+            f"<c:newJob>{transaction}<clusterId>{cluster}</clusterId></c:newJob>")).group(1))
+        call(f"<c:submit>{transaction}<clusterId>{cluster}</clusterId><jobId>{proc}</jobId><jobAd><item>"
+             f"<name>Cmd</name><type>STRING-ATTR</type><value>/bin/true</value></item></jobAd></c:submit>")
+    call(f"<c:commitTransaction>{transaction}</c:commitTransaction>")
+    connection.close()
+
+
+def test_large_job_ads_answers_are_streamed_whole_to_every_kind_of_client(start_gateway):
+    from gateway.soap.schedd import STREAMED_ADS
+
+    gateway = start_gateway("[backends.local]\nslots = 0\n")
+    fill(gateway.port, STREAMED_ADS + 1)
+    query = envelope("<c:getJobAds><constraint>TRUE</constraint></c:getJobAds>")
+    status, headers, answer = post(gateway.port, query)  # HTTP/1.1: chunked, no length
+    assert status == 200 and headers.get("transfer-encoding") == "chunked" and "content-length" not in headers
+    ads = body_element(answer).find("response/classAdArray")
+    assert len(ads) == STREAMED_ADS + 1 and all(ad[0].findtext("name") == "MyType" for ad in ads)
+    status, headers, old = post(gateway.port, query, ["POST / HTTP/1.0", "Content-Type: text/xml"])  # to the close
+    assert status == 200 and len(body_element(old).find("response/classAdArray")) == STREAMED_ADS + 1
+    with socket.create_connection(("127.0.0.1", gateway.port)) as sock:  # a client that leaves halfway
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(query), query))
+        sock.recv(1000)
+    assert_alive(gateway)
+    from tests.test_execution import wait_until
+
+    wait_until(lambda: gateway.log().count("getJobAds from 127.0.0.1: SUCCESS") == 3)  # each logged once, when done

@@ -9,7 +9,7 @@ message the original used.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import classad2
 from twisted.internet.defer import Deferred
@@ -34,6 +34,28 @@ from .transactions import StagedFile, StagedJob, Transaction, TransactionRef, Tr
 log = Logger()
 
 Struct = list[Attr]
+
+
+@dataclass(frozen=True)
+class JobAdStructs(Sequence[Struct]):
+    """The answer of a job query: the matching ads, each converted for the wire only when it is read.
+
+    An answer of 100,000 jobs converted at once would hold millions of ``Attr`` at the same time; read in order
+    (as the SOAP writer streams it), one ad's are alive at a time."""
+
+    ads: Sequence[classad2.ClassAd]
+    now: int
+
+    def __len__(self) -> int:
+        return len(self.ads)
+
+    def __getitem__(self, index: int) -> Struct:  # type: ignore[override]
+        return ad_to_struct(self.ads[index], self.now)
+
+    def __iter__(self) -> Iterator[Struct]:
+        now = self.now
+        for ad in self.ads:
+            yield ad_to_struct(ad, now)
 CallInThread = Callable[..., Any]  # (function, *args) -> Deferred
 T = TypeVar("T")
 
@@ -321,16 +343,17 @@ class BirdbathSchedd:
             raise BirdbathError.fail(f"{failure} ({exc})") from None
 
     # -- queries ------------------------------------------------------------------------------------
-    async def get_job_ads(self, caller: Caller, ref: TransactionRef | None, constraint: str | None) -> list[Struct]:
+    async def get_job_ads(self, caller: Caller, ref: TransactionRef | None, constraint: str | None) -> "JobAdStructs":
         self._enter(caller, ref, Permission.READ, required=False)
         try:
             parsed = self.queries.constraint(constraint)
-            return await self.queries.run(caller, self._query_structs, parsed, self._now())
+            ads = await self.queries.run(caller, self._query_ads, parsed)
         except (ExpressionRefused, QueryFailed) as exc:
             raise BirdbathError.fail(f"Query failed: {exc}") from None
+        return JobAdStructs(ads, self._now())
 
-    def _query_structs(self, constraint: classad2.ExprTree | None, now: int, *, budget: float) -> list[Struct]:
-        return [ad_to_struct(ad, now) for ad in self.backend.query(constraint, budget=budget)]
+    def _query_ads(self, constraint: classad2.ExprTree | None, *, budget: float) -> Sequence[classad2.ClassAd]:
+        return self.backend.query(constraint, budget=budget)
 
     async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> Struct:
         self._enter(caller, ref, Permission.READ, required=False)

@@ -11,6 +11,7 @@ A transaction belongs to the caller that began it (host, user and how it was ide
 from __future__ import annotations
 
 import secrets
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -81,18 +82,21 @@ class TransactionTable:
         self._clock = clock
         self._on_expire = on_expire
         self._open: dict[int, Transaction] = {}
+        #: open transactions per caller, kept with ``_open`` (the per-caller limit is checked at every begin)
+        self._held: Counter[Caller] = Counter()
 
     def __len__(self) -> int:
         return len(self._open)
 
     def held_by(self, caller: Caller) -> int:
         """How many open transactions ``caller`` began (for the per-caller limit)."""
-        return sum(1 for txn in self._open.values() if txn.caller == caller)
+        return self._held[caller]
 
     def open(self, duration: int, backend_txn: object, caller: Caller) -> Transaction:
         """Register a new transaction of ``caller`` and arm its lease."""
         txn = Transaction(self._new_id(), duration, backend_txn, caller)
         self._open[txn.id] = txn
+        self._held[caller] += 1
         self._arm(txn, duration)
         return txn
 
@@ -115,7 +119,7 @@ class TransactionTable:
 
     def close(self, txn: Transaction) -> None:
         """Forget a transaction (commit, abort or expiry); later use of its id is INVALIDTRANSACTION."""
-        self._open.pop(txn.id, None)
+        self._forget(txn)
         if txn.timer is not None and txn.timer.active():
             txn.timer.cancel()
         txn.timer = None
@@ -135,8 +139,17 @@ class TransactionTable:
 
     def _expire(self, txn: Transaction) -> None:
         txn.timer = None
-        if self._open.pop(txn.id, None) is not None:
+        if self._forget(txn):
             self._on_expire(txn)
+
+    def _forget(self, txn: Transaction) -> bool:
+        """Drop an open transaction (False: it was not open)."""
+        if self._open.pop(txn.id, None) is None:
+            return False
+        self._held[txn.caller] -= 1
+        if not self._held[txn.caller]:
+            del self._held[txn.caller]
+        return True
 
     def _new_id(self) -> int:
         """A random id from 1 to 2**31 - 1 (a valid xsd:int, never 0), never one in use.

@@ -8,7 +8,7 @@ as a form, and hides the request/response cycle we need for logging.  This modul
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from spyne import Application, Fault
 from spyne.context import MethodContext
@@ -27,9 +27,11 @@ LOGGED_FAULT = 500
 
 @dataclass(frozen=True)
 class Prebuilt:
-    """An operation's answer already serialised (see ``adwriter``); spyne's serialiser is skipped."""
+    """An operation's answer already serialised (see ``adwriter``); spyne's serialiser is skipped.  A large one
+    comes as ``chunks`` (``body`` is then empty), which the transport writes as it sends them."""
 
-    body: bytes
+    body: bytes = b""
+    chunks: Iterator[bytes] | None = None
 
 
 @dataclass
@@ -41,6 +43,8 @@ class SoapAnswer:
     #: the application status the answer carries (code and text), for the request log
     status: str | None = None
     reason: str | None = None
+    #: the body in pieces, made as they are written (a streamed answer; ``body`` is then empty)
+    chunks: Iterator[bytes] | None = None
 
 
 class SoapDispatcher:
@@ -67,15 +71,15 @@ class SoapDispatcher:
             try:
                 result = await result
             except Exception as exc:  # a bug in an operation: a Server fault, never a crash
-                log.failure("operation {operation} failed", operation=operation)
-                return self._fault(p_ctx, Fault("Server", f"Internal error in {operation}: {exc}"), operation)
+                p_ctx.close()
+                return self.operation_failed(operation, exc)
             p_ctx.out_object = [result]
         if isinstance(result, Prebuilt):
             p_ctx.close()
-            return SoapAnswer(200, result.body, operation)
+            return SoapAnswer(200, result.body, operation, chunks=result.chunks)
         self._server.get_out_string(p_ctx)
-        answer = SoapAnswer(200, b"".join(p_ctx.out_string), operation, status=_status_code(result),
-                            reason=_status_text(result))
+        answer = SoapAnswer(200, b"".join(p_ctx.out_string), operation, status=status_code(result),
+                            reason=status_text(result))
         p_ctx.close()
         return answer
 
@@ -88,6 +92,12 @@ class SoapDispatcher:
         body = b"".join(ctx.out_string)
         ctx.close()
         return body
+
+    def operation_failed(self, operation: str | None, exc: Exception) -> SoapAnswer:
+        """The Server fault for an operation that raised (a bug: logged with its traceback, never a crash)."""
+        log.failure("operation {operation} failed", operation=operation)
+        return self._fault(MethodContext(self._server, MethodContext.SERVER),
+                           Fault("Server", f"Internal error in {operation}: {exc}"), operation)
 
     def ad_answers(self) -> AdAnswers:
         """Templates for getJobAds/getJobAd answers, cut from spyne's own output."""
@@ -125,12 +135,12 @@ def _status_of(result: Any) -> Any:
     return getattr(result, "status", None) or result
 
 
-def _status_code(result: Any) -> str | None:
+def status_code(result: Any) -> str | None:
     code = getattr(_status_of(result), "code", None)
     return None if code is None else str(getattr(code, "value", code))
 
 
-def _status_text(result: Any) -> str | None:
+def status_text(result: Any) -> str | None:
     """Birdbath's ``Status.message`` or the submission API's ``status.text``."""
     status = _status_of(result)
     return getattr(status, "message", None) or getattr(status, "text", None)

@@ -9,6 +9,7 @@ gSOAP, Axis and JAXB clients require (spyne always qualifies them).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from lxml import etree
@@ -19,6 +20,7 @@ from gateway.core.adstruct import AttrType
 from jobmodel.jobs import Universe
 
 SOAP_ENV = "http://schemas.xmlsoap.org/soap/envelope/"
+BODY = f"{{{SOAP_ENV}}}Body"
 
 _ATTR_TYPES = {str(t.code): t.value for t in AttrType}
 _UNIVERSES = {str(int(u)): u.name for u in Universe}
@@ -33,13 +35,33 @@ _ENUM_FIELDS: dict[str, list[tuple[tuple[str, ...], dict[str, str]]]] = {
 }
 
 
+_parsers = threading.local()
+
+
 def _parser() -> etree.XMLParser:
-    return etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, dtd_validation=False,
-                           huge_tree=False, remove_pis=True, strip_cdata=True)
+    """This thread's hardened parser (made once: making one costs as much as parsing a small request; a parser must
+    not be shared between threads)."""
+    parser = getattr(_parsers, "parser", None)
+    if parser is None:
+        parser = _parsers.parser = etree.XMLParser(
+            resolve_entities=False, no_network=True, load_dtd=False, dtd_validation=False, huge_tree=False,
+            remove_pis=True, strip_cdata=True)
+    return parser
 
 
 def _client_fault(message: str) -> Fault:
     return Fault(faultcode="Client", faultstring=message)
+
+
+def parse_envelope(body: bytes) -> etree._Element:
+    """The root of a SOAP message, parsed with the hardened parser: a Client fault for malformed XML or a DTD."""
+    try:
+        root = etree.fromstring(body, _parser())
+    except etree.XMLSyntaxError as exc:
+        raise _client_fault(f"Malformed XML: {exc}") from None
+    if root.getroottree().docinfo.doctype:
+        raise _client_fault("DTDs (and so XML entities) are not allowed in SOAP messages")
+    return root
 
 
 class HardenedSoap11(Soap11):
@@ -48,13 +70,7 @@ class HardenedSoap11(Soap11):
     def create_in_document(self, ctx: Any, charset: str | None = None) -> None:
         """Parse the body whatever its Content-Type (gSOAP did not check it); refuse DTDs and so entities."""
         body = b"".join(chunk if isinstance(chunk, bytes) else chunk.encode("utf-8") for chunk in ctx.in_string)
-        try:
-            root = etree.fromstring(body, _parser())
-        except etree.XMLSyntaxError as exc:
-            raise _client_fault(f"Malformed XML: {exc}") from None
-        if root.getroottree().docinfo.doctype:
-            raise _client_fault("DTDs (and so XML entities) are not allowed in SOAP messages")
-        ctx.in_document = (root, {})
+        ctx.in_document = (parse_envelope(body), {})
 
 
 class GsoapSoap11(HardenedSoap11):
@@ -69,22 +85,9 @@ class GsoapSoap11(HardenedSoap11):
 
     def decompose_incoming_envelope(self, ctx: Any, message: str = Soap11.REQUEST) -> None:
         envelope, _ = ctx.in_document
-        if envelope.tag != f"{{{SOAP_ENV}}}Envelope":
-            raise _client_fault(f"Not a SOAP 1.1 envelope: root element is {envelope.tag}")
-        body = envelope.find(f"{{{SOAP_ENV}}}Body")
-        if body is None or len(body) == 0:
-            raise _client_fault("The SOAP envelope has no Body, or an empty one")
-        self._check_operation(body[0])
+        operation_element(envelope, self._namespace, self._operations)
         super().decompose_incoming_envelope(ctx, message)
-        _normalise_enums(ctx.in_body_doc)
-
-    def _check_operation(self, wrapper: etree._Element) -> None:
-        qname = etree.QName(wrapper)
-        if qname.namespace is None and qname.localname in self._operations:
-            wrapper.tag = f"{{{self._namespace}}}{qname.localname}"  # gSOAP matched unprefixed names loosely
-        elif qname.namespace != self._namespace or qname.localname not in self._operations:
-            raise _client_fault(
-                f"Method '{qname.localname}' not implemented: method name or namespace not recognized")
+        normalise_enums(ctx.in_body_doc)
 
     # -- output ------------------------------------------------------------------------------------
     def serialize(self, ctx: Any, message: str) -> None:
@@ -92,7 +95,25 @@ class GsoapSoap11(HardenedSoap11):
         _unqualify_descendants(ctx.out_document)
 
 
-def _normalise_enums(wrapper: etree._Element) -> None:
+def operation_element(envelope: etree._Element, namespace: str, operations: frozenset[str]) -> etree._Element:
+    """The body's operation element (its tag qualified, when the client sent it unqualified): a Client fault when the
+    envelope is not SOAP 1.1, has no body, or names an operation the service does not have."""
+    if envelope.tag != f"{{{SOAP_ENV}}}Envelope":
+        raise _client_fault(f"Not a SOAP 1.1 envelope: root element is {envelope.tag}")
+    body = next((child for child in envelope if child.tag == BODY), None)  # (find() parses its path every time)
+    if body is None or len(body) == 0:
+        raise _client_fault("The SOAP envelope has no Body, or an empty one")
+    wrapper = body[0]
+    qname = etree.QName(wrapper)
+    if qname.namespace is None and qname.localname in operations:
+        wrapper.tag = f"{{{namespace}}}{qname.localname}"  # gSOAP matched unprefixed names loosely
+    elif qname.namespace != namespace or qname.localname not in operations:
+        raise _client_fault(f"Method '{qname.localname}' not implemented: method name or namespace not recognized")
+    return wrapper
+
+
+def normalise_enums(wrapper: etree._Element) -> None:
+    """Enum fields sent as their decimal C values get their names (gSOAP accepted both)."""
     for path, values in _ENUM_FIELDS.get(etree.QName(wrapper).localname, ()):
         for element in _descend(wrapper, path):
             text = (element.text or "").strip()
@@ -109,7 +130,7 @@ def _descend(element: etree._Element, path: tuple[str, ...]) -> list[etree._Elem
 
 
 def _unqualify_descendants(envelope: etree._Element) -> None:
-    body = envelope.find(f"{{{SOAP_ENV}}}Body")
+    body = next((child for child in envelope if child.tag == BODY), None)  # (find() parses its path every time)
     if body is None or len(body) == 0:
         return
     for element in body[0].iterdescendants():

@@ -18,7 +18,7 @@ from gateway.core.transactions import TransactionRef
 from jobmodel.jobs import Universe
 
 from . import models as m
-from .adwriter import xml_text
+from .adwriter import AdAnswers, xml_text
 from .base64data import Base64Text
 from .base64data import decode as decode_base64
 from .context import RequestContext
@@ -175,7 +175,7 @@ class CondorScheddService(Service):
     @rpc(m.NullableTransaction, Unicode, _returns=m.ClassAdStructArrayAndStatus, _out_variable_name="response")
     def getJobAds(ctx, transaction, constraint):
         return _run(ctx, lambda s, r: s.get_job_ads(r.caller, transaction_ref(transaction), constraint),
-                    lambda ok, ads: Prebuilt(ctx.udc.answers.write_job_ads(ads)),
+                    lambda ok, ads: _job_ads_answer(ctx.udc.answers, ads),
                     lambda failure: m.ClassAdStructArrayAndStatus(status=failure))
 
     @rpc(m.NullableTransaction, Integer32, Integer32, _returns=m.ClassAdStructAndStatus,
@@ -238,6 +238,16 @@ class CondorScheddService(Service):
                                                                   universe(type), cmd, args, requirements)),
                     _template_answer,
                     lambda failure: m.ClassAdStructAndStatus(status=failure))
+
+
+#: answers of more ads than this are streamed (written as they are sent, without a Content-Length)
+STREAMED_ADS = 1000
+
+
+def _job_ads_answer(answers: AdAnswers, ads: Sequence[Sequence[Attr]]) -> Prebuilt:
+    if len(ads) > STREAMED_ADS:
+        return Prebuilt(chunks=answers.stream_job_ads(ads))
+    return Prebuilt(answers.write_job_ads(ads))
 
 
 def _template_answer(ok: m.Status, result: TemplateResult) -> m.ClassAdStructAndStatus:

@@ -1,0 +1,120 @@
+"""The condorSchedd service's requests read with lxml and answered by :class:`~gateway.soap.writer.AnswerWriter`,
+with spyne's whole request cycle kept for what they do not cover.
+
+For a small operation spyne's cycle (a ``MethodContext``, its protocol's events, the parameters read into a model
+instance, an lxml tree built for the answer and walked again) cost several times the operation itself.  This
+dispatcher parses the body with the same hardened parser (``protocol.parse_envelope``), finds the operation the
+same way (``protocol.operation_element``), reads each parameter with spyne's own ``from_element`` for its type (so
+values, ``xsi:nil`` and validation are spyne's), calls the operation's function from ``schedd.CondorScheddService``
+and writes its answer from the answer's model.  Anything unusual (a fault to send: malformed XML, an unknown
+operation, an invalid value, a duplicated parameter; an unqualified attribute or ``xsi:nil`` on the operation
+element; an answer the writer does not know) goes through :class:`SoapDispatcher` instead, which answers it exactly
+as before.  ``tests/test_schedd_wire.py`` proves both paths give the same bytes for every operation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lxml import etree
+from spyne import Application, Fault
+from spyne.const.xml import XSI
+from twisted.internet.defer import Deferred
+
+from .dispatch import Prebuilt, SoapAnswer, SoapDispatcher, status_code, status_text
+from .protocol import normalise_enums, operation_element, parse_envelope
+from .writer import AnswerWriter, Unwritable
+
+NIL = XSI("nil")
+
+
+@dataclass
+class OperationContext:
+    """What an operation's function reads of spyne's ``MethodContext``: the transport's context."""
+
+    udc: Any
+
+
+@dataclass(frozen=True)
+class Call:
+    """A request read: the operation, its function and its arguments in the function's order."""
+
+    operation: str
+    function: Any
+    arguments: list[Any]
+
+
+class ScheddDispatcher(SoapDispatcher):
+    def __init__(self, application: Application) -> None:
+        super().__init__(application)
+        protocol = application.in_protocol
+        self._protocol = protocol
+        self._namespace = application.tns
+        methods = {name.rsplit("}", 1)[-1]: descriptors[0]
+                   for name, descriptors in application.interface.service_method_map.items()}
+        self._operations = frozenset(methods)
+        self._methods = methods
+        self._writer = AnswerWriter(application.out_protocol, {
+            operation: descriptor.out_message._type_info["response"] for operation, descriptor in methods.items()},
+            self.render)
+
+    async def dispatch(self, body: bytes, udc: Any) -> SoapAnswer:
+        call = self.read(body)
+        if call is None:
+            return await super().dispatch(body, udc)
+        try:
+            result = call.function(OperationContext(udc), *call.arguments)
+        except Exception:  # raised before the operation ran (a conversion): spyne's fault for it
+            return await super().dispatch(body, udc)
+        if isinstance(result, Deferred):
+            try:
+                result = await result
+            except Exception as exc:  # a bug in an operation: a Server fault, never a crash
+                return self.operation_failed(call.operation, exc)
+        if isinstance(result, Prebuilt):
+            return SoapAnswer(200, result.body, call.operation, chunks=result.chunks)
+        try:
+            document = self._writer.write(call.operation, result)
+        except Unwritable:
+            document = self.render(call.operation, result)
+        return SoapAnswer(200, document, call.operation, status=status_code(result), reason=status_text(result))
+
+    def read(self, body: bytes) -> Call | None:
+        """The call a request asks for, or None when spyne's cycle must answer it."""
+        try:
+            wrapper = operation_element(parse_envelope(body), self._namespace, self._operations)
+        except Fault:
+            return None
+        if _special_attributes(wrapper):
+            return None
+        normalise_enums(wrapper)
+        operation = etree.QName(wrapper).localname
+        descriptor = self._methods[operation]
+        parameters = descriptor.in_message._type_info
+        elements: dict[str, etree._Element] = {}
+        for child in wrapper:
+            if not isinstance(child.tag, str):
+                continue  # a comment (processing instructions are dropped by the parser)
+            name = child.tag.rpartition("}")[2]
+            if name not in parameters:
+                continue  # spyne skips members the operation does not have
+            if name in elements or _special_attributes(child, nil_allowed=True):
+                return None  # a parameter twice is spyne's frequency fault
+            elements[name] = child
+        arguments = []
+        for name, kind in parameters.items():
+            child = elements.get(name)
+            if child is None:
+                arguments.append(None)
+                continue
+            try:
+                arguments.append(self._protocol.from_element(None, kind, child))
+            except Exception:  # a value spyne refuses: its fault
+                return None
+        return Call(operation, descriptor.function, arguments)
+
+
+def _special_attributes(element: etree._Element, nil_allowed: bool = False) -> bool:
+    """Attributes spyne would read: unqualified ones (taken as members) and, where not allowed, ``xsi:nil``."""
+    return any(not key.startswith("{") or (key == NIL and not nil_allowed) for key in element.attrib)
