@@ -183,7 +183,8 @@ def test_constraints_over_the_limits_answer_fail_naming_the_limit(gateway):
 
 def test_slow_queries_fail_at_their_budget_and_the_gateway_answers_others_meanwhile(start_gateway):
     """Six pathological queries of one client run on the pool, two at a time; meanwhile a getJobAd and a whole submit flow
-    answer promptly, and each slow query ends with FAIL at the budget."""
+    answer without waiting for them (the last slow ones cannot have ended: each pair takes a whole budget), and each
+    slow query ends with FAIL at the budget.  No wall-clock threshold: the order of events is the proof."""
     gateway = start_gateway("[gateway]\nmax_query_seconds = 3\n" + QUEUE_ONLY)
     schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
     cluster, proc = submit_job(schedd, Cmd="/bin/true")
@@ -193,15 +194,12 @@ def test_slow_queries_fail_at_their_budget_and_the_gateway_answers_others_meanwh
     with ThreadPoolExecutor(6) as pool:
         slow = [pool.submit(lambda: _status(zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url), SLOW))
                 for _ in range(6)]
-        time.sleep(0.5)  # the slow ones are evaluating now
-        started = time.monotonic()
+        time.sleep(0.5)  # a head start: the first slow pair is evaluating now
         assert schedd.getJobAd(None, cluster, proc).status.code == "SUCCESS"
-        lone_query = time.monotonic() - started
-        started = time.monotonic()
         submit_job(schedd, Cmd="/bin/true")
-        submit_flow = time.monotonic() - started
+        pending = sum(not future.done() for future in slow)
         answers = [future.result(timeout=60) for future in slow]
-    assert lone_query < 0.5 and submit_flow < 0.5, (lone_query, submit_flow)
+    assert pending >= 2, f"only {pending} slow queries were still running: the others waited for them"
     assert all(answer.code == "FAIL" and "max_query_seconds" in answer.message for answer in answers)
     assert _status(schedd, f"ClusterId == {cluster}").code == "SUCCESS"  # and it still answers queries
 
