@@ -284,7 +284,7 @@ class JobQueue:
         leaving = [key for key, ad in ads.items() if key not in self.active and lifecycle.leaves_queue(ad)]
         before = {key: joblog.status_before(self.store.get(key)) for key in ads}
         with _queue_errors():
-            self.store.apply(ads, leaving)
+            self.store.apply(ads, leaving)  # (on disk once the backend's call returns: LocalBackend.serially)
         for key, ad in ads.items():
             joblog.status_changed(key, before[key], ad)
         for key, event in events:

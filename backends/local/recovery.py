@@ -42,9 +42,10 @@ class Settle(Protocol):
 
 
 def recover(store: JobStore, execute_root: Path, finish_job: FinishJob, settle: Settle) -> None:
-    """Recover every job of the queue, each through ``settle``; ``finish_job`` records a run's end and raises when
-    it cannot (``settle`` then holds the job with the reason)."""
-    for key, _ in store.ads():
+    """Recover every job that has (or had) a process, each through ``settle``: the jobs running or suspended, and
+    any whose execute directory is left (the others cost nothing at start-up, however many are queued);
+    ``finish_job`` records a run's end and raises when it cannot (``settle`` then holds the job with the reason)."""
+    for key in sorted(set(store.keys_with_status(WITH_PROCESS)) | set(ExecuteDir.keys_in(execute_root))):
         settle(key, RECOVER, partial(recover_job, store, key, ExecuteDir.of(execute_root, *key), finish_job))
 
 

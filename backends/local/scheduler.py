@@ -55,13 +55,22 @@ class Scheduler:
     # -- starting -------------------------------------------------------------------------------------
     def start_jobs(self, free_cpus: int, running: set[JobKey]) -> list[Launch]:
         """Choose idle jobs that match this machine and fit the free slots, in priority order, prepare their
-        execute directories and mark them running; jobs that cannot run are put on hold."""
+        execute directories and mark them running; jobs that cannot run are put on hold (and the slots they would
+        have taken go to the next jobs)."""
+        launches: list[Launch] = []
+        while True:
+            chosen = self._next_jobs(free_cpus - sum(launch.cpus for launch in launches), running)
+            started = self._start(chosen)
+            launches += started
+            if len(started) == len(chosen):
+                return launches
+
+    def _start(self, chosen: list[tuple[JobKey, classad2.ClassAd, int]]) -> list[Launch]:
+        """Prepare the chosen jobs and record that they started, or hold those that cannot."""
         now = self._queue.now()
         transitions: dict[JobKey, tuple[classad2.ClassAd, Transition]] = {}
         launches: list[Launch] = []
-        for key, ad, cpus in self._idle_jobs(running):
-            if cpus > free_cpus or not self._matches_machine(ad):
-                continue
+        for key, ad, cpus in chosen:
             directory = ExecuteDir.of(self._execute, *key)
             try:
                 launch = self._prepare(key, ad, directory, cpus)
@@ -77,9 +86,33 @@ class Scheduler:
                 transitions[key] = ad, start
                 launches.append(launch)
                 self._queue.active.add(key)
-                free_cpus -= launch.cpus
         self._queue.write_transitions(transitions, notify=False)
         return launches
+
+    def _next_jobs(self, free_cpus: int, running: set[JobKey]) -> list[tuple[JobKey, classad2.ClassAd, int]]:
+        """The jobs to start now, given ``free_cpus``: idle jobs not starting already, in priority order (the store's
+        index), that match this machine and fit what is still free.  Reads no more of the index than it takes: the
+        jobs that take no slot, then those that do until the slots are full; jobs found not to match are set aside
+        in the index (matched again when they change, or at the periodic evaluation)."""
+        store, active = self._queue.store, self._queue.active
+        chosen: list[tuple[JobKey, classad2.ClassAd, int]] = []
+        unmatched: list[JobKey] = []
+        for key, cpus in store.idle.in_order(free_cpus):
+            if cpus and free_cpus <= 0:
+                break  # (the jobs that take a slot come last)
+            if key in running or key in active or cpus > free_cpus:
+                continue
+            ad = store.get(key)
+            if ad is None:
+                continue
+            if not self._matches_machine(ad):
+                unmatched.append(key)
+                continue
+            chosen.append((key, ad, cpus))
+            free_cpus -= cpus
+        for key in unmatched:
+            store.idle.set_aside(key)
+        return chosen
 
     def _prepare(self, key: JobKey, ad: classad2.ClassAd, directory: ExecuteDir, cpus: int) -> Launch:
         """A DAGMan job is run by the built-in DAG runner; any other job as a process from its execute directory, as
@@ -92,13 +125,6 @@ class Scheduler:
         plan = jobspec.plan(ad, directory.sandbox, switched.environment() if switched is not None else dict(os.environ))
         sandbox.prepare(plan, directory, ad, self._machine, account)
         return Launch(key, directory, cpus)
-
-    def _idle_jobs(self, running: set[JobKey]) -> list[tuple[JobKey, classad2.ClassAd, int]]:
-        """Idle jobs not starting already, in priority order, with the CPUs each needs (the store's index: nothing is
-        evaluated here, whatever the length of the queue)."""
-        store, active = self._queue.store, self._queue.active
-        return [(key, store.get(key), cpus) for key, cpus in store.idle.in_order()
-                if key not in running and key not in active]
 
     def _matches_machine(self, ad: classad2.ClassAd) -> bool:
         if "Requirements" not in ad:
@@ -198,6 +224,7 @@ class Scheduler:
         LeaveJobInQueue turned false."""
         for retry in list(self._retries.values()):
             retry()
+        self._queue.store.idle.reconsider()
         now = self._queue.now()
         transitions: dict[JobKey, tuple[classad2.ClassAd, Transition]] = {}
         for key, ad in self._queue.store.ads():
