@@ -112,6 +112,13 @@ class Client:
         self.soap("commitTransaction", txn)
         return cluster
 
+    def exists(self, cluster: int, proc: int) -> bool:
+        """Whether the job is still queued (getJobAd answers it), without raising for one that is not."""
+        body = f"<clusterId>{cluster}</clusterId><jobId>{proc}</jobId>"
+        self.connection.request("POST", "/", ENVELOPE.format(op="getJobAd", inner=body).encode(), SOAP_HEADERS)
+        status = STATUS.search(self.connection.getresponse().read())
+        return status is not None and status.group(1) == b"SUCCESS"
+
     def count(self, constraint: str) -> int:
         return len(JOB_STATUS.findall(self.soap("getJobAds", f"<constraint>{constraint}</constraint>")))
 
@@ -234,6 +241,8 @@ def trivial_jobs(port: int, jobs: int, iwd: Path) -> float:
         client.soap("submit", f"{txn}<clusterId>{cluster}</clusterId><jobId>{proc}</jobId><jobAd>{ad}</jobAd>")
     started = time.monotonic()
     client.soap("commitTransaction", txn)
+    while client.exists(cluster, jobs - 1):  # (the last to start; polling every job's ad would load the gateway)
+        time.sleep(0.02)
     while client.count(f"ClusterId == {cluster}"):
         time.sleep(0.02)
     elapsed = time.monotonic() - started

@@ -56,7 +56,7 @@ class Scheduling(Protocol):
 
     def finish_dag(self, key: JobKey, exit_code: int | None, interruption: str | None = None) -> None: ...
 
-    def evaluate_periodic(self) -> None: ...
+    def evaluate_periodic(self) -> bool | None: ...
 
 
 @dataclass(frozen=True)
@@ -323,9 +323,14 @@ class Executor:
         self.wake()
 
     def _tick(self) -> Deferred:
-        ticked = self._call(self._scheduler.evaluate_periodic)
+        ticked = Deferred.fromCoroutine(self._evaluate_periodic())
         ticked.addErrback(lambda failure: log.failure("periodic policy evaluation failed", failure))
         return ticked
+
+    async def _evaluate_periodic(self) -> None:
+        """A whole round of the periodic evaluation, a chunk of the queue per call (other calls go in between)."""
+        while await self._call(self._scheduler.evaluate_periodic) and not self._stopped:
+            pass
 
 
 def _signal_number(name: str) -> int:

@@ -205,7 +205,7 @@ class JobQueue:
               budget: float | None = None) -> list[classad2.ClassAd]:
         """Committed jobs for which ``constraint`` is true; a client's constraint (with a ``budget``) is evaluated
         in a forked worker (``backends.evaluation``), the gateway's own in this thread."""
-        found = evaluation.filtered([ad for _, ad in self.store.ads()], constraint, budget)
+        found = evaluation.filtered((ad for _, ad in self.store.ads()), constraint, budget)
         if projection:
             return [projected(ad, projection) for ad in found]
         return found

@@ -33,6 +33,8 @@ from .store import JobKey
 
 log = Logger()
 
+#: jobs the periodic evaluation looks at in one call
+PERIODIC_CHUNK = 2000
 #: what could not be done, in a hold reason ("The gateway could not ...: <error>")
 START = "start the job"
 RECORD_END = "record the end of the job's run"
@@ -51,6 +53,8 @@ class Scheduler:
         self._machine = machine
         #: jobs that could be neither settled nor held (the queue refused every write): retried periodically
         self._retries: dict[JobKey, Callable[[], None]] = {}
+        #: the jobs the periodic evaluation in progress has still to look at (taken from the end)
+        self._periodic_round: list[JobKey] = []
 
     # -- starting -------------------------------------------------------------------------------------
     def start_jobs(self, free_cpus: int, running: set[JobKey]) -> list[Launch]:
@@ -219,21 +223,30 @@ class Scheduler:
         directory.remove()
 
     # -- policies and restarts ------------------------------------------------------------------------
-    def evaluate_periodic(self) -> None:
+    def evaluate_periodic(self) -> bool:
         """Jobs that could not be settled before, PeriodicHold/Remove/Release, and finished jobs whose
-        LeaveJobInQueue turned false."""
-        for retry in list(self._retries.values()):
-            retry()
-        self._queue.store.idle.reconsider()
+        LeaveJobInQueue turned false.  A round over a long queue is done :data:`PERIODIC_CHUNK` jobs a call, so that
+        no other call waits for all of it: returns whether the round has jobs left (call again)."""
+        if not self._periodic_round:
+            for retry in list(self._retries.values()):
+                retry()
+            self._queue.store.idle.reconsider()
+            self._periodic_round = self._queue.store.keys()
+        chunk = self._periodic_round[-PERIODIC_CHUNK:]
+        del self._periodic_round[-PERIODIC_CHUNK:]
         now = self._queue.now()
         transitions: dict[JobKey, tuple[classad2.ClassAd, Transition]] = {}
-        for key, ad in self._queue.store.ads():
+        for key in chunk:
+            ad = self._queue.store.get(key)
+            if ad is None:
+                continue
             transition = lifecycle.periodic(ad, now)
             if transition is not None:
                 transitions[key] = ad, transition
             elif key not in self._queue.active and lifecycle.leaves_queue(ad):
                 transitions[key] = ad, Transition({})
         self._queue.write_transitions(transitions)
+        return bool(self._periodic_round)
 
     def recover(self) -> None:
         """At start-up, settle the jobs a crash cut off (see ``recovery.py``), each on its own: a job that cannot be

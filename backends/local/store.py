@@ -145,6 +145,9 @@ class JobStore:
                 if ad is not None:
                     yield key, ad
 
+    def keys(self) -> list[JobKey]:
+        return list(self._jobs)
+
     def keys_in_cluster(self, cluster: int) -> list[JobKey]:
         return sorted(key for key in self._jobs if key[0] == cluster)
 
