@@ -27,6 +27,7 @@ from jobmodel.jobs import JobAction
 
 from .dag.nodes import NodeJobs
 from .executor import Executor, ExecutorOptions
+from .launchers import ForkServer
 from .machine import machine_ad
 from .owners import Accounts
 from .queue import JobQueue, LocalTransaction
@@ -118,9 +119,11 @@ class LocalBackend:
     # -- running inside the gateway ---------------------------------------------------------------------
     def start(self, reactor: Any, call: Callable[..., Any]) -> None:
         """Start the executor in the gateway's reactor (``call`` runs a function on the backend's thread)."""
-        executor = Executor(reactor, functools.partial(call, self.serially), self._scheduler, self._dags, self.options)
+        executor = Executor(reactor, functools.partial(call, self.serially), self._scheduler, self._dags, self.options,
+                            ForkServer(reactor))
         self._executor = executor
-        self._queue.listener = lambda changes: reactor.callFromThread(executor.changed, changes)
+        store = self._queue.store
+        self._queue.listener = lambda changes: reactor.callFromThread(executor.changed, changes, store.written)
         executor.start()
 
     async def stop(self) -> None:

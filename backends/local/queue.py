@@ -294,6 +294,11 @@ class JobQueue:
         if notify and self.listener is not None:
             self.listener(dict(ads))
 
+    def sync(self) -> None:
+        """Wait until every write so far is on disk (a write is, otherwise, once the backend's call returns)."""
+        with _queue_errors():
+            self.store.durable(self.store.written)
+
     def write_transitions(self, transitions: dict[JobKey, tuple[classad2.ClassAd, Transition]],
                           notify: bool = True) -> None:
         """Apply each job's transition to its ad and :meth:`write` the results with their events."""

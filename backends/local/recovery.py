@@ -69,7 +69,8 @@ def recover_job(store: JobStore, key: JobKey, directory: ExecuteDir, finish_job:
 
 def kill_leftover(directory: ExecuteDir) -> None:
     """Kill what is left of a job's process group after a crash, if it is still ours: a member's command line
-    names our launcher spec, or its environment names our job ad (so a recycled group id is never hit)."""
+    names our launcher spec, its environment names our job ad, or it works in the job's execute directory (a
+    launcher forked by the launcher server, before its job started) — so a recycled group id is never hit."""
     pgid = directory.pgid()
     if not pgid:
         return
@@ -80,8 +81,14 @@ def kill_leftover(directory: ExecuteDir) -> None:
         try:
             if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2]) != pgid:
                 continue
-            if any(mark in (proc / name).read_bytes() for mark in marks for name in ("cmdline", "environ")):
+            if _works_in(proc, directory.root) or any(mark in (proc / name).read_bytes()
+                                                      for mark in marks for name in ("cmdline", "environ")):
                 os.killpg(pgid, signal.SIGKILL)
                 return
         except (OSError, ValueError, IndexError):
             continue
+
+
+def _works_in(proc: Path, root: Path) -> bool:
+    cwd = os.readlink(proc / "cwd")
+    return cwd == str(root) or cwd.startswith(f"{root}/")

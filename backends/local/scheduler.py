@@ -10,6 +10,7 @@ recovered after a restart is held with a reason that says what failed (``_settle
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 from functools import partial
@@ -91,7 +92,7 @@ class Scheduler:
                 launches.append(launch)
                 self._queue.active.add(key)
         self._queue.write_transitions(transitions, notify=False)
-        return launches
+        return [dataclasses.replace(launch, written=self._queue.store.written) for launch in launches]
 
     def _next_jobs(self, free_cpus: int, running: set[JobKey]) -> list[tuple[JobKey, classad2.ClassAd, int]]:
         """The jobs to start now, given ``free_cpus``: idle jobs not starting already, in priority order (the store's
@@ -158,6 +159,7 @@ class Scheduler:
         transition = self._run_ended(ad, result, directory, interruption)
         joblog.run_ended(key, ad, result, interruption)
         self._queue.write_transitions({key: (ad, transition)})
+        self._queue.sync()  # the run's end is on disk before its result goes: a crash never runs it again
         directory.remove()
 
     def _run_ended(self, ad: classad2.ClassAd, result: RunResult, directory: ExecuteDir,
@@ -218,6 +220,7 @@ class Scheduler:
         transition = None if ad is None else lifecycle.unsettled(ad, reason, self._queue.now())
         if transition is not None:
             self._queue.write_transitions({key: (ad, transition)})
+            self._queue.sync()
         directory = ExecuteDir.of(self._execute, *key)  # its run is over: what is left of it goes
         recovery.kill_leftover(directory)
         directory.remove()
