@@ -104,13 +104,20 @@ class LocalBackend:
         store = self._queue.store
         with self._one_at_a_time:
             before = store.written
-            result = function(*args, **kwargs)
-            after = store.written
+            self._queue.deferred = []
+            try:
+                result = function(*args, **kwargs)
+            finally:
+                after, deferred, self._queue.deferred = store.written, self._queue.deferred, None
         if after > before:
             try:
                 store.durable(after)
             except OSError as exc:
                 raise BackendError(f"the job queue could not be synced to disk: {exc}") from None
+        if deferred:
+            with self._one_at_a_time:
+                for action in deferred:
+                    action()
         return result
 
     def info(self) -> BackendInfo:

@@ -159,8 +159,13 @@ class Scheduler:
         transition = self._run_ended(ad, result, directory, interruption)
         joblog.run_ended(key, ad, result, interruption)
         self._queue.write_transitions({key: (ad, transition)})
-        self._queue.sync()  # the run's end is on disk before its result goes: a crash never runs it again
-        directory.remove()
+        self._queue.once_durable(partial(self._remove_spent, key, directory))  # (the run's end is on disk before its
+        # result goes: a crash never runs it again)
+
+    def _remove_spent(self, key: JobKey, directory: ExecuteDir) -> None:
+        """Remove the execute directory of a run whose end is on disk, unless the job started again meanwhile."""
+        if key not in self._queue.active:
+            directory.remove()
 
     def _run_ended(self, ad: classad2.ClassAd, result: RunResult, directory: ExecuteDir,
                    interruption: str | None) -> Transition:
@@ -220,10 +225,9 @@ class Scheduler:
         transition = None if ad is None else lifecycle.unsettled(ad, reason, self._queue.now())
         if transition is not None:
             self._queue.write_transitions({key: (ad, transition)})
-            self._queue.sync()
         directory = ExecuteDir.of(self._execute, *key)  # its run is over: what is left of it goes
         recovery.kill_leftover(directory)
-        directory.remove()
+        self._queue.once_durable(partial(self._remove_spent, key, directory))
 
     # -- policies and restarts ------------------------------------------------------------------------
     def evaluate_periodic(self) -> bool:

@@ -138,12 +138,19 @@ class JobStore:
         """Every queued job, as it is when its turn comes (a job changed meanwhile is seen changed, one that left
         is skipped).  Only the jobs' keys are copied, never the ads: callers on other threads read while the
         backend's thread writes."""
-        keys = list(self._jobs)
+        jobs, keys = self._jobs, list(self._jobs)
         for start in range(0, len(keys), ADS_CHUNK):
             for key in keys[start:start + ADS_CHUNK]:
-                ad = self.get(key)
+                ad = jobs.get(key)
+                if ad is None and key in jobs:
+                    ad = self._load(key)
                 if ad is not None:
                     yield key, ad
+
+    def values(self) -> Iterator[classad2.ClassAd]:
+        """The queued ads, as :meth:`ads` reads them."""
+        for _, ad in self.ads():
+            yield ad
 
     def keys(self) -> list[JobKey]:
         return list(self._jobs)
