@@ -95,7 +95,7 @@ class LocalBackend:
         self._scheduler = Scheduler(self._queue, execute, machine)
         self._dags = NodeJobs(self._queue, state_dir)
         self._executor: Executor | None = None
-        self._one_at_a_time = threading.Lock()
+        self._one_at_a_time = threading.RLock()
 
     def serially(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``function`` alone (nothing else changes the queue meanwhile: the backend's code is written for one
@@ -103,6 +103,8 @@ class LocalBackend:
         durable, and the next call does not wait for this one's sync."""
         store = self._queue.store
         with self._one_at_a_time:
+            if self._queue.deferred is not None:  # called from within a call (a method of ours): part of it
+                return function(*args, **kwargs)
             before = store.written
             self._queue.deferred = []
             try:
