@@ -17,13 +17,14 @@ batch of ads at a time, with its budget checked between batches.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import select
 import signal
 import struct
 import time
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import classad2
 
@@ -51,17 +52,18 @@ _INDEX = struct.Struct("=I")
 _DONE = b"done"
 
 
-def filtered(ads: list[classad2.ClassAd], constraint: classad2.ExprTree | None,
+def filtered(ads: Iterable[classad2.ClassAd], constraint: classad2.ExprTree | None,
              budget: float | None) -> list[classad2.ClassAd]:
     """The ads for which ``constraint`` is true.  The gateway's own constraints (no ``budget``) are evaluated in this
     thread; a client's (with a ``budget``) here in batches when it is simple (:func:`is_simple`), else in a forked
     worker."""
     if constraint is None:
-        return ads
+        return list(ads)
     if budget is None:
         return [ad for ad in ads if matches(constraint, ad)]
     if is_simple(constraint):
         return in_batches(ads, constraint, budget)
+    ads = list(ads)  # (the worker answers with positions)
     return [ads[position] for position in matching(ads, constraint, budget)]
 
 
@@ -87,15 +89,18 @@ def is_simple(constraint: classad2.ExprTree) -> bool:
     return position == len(text)
 
 
-def in_batches(ads: Sequence[classad2.ClassAd], constraint: classad2.ExprTree,
+def in_batches(ads: Iterable[classad2.ClassAd], constraint: classad2.ExprTree,
                budget: float) -> list[classad2.ClassAd]:
     """The ads for which a simple constraint is true, evaluated here, :data:`BATCH` ads between checks of the
-    budget."""
+    budget (read as they come: the queue is never copied whole)."""
     deadline = time.monotonic() + budget
     found: list[classad2.ClassAd] = []
-    for start in range(0, len(ads), BATCH):
-        found += [ad for ad in ads[start:start + BATCH] if matches(constraint, ad)]
-        if time.monotonic() > deadline and start + BATCH < len(ads):
+    remaining = iter(ads)
+    batch = list(itertools.islice(remaining, BATCH))
+    while batch:
+        found += [ad for ad in batch if matches(constraint, ad)]
+        batch = list(itertools.islice(remaining, BATCH))
+        if batch and time.monotonic() > deadline:
             raise over_budget(budget)
     return found
 

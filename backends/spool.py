@@ -109,14 +109,16 @@ class Spool:
             return
         with self._directory(cluster, proc) as fd:
             try:
-                for entry in os.scandir(fd):
+                entries = list(os.scandir(fd))
+                for entry in entries:
                     if entry.is_file(follow_symlinks=False):
                         opened = os.open(entry.name, _READ_FLAGS, dir_fd=fd)
                         try:
                             os.fsync(opened)
                         finally:
                             os.close(opened)
-                os.fsync(fd)
+                if entries:  # (an empty spool holds nothing to lose: most jobs, and a sync a commit need not wait for)
+                    os.fsync(fd)
             except OSError as exc:
                 raise BackendError(f"Failed to store the spool of job {cluster}.{proc} durably, reason: "
                                    f"{exc.strerror}") from None

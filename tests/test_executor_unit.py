@@ -342,6 +342,30 @@ def test_a_held_job_gets_its_kill_signal_then_sigkill_after_the_grace(reactor, s
     assert ex.busy_cpus == 0
 
 
+def test_a_hold_heard_before_the_choice_that_started_the_job_stops_it(reactor, scheduling, tmp_path, sent):
+    """The backend's calls answer in any order: a hold written just after start_jobs chose the job may reach the
+    executor before start_jobs's answer; the job is then stopped as soon as it is started."""
+    held = HeldCall()
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=4242)]
+    ex = executor(reactor, scheduling, call_function=held)
+    start_cycles(reactor, ex)  # start_jobs has chosen (1, 0) ...
+    ex.changed({(1, 0): ad(JobStatus.HELD)})  # ... and the hold that came after it is heard first
+    ex.changed({(2, 0): ad(JobStatus.HELD)})  # (a job it did not choose is nothing to stop)
+    assert sent == []
+    held.answer()
+    assert sent == [("kill", reactor.spawned[0].process.pid, signal.SIGTERM)]
+
+
+def test_a_change_written_before_the_choice_and_heard_after_it_is_not_followed(reactor, scheduling, tmp_path, sent):
+    held = HeldCall()
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=4242)]  # (its start is the queue's write 0)
+    ex = executor(reactor, scheduling, call_function=held)
+    start_cycles(reactor, ex)
+    ex.changed({(1, 0): ad(JobStatus.IDLE)}, written=0)  # e.g. its submission, heard late: long over
+    held.answer()
+    assert sent == [] and ex.busy_cpus == 1
+
+
 @pytest.mark.parametrize("status, attributes, expected", [
     (JobStatus.REMOVED, {"RemoveKillSig": "SIGQUIT", "HoldKillSig": "SIGUSR1"}, signal.SIGQUIT),
     (JobStatus.HELD, {"KillSig": "SIGHUP"}, signal.SIGHUP),

@@ -206,3 +206,24 @@ def test_user_is_always_the_owner_at_the_uid_domain(tmp_path):
 def test_denied_owners_is_a_list_of_names(tmp_path, denied):
     with pytest.raises(ValueError, match="denied_owners"):
         LocalBackend(tmp_path, denied_owners=denied)
+
+
+def test_a_call_returns_once_its_writes_are_on_disk_and_only_then_does_what_waited_for_them(backend, monkeypatch):
+    store, queue, order = backend._queue.store, backend._queue, []
+    real_durable = store.durable
+    monkeypatch.setattr(store, "durable", lambda written: (order.append(("synced", written)), real_durable(written)))
+
+    def work() -> None:  # (inside a call: the queue itself, not the backend's methods, which are calls)
+        txn = queue.begin()
+        cluster = queue.new_cluster(txn)
+        queue.submit(txn, cluster, queue.new_proc(txn, cluster), classad2.ClassAd({"Cmd": "/bin/true"}))
+        queue.commit(txn)
+        queue.once_durable(lambda: order.append(("after", store.written)))
+        order.append(("returning", store.written))
+
+    backend.serially(work)
+    written = store.written
+    backend.serially(lambda: backend.begin())  # (a call from within a call is part of it, not a wait for itself)
+    assert order[-3:] == [("returning", written), ("synced", written), ("after", written)]
+    queue.once_durable(lambda: order.append(("at once", store.written)))  # (outside a call: synced there and then)
+    assert order[-2:] == [("synced", written), ("at once", written)]

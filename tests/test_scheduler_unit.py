@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from backends.local import scheduler as scheduler_module
 from backends.local import starter
 from backends.local.owners import Accounts
 from backends.local.sandbox import ExecuteDir
@@ -338,6 +339,15 @@ def test_evaluate_periodic_applies_periodic_hold(world):
     count = len(world.changes)
     world.scheduler.evaluate_periodic()
     assert len(world.changes) == count  # nothing more to do: nothing written, nobody told
+
+
+def test_a_periodic_round_over_a_long_queue_goes_a_chunk_of_jobs_per_call(world, monkeypatch):
+    monkeypatch.setattr(scheduler_module, "PERIODIC_CHUNK", 2)
+    held = [world.submit(PeriodicHold=E("true"))[0] for _ in range(5)]
+    calls = 1
+    while world.scheduler.evaluate_periodic():  # (the executor calls again at once, other calls in between)
+        calls += 1
+    assert calls == 3 and all(world.status(key) is JobStatus.HELD for key in held)
 
 
 def test_evaluate_periodic_applies_periodic_release_and_remove(world):

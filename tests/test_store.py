@@ -106,9 +106,67 @@ def test_the_idle_jobs_are_kept_in_the_order_they_start_as_jobs_change(tmp_path)
     store.apply({(1, 0): job(1, QDate=30), (2, 0): job(2, QDate=10), (3, 0): job(3, QDate=20, JobPrio=5),
                  (4, 0): job(4, QDate=5, JobUniverse=7), (5, 0): job(5, QDate=1, RequestCpus=2),
                  (6, 0): job(6, status=5)})
-    assert list(store.idle.in_order()) == [((3, 0), 1), ((5, 0), 2), ((4, 0), 0), ((2, 0), 1), ((1, 0), 1)]
+    # (the jobs that take no slot first: they do not compete with the others)
+    assert list(store.idle.in_order()) == [((4, 0), 0), ((3, 0), 1), ((5, 0), 2), ((2, 0), 1), ((1, 0), 1)]
+    assert list(store.idle.in_order(free_cpus=0)) == [((4, 0), 0)]
     store.apply({(3, 0): job(3, status=2, QDate=20, JobPrio=5), (6, 0): job(6, QDate=0)}, archived=[(5, 0)])
-    assert [key for key, _ in store.idle.in_order()] == [(6, 0), (4, 0), (2, 0), (1, 0)]
+    assert [key for key, _ in store.idle.in_order()] == [(4, 0), (6, 0), (2, 0), (1, 0)]
+    store.idle.set_aside((6, 0))
+    assert [key for key, _ in store.idle.in_order()] == [(4, 0), (2, 0), (1, 0)] and (6, 0) in store.idle
+    store.idle.reconsider()
+    assert [key for key, _ in store.idle.in_order()] == [(4, 0), (6, 0), (2, 0), (1, 0)]
+    store.idle.set_aside((6, 0))
+    store.apply({(6, 0): job(6, QDate=0, JobPrio=1)})  # a changed job is matched again
+    assert [key for key, _ in store.idle.in_order()] == [(4, 0), (6, 0), (2, 0), (1, 0)]
     reopened = JobStore(tmp_path / "queue.sqlite3")  # (built again from the queue at start-up)
     assert list(reopened.idle.in_order()) == list(store.idle.in_order())
     assert len(store.idle) == 4 and (2, 0) in store.idle and (3, 0) not in store.idle
+
+
+def test_a_restart_reads_the_scheduling_columns_and_parses_the_ads_in_the_background(tmp_path):
+    store = JobStore(tmp_path / "queue.sqlite3")
+    store.apply({(1, 0): job(1, QDate=30), (2, 0): job(2, status=2), (3, 0): job(3, QDate=10, JobPrio=2)})
+    reopened = JobStore(tmp_path / "queue.sqlite3")
+    assert list(reopened.idle.in_order()) == list(store.idle.in_order())  # (from the columns, before any parse)
+    assert reopened.keys_with_status([2]) == [(2, 0)]
+    assert reopened.get((3, 0))["JobPrio"] == 2  # asked for before the loader came to it: parsed now
+    assert reopened.loaded.wait(10)
+    assert {key: str(ad) for key, ad in reopened.ads()} == {key: str(ad) for key, ad in store.ads()}
+    reopened.close()
+
+
+def test_a_queue_written_before_the_scheduling_columns_gets_them_from_its_ads(tmp_path):
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "queue.sqlite3")
+    db.execute("CREATE TABLE jobs (cluster INTEGER NOT NULL, proc INTEGER NOT NULL, ad TEXT NOT NULL, "
+               "PRIMARY KEY (cluster, proc))")
+    db.executemany("INSERT INTO jobs VALUES (?, ?, ?)", [(1, 0, str(job(1, QDate=5))), (2, 0, str(job(2, status=5)))])
+    db.commit()
+    db.close()
+    store = JobStore(tmp_path / "queue.sqlite3")
+    assert [key for key, _ in store.idle.in_order()] == [(1, 0)] and store.keys_with_status([5]) == [(2, 0)]
+    assert store.get((2, 0))["JobStatus"] == 5
+
+
+def test_commits_at_once_share_one_sync_and_each_is_durable_when_durable_returns(tmp_path, monkeypatch):
+    import os
+    import threading
+
+    store = JobStore(tmp_path / "queue.sqlite3")
+    store.durable(store.apply({(10, 0): job(10)}))  # (the first sync also syncs the directory of the new WAL)
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(store_module.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    written = [store.apply({(n, 0): job(n)}) for n in range(1, 6)]  # five commits, none synced yet
+    threads = [threading.Thread(target=store.durable, args=(number,)) for number in written]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(synced) == 1  # the first sync covered every write before it
+    store.durable(written[-1])
+    assert len(synced) == 1
+    store.apply({(9, 0): job(9)})
+    store.durable(store.written)
+    assert len(synced) == 2

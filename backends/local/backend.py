@@ -8,17 +8,19 @@ scheduler (``scheduler.py``, with the rules of ``lifecycle.py``), the executor i
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import socket
+import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import classad2
 from twisted.logger import Logger
 
-from backends.interface import BackendInfo, Capability, FileInfo
+from backends.interface import BackendError, BackendInfo, Capability, FileInfo
 from backends.spool import Spool
 from jobmodel import __version__
 from jobmodel.jobs import JobAction
@@ -29,6 +31,7 @@ from .advertised import AdvertisedAds
 from .chirp import ChirpService, QueueJobs
 from .dag.nodes import NodeJobs
 from .executor import Executor, ExecutorOptions
+from .launchers import ForkServer
 from .machine import machine_ad
 from .owners import Accounts
 from .pool import LocalPool, PoolFacts
@@ -37,13 +40,27 @@ from .scheduler import Scheduler
 from .store import JobStore
 
 log = Logger()
+T = TypeVar("T")
 
 #: the HTCondor release whose SOAP interface the gateway reproduces (the last one that had it)
 INTERFACE_VERSION = "8.6.13"
 
 
+def _serial(method: Callable[..., T]) -> Callable[..., T]:
+    """An interface method that changes or reads the queue's writable state: run one at a time (see
+    :meth:`LocalBackend.serially`)."""
+
+    @functools.wraps(method)
+    def serial(self: "LocalBackend", *args: Any, **kwargs: Any) -> T:
+        return self.serially(method, self, *args, **kwargs)
+
+    return serial
+
+
 class LocalBackend:
-    threads = 1  # one SQLite connection, one writer: every call runs on the same worker thread
+    #: worker threads: calls run one at a time (``serially``), but as many as this can wait for their writes to
+    #: reach the disk together, so that commits made at once share one sync (group commit)
+    threads = 8
     call_timeout = None  # a local call always answers
     capabilities = frozenset({Capability.SERVICES, Capability.HISTORY, Capability.POOL})
 
@@ -89,6 +106,32 @@ class LocalBackend:
                                AdvertisedAds(clock, classad_lifetime, max_advertised_ads))
         self._dags = NodeJobs(self._queue, state_dir)
         self._executor: Executor | None = None
+        self._one_at_a_time = threading.RLock()
+
+    def serially(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``function`` alone (nothing else changes the queue meanwhile: the backend's code is written for one
+        thread), then, outside, wait until what it wrote is on disk: the caller hears of its change only once it is
+        durable, and the next call does not wait for this one's sync."""
+        store = self._queue.store
+        with self._one_at_a_time:
+            if self._queue.deferred is not None:  # called from within a call (a method of ours): part of it
+                return function(*args, **kwargs)
+            before = store.written
+            self._queue.deferred = []
+            try:
+                result = function(*args, **kwargs)
+            finally:
+                after, deferred, self._queue.deferred = store.written, self._queue.deferred, None
+        if after > before:
+            try:
+                store.durable(after)
+            except OSError as exc:
+                raise BackendError(f"the job queue could not be synced to disk: {exc}") from None
+        if deferred:
+            with self._one_at_a_time:
+                for action in deferred:
+                    action()
+        return result
 
     def info(self) -> BackendInfo:
         return self._info
@@ -96,10 +139,12 @@ class LocalBackend:
     # -- running inside the gateway ---------------------------------------------------------------------
     def start(self, reactor: Any, call: Callable[..., Any]) -> None:
         """Start the executor in the gateway's reactor (``call`` runs a function on the backend's thread)."""
-        executor = Executor(reactor, call, self._scheduler, self._dags, self.options,
-                            ChirpService(reactor, call, QueueJobs(self._queue)))
+        serial = functools.partial(call, self.serially)  # calls from the reactor run one at a time, as the clients'
+        executor = Executor(reactor, serial, self._scheduler, self._dags, self.options, ForkServer(reactor),
+                            ChirpService(reactor, serial, QueueJobs(self._queue)))
         self._executor = executor
-        self._queue.listener = lambda changes: reactor.callFromThread(executor.changed, changes)
+        store = self._queue.store
+        self._queue.listener = lambda changes: reactor.callFromThread(executor.changed, changes, store.written)
         executor.start()
 
     async def stop(self, fast: bool = False) -> None:
@@ -110,44 +155,56 @@ class LocalBackend:
         self._queue.store.close()
 
     # -- the backend interface, answered by the queue ----------------------------------------------------
+    @_serial
     def begin(self) -> LocalTransaction:
         return self._queue.begin()
 
+    @_serial
     def commit(self, txn: LocalTransaction) -> None:
         self._queue.commit(txn)
 
+    @_serial
     def abort(self, txn: LocalTransaction) -> None:
         self._queue.abort(txn)
 
+    @_serial
     def new_cluster(self, txn: LocalTransaction) -> int:
         return self._queue.new_cluster(txn)
 
+    @_serial
     def new_proc(self, txn: LocalTransaction, cluster: int) -> int:
         return self._queue.new_proc(txn, cluster)
 
     def spool_directory(self, cluster: int, proc: int) -> str:
         return str(self._queue.spool.directory(cluster, proc))
 
+    @_serial
     def submit(self, txn: LocalTransaction, cluster: int, proc: int, ad: classad2.ClassAd) -> None:
         self._queue.submit(txn, cluster, proc, ad)
 
+    @_serial
     def stage_file(self, txn: LocalTransaction, cluster: int, proc: int, name: str) -> None:
         self._queue.stage_file(txn, cluster, proc, name)
 
+    @_serial
     def write_file(self, txn: LocalTransaction, cluster: int, proc: int, name: str, offset: int,
                    data: bytes) -> None:
         self._queue.write_file(txn, cluster, proc, name, offset, data)
 
+    @_serial
     def file_md5(self, txn: LocalTransaction, cluster: int, proc: int, name: str) -> str:
         return self._queue.file_md5(txn, cluster, proc, name)
 
+    @_serial
     def list_files(self, txn: LocalTransaction | None, cluster: int, proc: int) -> Sequence[FileInfo]:
         return self._queue.list_files(cluster, proc)
 
+    @_serial
     def read_file(self, txn: LocalTransaction | None, cluster: int, proc: int, name: str, offset: int,
                   length: int) -> bytes:
         return self._queue.read_file(cluster, proc, name, offset, length)
 
+    @_serial
     def read_job_file(self, cluster: int, proc: int, path: str, offset: int, length: int) -> tuple[int, bytes]:
         return self._queue.spool.read_job_file(cluster, proc, path, offset, length)
 
@@ -162,14 +219,17 @@ class LocalBackend:
     def get_job(self, cluster: int, proc: int) -> classad2.ClassAd | None:
         return self._queue.get_job(cluster, proc)
 
+    @_serial
     def act(self, txn: LocalTransaction | None, action: JobAction, cluster: int, proc: int | None,
             reason: str | None, *, system: bool = False) -> int:
         return self._queue.act(txn, action, cluster, proc, reason, system=system)
 
+    @_serial
     def set_attribute(self, txn: LocalTransaction | None, cluster: int, proc: int, name: str,
                       value: str | classad2.ExprTree) -> None:
         self._queue.set_attribute(txn, cluster, proc, name, value)
 
+    @_serial
     def reschedule(self) -> None:
         self._queue.reschedule()
 

@@ -9,29 +9,25 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import classad2
-from twisted.internet import protocol
 from twisted.internet.defer import Deferred
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from jobmodel.classads import job_status
 from jobmodel.jobs import JobStatus
-from jobmodel.stacklimit import ORIGINAL_STACK_LIMIT
 
 from .chirp import ChirpService
 from .chirpconfig import ChirpPlan
 from .dag.runner import DagHost, DagRun, Outcome, StopReason
+from .launchers import LAUNCHER, Launchers, SpawnedLaunchers
 from .lifecycle import kill_signal
 from .sandbox import ExecuteDir
 
 log = Logger()
-LAUNCHER = Path(__file__).with_name("launcher.py")
 SHUT_DOWN = "The gateway shut down while the job was running; it will run again"
 JobKey = tuple[int, int]
 
@@ -46,6 +42,7 @@ class Launch:
     cpus: int
     dag: bool = False
     chirp: ChirpPlan | None = None  # the chirp servers the run gets (one per node), if any
+    written: int = 0  # the queue's write that recorded its start (see Executor._follow)
 
 
 class Scheduling(Protocol):
@@ -59,7 +56,7 @@ class Scheduling(Protocol):
 
     def finish_dag(self, key: JobKey, exit_code: int | None, interruption: str | None = None) -> None: ...
 
-    def evaluate_periodic(self) -> None: ...
+    def evaluate_periodic(self) -> bool | None: ...
 
 
 @dataclass(frozen=True)
@@ -67,15 +64,6 @@ class ExecutorOptions:
     slots: int = field(default_factory=lambda: os.cpu_count() or 1)
     kill_grace: float = 10.0  # seconds between the polite signal and SIGKILL
     periodic_interval: float = 60.0  # how often PeriodicHold/Remove/Release are evaluated
-
-
-class _JobProcess(protocol.ProcessProtocol):
-    def __init__(self, executor: "Executor", key: JobKey) -> None:
-        self._executor = executor
-        self._key = key
-
-    def processEnded(self, reason: Any) -> None:
-        self._executor._process_ended(self._key)
 
 
 @dataclass
@@ -90,8 +78,10 @@ class _Running:
 
 class Executor:
     def __init__(self, reactor: Any, call: Callable[..., Deferred], scheduler: Scheduling, dags: DagHost,
-                 options: ExecutorOptions, chirp: ChirpService | None = None) -> None:
+                 options: ExecutorOptions, launchers: Launchers | None = None,
+                 chirp: ChirpService | None = None) -> None:
         self._reactor = reactor
+        self._launchers = launchers if launchers is not None else SpawnedLaunchers(reactor)
         self._chirp = chirp  # the chirp servers of runs that asked for them
         self._call = call
         self._scheduler = scheduler
@@ -106,6 +96,8 @@ class Executor:
         self._periodic = LoopingCall(self._tick)
         self._periodic.clock = reactor
         self._drained: list[Deferred] = []
+        #: changes of jobs not running here, heard while the scheduler chose (see _follow)
+        self._heard: dict[JobKey, tuple[int | None, classad2.ClassAd]] = {}
 
     # -- life cycle ---------------------------------------------------------------------------------
     def start(self) -> Deferred:
@@ -143,25 +135,15 @@ class Executor:
             waiter: Deferred = Deferred()
             self._drained.append(waiter)
             await waiter
+        self._launchers.stop()
 
     # -- what the backend tells us ------------------------------------------------------------------
-    def changed(self, changes: dict[JobKey, classad2.ClassAd]) -> None:
-        """Called (in the reactor thread) after queue changes: stop runs that were held or removed, tell DAG
-        runs about their node jobs, and look for work when something became idle."""
+    def changed(self, changes: dict[JobKey, classad2.ClassAd], written: int | None = None) -> None:
+        """Called (in the reactor thread) after queue changes (``written``: the queue's write that made them):
+        stop runs that were held or removed, tell DAG runs about their node jobs, and look for work when something
+        became idle."""
         for key, ad in changes.items():
-            status = job_status(ad)
-            running = self._running.get(key)
-            if running is not None and running.dag is None and status in (JobStatus.SUSPENDED, JobStatus.RUNNING):
-                if status is JobStatus.SUSPENDED:
-                    self._suspend(running)
-                else:
-                    self._continue(running)
-            elif running is not None and status is not JobStatus.RUNNING:
-                self._continue(running)
-                if running.dag is not None:
-                    running.dag.stop(StopReason.REMOVE if status is JobStatus.REMOVED else StopReason.HOLD)
-                else:
-                    self._signal(key, _signal_number(kill_signal(ad)))
+            self._follow(key, ad, written)
             dag_cluster = ad.get("DAGManJobId")
             if isinstance(dag_cluster, int):
                 for other in list(self._running.values()):  # a DAG run may end while told
@@ -169,6 +151,29 @@ class Executor:
                         other.dag.job_changed(key, ad)
         if not changes or any(job_status(ad) is JobStatus.IDLE for ad in changes.values()):
             self.wake()
+
+    def _follow(self, key: JobKey, ad: classad2.ClassAd, written: int | None = None) -> None:
+        """Suspend, continue or stop the run of a job that changed.  A change of a job that is not running here
+        yet, while the scheduler is choosing jobs, is kept for the jobs it chooses: the backend's calls run one at a
+        time but answer in any order, so a hold written just after a job was chosen may be heard before the choice
+        (and one written before it, after)."""
+        status = job_status(ad)
+        running = self._running.get(key)
+        if running is None:
+            if self._negotiating:
+                self._heard[key] = written, ad
+            return
+        if running.dag is None and status in (JobStatus.SUSPENDED, JobStatus.RUNNING):
+            if status is JobStatus.SUSPENDED:
+                self._suspend(running)
+            else:
+                self._continue(running)
+        elif status is not JobStatus.RUNNING:
+            self._continue(running)
+            if running.dag is not None:
+                running.dag.stop(StopReason.REMOVE if status is JobStatus.REMOVED else StopReason.HOLD)
+            else:
+                self._signal(key, _signal_number(kill_signal(ad)))
 
     def wake(self) -> None:
         """Schedule a negotiation cycle soon (many wake-ups coalesce into one)."""
@@ -197,12 +202,18 @@ class Executor:
             while not self._stopped:
                 self._again = False
                 free = self.options.slots - self.busy_cpus
+                self._heard = {}
                 launches = await self._call(self._scheduler.start_jobs, free, set(self._running))
                 if self._stopped:  # stop() came while the scheduler chose: these jobs never start
                     await self._requeue(launches)
                     break
                 for launch in launches:
                     self._spawn(launch)
+                for launch in launches:  # changes made after the choice that started them, heard before it
+                    written, ad = self._heard.get(launch.key, (0, None))
+                    after = written is None or written > launch.written
+                    if ad is not None and after and launch.key in self._running:
+                        self._follow(launch.key, ad)
                 if not self._again:
                     break
         finally:
@@ -226,13 +237,8 @@ class Executor:
         if launch.chirp is not None and self._chirp is not None:
             self._chirp.open(launch.key, launch.chirp)  # before the job starts: it finds its .chirp.config
         try:
-            # no path (working directory): twisted then starts the launcher with posix_spawn, not by forking the
-            # whole gateway (milliseconds with every thread stopped, then copy-on-write faults); the launcher goes
-            # to its directory itself
-            running.transport = self._reactor.spawnProcess(
-                _JobProcess(self, launch.key), sys.executable,
-                [sys.executable, "-S", "-s", str(LAUNCHER), str(launch.directory.spec_file)],
-                env=_launcher_environment())
+            running.transport = self._launchers.start(launch.directory.spec_file,
+                                                      lambda: self._process_ended(launch.key))
         except OSError as exc:
             log.error("cannot start the launcher for job {job}: {error}", job=launch.key, error=exc)
             self._reactor.callLater(0, self._process_ended, launch.key)
@@ -264,9 +270,9 @@ class Executor:
 
     def _deliver(self, key: JobKey, number: int) -> None:
         running = self._running.get(key)
-        if running is None or running.transport is None or running.transport.pid is None:
+        if running is None or running.transport is None:
             return
-        if running.launch.directory.pgid() is None:
+        if running.transport.pid is None or running.launch.directory.pgid() is None:
             self._reactor.callLater(0.02, self._deliver, key, number)
             return
         try:
@@ -332,9 +338,14 @@ class Executor:
         self.wake()
 
     def _tick(self) -> Deferred:
-        ticked = self._call(self._scheduler.evaluate_periodic)
+        ticked = Deferred.fromCoroutine(self._evaluate_periodic())
         ticked.addErrback(lambda failure: log.failure("periodic policy evaluation failed", failure))
         return ticked
+
+    async def _evaluate_periodic(self) -> None:
+        """A whole round of the periodic evaluation, a chunk of the queue per call (other calls go in between)."""
+        while await self._call(self._scheduler.evaluate_periodic) and not self._stopped:
+            pass
 
 
 def _signal_number(name: str) -> int:
@@ -347,13 +358,4 @@ def _signal_number(name: str) -> int:
         return int(signal.SIGTERM)
 
 
-__all__ = ["Executor", "ExecutorOptions", "Launch", "Scheduling"]
-
-
-def _launcher_environment() -> dict[str, str]:
-    """The launcher's environment: a PATH, and the stack limit the gateway was started with, which the launcher
-    gives back to itself before it starts the job (jobs get their environment from their ad, not from this)."""
-    environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    if ORIGINAL_STACK_LIMIT in os.environ:
-        environment[ORIGINAL_STACK_LIMIT] = os.environ[ORIGINAL_STACK_LIMIT]
-    return environment
+__all__ = ["Executor", "ExecutorOptions", "LAUNCHER", "Launch", "Scheduling"]

@@ -1,4 +1,10 @@
-"""Runs one job and reports how it ended: ``python launcher.py SPEC.json`` (the executor starts this file).
+"""Runs one job and reports how it ended: ``python launcher.py SPEC.json``, or many: ``python launcher.py --serve``.
+
+The executor starts one server (``--serve``) and writes it the path of each job's spec, a line each; the server
+forks a launcher for it (this module is already loaded: no interpreter starts per job, which took a hundred
+milliseconds of every job's run) and answers ``started <pid>``, then ``ended <pid>`` once that launcher has ended.
+A launcher does not need its server after the fork: if the gateway (and so its server) goes away, the launchers
+finish their jobs and write their results as before.
 
 The gateway starts this small process instead of the job itself so that the job gets its own session (the whole
 process group can be signalled or killed), and so that its resource usage (``wait4``) and exit status are written
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import sys
 import time
@@ -156,9 +163,7 @@ def _transfer_output(spec: dict[str, Any], account: Account | None, before: dict
 
 
 def _say(fd: int, **message: Any) -> None:
-    view = memoryview(json.dumps(message).encode() + b"\n")
-    while view:
-        view = view[os.write(fd, view):]
+    _write_all(fd, json.dumps(message).encode() + b"\n")
 
 
 def _messages(fd: int) -> dict[str, Any]:
@@ -200,5 +205,84 @@ def main(spec_path: str) -> int:
     return 0
 
 
+def serve() -> int:
+    """Fork a launcher for every spec path read on stdin; say on stdout when each started and ended.  Ends when
+    stdin does (the gateway closed it, or is gone)."""
+    wake_read, wake_write = os.pipe()
+    for fd in (wake_read, wake_write):
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wake_write)  # a SIGCHLD wakes the select below
+    signal.signal(signal.SIGCHLD, lambda _number, _frame: None)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a ^C to the gateway's terminal is the gateway's to handle)
+    pending = b""
+    while True:
+        ready, _, _ = select.select([0, wake_read], [], [])
+        if wake_read in ready:
+            while _drained(wake_read):
+                pass
+        _reap()
+        if 0 not in ready:
+            continue
+        data = os.read(0, 65536)
+        if not data:
+            return 0
+        *lines, pending = (pending + data).split(b"\n")
+        for line in lines:
+            _tell(f"started {_fork_launcher(line.decode(), (wake_read, wake_write))}")
+
+
+def _drained(fd: int) -> bool:
+    try:
+        return bool(os.read(fd, 4096))
+    except BlockingIOError:
+        return False
+
+
+def _reap() -> None:
+    """Say which launchers ended (reaping them)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _tell(f"ended {pid}")
+
+
+def _fork_launcher(spec_path: str, server_fds: tuple[int, ...]) -> int:
+    """A child that is the launcher of this spec, as ``python launcher.py SPEC`` would be (0: the fork failed)."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return 0
+    if pid:
+        return pid
+    status = 1  # pragma: no cover - the child leaves through os._exit
+    try:
+        signal.set_wakeup_fd(-1)
+        for number in (signal.SIGCHLD, signal.SIGINT):
+            signal.signal(number, signal.SIG_DFL)
+        for fd in server_fds:
+            os.close(fd)
+        null = os.open(os.devnull, os.O_RDWR)  # the server's pipes to the gateway are not the launcher's
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+        status = main(spec_path)
+    finally:
+        os._exit(status)
+
+
+def _tell(line: str) -> None:
+    _write_all(1, f"{line}\n".encode())
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(serve() if sys.argv[1] == "--serve" else main(sys.argv[1]))

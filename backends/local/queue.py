@@ -72,6 +72,8 @@ class JobQueue:
         #: jobs whose process is (or may be) running: they stay in the queue whatever their state says
         self.active: set[JobKey] = set()
         self.listener: ChangeListener | None = None
+        #: what once_durable leaves for the caller to do after its sync (None: once_durable syncs itself)
+        self.deferred: list[Callable[[], None]] | None = None
 
     def now(self) -> int:
         return int(self._clock())
@@ -205,7 +207,7 @@ class JobQueue:
               budget: float | None = None) -> list[classad2.ClassAd]:
         """Committed jobs for which ``constraint`` is true; a client's constraint (with a ``budget``) is evaluated
         in a forked worker (``backends.evaluation``), the gateway's own in this thread."""
-        found = evaluation.filtered([ad for _, ad in self.store.ads()], constraint, budget)
+        found = evaluation.filtered(self.store.values(), constraint, budget)
         if projection:
             return [projected(ad, projection) for ad in found]
         return found
@@ -284,7 +286,7 @@ class JobQueue:
         leaving = [key for key, ad in ads.items() if key not in self.active and lifecycle.leaves_queue(ad)]
         before = {key: joblog.status_before(self.store.get(key)) for key in ads}
         with _queue_errors():
-            self.store.apply(ads, leaving)
+            self.store.apply(ads, leaving)  # (on disk once the backend's call returns: LocalBackend.serially)
         for key, ad in ads.items():
             joblog.status_changed(key, before[key], ad)
         for key, event in events:
@@ -293,6 +295,16 @@ class JobQueue:
             self.spool.discard(*key)
         if notify and self.listener is not None:
             self.listener(dict(ads))
+
+    def once_durable(self, action: Callable[[], None]) -> None:
+        """Do ``action`` once every write so far is on disk: now, or, in a call that waits for its writes after it
+        (``LocalBackend.serially`` sets :attr:`deferred`), once it has."""
+        if self.deferred is None:
+            with _queue_errors():
+                self.store.durable(self.store.written)
+            action()
+        else:
+            self.deferred.append(action)
 
     def write_transitions(self, transitions: dict[JobKey, tuple[classad2.ClassAd, Transition]],
                           notify: bool = True) -> None:

@@ -42,9 +42,10 @@ class Settle(Protocol):
 
 
 def recover(store: JobStore, execute_root: Path, finish_job: FinishJob, settle: Settle) -> None:
-    """Recover every job of the queue, each through ``settle``; ``finish_job`` records a run's end and raises when
-    it cannot (``settle`` then holds the job with the reason)."""
-    for key, _ in store.ads():
+    """Recover every job that has (or had) a process, each through ``settle``: the jobs running or suspended, and
+    any whose execute directory is left (the others cost nothing at start-up, however many are queued);
+    ``finish_job`` records a run's end and raises when it cannot (``settle`` then holds the job with the reason)."""
+    for key in sorted(set(store.keys_with_status(WITH_PROCESS)) | set(ExecuteDir.keys_in(execute_root))):
         settle(key, RECOVER, partial(recover_job, store, key, ExecuteDir.of(execute_root, *key), finish_job))
 
 
@@ -68,7 +69,8 @@ def recover_job(store: JobStore, key: JobKey, directory: ExecuteDir, finish_job:
 
 def kill_leftover(directory: ExecuteDir) -> None:
     """Kill what is left of a job's process group after a crash, if it is still ours: a member's command line
-    names our launcher spec, or its environment names our job ad (so a recycled group id is never hit)."""
+    names our launcher spec, its environment names our job ad, or it works in the job's execute directory (a
+    launcher forked by the launcher server, before its job started) — so a recycled group id is never hit."""
     pgid = directory.pgid()
     if not pgid:
         return
@@ -79,8 +81,14 @@ def kill_leftover(directory: ExecuteDir) -> None:
         try:
             if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2]) != pgid:
                 continue
-            if any(mark in (proc / name).read_bytes() for mark in marks for name in ("cmdline", "environ")):
+            if _works_in(proc, directory.root) or any(mark in (proc / name).read_bytes()
+                                                      for mark in marks for name in ("cmdline", "environ")):
                 os.killpg(pgid, signal.SIGKILL)
                 return
         except (OSError, ValueError, IndexError):
             continue
+
+
+def _works_in(proc: Path, root: Path) -> bool:
+    cwd = os.readlink(proc / "cwd")
+    return cwd == str(root) or cwd.startswith(f"{root}/")

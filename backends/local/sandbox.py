@@ -30,6 +30,16 @@ class ExecuteDir:
     def of(cls, execute: Path, cluster: int, proc: int) -> "ExecuteDir":
         return cls(execute / f"dir_{cluster}.{proc}")
 
+    @staticmethod
+    def keys_in(execute: Path) -> list[tuple[int, int]]:
+        """The jobs that have an execute directory under ``execute``."""
+        keys = []
+        for entry in os.scandir(execute) if execute.is_dir() else ():
+            cluster, dot, proc = entry.name.removeprefix("dir_").partition(".")
+            if entry.name.startswith("dir_") and dot and cluster.isdigit() and proc.isdigit():
+                keys.append((int(cluster), int(proc)))
+        return keys
+
     @property
     def sandbox(self) -> Path:
         return self.root / "sandbox"

@@ -10,6 +10,7 @@ recovered after a restart is held with a reason that says what failed (``_settle
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 from functools import partial
@@ -33,6 +34,8 @@ from .store import JobKey
 
 log = Logger()
 
+#: jobs the periodic evaluation looks at in one call
+PERIODIC_CHUNK = 2000
 #: what could not be done, in a hold reason ("The gateway could not ...: <error>")
 START = "start the job"
 RECORD_END = "record the end of the job's run"
@@ -51,19 +54,28 @@ class Scheduler:
         self._machine = machine
         #: jobs that could be neither settled nor held (the queue refused every write): retried periodically
         self._retries: dict[JobKey, Callable[[], None]] = {}
+        #: the jobs the periodic evaluation in progress has still to look at (taken from the end)
+        self._periodic_round: list[JobKey] = []
 
     # -- starting -------------------------------------------------------------------------------------
     def start_jobs(self, free_cpus: int, running: set[JobKey]) -> list[Launch]:
         """Choose idle jobs that match this machine and fit the free slots, in priority order, prepare their
-        execute directories and mark them running; jobs that cannot run are put on hold."""
+        execute directories and mark them running; jobs that cannot run are put on hold (and the slots they would
+        have taken go to the next jobs)."""
+        launches: list[Launch] = []
+        while True:
+            chosen = self._next_jobs(free_cpus - sum(launch.cpus for launch in launches), running)
+            started = self._start(chosen)
+            launches += started
+            if len(started) == len(chosen):
+                return launches
+
+    def _start(self, chosen: list[tuple[JobKey, classad2.ClassAd, int]]) -> list[Launch]:
+        """Prepare the chosen jobs and record that they started, or hold those that cannot."""
         now = self._queue.now()
         transitions: dict[JobKey, tuple[classad2.ClassAd, Transition]] = {}
         launches: list[Launch] = []
-        for key, ad, cpus in self._idle_jobs(running):
-            if cpus > free_cpus or not self._matches_machine(ad):
-                if cpus > free_cpus and dedicated.keeps_slots(ad, cpus, self._machine) and self._matches_machine(ad):
-                    free_cpus = 0  # a parallel job waits for its slots: nothing ranked after it takes them
-                continue
+        for key, ad, cpus in chosen:
             directory = ExecuteDir.of(self._execute, *key)
             try:
                 launch = self._prepare(key, ad, directory, cpus)
@@ -81,9 +93,37 @@ class Scheduler:
                 transitions[key] = ad, start
                 launches.append(launch)
                 self._queue.active.add(key)
-                free_cpus -= launch.cpus
         self._queue.write_transitions(transitions, notify=False)
-        return launches
+        return [dataclasses.replace(launch, written=self._queue.store.written) for launch in launches]
+
+    def _next_jobs(self, free_cpus: int, running: set[JobKey]) -> list[tuple[JobKey, classad2.ClassAd, int]]:
+        """The jobs to start now, given ``free_cpus``: idle jobs not starting already, in priority order (the store's
+        index), that match this machine and fit what is still free.  Reads no more of the index than it takes: the
+        jobs that take no slot, then those that do until the slots are full; jobs found not to match are set aside
+        in the index (matched again when they change, or at the periodic evaluation)."""
+        store, active = self._queue.store, self._queue.active
+        chosen: list[tuple[JobKey, classad2.ClassAd, int]] = []
+        unmatched: list[JobKey] = []
+        for key, cpus in store.idle.in_order(free_cpus):
+            if cpus and free_cpus <= 0:
+                break  # (the jobs that take a slot come last)
+            if key in running or key in active:
+                continue
+            if cpus > free_cpus:
+                if self._keeps_slots(store.get(key), cpus):
+                    free_cpus = 0  # a parallel job waits for its slots: nothing ranked after it takes them
+                continue
+            ad = store.get(key)
+            if ad is None:
+                continue
+            if not self._matches_machine(ad):
+                unmatched.append(key)
+                continue
+            chosen.append((key, ad, cpus))
+            free_cpus -= cpus
+        for key in unmatched:
+            store.idle.set_aside(key)
+        return chosen
 
     def _prepare(self, key: JobKey, ad: classad2.ClassAd, directory: ExecuteDir, cpus: int) -> Launch:
         """A DAGMan job is run by the built-in DAG runner; any other job as a process from its execute directory, as
@@ -100,12 +140,9 @@ class Scheduler:
         plan = jobspec.plan(ad, directory.sandbox, environment)
         return Launch(key, directory, cpus, chirp=sandbox.prepare(plan, directory, ad, self._machine, account))
 
-    def _idle_jobs(self, running: set[JobKey]) -> list[tuple[JobKey, classad2.ClassAd, int]]:
-        """Idle jobs not starting already, in priority order, with the CPUs each needs (the store's index: nothing is
-        evaluated here, whatever the length of the queue)."""
-        store, active = self._queue.store, self._queue.active
-        return [(key, store.get(key), cpus) for key, cpus in store.idle.in_order()
-                if key not in running and key not in active]
+    def _keeps_slots(self, ad: classad2.ClassAd | None, cpus: int) -> bool:
+        """Whether an idle job that does not fit the free slots keeps them from the jobs after it (``dedicated``)."""
+        return ad is not None and dedicated.keeps_slots(ad, cpus, self._machine) and self._matches_machine(ad)
 
     def _matches_machine(self, ad: classad2.ClassAd) -> bool:
         if "Requirements" not in ad:
@@ -137,7 +174,13 @@ class Scheduler:
             transition = parallel.ended(ad, directory.result(), transition)
         joblog.run_ended(key, ad, result, interruption)
         self._queue.write_transitions({key: (ad, transition)})
-        directory.remove()
+        self._queue.once_durable(partial(self._remove_spent, key, directory))  # (the run's end is on disk before its
+        # result goes: a crash never runs it again)
+
+    def _remove_spent(self, key: JobKey, directory: ExecuteDir) -> None:
+        """Remove the execute directory of a run whose end is on disk, unless the job started again meanwhile."""
+        if key not in self._queue.active:
+            directory.remove()
 
     def _run_ended(self, ad: classad2.ClassAd, result: RunResult, directory: ExecuteDir,
                    interruption: str | None) -> Transition:
@@ -199,23 +242,33 @@ class Scheduler:
             self._queue.write_transitions({key: (ad, transition)})
         directory = ExecuteDir.of(self._execute, *key)  # its run is over: what is left of it goes
         recovery.kill_leftover(directory)
-        directory.remove()
+        self._queue.once_durable(partial(self._remove_spent, key, directory))
 
     # -- policies and restarts ------------------------------------------------------------------------
-    def evaluate_periodic(self) -> None:
+    def evaluate_periodic(self) -> bool:
         """Jobs that could not be settled before, PeriodicHold/Remove/Release, and finished jobs whose
-        LeaveJobInQueue turned false."""
-        for retry in list(self._retries.values()):
-            retry()
+        LeaveJobInQueue turned false.  A round over a long queue is done :data:`PERIODIC_CHUNK` jobs a call, so that
+        no other call waits for all of it: returns whether the round has jobs left (call again)."""
+        if not self._periodic_round:
+            for retry in list(self._retries.values()):
+                retry()
+            self._queue.store.idle.reconsider()
+            self._periodic_round = self._queue.store.keys()
+        chunk = self._periodic_round[-PERIODIC_CHUNK:]
+        del self._periodic_round[-PERIODIC_CHUNK:]
         now = self._queue.now()
         transitions: dict[JobKey, tuple[classad2.ClassAd, Transition]] = {}
-        for key, ad in self._queue.store.ads():
+        for key in chunk:
+            ad = self._queue.store.get(key)
+            if ad is None:
+                continue
             transition = lifecycle.periodic(ad, now)
             if transition is not None:
                 transitions[key] = ad, transition
             elif key not in self._queue.active and lifecycle.leaves_queue(ad):
                 transitions[key] = ad, Transition({})
         self._queue.write_transitions(transitions)
+        return bool(self._periodic_round)
 
     def recover(self) -> None:
         """At start-up, settle the jobs a crash cut off (see ``recovery.py``), each on its own: a job that cannot be
