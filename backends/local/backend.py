@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence, TypeVar
 import classad2
 from twisted.logger import Logger
 
-from backends.interface import BackendError, BackendInfo, Capability, FileInfo
+from backends.interface import BackendError, BackendInfo, Capability, FileInfo, immediate
 from backends.spool import Spool
 from jobmodel import __version__
 from jobmodel.jobs import JobAction
@@ -155,8 +155,9 @@ class LocalBackend:
         self._queue.store.close()
 
     # -- the backend interface, answered by the queue ----------------------------------------------------
-    @_serial
+    @immediate
     def begin(self) -> LocalTransaction:
+        """A new transaction object: nothing is written or shared until its first change."""
         return self._queue.begin()
 
     @_serial

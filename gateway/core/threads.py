@@ -12,7 +12,7 @@ from twisted.internet.threads import deferToThreadPool
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
-from backends.interface import BackendUnavailable
+from backends.interface import BackendUnavailable, is_immediate
 
 T = TypeVar("T")
 
@@ -54,6 +54,8 @@ class BlockingCaller:
         self._pool.start()
 
     def __call__(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> "Deferred[T]":
+        if is_immediate(function):  # answers from memory at once: no hop to a thread and back
+            return defer.maybeDeferred(function, *args, **kwargs)
         called = deferToThreadPool(self._reactor, self._pool, function, *args, **kwargs)
         if self._timeout:
             called.addTimeout(self._timeout, self._reactor)
