@@ -85,6 +85,18 @@ def literal_value(expr: classad2.ExprTree) -> object:
     return None if isinstance(value, classad2.ExprTree) else value
 
 
+def literal_string(ad: classad2.ClassAd, name: str) -> str:
+    """An attribute that is a string literal, else "" (nothing is evaluated: cheap, and safe on others' ads)."""
+    value = ad.get(name)
+    return value if isinstance(value, str) else ""
+
+
+def literal_int(ad: classad2.ClassAd, name: str, default: int = 0) -> int:
+    """An attribute that is an integer literal (not a boolean), else ``default``; nothing is evaluated."""
+    value = ad.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
 def comma_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
@@ -98,8 +110,9 @@ def copy_ad(ad: classad2.ClassAd) -> TextedAd:
 
 def projected(ad: classad2.ClassAd, names: Iterable[str]) -> TextedAd:
     """Only the named attributes (as expressions, unevaluated) that the ad has, with their kept texts."""
+    names = tuple(names)
     out = TextedAd()
     for name in names:
         if name in ad:
             out[name] = ad.lookup(name)
-    return carry_texts(ad, out, {name.lower(): True for name in names})
+    return carry_texts(ad, out, names)

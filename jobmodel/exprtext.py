@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Mapping
+from typing import Any, Iterable
 
 import classad2
 
@@ -113,11 +113,13 @@ def source_text(expr: classad2.ExprTree) -> str:
     return expr.text if isinstance(expr, SourceExpr) else old_syntax(str(expr))
 
 
-def carry_texts(source: classad2.ClassAd, copy: TextedAd, names: Mapping[str, object] | None = None) -> TextedAd:
-    """``copy`` (of ``source``'s attributes, or of those in ``names``) with ``source``'s kept texts for them."""
+def carry_texts(source: classad2.ClassAd, copy: TextedAd, names: Iterable[str] | None = None) -> TextedAd:
+    """``copy`` (of ``source``'s attributes, or of those in ``names``) with ``source``'s kept texts for them (the
+    names are only looked at when the source keeps texts: most ads keep none)."""
     texts = getattr(source, "texts", None)
     if texts:
-        kept = texts if names is None else {key: text for key, text in texts.items() if key in names}
+        wanted = None if names is None else {name.lower() for name in names}
+        kept = texts if wanted is None else {key: text for key, text in texts.items() if key in wanted}
         copy.texts = dict(kept) or None
     return copy
 

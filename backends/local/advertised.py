@@ -17,7 +17,7 @@ from typing import Callable
 import classad2
 
 from backends.interface import BackendError
-from jobmodel.classads import copy_ad
+from jobmodel.classads import copy_ad, literal_string
 from jobmodel.pool import KEY_EXTRA, KEY_FALLBACK, NAME, AdType
 
 Key = tuple[AdType, str, str, str]
@@ -29,24 +29,19 @@ class AdRefused(BackendError):
 
 def ad_key(ad_type: AdType, ad: classad2.ClassAd) -> Key:
     """What tells this ad from the others of its kind; AdRefused when it has nothing to be known by."""
-    name = _string(ad, NAME) or _string(ad, KEY_FALLBACK.get(ad_type, NAME))
+    name = literal_string(ad, NAME) or literal_string(ad, KEY_FALLBACK.get(ad_type, NAME))
     if not name:
         fallback = KEY_FALLBACK.get(ad_type)
         needs = f"{NAME} (or {fallback})" if fallback else NAME
         raise AdRefused(f"the ad has no {needs} string to be known by")
     extra = KEY_EXTRA.get(ad_type)
-    return ad_type, name, _string(ad, extra) if extra else "", _string(ad, "MyAddress")
+    return ad_type, name, literal_string(ad, extra) if extra else "", literal_string(ad, "MyAddress")
 
 
 def _literal(ad: classad2.ClassAd, attribute: str) -> object:
     """An attribute's value when it is a literal, else None: nothing a client wrote is evaluated here."""
     value = ad.get(attribute)
     return None if isinstance(value, (classad2.ExprTree, classad2.Value)) else value
-
-
-def _string(ad: classad2.ClassAd, attribute: str) -> str:
-    value = _literal(ad, attribute)
-    return value if isinstance(value, str) else ""
 
 
 @dataclass

@@ -21,7 +21,7 @@ import classad2
 
 from backends.evaluation import filtered
 from backends.interface import BackendInfo
-from jobmodel.classads import copy_ad, evaluate_number, evaluate_string
+from jobmodel.classads import copy_ad, evaluate_number, evaluate_string, literal_int, literal_string
 from jobmodel.jobs import JobStatus, Universe
 from jobmodel.pool import AdType
 
@@ -153,15 +153,15 @@ class LocalPool:
         jobs = []
         for ad in self._jobs():
             status = _state(ad)
-            universe = _literal_int(ad, "JobUniverse", int(Universe.VANILLA))
+            universe = literal_int(ad, "JobUniverse", int(Universe.VANILLA))
             holds_cpus = status in (JobStatus.IDLE, *ON_A_SLOT) and universe not in (Universe.LOCAL,
                                                                                       Universe.SCHEDULER)
             on_slot = status in ON_A_SLOT
-            jobs.append(_Job((_literal_int(ad, "ClusterId", 0), _literal_int(ad, "ProcId", 0)),
-                             _literal_str(ad, "Owner"), _literal_str(ad, "User") if on_slot else "", status, universe,
+            jobs.append(_Job((literal_int(ad, "ClusterId", 0), literal_int(ad, "ProcId", 0)),
+                             literal_string(ad, "Owner"), literal_string(ad, "User") if on_slot else "", status, universe,
                              _cpus(ad, universe) if holds_cpus else 0,
-                             _literal_int(ad, "JobCurrentStartDate", 0) if on_slot else 0,
-                             _literal_int(ad, "EnteredCurrentStatus", 0) if on_slot else 0))
+                             literal_int(ad, "JobCurrentStartDate", 0) if on_slot else 0,
+                             literal_int(ad, "EnteredCurrentStatus", 0) if on_slot else 0))
         return jobs
 
     def _common(self, ad: classad2.ClassAd, kind: AdType, contact: str, now: int) -> classad2.ClassAd:
@@ -292,16 +292,6 @@ class LocalPool:
 _ADDRESS_ATTRIBUTES = {AdType.STARTD: "StartdIpAddr", AdType.SCHEDD: "ScheddIpAddr", AdType.SUBMITTOR: "ScheddIpAddr",
                        AdType.MASTER: "MasterIpAddr", AdType.COLLECTOR: "CollectorIpAddr"}
 
-def _literal_int(ad: classad2.ClassAd, name: str, default: int) -> int:
-    value = ad.get(name)
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-
-def _literal_str(ad: classad2.ClassAd, name: str) -> str:
-    value = ad.get(name)
-    return value if isinstance(value, str) else ""
-
-
 def _cpus(ad: classad2.ClassAd, universe: int) -> int:
     """The CPUs a job takes on a slot (``jobspec``'s rule: vanilla jobs their RequestCpus, others none), its literal
     RequestCpus read without evaluating."""
@@ -315,7 +305,7 @@ def _cpus(ad: classad2.ClassAd, universe: int) -> int:
 
 def _state(ad: classad2.ClassAd) -> JobStatus | None:
     try:
-        return JobStatus(_literal_int(ad, "JobStatus", 0))
+        return JobStatus(literal_int(ad, "JobStatus", 0))
     except ValueError:
         return None
 

@@ -18,6 +18,7 @@ import classad2
 from twisted.internet.interfaces import IReactorTime
 
 from backends.interface import BackendError, Capability, ScheddBackend
+from jobmodel.classads import literal_string
 from jobmodel.expressions import ExpressionLimits, ExpressionRefused
 from jobmodel.pool import AdType
 
@@ -125,9 +126,4 @@ def contact_address(address: Any) -> str:
 def pool_struct(ad: classad2.ClassAd, now: int) -> Struct:
     """A pool ad for the wire: as a job ad is (``convert_ad_to_adStruct``), with the ad's own MyType and TargetType
     first."""
-    return ad_to_struct(ad, now, my_type=_literal_string(ad, "MyType"), target_type=_literal_string(ad, "TargetType"))
-
-
-def _literal_string(ad: classad2.ClassAd, name: str) -> str:
-    value = ad.get(name)
-    return value if isinstance(value, str) else ""
+    return ad_to_struct(ad, now, my_type=literal_string(ad, "MyType"), target_type=literal_string(ad, "TargetType"))

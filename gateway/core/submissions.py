@@ -31,7 +31,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
 from backends.interface import BackendError, Capability, ScheddBackend, UnknownJob
-from jobmodel.classads import job_status, parse_constraint
+from jobmodel.classads import job_status, literal_int, parse_constraint
 from jobmodel.expressions import ExpressionLimits, ExpressionRefused
 from jobmodel.exprtext import TextedAd, expression_text
 from jobmodel.files import ByteRanges, is_plain_name, md5_of, transfer_name_problem, write_at
@@ -540,11 +540,7 @@ def _counts(ads: Iterable[classad2.ClassAd]) -> dict[str, int]:
 
 def _left_order(ad: classad2.ClassAd) -> tuple[int, int, int]:
     """When a job left the queue, for sorting the history: the time it entered its final state, then its id."""
-    def number(name: str) -> int:
-        value = ad.get(name, 0)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-    return number("EnteredCurrentStatus"), number("ClusterId"), number("ProcId")
+    return literal_int(ad, "EnteredCurrentStatus"), literal_int(ad, "ClusterId"), literal_int(ad, "ProcId")
 
 
 def _summary(ad: classad2.ClassAd) -> dict[str, Any]:
