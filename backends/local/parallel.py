@@ -26,11 +26,11 @@ from . import chirpconfig, jobspec, sandbox
 from .chirpconfig import ChirpPlan
 from .lifecycle import Transition
 from .owners import Account, to_switch
+from .parallel_launch import WAIT_FOR_ALL
 from .sandbox import ExecuteDir
 
 #: what condor_submit writes for ``$(Node)``; each node's ad has its number there
 NODE_MARKER = "#pArAlLeLnOdE#"
-WAIT_FOR_ALL = "WAIT_FOR_ALL"
 WAIT_FOR_NODE0 = "WAIT_FOR_NODE0"
 #: the execute host a parallel shadow names in the job's execute event
 PARALLEL_HOST = "MPI_job"

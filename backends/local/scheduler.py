@@ -166,12 +166,13 @@ class Scheduler:
         if ad is None:
             directory.remove()
             return
-        if interruption is None and directory.result() is None:  # the launcher died with the job
+        recorded = directory.result()  # what the launcher wrote of the run (read once: a file to parse)
+        if interruption is None and recorded is None:  # the launcher died with the job
             interruption = "The job's launcher was killed"
-        result = run_result(directory.result(), ad, self._queue.now())
+        result = run_result(recorded, ad, self._queue.now())
         transition = self._run_ended(ad, result, directory, interruption)
         if parallel.is_parallel(ad):
-            transition = parallel.ended(ad, directory.result(), transition)
+            transition = parallel.ended(ad, recorded, transition)
         joblog.run_ended(key, ad, result, interruption)
         self._queue.write_transitions({key: (ad, transition)})
         self._queue.once_durable(partial(self._remove_spent, key, directory))  # (the run's end is on disk before its

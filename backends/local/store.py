@@ -59,8 +59,6 @@ COLUMNS = ("status", "prio", "qdate", "cpus")
 INDEX = f"CREATE INDEX IF NOT EXISTS jobs_scheduling ON jobs (cluster, proc, {', '.join(COLUMNS)})"
 #: rows the background loader parses at a time
 LOAD_CHUNK = 500
-#: jobs ``ads`` hands out between two looks at the queue
-ADS_CHUNK = 1000
 
 
 class JobStore:
@@ -144,14 +142,10 @@ class JobStore:
         """Every queued job, as it is when its turn comes (a job changed meanwhile is seen changed, one that left
         is skipped).  Only the jobs' keys are copied, never the ads: callers on other threads read while the
         backend's thread writes."""
-        jobs, keys = self._jobs, list(self._jobs)
-        for start in range(0, len(keys), ADS_CHUNK):
-            for key in keys[start:start + ADS_CHUNK]:
-                ad = jobs.get(key)
-                if ad is None and key in jobs:
-                    ad = self._load(key)
-                if ad is not None:
-                    yield key, ad
+        for key in list(self._jobs):
+            ad = self.get(key)
+            if ad is not None:
+                yield key, ad
 
     def values(self) -> Iterator[classad2.ClassAd]:
         """The queued ads, as :meth:`ads` reads them."""
