@@ -65,6 +65,7 @@ class Gateway:
         self.collector_site = GatewaySite(resource.Resource(), max_body=config.max_request_bytes,
                                           policy=config.policy(), identification=identification)
         self.collector_port: IListeningPort | None = None
+        self._contact_text: str | None = None  # see _contact
 
     def listen(self) -> None:
         """Bind the plain port and the SSL port, those that are on (raises CannotListenError when one is taken)."""
@@ -153,9 +154,12 @@ class Gateway:
         return CollectorContext(caller=caller, collector=self.collector, answers=self._collector_answers)
 
     def _contact(self) -> str:
-        """The gateway's address as its daemons' ads publish it (``<host:port>``, the plain port's if it has one)."""
-        port = self.port or self.ssl_port
-        return contact_address(port.getHost() if port is not None else None)
+        """The gateway's address as its daemons' ads publish it (``<host:port>``, the plain port's if it has one);
+        worked out at the first query, once the ports are bound (a wildcard address costs a host-name lookup)."""
+        if self._contact_text is None:
+            port = self.port or self.ssl_port
+            self._contact_text = contact_address(port.getHost() if port is not None else None)
+        return self._contact_text
 
     def _submission_context(self, caller: Caller) -> SubmissionContext:
         return SubmissionContext(caller=caller, service=self.submissions)

@@ -347,13 +347,10 @@ class BirdbathSchedd:
         self._enter(caller, ref, Permission.READ, required=False)
         try:
             parsed = self.queries.constraint(constraint)
-            ads = await self.queries.run(caller, self._query_ads, parsed)
+            ads = await self.queries.run(caller, self.backend.query, parsed)
         except (ExpressionRefused, QueryFailed) as exc:
             raise BirdbathError.fail(f"Query failed: {exc}") from None
         return JobAdStructs(ads, self._now())
-
-    def _query_ads(self, constraint: classad2.ExprTree | None, *, budget: float) -> Sequence[classad2.ClassAd]:
-        return self.backend.query(constraint, budget=budget)
 
     async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> Struct:
         self._enter(caller, ref, Permission.READ, required=False)

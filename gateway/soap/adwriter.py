@@ -15,18 +15,20 @@ from typing import Iterable, Iterator, Sequence
 from gateway.core.adstruct import Attr
 
 #: characters XML 1.0 cannot carry at all; they become U+FFFD rather than break the whole answer
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def xml_text(text: str) -> str:
-    return _NOT_XML.sub("\ufffd", text)
+    return NOT_XML.sub("\ufffd", text)
 
 
 #: what _escape changes: most names and values have none of it, and are written as they are
 _SPECIAL = re.compile("[&<>\r\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
-def _escape(text: str) -> str:
+def escape(text: str) -> str:
+    """Element text as lxml writes it (``&``, ``<``, ``>`` and carriage returns escaped), characters XML cannot
+    carry as U+FFFD."""
     if not _SPECIAL.search(text):
         return text
     return (xml_text(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -34,12 +36,21 @@ def _escape(text: str) -> str:
 
 
 def attribute_items(ad: Sequence[Attr]) -> str:
-    return "".join(f"<item><name>{_escape(a.name)}</name><type>{a.type.value}</type>"
-                   f"<value>{_escape(a.value)}</value></item>" for a in ad)
+    return "".join(f"<item><name>{escape(a.name)}</name><type>{a.type.value}</type>"
+                   f"<value>{escape(a.value)}</value></item>" for a in ad)
 
 
 #: about how many bytes of a streamed answer are written at once
 CHUNK = 256 * 1024
+
+
+def ad_item(ad: Sequence[Attr]) -> str:
+    """One ad as an ``item`` of an array of ads."""
+    return f"<item>{attribute_items(ad)}</item>"
+
+
+def ad_items(ads: Iterable[Sequence[Attr]]) -> str:
+    return "".join(ad_item(ad) for ad in ads)
 
 
 @dataclass(frozen=True)
@@ -69,7 +80,7 @@ class AdAnswers:
     job_ad: SplitAnswer  # getJobAdResponse, around classAd
 
     def write_job_ads(self, ads: Iterable[Sequence[Attr]]) -> bytes:
-        return self.job_ads.fill("".join(f"<item>{attribute_items(ad)}</item>" for ad in ads))
+        return self.job_ads.fill(ad_items(ads))
 
     def stream_job_ads(self, ads: Iterable[Sequence[Attr]], chunk: int = CHUNK) -> Iterator[bytes]:
         """The same bytes as :meth:`write_job_ads`, in pieces of about ``chunk`` bytes, each ad converted and
@@ -78,7 +89,7 @@ class AdAnswers:
         parts: list[str] = []
         size = 0
         for ad in ads:
-            text = f"<item>{attribute_items(ad)}</item>"
+            text = ad_item(ad)
             parts.append(text)
             size += len(text)
             if size >= chunk:

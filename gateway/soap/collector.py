@@ -25,9 +25,10 @@ from gateway.core.status import Status as CoreStatus
 from jobmodel.pool import AdType
 
 from . import models as m
-from .adwriter import SplitAnswer, attribute_items
+from .adwriter import SplitAnswer, ad_items
 from .dispatch import Prebuilt, SoapDispatcher
 from .protocol import GsoapSoap11
+from .schedd import status
 
 #: the operations of the shipped WSDL, in its order
 OPERATIONS = ("getVersionString", "getPlatformString", "insertAd", "queryStartdAds", "queryScheddAds",
@@ -103,8 +104,7 @@ def _query(ctx: Any, operation: str, constraint: str | None) -> Deferred:
             ads = []
         else:
             request.status = OK
-        return Prebuilt(request.answers[operation].fill("".join(f"<item>{attribute_items(ad)}</item>"
-                                                                for ad in ads)))
+        return Prebuilt(request.answers[operation].fill(ad_items(ads)))
 
     return Deferred.fromCoroutine(run())
 
@@ -118,7 +118,7 @@ def _status(ctx: Any, operation: Callable[[CollectorContext], Awaitable[CoreStat
         except BirdbathError as exc:
             result = exc.status
         request.status = result
-        return m.Status(code=result.code.value, message=result.message)
+        return status(result)
 
     return Deferred.fromCoroutine(run())
 

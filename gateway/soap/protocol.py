@@ -100,7 +100,7 @@ def operation_element(envelope: etree._Element, namespace: str, operations: froz
     envelope is not SOAP 1.1, has no body, or names an operation the service does not have."""
     if envelope.tag != f"{{{SOAP_ENV}}}Envelope":
         raise _client_fault(f"Not a SOAP 1.1 envelope: root element is {envelope.tag}")
-    body = next((child for child in envelope if child.tag == BODY), None)  # (find() parses its path every time)
+    body = _body(envelope)
     if body is None or len(body) == 0:
         raise _client_fault("The SOAP envelope has no Body, or an empty one")
     wrapper = body[0]
@@ -129,8 +129,13 @@ def _descend(element: etree._Element, path: tuple[str, ...]) -> list[etree._Elem
     return found
 
 
+def _body(envelope: etree._Element) -> etree._Element | None:
+    """The envelope's Body element (a loop over its children: ``find()`` parses its path every time)."""
+    return next((child for child in envelope if child.tag == BODY), None)
+
+
 def _unqualify_descendants(envelope: etree._Element) -> None:
-    body = next((child for child in envelope if child.tag == BODY), None)  # (find() parses its path every time)
+    body = _body(envelope)
     if body is None or len(body) == 0:
         return
     for element in body[0].iterdescendants():

@@ -13,17 +13,14 @@ bytes identical for every operation.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
 
 from spyne.model.binary import ByteArray
 from spyne.model.complex import Array, ComplexModelBase
 from spyne.model.primitive import Unicode
 
-from .adwriter import SplitAnswer
-
-#: characters XML 1.0 cannot carry (lxml refuses to write them: spyne's serialiser raises)
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+from . import adwriter
+from .adwriter import NOT_XML, SplitAnswer
 
 
 class Unwritable(ValueError):
@@ -31,18 +28,10 @@ class Unwritable(ValueError):
 
 
 def escape(text: str) -> str:
-    """Element text as lxml writes it (``&``, ``<``, ``>`` and carriage returns escaped)."""
-    if _NOT_XML.search(text):
+    """Element text as lxml writes it; text XML cannot carry is spyne's to refuse (lxml raises on it)."""
+    if NOT_XML.search(text):
         raise Unwritable("text XML cannot carry")
-    if "&" in text:
-        text = text.replace("&", "&amp;")
-    if "<" in text:
-        text = text.replace("<", "&lt;")
-    if ">" in text:
-        text = text.replace(">", "&gt;")
-    if "\r" in text:
-        text = text.replace("\r", "&#13;")
-    return text
+    return adwriter.escape(text)
 
 
 def element(name: str, content: str | None) -> str:
