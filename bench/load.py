@@ -48,6 +48,8 @@ from typing import Any, Callable
 os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from servers import ENVELOPE, SOAP_HEADERS, STATUS, item  # noqa: E402
+
 from gateway.testing import GatewayProcess  # noqa: E402
 
 #: the clients stand for as many client programs, but they are all one caller here (this host, this user): the limits
@@ -56,11 +58,7 @@ from gateway.testing import GatewayProcess  # noqa: E402
 CONFIG = ("[gateway]\nmax_queries_per_caller = {queries}\n[birdbath]\nmax_transactions_per_caller = {limit}\n"
           "[submission]\nmax_staging_areas_per_caller = {limit}\n")
 
-ENVELOPE = ('<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body><c:{op} xmlns:c="urn:condor">'
-            '{inner}</c:{op}></s:Body></s:Envelope>')
-SOAP_HEADERS = {"Content-Type": "text/xml; charset=utf-8", "SOAPAction": '""'}
 JSON_HEADERS = {"Content-Type": "application/json"}
-STATUS = re.compile(rb"<code>([A-Z_]+)</code>")
 NUMBER = {"beginTransaction": re.compile(rb"<transaction><id>(\d+)</id>"),
           "newCluster": re.compile(rb"<integer>(\d+)</integer>"), "newJob": re.compile(rb"<integer>(\d+)</integer>")}
 JOB_STATUS = re.compile(rb"<name>JobStatus</name><type>INTEGER-ATTR</type><value>(\d+)</value>")
@@ -74,10 +72,6 @@ DRAIN_SECONDS = 600  # how long clients wait for their last jobs after the load
 
 class Failed(Exception):
     """One operation did not answer as expected (the error the load counts)."""
-
-
-def item(name: str, kind: str, value: str) -> str:
-    return f"<item><name>{name}</name><type>{kind}-ATTR</type><value>{value}</value></item>"
 
 
 #: the Birdbath job: cat the input into out.txt; stays in the queue until the client closed its spool

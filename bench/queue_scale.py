@@ -44,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import classad2  # noqa: E402
 from figures import Figure, interleaved, print_figures  # noqa: E402
-from load import ENVELOPE, NUMBER, SOAP_HEADERS, STATUS, collected, item  # noqa: E402
+from load import NUMBER, collected  # noqa: E402
+from servers import ENVELOPE, SOAP_HEADERS, STATUS, item  # noqa: E402
 
 from backends.local.store import JobStore  # noqa: E402
 from gateway.testing import GatewayProcess  # noqa: E402
