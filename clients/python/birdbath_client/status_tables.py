@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from .tables import Column
+from . import tables
+from .tables import Column, duration
 
 Ad = Mapping[str, Any]
 
@@ -30,11 +30,7 @@ def _load(ad: Ad, now: float) -> str:
 def _activity_time(ad: Ad, now: float) -> str:
     """How long the slot has been in its activity: D+HH:MM:SS, as condor_status prints ActvtyTime."""
     since = ad.get("EnteredCurrentActivity")
-    seconds = max(int(now - since), 0) if isinstance(since, (int, float)) and since else 0
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    return f"{days}+{hours:02d}:{minutes:02d}:{seconds:02d}"
+    return duration(max(int(now - since), 0) if isinstance(since, (int, float)) and since else 0)
 
 
 #: condor_status
@@ -56,11 +52,10 @@ SUBMITTERS = (Column("Name", 30, _text("Name")), Column("Machine", 20, _text("Ma
 
 def table(columns: tuple[Column, ...], ads: Iterable[Ad], now: float | None = None) -> Iterator[str]:
     """condor_status's table: a header line, a blank line, a line per ad."""
-    now = time.time() if now is None else now
-    yield " ".join(column.cell(column.header) for column in columns).rstrip()
+    lines = tables.table(columns, ads, now)
+    yield next(lines)
     yield ""
-    for ad in ads:
-        yield " ".join(column.cell(column.text(ad, now)) for column in columns).rstrip()
+    yield from lines
 
 
 def machine_totals(ads: Iterable[Ad]) -> Iterator[str]:

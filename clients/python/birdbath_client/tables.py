@@ -38,7 +38,12 @@ def _run_time(ad: Ad, now: float) -> str:
     run = float(ad.get("RemoteWallClockTime") or 0.0)
     if JobStatus.of(ad) is JobStatus.RUNNING:
         run += now - float(ad.get("JobCurrentStartDate") or now)
-    days, rest = divmod(int(run), 86400)
+    return duration(run)
+
+
+def duration(seconds: float) -> str:
+    """D+HH:MM:SS, as condor_q and condor_status print times."""
+    days, rest = divmod(int(seconds), 86400)
     hours, rest = divmod(rest, 3600)
     minutes, seconds = divmod(rest, 60)
     return f"{days}+{hours:02d}:{minutes:02d}:{seconds:02d}"
