@@ -3,7 +3,7 @@
 Backends schedule and store; they never see XML.  Every method may block (SQLite, the HTCondor bindings) and the
 gateway calls it from a worker thread, never from the reactor, except the two that must answer from memory and
 never block: :meth:`ScheddBackend.info` and :meth:`ScheddBackend.spool_directory`, and those a backend marks
-:func:`immediate`.  A backend transaction is an
+:func:`immediate` (which may still decline, case by case, with :class:`WouldBlock`).  A backend transaction is an
 opaque object returned by :meth:`ScheddBackend.begin`; ``txn=None`` on an action means "commit this change at once".
 
 What a backend offers beyond the required methods it declares in ``capabilities`` (:class:`Capability`);
@@ -16,6 +16,7 @@ attribute concerned; the front end turns them into the protocol's status.
 from __future__ import annotations
 
 import enum
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence, TypeVar, runtime_checkable
 
@@ -26,18 +27,48 @@ from jobmodel.jobs import JobAction
 ENTRY_POINT_GROUP = "birdbath.backends"
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def immediate(method: F) -> F:
-    """Mark a backend method that answers from memory at once, never blocks and is safe on any thread: the gateway
-    then calls it where it is (the reactor) instead of on the backend's threads, since the hop there and back costs
-    more than such a call (``beginTransaction`` answered three times slower for it)."""
+    """Mark a backend method that answers from memory at once and is safe on any thread: the gateway then calls it
+    where it is (the reactor, through :func:`call_at_once`) instead of on the backend's threads, since the hop there
+    and back costs more than such a call (``beginTransaction`` answered three times slower for it).
+
+    Such a method may find, on a given call, that it cannot answer without blocking (a lock another thread holds
+    across I/O, data not yet in memory, a write to make durable): called at once (:func:`answering_at_once`), it
+    then raises :class:`WouldBlock` before changing anything, and the gateway makes the same call on the backend's
+    threads, where it blocks as any other method."""
     method.immediate = True  # type: ignore[attr-defined]
     return method
 
 
 def is_immediate(function: Callable[..., Any]) -> bool:
     return getattr(function, "immediate", False) is True
+
+
+class WouldBlock(Exception):
+    """An :func:`immediate` method, called at once, that cannot answer this time without blocking; it changed
+    nothing, and the same call made off the reactor answers."""
+
+
+_where = threading.local()
+
+
+def answering_at_once() -> bool:
+    """True inside :func:`call_at_once` on this thread: an immediate method must not block (it raises
+    :class:`WouldBlock` instead); anywhere else it may."""
+    return getattr(_where, "at_once", False)
+
+
+def call_at_once(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Call an immediate method where it must not block; raises :class:`WouldBlock` when it declines."""
+    previous = getattr(_where, "at_once", False)
+    _where.at_once = True
+    try:
+        return function(*args, **kwargs)
+    finally:
+        _where.at_once = previous
 
 
 class BackendError(Exception):

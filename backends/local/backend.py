@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence, TypeVar
 import classad2
 from twisted.logger import Logger
 
-from backends.interface import BackendError, BackendInfo, Capability, FileInfo, immediate
+from backends.interface import BackendError, BackendInfo, Capability, FileInfo, WouldBlock, answering_at_once, immediate
 from backends.spool import Spool
 from jobmodel import __version__
 from jobmodel.jobs import JobAction
@@ -111,9 +111,15 @@ class LocalBackend:
     def serially(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``function`` alone (nothing else changes the queue meanwhile: the backend's code is written for one
         thread), then, outside, wait until what it wrote is on disk: the caller hears of its change only once it is
-        durable, and the next call does not wait for this one's sync."""
+        durable, and the next call does not wait for this one's sync.
+
+        Called at once (an :func:`immediate` method on the reactor) it never waits: while another call has the queue
+        (a commit writing, a file being staged) it raises WouldBlock, and ``function`` itself declines what would
+        write (so there is nothing to wait for after it)."""
         store = self._queue.store
-        with self._one_at_a_time:
+        if not self._one_at_a_time.acquire(blocking=not answering_at_once()):
+            raise WouldBlock("another call is changing the queue")
+        try:
             if self._queue.deferred is not None:  # called from within a call (a method of ours): part of it
                 return function(*args, **kwargs)
             before = store.written
@@ -122,6 +128,8 @@ class LocalBackend:
                 result = function(*args, **kwargs)
             finally:
                 after, deferred, self._queue.deferred = store.written, self._queue.deferred, None
+        finally:
+            self._one_at_a_time.release()
         if after > before:
             try:
                 store.durable(after)
@@ -164,14 +172,17 @@ class LocalBackend:
     def commit(self, txn: LocalTransaction) -> None:
         self._queue.commit(txn)
 
+    @immediate  # at once when nothing of it is on disk
     @_serial
     def abort(self, txn: LocalTransaction) -> None:
         self._queue.abort(txn)
 
+    @immediate  # at once from the reserved block of ids
     @_serial
     def new_cluster(self, txn: LocalTransaction) -> int:
         return self._queue.new_cluster(txn)
 
+    @immediate
     @_serial
     def new_proc(self, txn: LocalTransaction, cluster: int) -> int:
         return self._queue.new_proc(txn, cluster)
@@ -179,6 +190,7 @@ class LocalBackend:
     def spool_directory(self, cluster: int, proc: int) -> str:
         return str(self._queue.spool.directory(cluster, proc))
 
+    @immediate
     @_serial
     def submit(self, txn: LocalTransaction, cluster: int, proc: int, ad: classad2.ClassAd) -> None:
         self._queue.submit(txn, cluster, proc, ad)
@@ -217,6 +229,7 @@ class LocalBackend:
                 budget: float | None = None) -> list[classad2.ClassAd]:
         return self._queue.history(constraint, limit, budget=budget)
 
+    @immediate  # at once unless its ad is still to be read from disk
     def get_job(self, cluster: int, proc: int) -> classad2.ClassAd | None:
         return self._queue.get_job(cluster, proc)
 

@@ -18,7 +18,7 @@ import classad2
 from twisted.logger import Logger
 
 from backends import evaluation
-from backends.interface import BackendError, FileInfo, UnknownJob
+from backends.interface import BackendError, FileInfo, UnknownJob, WouldBlock, answering_at_once
 from backends.spool import Spool
 from jobmodel.classads import matches, projected
 from jobmodel.jobs import JobAction, JobStatus, Universe
@@ -106,6 +106,8 @@ class JobQueue:
     def abort(self, txn: LocalTransaction) -> None:
         if not txn.open:
             return
+        if txn.new_jobs and answering_at_once():
+            raise WouldBlock("removing the spool directories of the transaction's jobs")
         txn.open = False
         for key in txn.new_jobs:
             self.spool.discard(*key)
@@ -114,7 +116,9 @@ class JobQueue:
     def new_cluster(self, txn: LocalTransaction) -> int:
         self._check_open(txn)
         with _queue_errors():
-            cluster = self.store.next_cluster_id()
+            cluster = self.store.next_cluster_id(wait=not answering_at_once())
+        if cluster is None:
+            raise WouldBlock("reserving the next block of cluster ids")
         txn.next_proc[cluster] = 0
         return cluster
 
@@ -226,6 +230,8 @@ class JobQueue:
         return found
 
     def get_job(self, cluster: int, proc: int) -> classad2.ClassAd | None:
+        if answering_at_once() and not self.store.in_memory((cluster, proc)):
+            raise WouldBlock("reading the job's ad from disk")
         return self.store.get((cluster, proc))
 
     # -- changing committed jobs ----------------------------------------------------------------------

@@ -132,6 +132,10 @@ class JobStore:
             return self._load(key)
         return ad
 
+    def in_memory(self, key: JobKey) -> bool:
+        """Whether :meth:`get` answers ``key`` from memory (a queued ad not parsed yet is read from disk)."""
+        return self._jobs.get(key, key) is not None  # (one lookup: the job may leave meanwhile)
+
     def __contains__(self, key: JobKey) -> bool:
         return key in self._jobs
 
@@ -209,14 +213,19 @@ class JobStore:
         return self._written
 
     # -- writes --------------------------------------------------------------------------------------
-    def next_cluster_id(self) -> int:
+    def next_cluster_id(self, wait: bool = True) -> int | None:
         """Allocate a cluster id that is never handed out again, even if its transaction aborts or the gateway dies.
 
         Ids are reserved durably :data:`CLUSTER_BLOCK` at a time (the counter holds the highest reserved) and handed
         out from memory, so that a new cluster costs a synced write once per block and not every time; a restart
-        goes on after the last reserved id (the rest of that block is never used)."""
-        with self._lock:
+        goes on after the last reserved id (the rest of that block is never used).  Without ``wait``, None instead
+        of waiting for the store's lock or for a block's synced write (the caller must not block)."""
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
             if self._last_cluster >= self._reserved_cluster:
+                if not wait:
+                    return None
                 with self._transaction():
                     row = self._db.execute("SELECT value FROM counters WHERE name = 'cluster'").fetchone()
                     reserved = max(row[0] if row else 0, self._last_cluster) + CLUSTER_BLOCK
@@ -226,6 +235,8 @@ class JobStore:
                 self._reserved_cluster = reserved
             self._last_cluster += 1
             return self._last_cluster
+        finally:
+            self._lock.release()
 
     def apply(self, ads: Mapping[JobKey, classad2.ClassAd], archived: Iterable[JobKey] = ()) -> int:
         """Write these ads and move the ``archived`` jobs into the history, atomically; then publish the result to

@@ -9,6 +9,7 @@ message the original used.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import classad2
@@ -16,7 +17,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
-from backends.interface import BackendError, FileInfo, QueryFailed, ScheddBackend
+from backends.interface import BackendError, FileInfo, QueryFailed, ScheddBackend, immediate, is_immediate
 from jobmodel.classads import parse_constraint
 from jobmodel.expressions import ExpressionLimits, ExpressionRefused
 from jobmodel.exprtext import TextedAd
@@ -89,6 +90,8 @@ class BirdbathSchedd:
         self._clock = clock
         self.settings = settings
         self.transactions = TransactionTable(clock, self._expired)
+        #: step 5 alone, answered at once where the backend's get_job is (see _owned)
+        self._owned_call = immediate(partial(self._owned)) if is_immediate(backend.get_job) else self._owned
 
     # -- the prologue -------------------------------------------------------------------------------
     def _enter(self, caller: Caller, ref: TransactionRef | None, permission: Permission,
@@ -99,8 +102,8 @@ class BirdbathSchedd:
 
     # -- the owner check (stub_prefix step 5) --------------------------------------------------------
     def _owned(self, caller: Caller, cluster: int, proc: int) -> classad2.ClassAd | None:
-        """On the backend's thread: the committed job (None when there is none), once the caller may act on its
-        owner; else ``FAIL "Not job owner"``."""
+        """The committed job (None when there is none), once the caller may act on its owner; else ``FAIL "Not job
+        owner"``.  On the backend's thread, or at once when the backend's get_job is immediate (``_owned_call``)."""
         ad = self.backend.get_job(cluster, proc)
         if ad is not None and not self.policy.may_act(caller, ad.get("Owner")):
             raise BirdbathError.fail(NOT_JOB_OWNER)
@@ -354,7 +357,7 @@ class BirdbathSchedd:
 
     async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> Struct:
         self._enter(caller, ref, Permission.READ, required=False)
-        ad = await self.queries.read(self._owned, caller, cluster, proc)
+        ad = await self.queries.read(self._owned_call, caller, cluster, proc)
         if ad is None:
             raise BirdbathError(StatusCode.UNKNOWNJOB, "Specified job is unknown")
         return ad_to_struct(ad, self._now())
@@ -406,7 +409,7 @@ class BirdbathSchedd:
         is "Not job owner", as in the original), then UNKNOWNJOB."""
         staged = txn.jobs.get((cluster, proc))
         if staged is None:
-            await self._call(self._owned, caller, cluster, proc)
+            await self._call(self._owned_call, caller, cluster, proc)
             raise BirdbathError(StatusCode.UNKNOWNJOB, "Unknown job")
         return staged
 
