@@ -100,9 +100,11 @@ def test_refusals_at_once_are_the_same_as_on_a_thread(ready):
         backend.submit(txn, cluster, proc + 1, a_job())
     assert type(at_once.value) is type(threaded.value)
     bad = a_job()
-    bad["ProcId"] = 7
-    with pytest.raises(Exception, match="ProcId must be 0"):
+    bad["ProcId"] = classad2.ExprTree("3 + 4")
+    with pytest.raises(WouldBlock):  # (an expression of the client's is evaluated on a thread, never on the reactor)
         call_at_once(backend.submit, txn, cluster, proc, bad)
+    with pytest.raises(Exception, match="ProcId must be 0"):
+        backend.submit(txn, cluster, proc, bad)
     backend.abort(txn)
     with pytest.raises(Exception, match="no longer open"):
         call_at_once(backend.new_proc, txn, cluster)

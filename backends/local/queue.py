@@ -134,6 +134,8 @@ class JobQueue:
 
     def submit(self, txn: LocalTransaction, cluster: int, proc: int, ad: classad2.ClassAd) -> None:
         self._new_job(txn, cluster, proc)
+        if ("ClusterId" in ad or "ProcId" in ad) and answering_at_once():
+            raise WouldBlock("evaluating the ad's ids wants the deep stack of a backend thread")
         for name, expected in (("ClusterId", cluster), ("ProcId", proc)):
             if name in ad and ad.eval(name) != expected:
                 raise BackendError(f"{name} must be {expected}, the id of this job")
