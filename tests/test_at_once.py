@@ -9,11 +9,17 @@ import threading
 import classad2
 import pytest
 from twisted.internet import reactor
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Clock
 
 from backends.interface import WouldBlock, answering_at_once, call_at_once, immediate
 from backends.local import LocalBackend
 from backends.local import store as store_module
 from backends.local.store import CLUSTER_BLOCK
+from gateway.core.auth import AccessPolicy, Authentication, Caller
+from gateway.core.queries import QueryRunner
+from gateway.core.schedd import BirdbathSchedd
+from gateway.core.status import BirdbathError
 from gateway.core.threads import BlockingCaller
 from tests.test_threads import run
 
@@ -39,8 +45,8 @@ def caller():
     caller.stop()
 
 
-def a_job() -> classad2.ClassAd:
-    return classad2.ClassAd({"Cmd": "/bin/true", "Owner": "alice"})
+def a_job(owner: str = "alice") -> classad2.ClassAd:
+    return classad2.ClassAd({"Cmd": "/bin/true", "Owner": owner})
 
 
 def submit_at_once(backend: LocalBackend) -> tuple[object, int, int]:
@@ -135,9 +141,9 @@ def test_ids_handed_out_at_once_are_never_handed_out_again_after_a_restart(tmp_p
 def test_while_a_commit_holds_the_queue_nothing_at_once_waits_for_it(ready, caller):
     backend = ready
     committing, cluster, proc = submit_at_once(backend)
-    other = call_at_once(backend.begin)  # (a transaction object: no lock needed)
     commit = CommitInProgress(backend, committing)
     try:
+        other = call_at_once(backend.begin)  # (a transaction object: no lock needed)
         for call in ((backend.new_cluster, other), (backend.abort, other)):
             with pytest.raises(WouldBlock):
                 call_at_once(*call)
@@ -228,3 +234,31 @@ def test_a_failure_at_once_is_a_failed_deferred(caller):
 
 async def _awaited(deferred):
     return await deferred
+
+
+def test_get_job_ad_with_its_owner_check_answers_at_once_as_it_did_on_a_thread(backend, caller):
+    for owner in ("alice", "bob"):
+        txn = backend.begin()
+        cluster = backend.new_cluster(txn)
+        backend.submit(txn, cluster, backend.new_proc(txn, cluster), a_job(owner))
+        backend.commit(txn)
+    policy, clock = AccessPolicy(default_owner="guest"), Clock()
+    at_once = BirdbathSchedd(backend, caller, policy, clock, queries=QueryRunner(caller))
+    threaded = BirdbathSchedd(backend, caller._in_thread, policy, clock, queries=QueryRunner(caller._in_thread))
+    alice, nobody = Caller("127.0.0.1", "alice", Authentication.SOCKET), Caller("10.0.0.9")
+    asked = [(who, cluster, proc) for who in (alice, nobody) for cluster in (1, 2, 3, -1, 2**31 - 1)
+             for proc in (0, 1, -5)]
+    for who, cluster, proc in asked:
+        answered = Deferred.fromCoroutine(at_once.get_job_ad(who, None, cluster, proc))
+        assert answered.called  # (no thread: from memory, with the owner check in the same call)
+        assert _answer(answered) == _answer(Deferred.fromCoroutine(threaded.get_job_ad(who, None, cluster, proc)))
+    assert _answer(Deferred.fromCoroutine(at_once.get_job_ad(alice, None, 2, 0))) == ("FAIL", "Not job owner")
+
+
+def _answer(deferred: Deferred) -> object:
+    """What an operation answered (its attributes, or its status), once it has."""
+    outcome = run(_awaited(deferred))
+    if hasattr(outcome, "value"):
+        assert isinstance(outcome.value, BirdbathError), outcome
+        return outcome.value.status.code.value, outcome.value.status.message
+    return [(attr.name, attr.type, attr.value) for attr in outcome]
