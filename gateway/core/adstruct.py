@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 import classad2
 
 from jobmodel.classads import literal_value
 from jobmodel.expressions import ExpressionLimits
-from jobmodel.exprtext import TextedAd, expression_text
+from jobmodel.exprtext import TextedAd, expression_text, old_syntax
 from jobmodel.jobs import PRIVATE_ATTRIBUTES
 from jobmodel.values import check_attribute_name, excerpt, parse_expression
 
@@ -81,35 +81,77 @@ def ad_to_struct(ad: classad2.ClassAd, server_time: int, my_type: str = "Job",
         Attr("TargetType", AttrType.STRING, target_type),
         Attr("ServerTime", AttrType.INTEGER, str(server_time)),
     ]
-    out.extend(_typed_attributes(ad))
+    out.extend(Attr(name, type_, value) for name, type_, value in typed_items(ad))
     return out
 
 
-def _typed_attributes(ad: classad2.ClassAd) -> Iterator[Attr]:
+@dataclass(frozen=True)
+class JobAdStruct(Sequence[Attr]):
+    """A job ad's ``ClassAdStruct`` at ``server_time``, converted when it is read.  Job queries answer these so that a
+    writer that knows them can write the ad's text from the ad itself (the SOAP writer keeps the texts of queued ads:
+    ``gateway.soap.adcache``)."""
+
+    ad: classad2.ClassAd
+    server_time: int
+
+    def struct(self) -> list[Attr]:
+        return ad_to_struct(self.ad, self.server_time)
+
+    def __len__(self) -> int:
+        return len(self.struct())
+
+    def __getitem__(self, index: int) -> Attr:  # type: ignore[override]
+        return self.struct()[index]
+
+    def __iter__(self) -> Iterator[Attr]:
+        return iter(self.struct())
+
+
+#: an ad's own attributes that are not written: the synthetic ones (written first, per answer) and the private ones
+LEFT_OUT = frozenset(SYNTHETIC_FIRST) | PRIVATE_ATTRIBUTES
+
+
+def typed_items(ad: classad2.ClassAd) -> Iterator[tuple[str, AttrType, str]]:
+    """The (name, type, value) of each attribute of ``ad`` the wire carries, after the synthetic ones, as
+    :func:`typed_attribute` types them.  The common value types are told apart by exact type here, in one loop: this
+    is every job query's per-attribute cost (the SOAP writer turns these straight into text, without ``Attr``)."""
+    texts = getattr(ad, "texts", None)
     for name, value in ad.items():
-        if name in SYNTHETIC_FIRST or name in PRIVATE_ATTRIBUTES:
+        if name in LEFT_OUT:
             continue
-        attr = typed_attribute(ad, name, value)
-        if attr is not None:
-            yield attr
+        kind = type(value)
+        if kind is str:
+            yield name, AttrType.STRING, value
+        elif kind is int:
+            yield name, AttrType.INTEGER, str(value)
+        elif kind is float:
+            yield name, AttrType.FLOAT, "%f" % value
+        elif kind is bool:
+            yield name, AttrType.BOOLEAN, "TRUE" if value else "FALSE"
+        elif kind is classad2.ExprTree and not texts:
+            yield name, AttrType.EXPRESSION, old_syntax(str(value))
+        else:
+            typed = wire_value(ad, name, value)
+            if typed is not None:
+                yield name, typed[0], typed[1]
 
 
-def typed_attribute(ad: classad2.ClassAd, name: str, value: object) -> Attr | None:
-    """One attribute of ``ad`` for the wire (None: not representable); an expression as the client sent it, else
-    in the old ClassAd syntax (``jobmodel.exprtext``)."""
+def wire_value(ad: classad2.ClassAd, name: str, value: object) -> tuple[AttrType, str] | None:
+    """The type and text of the value of ``ad``'s attribute ``name`` on the wire (None: not representable); an
+    expression as the client sent it, else in the old ClassAd syntax (``jobmodel.exprtext``)."""
     if isinstance(value, classad2.Value):
         return None  # undefined and error literals (an IntEnum, so test before int)
     if isinstance(value, str):
-        return Attr(name, AttrType.STRING, value)
+        return AttrType.STRING, value
     if isinstance(value, bool):
-        return Attr(name, AttrType.BOOLEAN, "TRUE" if value else "FALSE")
+        return AttrType.BOOLEAN, "TRUE" if value else "FALSE"
     if isinstance(value, int):
-        return Attr(name, AttrType.INTEGER, "%d" % value)
+        return AttrType.INTEGER, "%d" % value
     if isinstance(value, float):
-        return Attr(name, AttrType.FLOAT, "%f" % value)
+        return AttrType.FLOAT, "%f" % value
     if isinstance(value, classad2.ExprTree):
-        return Attr(name, AttrType.EXPRESSION, expression_text(ad, name, value))
-    return None  # undefined/error literals, lists and nested ads are not representable
+        return AttrType.EXPRESSION, expression_text(ad, name, value)
+    return None  # lists and nested ads are not representable
 
 
 #: the types whose values must be numbers (NaN and infinity, which ClassAd cannot write, are refused)

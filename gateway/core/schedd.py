@@ -25,7 +25,7 @@ from jobmodel.files import transfer_name_problem
 from jobmodel.jobs import JobAction, Universe
 from jobmodel.values import excerpt
 
-from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, attribute_value, check_name, struct_to_ad
+from .adstruct import Attr, AttrType, BadAttribute, JobAdStruct, ad_to_struct, attribute_value, check_name, struct_to_ad
 from .auth import AccessPolicy, Caller, NotOwner, Permission, replaced_at_submit
 from .queries import QueryRunner
 from .status import BirdbathError, StatusCode
@@ -38,8 +38,9 @@ Struct = list[Attr]
 
 
 @dataclass(frozen=True)
-class JobAdStructs(Sequence[Struct]):
-    """The answer of a job query: the matching ads, each converted for the wire only when it is read.
+class JobAdStructs(Sequence[JobAdStruct]):
+    """The answer of a job query: the matching ads, each a :class:`JobAdStruct` converted for the wire only when it is
+    read (the SOAP writer writes them from the ads themselves, mostly from kept texts).
 
     An answer of 100,000 jobs converted at once would hold millions of ``Attr`` at the same time; read in order
     (as the SOAP writer streams it), one ad's are alive at a time."""
@@ -50,13 +51,13 @@ class JobAdStructs(Sequence[Struct]):
     def __len__(self) -> int:
         return len(self.ads)
 
-    def __getitem__(self, index: int) -> Struct:  # type: ignore[override]
-        return ad_to_struct(self.ads[index], self.now)
+    def __getitem__(self, index: int) -> JobAdStruct:  # type: ignore[override]
+        return JobAdStruct(self.ads[index], self.now)
 
-    def __iter__(self) -> Iterator[Struct]:
+    def __iter__(self) -> Iterator[JobAdStruct]:
         now = self.now
         for ad in self.ads:
-            yield ad_to_struct(ad, now)
+            yield JobAdStruct(ad, now)
 CallInThread = Callable[..., Any]  # (function, *args) -> Deferred
 T = TypeVar("T")
 
@@ -355,12 +356,12 @@ class BirdbathSchedd:
             raise BirdbathError.fail(f"Query failed: {exc}") from None
         return JobAdStructs(ads, self._now())
 
-    async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> Struct:
+    async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> JobAdStruct:
         self._enter(caller, ref, Permission.READ, required=False)
         ad = await self.queries.read(self._owned_call, caller, cluster, proc)
         if ad is None:
             raise BirdbathError(StatusCode.UNKNOWNJOB, "Specified job is unknown")
-        return ad_to_struct(ad, self._now())
+        return JobAdStruct(ad, self._now())
 
     # -- files --------------------------------------------------------------------------------------
     async def declare_file(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,

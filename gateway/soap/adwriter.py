@@ -8,11 +8,16 @@ so only the ``item`` elements are written here.  ``bench/soap_answers.py`` measu
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
-from gateway.core.adstruct import Attr
+import classad2
+
+from gateway.core.adstruct import Attr, AttrType, JobAdStruct, ad_to_struct, typed_items
+
+from .adcache import WireTexts
 
 #: characters XML 1.0 cannot carry at all; they become U+FFFD rather than break the whole answer
 NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -38,6 +43,34 @@ def escape(text: str) -> str:
 def attribute_items(ad: Sequence[Attr]) -> str:
     return "".join(f"<item><name>{escape(a.name)}</name><type>{a.type.value}</type>"
                    f"<value>{escape(a.value)}</value></item>" for a in ad)
+
+
+#: (name, type) -> the text of an item up to its value; a bounded table (names are clients' words)
+_HEADS: dict[tuple[str, AttrType], str] = {}
+HEADS = 4096
+
+
+def _head(name: str, type_: AttrType) -> str:
+    head = _HEADS.get((name, type_))
+    if head is None:
+        if len(_HEADS) >= HEADS:
+            _HEADS.clear()
+        head = _HEADS[(name, type_)] = f"<item><name>{escape(name)}</name><type>{type_.value}</type><value>"
+    return head
+
+
+def own_items(ad: classad2.ClassAd) -> bytes:
+    """The items of a job ad's own attributes (all but the three synthetic ones every answer starts with), straight
+    from the ClassAd: the same text as :func:`attribute_items` of :func:`~gateway.core.adstruct.ad_to_struct`'s
+    ``Attr`` after those three, without making them."""
+    return "".join([f"{_head(name, type_)}{escape(value)}</value></item>"
+                    for name, type_, value in typed_items(ad)]).encode("utf-8")
+
+
+#: what is sent first in every job ad of an answer at ``ServerTime`` (the last few kept: answers of one second share it)
+@functools.lru_cache(maxsize=4)
+def synthetic_items(server_time: int) -> bytes:
+    return attribute_items(ad_to_struct(classad2.ClassAd(), server_time)).encode("utf-8")
 
 
 #: about how many bytes of a streamed answer are written at once
@@ -74,28 +107,41 @@ class SplitAnswer:
 
 @dataclass(frozen=True)
 class AdAnswers:
-    """Writers for the answers that carry job ads."""
+    """Writers for the answers that carry job ads.  A :class:`~gateway.core.adstruct.JobAdStruct` (what job queries
+    answer) is written from its ad, through ``texts`` (the kept texts of queued ads); any other sequence of ``Attr``
+    as it is."""
 
     job_ads: SplitAnswer  # getJobAdsResponse, around classAdArray
     job_ad: SplitAnswer  # getJobAdResponse, around classAd
+    texts: WireTexts = field(default_factory=lambda: WireTexts(own_items))
+
+    def attributes(self, ad: Sequence[Attr]) -> bytes:
+        """The items of one ad's attributes."""
+        if isinstance(ad, JobAdStruct):
+            return synthetic_items(ad.server_time) + self.texts.text(ad.ad)
+        return attribute_items(ad).encode("utf-8")
 
     def write_job_ads(self, ads: Iterable[Sequence[Attr]]) -> bytes:
-        return self.job_ads.fill(ad_items(ads))
+        return b"".join([self.job_ads.head, *self._items(ads), self.job_ads.tail])
 
     def stream_job_ads(self, ads: Iterable[Sequence[Attr]], chunk: int = CHUNK) -> Iterator[bytes]:
         """The same bytes as :meth:`write_job_ads`, in pieces of about ``chunk`` bytes, each ad converted and
         written only when its piece is asked for: an answer of any size is never held whole."""
         yield self.job_ads.head
-        parts: list[str] = []
+        parts: list[bytes] = []
         size = 0
-        for ad in ads:
-            text = ad_item(ad)
-            parts.append(text)
-            size += len(text)
+        for item in self._items(ads):
+            parts.append(item)
+            size += len(item)
             if size >= chunk:
-                yield "".join(parts).encode("utf-8")
+                yield b"".join(parts)
                 parts, size = [], 0
-        yield "".join(parts).encode("utf-8") + self.job_ads.tail
+        parts.append(self.job_ads.tail)
+        yield b"".join(parts)
+
+    def _items(self, ads: Iterable[Sequence[Attr]]) -> Iterator[bytes]:
+        for ad in ads:
+            yield b"<item>%s</item>" % self.attributes(ad)
 
     def write_job_ad(self, ad: Sequence[Attr]) -> bytes:
-        return self.job_ad.fill(attribute_items(ad))
+        return b"".join((self.job_ad.head, self.attributes(ad), self.job_ad.tail))
