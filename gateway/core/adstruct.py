@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import classad2
 
 from jobmodel.classads import literal_value
 from jobmodel.expressions import ExpressionLimits
-from jobmodel.exprtext import TextedAd, expression_text, old_syntax
+from jobmodel.exprtext import TextedAd, expression_text
 from jobmodel.jobs import PRIVATE_ATTRIBUTES
 from jobmodel.values import check_attribute_name, excerpt, parse_expression
 
@@ -81,7 +81,8 @@ def ad_to_struct(ad: classad2.ClassAd, server_time: int, my_type: str = "Job",
         Attr("TargetType", AttrType.STRING, target_type),
         Attr("ServerTime", AttrType.INTEGER, str(server_time)),
     ]
-    out.extend(Attr(name, type_, value) for name, type_, value in typed_items(ad))
+    out.extend(Attr(name, *typed) for name, value in ad.items()
+               if name not in LEFT_OUT and (typed := wire_value(ad, name, value)) is not None)
     return out
 
 
@@ -110,47 +111,29 @@ class JobAdStruct(Sequence[Attr]):
 #: an ad's own attributes that are not written: the synthetic ones (written first, per answer) and the private ones
 LEFT_OUT = frozenset(SYNTHETIC_FIRST) | PRIVATE_ATTRIBUTES
 
-
-def typed_items(ad: classad2.ClassAd) -> Iterator[tuple[str, AttrType, str]]:
-    """The (name, type, value) of each attribute of ``ad`` the wire carries, after the synthetic ones, as
-    :func:`typed_attribute` types them.  The common value types are told apart by exact type here, in one loop: this
-    is every job query's per-attribute cost (the SOAP writer turns these straight into text, without ``Attr``)."""
-    texts = getattr(ad, "texts", None)
-    for name, value in ad.items():
-        if name in LEFT_OUT:
-            continue
-        kind = type(value)
-        if kind is str:
-            yield name, AttrType.STRING, value
-        elif kind is int:
-            yield name, AttrType.INTEGER, str(value)
-        elif kind is float:
-            yield name, AttrType.FLOAT, "%f" % value
-        elif kind is bool:
-            yield name, AttrType.BOOLEAN, "TRUE" if value else "FALSE"
-        elif kind is classad2.ExprTree and not texts:
-            yield name, AttrType.EXPRESSION, old_syntax(str(value))
-        else:
-            typed = wire_value(ad, name, value)
-            if typed is not None:
-                yield name, typed[0], typed[1]
+#: the wire's type and text of a literal, by its exact Python type (what classad2 gives for most attributes: one
+#: lookup instead of a chain of tests, for writers of many ads)
+LITERALS: dict[type, tuple[AttrType, Callable[[Any], str]]] = {
+    str: (AttrType.STRING, str),
+    int: (AttrType.INTEGER, "%d".__mod__),
+    float: (AttrType.FLOAT, "%f".__mod__),
+    bool: (AttrType.BOOLEAN, {True: "TRUE", False: "FALSE"}.__getitem__),
+}
 
 
 def wire_value(ad: classad2.ClassAd, name: str, value: object) -> tuple[AttrType, str] | None:
     """The type and text of the value of ``ad``'s attribute ``name`` on the wire (None: not representable); an
     expression as the client sent it, else in the old ClassAd syntax (``jobmodel.exprtext``)."""
-    if isinstance(value, classad2.Value):
-        return None  # undefined and error literals (an IntEnum, so test before int)
-    if isinstance(value, str):
-        return AttrType.STRING, value
-    if isinstance(value, bool):
-        return AttrType.BOOLEAN, "TRUE" if value else "FALSE"
-    if isinstance(value, int):
-        return AttrType.INTEGER, "%d" % value
-    if isinstance(value, float):
-        return AttrType.FLOAT, "%f" % value
+    literal = LITERALS.get(type(value))
+    if literal is not None:
+        return literal[0], literal[1](value)
     if isinstance(value, classad2.ExprTree):
         return AttrType.EXPRESSION, expression_text(ad, name, value)
+    if isinstance(value, classad2.Value):
+        return None  # undefined and error literals (an IntEnum)
+    for kind in (str, bool, int, float):  # (bool before int, as bool is an int)
+        if isinstance(value, kind):
+            return LITERALS[kind][0], LITERALS[kind][1](value)
     return None  # lists and nested ads are not representable
 
 

@@ -15,7 +15,7 @@ from typing import Iterable, Iterator, Sequence
 
 import classad2
 
-from gateway.core.adstruct import Attr, AttrType, JobAdStruct, ad_to_struct, typed_items
+from gateway.core.adstruct import LEFT_OUT, LITERALS, Attr, AttrType, JobAdStruct, ad_to_struct, wire_value
 
 from .adcache import WireTexts
 
@@ -62,9 +62,25 @@ def _head(name: str, type_: AttrType) -> str:
 def own_items(ad: classad2.ClassAd) -> bytes:
     """The items of a job ad's own attributes (all but the three synthetic ones every answer starts with), straight
     from the ClassAd: the same text as :func:`attribute_items` of :func:`~gateway.core.adstruct.ad_to_struct`'s
-    ``Attr`` after those three, without making them."""
-    return "".join([f"{_head(name, type_)}{escape(value)}</value></item>"
-                    for name, type_, value in typed_items(ad)]).encode("utf-8")
+    ``Attr`` after those three, without making them (one loop, literals typed by one lookup: this is the cost per
+    attribute of every job ad written that is not kept)."""
+    parts: list[str] = []
+    append, heads, literals, special = parts.append, _HEADS, LITERALS, _SPECIAL.search  # (locals: quicker)
+    for name, value in ad.items():
+        if name in LEFT_OUT:
+            continue
+        literal = literals.get(type(value))
+        if literal is not None:
+            type_, text = literal[0], literal[1](value)
+        else:
+            typed = wire_value(ad, name, value)
+            if typed is None:
+                continue
+            type_, text = typed
+        append(heads.get((name, type_)) or _head(name, type_))
+        append(escape(text) if special(text) else text)
+        append("</value></item>")
+    return "".join(parts).encode("utf-8")
 
 
 #: what is sent first in every job ad of an answer at ``ServerTime`` (the last few kept: answers of one second share it)
