@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import random
+import sys
 import threading
 
 import classad2
@@ -182,7 +183,7 @@ def test_a_huge_ad_and_many_shapes(dispatcher, answers, monkeypatch):
     expected = uncached(answers, ads)
     for _ in range(3):
         assert answers.write_job_ads([JobAdStruct(ad, NOW) for ad in ads]) == expected
-    dictionaries = {id(entry.packed[0]) for entry in answers.texts._entries.values() if entry.packed}
+    dictionaries = {id(entry.dictionary) for entry in answers.texts._entries.values() if entry.dictionary}
     assert len(dictionaries) > 1
 
 
@@ -204,10 +205,15 @@ def test_threads_writing_while_ads_come_and_go(answers):
             answers.write_job_ad(JobAdStruct(ad, NOW))
 
     threads = [threading.Thread(target=writer) for _ in range(3)] + [threading.Thread(target=churn) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch as often as they can
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switching)
     assert not failures
     gc.collect()
     assert len(answers.texts) == len(ads)

@@ -58,7 +58,7 @@ class Dictionary:
 class _Entry(weakref.ref):
     """An ad's entry: a weak reference to it, its key, and (from its second writing) its packed text."""
 
-    __slots__ = ("key", "packed")
+    __slots__ = ("key", "packed", "dictionary")
 
     def __new__(cls, ad: classad2.ClassAd, callback: Callable[["_Entry"], None], key: int) -> "_Entry":
         return super().__new__(cls, ad, callback)
@@ -66,8 +66,10 @@ class _Entry(weakref.ref):
     def __init__(self, ad: classad2.ClassAd, callback: Callable[["_Entry"], None], key: int) -> None:
         super().__init__(ad, callback)
         self.key = key
-        #: (the dictionary it was packed with, the packed text), set once in one assignment
-        self.packed: tuple[Dictionary, bytes] | None = None
+        #: the packed text, and the dictionary it was packed with: set once, the dictionary last (a reader that sees
+        #: it sees the text)
+        self.packed = b""
+        self.dictionary: Dictionary | None = None
 
 
 class WireTexts:
@@ -93,9 +95,9 @@ class WireTexts:
             text = self._convert(ad)
             self._mark(ad, key)
             return text
-        packed = entry.packed
-        if packed is not None:
-            return packed[0].unpack(packed[1])
+        dictionary = entry.dictionary
+        if dictionary is not None:
+            return dictionary.unpack(entry.packed)
         text = self._convert(ad)
         self._keep(entry, text)
         return text
@@ -120,9 +122,10 @@ class WireTexts:
         if len(packed) > RATIO * len(text) and dictionary.uses >= REFRESH:
             self._dictionary = Dictionary(text)  # this queue's ads have moved away from the old one
         with self._lock:
-            if entry.packed is not None or self.packed_bytes + len(packed) > self.budget:
+            if entry.dictionary is not None or self.packed_bytes + len(packed) > self.budget:
                 return
-            entry.packed = (dictionary, packed)
+            entry.packed = packed
+            entry.dictionary = dictionary
             self.packed_bytes += len(packed)
 
     def _settled(self) -> int:
@@ -137,5 +140,5 @@ class WireTexts:
         """The weak reference's callback (on whichever thread let go of the ad): drop its entry."""
         if self._entries.get(entry.key) is entry:
             self._entries.pop(entry.key, None)
-        if entry.packed is not None:
-            self._freed.append(len(entry.packed[1]))
+        if entry.dictionary is not None:
+            self._freed.append(len(entry.packed))

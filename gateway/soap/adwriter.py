@@ -157,7 +157,7 @@ class AdAnswers:
 
     def _items(self, ads: Iterable[Sequence[Attr]]) -> Iterator[bytes]:
         for ad in ads:
-            yield b"<item>%s</item>" % self.attributes(ad)
+            yield b"".join((b"<item>", self.attributes(ad), b"</item>"))
 
     def write_job_ad(self, ad: Sequence[Attr]) -> bytes:
         return b"".join((self.job_ad.head, self.attributes(ad), self.job_ad.tail))
