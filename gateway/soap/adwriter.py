@@ -3,7 +3,9 @@
 spyne spends ~0.1 ms per ClassAd attribute serialising; a queue of a few thousand jobs would take seconds.  The
 envelope around the ads is taken once from spyne itself (an answer with an empty array, split where the items go),
 so only the ``item`` elements are written here.  ``bench/soap_answers.py`` measures the difference and
-``tests/test_adwriter.py`` proves the bytes identical.
+``tests/test_adwriter.py`` proves the bytes identical.  Job ads (a :class:`~gateway.core.adstruct.JobAdStruct`) are
+written straight from the ClassAd (:func:`own_items`) and their text kept between queries (``adcache``;
+``tests/test_adcache.py`` proves those bytes identical too).
 """
 
 from __future__ import annotations
