@@ -190,7 +190,7 @@ class Scheduler:
     def _remove_spent(self, key: JobKey, directory: ExecuteDir) -> None:
         """Remove the execute directory of a run whose end is on disk, unless the job started again meanwhile."""
         if key not in self._queue.active:
-            directory.remove()
+            self._queue.discard(directory.root)
 
     def _run_ended(self, ad: classad2.ClassAd, result: RunResult, directory: ExecuteDir,
                    interruption: str | None) -> Transition:
