@@ -355,6 +355,22 @@ def test_a_cycle_that_fails_still_frees_the_slots_of_its_ended_runs(reactor, sch
     assert scheduling.start_jobs is real_start_jobs and ex.busy_cpus == 1
 
 
+def test_a_run_whose_launcher_ended_is_never_signalled(reactor, scheduling, tmp_path, sent):
+    """The change that records a run's end (or any other) can be heard after its launcher ended and before the end
+    is recorded: the launcher's pid may be another process's by then, so nothing is sent to it, and no timer waits
+    for it."""
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=501)]
+    ex = executor(reactor, scheduling, slots=1)
+    start_cycles(reactor, ex)
+    reactor.spawned[0].end()
+    assert sent == [("killpg", 501, signal.SIGKILL)]
+    ex.changed({(1, 0): ad(JobStatus.COMPLETED)})
+    ex.changed({(1, 0): ad(JobStatus.HELD)})
+    assert sent == [("killpg", 501, signal.SIGKILL)]
+    reactor.advance(0)
+    assert scheduling.finished == [((1, 0), None)] and reactor.getDelayedCalls() == []
+
+
 def test_a_launcher_that_cannot_be_started_ends_at_once(reactor, scheduling, tmp_path, sent):
     scheduling.offered = [launch(tmp_path, (1, 0))]
     reactor.spawn_error = OSError(24, "Too many open files")

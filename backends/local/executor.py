@@ -77,6 +77,7 @@ class _Running:
     stopping: str | None = None  # set when the gateway (not the job or a user) ends the run
     dag: DagRun | None = None
     suspended: bool = False
+    ended: bool = False  # the launcher is gone; the run's end is being recorded
 
 
 class Executor:
@@ -167,6 +168,8 @@ class Executor:
         if running is None:
             if self._negotiating:
                 self._heard[key] = written, ad
+            return
+        if running.ended:  # its launcher is gone (its pid may be another process's now): nothing to signal
             return
         if running.dag is None and status in (JobStatus.SUSPENDED, JobStatus.RUNNING):
             if status is JobStatus.SUSPENDED:
@@ -290,7 +293,7 @@ class Executor:
 
     def _deliver(self, key: JobKey, number: int) -> None:
         running = self._running.get(key)
-        if running is None or running.transport is None:
+        if running is None or running.transport is None or running.ended:
             return
         if running.transport.pid is None or running.launch.directory.pgid() is None:
             self._reactor.callLater(0.02, self._deliver, key, number)
@@ -323,7 +326,7 @@ class Executor:
 
     def _kill(self, key: JobKey) -> None:
         running = self._running.get(key)
-        if running is None or running.transport is None or running.transport.pid is None:
+        if running is None or running.transport is None or running.transport.pid is None or running.ended:
             return
         log.info("job {job} did not stop within {grace}s: SIGKILL", job=key, grace=self.options.kill_grace)
         try:
@@ -333,8 +336,9 @@ class Executor:
 
     def _process_ended(self, key: JobKey) -> None:
         running = self._running.get(key)
-        if running is None:
+        if running is None or running.ended:
             return
+        running.ended = True
         if running.killer is not None and running.killer.active():
             running.killer.cancel()
         pgid = running.launch.directory.pgid()
