@@ -12,42 +12,48 @@ from __future__ import annotations
 
 import itertools
 import os
-import queue
 import shutil
 import threading
 from pathlib import Path
 
+#: seconds between two emptyings of the trash
+INTERVAL = 0.5
+
 
 class Trash:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, interval: float = INTERVAL) -> None:
         root.mkdir(exist_ok=True)
-        self._root = root
+        self._root = str(root)
+        self._prefix = os.path.join(self._root, f"{os.getpid()}.")
         self._names = itertools.count()
-        self._doomed: queue.SimpleQueue[Path | None] = queue.SimpleQueue()
-        for left in sorted(root.iterdir()):  # (a crash's leftovers, first)
-            self._doomed.put(left)
+        self._interval = interval
+        self._closing = threading.Event()
         self._thread = threading.Thread(target=self._empty, name="trash", daemon=True)
         self._thread.start()
 
     def discard(self, path: Path) -> None:
-        """Remove the directory ``path`` (nothing if there is none): moved out of the way now, emptied later; one
-        that cannot be moved (another file system) is removed at once."""
-        target = self._root / f"{os.getpid()}.{next(self._names)}"
+        """Remove the directory ``path`` (nothing if there is none): moved out of the way now, emptied by the next
+        round of the trash's thread (no thread is woken per directory); one that cannot be moved (another file
+        system) is removed at once."""
         try:
-            os.rename(path, target)
+            os.rename(path, f"{self._prefix}{next(self._names)}")
         except FileNotFoundError:
-            return
+            pass
         except OSError:
             shutil.rmtree(path, ignore_errors=True)
-            return
-        self._doomed.put(target)
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop once what is in the trash now is removed (or after ``timeout``; the rest goes at the next start)."""
         if self._thread.is_alive():
-            self._doomed.put(None)
+            self._closing.set()
             self._thread.join(timeout)
 
     def _empty(self) -> None:
-        while (path := self._doomed.get()) is not None:
-            shutil.rmtree(path, ignore_errors=True)
+        """Every ``interval`` (and once more when closing), remove what is in the trash: a crash's leftovers first."""
+        while True:
+            closing = self._closing.is_set()
+            for entry in os.scandir(self._root):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            if closing:
+                return
+            self._closing.wait(self._interval)
