@@ -135,16 +135,17 @@ def attributes(ad: classad2.ClassAd, *names: str) -> dict:
 
 
 def make_world(state_dir: Path, accounts: Accounts) -> World:
-    """A queue and scheduler with their state under ``state_dir`` (and ``iwd``, a directory for the jobs)."""
+    """A queue and scheduler with their state under ``state_dir`` (and ``iwd``, a directory for the jobs); on the
+    state another world left there, what a restarted gateway finds."""
     store = JobStore(state_dir / "queue.sqlite3")
     clock = Clock(1000)
     queue = JobQueue(store, Spool(state_dir / "spool"), SCHEDD, clock, accounts)
     changes: list[dict] = []
     queue.listener = lambda changed: changes.append(dict(changed))
     execute = state_dir / "execute"
-    execute.mkdir()
+    execute.mkdir(exist_ok=True)
     iwd = state_dir / "iwd"
-    iwd.mkdir()
+    iwd.mkdir(exist_ok=True)
     machine = classad2.ClassAd()
     for name, value in {"MyType": "Machine", "Cpus": 4, "Memory": 2048, "OpSys": "LINUX", "Arch": "X86_64",
                         "Requirements": E("true"), "Start": E("true")}.items():

@@ -104,6 +104,15 @@ class FakeScheduling:
                 free_cpus -= launch.cpus
         return chosen
 
+    def cycle(self, ended: dict, free_cpus, running: set) -> list[Launch]:
+        """As the scheduler's: every end recorded (one that fails does not stop the others), then the starts."""
+        for key, interruption in ended.items():
+            try:
+                self.finish_job(key, interruption)
+            except Exception:
+                pass  # (the real scheduler holds such a job: recording an end never raises)
+        return [] if free_cpus is None else self.start_jobs(free_cpus, running)
+
     def finish_job(self, key, interruption=None) -> None:
         self.finished.append((key, interruption))
         self._fail()
@@ -141,13 +150,13 @@ class ReactorCall:
 
 
 class HeldCall:
-    """A ``call`` whose ``start_jobs`` answers only when the test says so (the backend thread is busy)."""
+    """A ``call`` whose ``cycle`` answers only when the test says so (the backend thread is busy)."""
 
     def __init__(self) -> None:
         self.pending: list[tuple[Any, tuple, defer.Deferred]] = []
 
     def __call__(self, function, *args, **kwargs):
-        if getattr(function, "__name__", "") != "start_jobs":
+        if getattr(function, "__name__", "") != "cycle":
             return defer.maybeDeferred(function, *args, **kwargs)
         answer: defer.Deferred = defer.Deferred()
         self.pending.append((function, args, answer))
@@ -287,16 +296,18 @@ def test_changes_that_make_nothing_idle_do_not_look_for_work(reactor, scheduling
 
 
 def test_a_job_end_calls_finish_job_and_frees_its_slot(reactor, scheduling, tmp_path, sent):
+    """The end is recorded by the next cycle, which fills the slot it freed in the same backend call."""
     scheduling.offered = [launch(tmp_path, (1, 0), pgid=501), launch(tmp_path, (2, 0), pgid=502),
                           launch(tmp_path, (3, 0), pgid=503)]
     ex = executor(reactor, scheduling, slots=2)
     start_cycles(reactor, ex)
     assert len(reactor.spawned) == 2 and ex.busy_cpus == 2
+    calls = len(scheduling.start_calls)
     reactor.spawned[0].end()
-    assert scheduling.finished == [((1, 0), None)]
     assert sent == [("killpg", 501, signal.SIGKILL)]  # nothing of its session outlives the launcher
     reactor.advance(0)  # the end woke the executor
-    assert scheduling.start_calls[-1] == (1, {(2, 0)})
+    assert scheduling.finished == [((1, 0), None)]
+    assert scheduling.start_calls[calls:] == [(1, {(2, 0)})]
     assert reactor.spawned[2].directory == str(tmp_path / "dir_3.0")
     assert ex.busy_cpus == 2
 
@@ -307,9 +318,57 @@ def test_a_job_whose_end_cannot_be_recorded_still_frees_its_slot(reactor, schedu
     start_cycles(reactor, ex)
     scheduling.failure = OSError(28, "No space left on device")
     reactor.spawned[0].end()
-    assert scheduling.finished == [((1, 0), None)] and ex.busy_cpus == 0
     reactor.advance(0)
+    assert scheduling.finished == [((1, 0), None)]
     assert [s.directory for s in reactor.spawned] == [str(tmp_path / "dir_1.0"), str(tmp_path / "dir_2.0")]
+
+
+def test_ends_heard_together_are_recorded_by_one_call_that_fills_their_slots(reactor, scheduling, tmp_path, sent):
+    scheduling.offered = [launch(tmp_path, (n, 0), pgid=500 + n) for n in range(1, 5)]
+    ex = executor(reactor, scheduling, slots=2)
+    start_cycles(reactor, ex)
+    calls = len(scheduling.start_calls)
+    reactor.spawned[0].end()
+    reactor.spawned[1].end()
+    reactor.advance(0)
+    assert scheduling.finished == [((1, 0), None), ((2, 0), None)]
+    assert scheduling.start_calls[calls:] == [(2, set())]  # one call: both ends, then both slots
+    assert [s.directory for s in reactor.spawned[2:]] == [str(tmp_path / "dir_3.0"), str(tmp_path / "dir_4.0")]
+
+
+def test_a_cycle_that_fails_still_frees_the_slots_of_its_ended_runs(reactor, scheduling, tmp_path, sent):
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=501)]
+    ex = executor(reactor, scheduling, slots=1)
+    start_cycles(reactor, ex)
+    scheduling.offered = [launch(tmp_path, (2, 0), pgid=502)]
+    real_start_jobs = scheduling.start_jobs
+
+    def refused(free_cpus, running):
+        scheduling.start_jobs = real_start_jobs
+        raise OSError(28, "No space left on device")
+
+    scheduling.start_jobs = refused
+    reactor.spawned[0].end()
+    reactor.advance(0)  # a cycle records the end and fails to start; the next one offers the slot again
+    assert scheduling.finished == [((1, 0), None)]
+    assert [s.directory for s in reactor.spawned] == [str(tmp_path / "dir_1.0"), str(tmp_path / "dir_2.0")]
+    assert scheduling.start_jobs is real_start_jobs and ex.busy_cpus == 1
+
+
+def test_a_run_whose_launcher_ended_is_never_signalled(reactor, scheduling, tmp_path, sent):
+    """The change that records a run's end (or any other) can be heard after its launcher ended and before the end
+    is recorded: the launcher's pid may be another process's by then, so nothing is sent to it, and no timer waits
+    for it."""
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=501)]
+    ex = executor(reactor, scheduling, slots=1)
+    start_cycles(reactor, ex)
+    reactor.spawned[0].end()
+    assert sent == [("killpg", 501, signal.SIGKILL)]
+    ex.changed({(1, 0): ad(JobStatus.COMPLETED)})
+    ex.changed({(1, 0): ad(JobStatus.HELD)})
+    assert sent == [("killpg", 501, signal.SIGKILL)]
+    reactor.advance(0)
+    assert scheduling.finished == [((1, 0), None)] and reactor.getDelayedCalls() == []
 
 
 def test_a_launcher_that_cannot_be_started_ends_at_once(reactor, scheduling, tmp_path, sent):
@@ -338,6 +397,7 @@ def test_a_held_job_gets_its_kill_signal_then_sigkill_after_the_grace(reactor, s
     reactor.advance(1)
     assert sent[1:] == [("killpg", 4242, signal.SIGKILL)]
     reactor.spawned[0].end()
+    reactor.advance(0)
     assert scheduling.finished == [((1, 0), None)]  # the scheduler sees the job is held: no interruption
     assert ex.busy_cpus == 0
 
@@ -465,6 +525,7 @@ def test_stop_requeues_the_running_jobs_and_waits_for_them(reactor, scheduling, 
     reactor.spawned[0].end()
     assert not stopped.called
     reactor.spawned[1].end()
+    reactor.advance(0)  # (both ends recorded by one call, which starts nothing)
     assert stopped.called
     assert scheduling.finished == [((1, 0), SHUTDOWN), ((2, 0), SHUTDOWN)]
     calls = len(scheduling.start_calls)

@@ -8,6 +8,9 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+from backends.local import launcher
 from backends.local.launchers import LAUNCHER
 from backends.local.owners import Accounts
 from backends.local.sandbox import ExecuteDir
@@ -61,4 +64,48 @@ def test_a_launcher_finishes_its_job_when_the_server_is_gone(tmp_path):
             break
         subprocess.run(["sleep", "0.05"])
     assert directory.result()["exit_code"] == 3
+    world.queue.store.close()
+
+
+# -- a job that runs as the launcher's own user: started here, with vfork + exec -------------------------------
+def both_ways(spec: dict) -> tuple[tuple, tuple]:
+    """What starting ``spec``'s job reports, and how it ended, started by the launcher itself (``_start_here``, the
+    path of a job that runs as the launcher's own user) and by a forked owner's side (``_as_owner``, the path of a
+    job that runs as another account; here without a switch)."""
+    process, here = launcher._start_here(spec)
+    here_end = launcher._wait(process.pid if process is not None else None)
+    if process is not None:
+        process.returncode = here_end["exit_code"]
+    child, report = launcher._as_owner(None, launcher._start_job, spec)
+    forked = launcher._messages(report)
+    forked_end = launcher._wait(child)
+    return ((here, here_end["exit_code"], here_end["signal"]),
+            (forked, forked_end["exit_code"], forked_end["signal"]))
+
+
+@pytest.mark.parametrize("attributes", [
+    {"Cmd": "/bin/sh", "Arguments": "-c 'echo out; echo err >&2; exit 7'", "Out": "out.txt", "Err": "err.txt"},
+    {"Cmd": "/bin/sh", "Arguments": "-c 'kill -TERM $$'"},
+    {"Cmd": "script.sh"},  # its interpreter does not exist: exec fails
+    {"Cmd": "/bin/true", "Out": "no/such/directory/out.txt"},
+    {"Cmd": "/bin/true", "In": "/no/such/input"},
+    {"Cmd": "/bin/true", "Iwd": "/no/such/iwd"},
+    {"Cmd": "/no/such/program"},
+    {"Cmd": "/bin/sh", "Arguments": "-c 'test \"$GREETING\" = \"hello there\" && test \"$(pwd)\" = \"$EXPECTED\"'",
+     "Environment": "GREETING='hello there'"},
+])
+def test_a_job_started_by_the_launcher_itself_reports_as_the_owners_side_does(tmp_path, attributes):
+    world = make_world(tmp_path, Accounts([], switching=False))
+    script = world.iwd / "script.sh"
+    script.write_text("#!/no/such/interpreter\n")
+    script.chmod(0o755)
+    if "Environment" in attributes:
+        attributes = attributes | {"Environment": f"{attributes['Environment']} EXPECTED={world.iwd}"}
+    (key,) = world.submit(**attributes)
+    assert world.start() == [key]
+    spec = world.spec(key)
+    here, forked = both_ways(spec)
+    assert here == forked
+    if "Out" in attributes and "no/such" not in attributes["Out"]:
+        assert (world.iwd / "out.txt").read_text() == "out\n" and (world.iwd / "err.txt").read_text() == "err\n"
     world.queue.store.close()

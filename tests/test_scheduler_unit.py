@@ -399,6 +399,97 @@ def test_recover_finishes_runs_that_ended_and_requeues_the_others(world):
     assert list(world.execute.iterdir()) == []
 
 
+# -- one cycle: the ends of runs, then the starts -------------------------------------------------------------
+def user_log_events(path: Path, key) -> list[str]:
+    """The event numbers (``000``, ``001``, ``005`` ...) the user log holds for ``key``."""
+    job = f"({key[0]:03d}.{key[1]:03d}.000)"
+    return [line.split()[0] for line in path.read_text().splitlines() if line.split()[1:2] == [job]]
+
+
+def test_a_cycle_records_every_run_that_ended_then_fills_the_freed_slots(world):
+    """Several runs that ended together are recorded by one cycle, each with its user-log events, its job-log line
+    and its row in the history, and the slots they freed go to the next jobs in the same call."""
+    log = world.iwd / "jobs.log"
+    first, second = world.submit(procs=2, UserLog=str(log))
+    assert world.start(free_cpus=2) == [first, second]
+    waiting = world.submit(procs=3, UserLog=str(log))
+    world.result(first, exit_code=0)
+    world.result(second, exit_code=3)
+    world.clock.now = 1100
+    launches = world.scheduler.cycle({first: None, second: None}, 2, set())
+    assert [launch.key for launch in launches] == waiting[:2]
+    history = {(ad["ClusterId"], ad["ProcId"]): ad for ad in world.queue.history(None)}
+    assert attributes(history[first], "JobStatus", "ExitCode", "CompletionDate") == {
+        "JobStatus": 4, "ExitCode": 0, "CompletionDate": 1100}
+    assert attributes(history[second], "JobStatus", "ExitCode") == {"JobStatus": 4, "ExitCode": 3}
+    assert first not in world.queue.store and second not in world.queue.store
+    for key in (first, second):
+        assert user_log_events(log, key) == ["000", "001", "005"]
+        assert not ExecuteDir.of(world.execute, *key).root.exists()
+    assert [world.status(key) for key in waiting] == [JobStatus.RUNNING, JobStatus.RUNNING, JobStatus.IDLE]
+    assert world.queue.active == set(waiting[:2])
+
+
+def test_a_cycle_writes_its_ends_and_starts_before_one_sync(world, monkeypatch):
+    """The ends and the starts of a cycle are all on disk after one sync, which the backend's call makes once the
+    cycle returned (``LocalBackend.serially``): the executor spawns only then."""
+    ended = world.submit()[0]
+    world.start(free_cpus=1)
+    queued = world.submit()[0]
+    world.result(ended)
+    syncs: list[int] = []
+    monkeypatch.setattr(world.queue.store, "durable", lambda written: syncs.append(written))
+    world.queue.deferred = []  # (as serially sets it: what waits for the sync is left to the caller)
+    before = world.queue.store.written
+    [launch] = world.scheduler.cycle({ended: None}, 1, set())
+    assert syncs == [] and world.queue.store.written > before and launch.key == queued
+    assert launch.written == world.queue.store.written  # the start is the cycle's last write
+    assert ExecuteDir.of(world.execute, *ended).root.exists()  # removed only once the end is on disk
+    for action in world.queue.deferred:
+        action()
+    assert not ExecuteDir.of(world.execute, *ended).root.exists()
+
+
+def test_a_run_whose_end_cannot_be_recorded_holds_its_job_and_the_cycle_goes_on(world):
+    bad, good = world.submit(procs=2, LeaveJobInQueue=True)
+    world.start(free_cpus=2)
+    waiting = world.submit()[0]
+    world.result(bad, user_cpu="lots")
+    world.result(good, exit_code=0)
+    launches = world.scheduler.cycle({bad: None, good: None}, 1, set())
+    assert world.status(bad) is JobStatus.HELD and world.status(good) is JobStatus.COMPLETED
+    assert [launch.key for launch in launches] == [waiting]
+
+
+def test_a_stopping_cycle_records_the_ends_and_starts_nothing(world):
+    running = world.submit()[0]
+    world.start(free_cpus=1)
+    idle = world.submit(JobUniverse=int(Universe.SCHEDULER))[0]  # (needs no slot)
+    assert world.scheduler.cycle({running: "The gateway shut down while the job was running; it will run again"},
+                                 None, set()) == []
+    assert world.status(running) is JobStatus.IDLE and world.status(idle) is JobStatus.IDLE
+
+
+def test_a_crash_after_a_cycle_recovers_its_ends_and_starts_as_before(world, state_dir):
+    """A crash right after a cycle (the start of the next job on disk, its launcher never started): the ended run
+    stays recorded and the started job is requeued by the next gateway's recovery."""
+    ended = world.submit()[0]
+    world.start(free_cpus=1)
+    started = world.submit()[0]
+    world.result(ended, exit_code=0)
+    world.scheduler.cycle({ended: None}, 1, set())
+    world.queue.store.close()
+    restarted = make_world(state_dir, Accounts(["mallory"], switching=False))
+    world.queue.store = restarted.queue.store  # (closed by the fixture)
+    restarted.clock.now = 2000
+    restarted.scheduler.recover()
+    assert ended not in restarted.queue.store
+    assert [(ad["ClusterId"], ad["ProcId"]) for ad in restarted.queue.history(None)] == [ended]
+    assert attributes(restarted.job(started), "JobStatus", "NumJobStarts", "LastVacateTime") == {
+        "JobStatus": 1, "NumJobStarts": 1, "LastVacateTime": 2000}
+    assert list(restarted.execute.iterdir()) == []
+
+
 # -- no job is ever stuck ------------------------------------------------------------------------------------
 def could_not(what: str, error: str) -> str:
     return f"The gateway could not {what}: {error}"

@@ -38,6 +38,7 @@ from .pool import LocalPool, PoolFacts
 from .queue import JobQueue, LocalTransaction
 from .scheduler import Scheduler
 from .store import JobStore
+from .trash import Trash
 
 log = Logger()
 T = TypeVar("T")
@@ -91,7 +92,8 @@ class LocalBackend:
         store = JobStore(state_dir / "queue.sqlite3")
         spool = Spool(state_dir / "spool")
         spool.preen(lambda cluster, proc: (cluster, proc) in store)
-        self._queue = JobQueue(store, spool, self._info.schedd_name, clock, self.accounts, uid_domain)
+        self._queue = JobQueue(store, spool, self._info.schedd_name, clock, self.accounts, uid_domain,
+                               Trash(state_dir / "trash"))
         execute = state_dir / "execute"
         execute.mkdir(exist_ok=True)
         jobtools.install(jobtools.libexec(execute), self._info.version, self._info.platform)
@@ -161,6 +163,8 @@ class LocalBackend:
 
     def close(self) -> None:
         self._queue.store.close()
+        if self._queue.trash is not None:
+            self._queue.trash.close()
 
     # -- the backend interface, answered by the queue ----------------------------------------------------
     @immediate

@@ -52,6 +52,9 @@ class Scheduling(Protocol):
 
     def start_jobs(self, free_cpus: int, running: set[JobKey]) -> list[Launch]: ...
 
+    def cycle(self, ended: dict[JobKey, str | None], free_cpus: int | None, running: set[JobKey]) -> list[Launch]:
+        ...
+
     def finish_job(self, key: JobKey, interruption: str | None = None) -> None: ...
 
     def finish_dag(self, key: JobKey, exit_code: int | None, interruption: str | None = None) -> None: ...
@@ -74,6 +77,7 @@ class _Running:
     stopping: str | None = None  # set when the gateway (not the job or a user) ends the run
     dag: DagRun | None = None
     suspended: bool = False
+    ended: bool = False  # the launcher is gone; the run's end is being recorded
 
 
 class Executor:
@@ -98,6 +102,8 @@ class Executor:
         self._drained: list[Deferred] = []
         #: changes of jobs not running here, heard while the scheduler chose (see _follow)
         self._heard: dict[JobKey, tuple[int | None, classad2.ClassAd]] = {}
+        #: runs whose launcher is gone, to be recorded by the next cycle (with why the gateway ended them, if it did)
+        self._ended: dict[JobKey, str | None] = {}
 
     # -- life cycle ---------------------------------------------------------------------------------
     def start(self) -> Deferred:
@@ -163,6 +169,8 @@ class Executor:
             if self._negotiating:
                 self._heard[key] = written, ad
             return
+        if running.ended:  # its launcher is gone (its pid may be another process's now): nothing to signal
+            return
         if running.dag is None and status in (JobStatus.SUSPENDED, JobStatus.RUNNING):
             if status is JobStatus.SUSPENDED:
                 self._suspend(running)
@@ -177,7 +185,7 @@ class Executor:
 
     def wake(self) -> None:
         """Schedule a negotiation cycle soon (many wake-ups coalesce into one)."""
-        if self._stopped or self._wake_pending:
+        if (self._stopped and not self._ended) or self._wake_pending:
             return
         self._wake_pending = True
         self._reactor.callLater(0, self._start_cycle)
@@ -199,14 +207,12 @@ class Executor:
         self._negotiating = True
         self._cycle_done = Deferred()
         try:
-            while not self._stopped:
+            while not self._stopped or self._ended:
                 self._again = False
-                free = self.options.slots - self.busy_cpus
-                self._heard = {}
-                launches = await self._call(self._scheduler.start_jobs, free, set(self._running))
+                launches = await self._choose()
                 if self._stopped:  # stop() came while the scheduler chose: these jobs never start
                     await self._requeue(launches)
-                    break
+                    continue  # (runs that ended meanwhile are recorded all the same)
                 for launch in launches:
                     self._spawn(launch)
                 for launch in launches:  # changes made after the choice that started them, heard before it
@@ -220,6 +226,23 @@ class Executor:
             self._negotiating = False
             done, self._cycle_done = self._cycle_done, None
             done.callback(None)
+
+    async def _choose(self) -> list[Launch]:
+        """One call to the scheduler: record the runs that ended since the last one, then choose what to start in the
+        slots that are free once they are (nothing, once stopping) -- one write and one sync for all of it.  The
+        ended runs leave the executor whatever the call does (recording a run's end never fails: it holds the job)."""
+        ended, self._ended = self._ended, {}
+        running = set(self._running) - ended.keys()
+        free = None if self._stopped else self.options.slots - sum(self._running[key].launch.cpus for key in running)
+        self._heard = {}
+        chosen = False
+        try:
+            launches = await self._call(self._scheduler.cycle, ended, free, running)
+            chosen = True
+            return launches
+        finally:
+            for key in ended:
+                self._forget(key, wake=not chosen)  # (a call that failed: the next cycle offers their slots)
 
     async def _requeue(self, launches: list[Launch]) -> None:
         for launch in launches:
@@ -270,7 +293,7 @@ class Executor:
 
     def _deliver(self, key: JobKey, number: int) -> None:
         running = self._running.get(key)
-        if running is None or running.transport is None:
+        if running is None or running.transport is None or running.ended:
             return
         if running.transport.pid is None or running.launch.directory.pgid() is None:
             self._reactor.callLater(0.02, self._deliver, key, number)
@@ -303,7 +326,7 @@ class Executor:
 
     def _kill(self, key: JobKey) -> None:
         running = self._running.get(key)
-        if running is None or running.transport is None or running.transport.pid is None:
+        if running is None or running.transport is None or running.transport.pid is None or running.ended:
             return
         log.info("job {job} did not stop within {grace}s: SIGKILL", job=key, grace=self.options.kill_grace)
         try:
@@ -313,8 +336,9 @@ class Executor:
 
     def _process_ended(self, key: JobKey) -> None:
         running = self._running.get(key)
-        if running is None:
+        if running is None or running.ended:
             return
+        running.ended = True
         if running.killer is not None and running.killer.active():
             running.killer.cancel()
         pgid = running.launch.directory.pgid()
@@ -325,17 +349,17 @@ class Executor:
                 pass
         if self._chirp is not None:
             self._chirp.close(key)  # (its delayed updates are written before the run's end is)
-        finished = self._call(self._scheduler.finish_job, key, running.stopping)
-        finished.addErrback(lambda failure: log.failure("recording the end of job {job} failed", failure, job=key))
-        finished.addBoth(lambda _: self._forget(key))
+        self._ended[key] = running.stopping  # recorded by the next cycle, with the ends that come with it
+        self.wake()
 
-    def _forget(self, key: JobKey) -> None:
+    def _forget(self, key: JobKey, wake: bool = True) -> None:
         self._running.pop(key, None)
         if not self._running:
             drained, self._drained = self._drained, []
             for waiter in drained:
                 waiter.callback(None)
-        self.wake()
+        if wake:
+            self.wake()
 
     def _tick(self) -> Deferred:
         ticked = Deferred.fromCoroutine(self._evaluate_periodic())

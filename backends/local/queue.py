@@ -9,9 +9,11 @@ events and the gateway's job log, and tells the listener (the executor) what cha
 from __future__ import annotations
 
 import getpass
+import shutil
 import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 import classad2
@@ -27,6 +29,7 @@ from . import joblog, lifecycle
 from .lifecycle import Event, Transition, Updates, updated
 from .owners import Account, Accounts, NoAccount, to_switch
 from .store import JobKey, JobStore
+from .trash import Trash
 from .userlog import UserLog, log_path
 
 log = Logger()
@@ -62,8 +65,9 @@ class JobQueue:
     ``User`` (``Owner@uid_domain``, whatever the client sent); by default the schedd's name."""
 
     def __init__(self, store: JobStore, spool: Spool, schedd_name: str, clock: Callable[[], float],
-                 accounts: Accounts | None = None, uid_domain: str | None = None) -> None:
+                 accounts: Accounts | None = None, uid_domain: str | None = None, trash: Trash | None = None) -> None:
         self.store = store
+        self.trash = trash
         self.spool = spool
         self.schedd_name = schedd_name
         self.accounts = accounts if accounts is not None else Accounts()
@@ -300,9 +304,17 @@ class JobQueue:
         for key, event in events:
             self._log_event(ads.get(key), key, event)
         for key in leaving:
-            self.spool.discard(*key)
+            self.discard(self.spool.directory(*key))
         if notify and self.listener is not None:
             self.listener(dict(ads))
+
+    def discard(self, directory: Path) -> None:
+        """Remove a directory the queue is done with: into the trash (emptied by a thread of its own), or at once
+        when there is none."""
+        if self.trash is not None:
+            self.trash.discard(directory)
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
 
     def once_durable(self, action: Callable[[], None]) -> None:
         """Do ``action`` once every write so far is on disk: now, or, in a call that waits for its writes after it

@@ -57,6 +57,15 @@ class Scheduler:
         #: the jobs the periodic evaluation in progress has still to look at (taken from the end)
         self._periodic_round: list[JobKey] = []
 
+    # -- a cycle -------------------------------------------------------------------------------------------
+    def cycle(self, ended: dict[JobKey, str | None], free_cpus: int | None, running: set[JobKey]) -> list[Launch]:
+        """Record the end of each run in ``ended`` (``finish_job``, with its interruption), then start jobs in the
+        ``free_cpus`` (None: start nothing, the executor is stopping).  One backend call: the ends and the starts are
+        made durable by one sync, and a slot a run freed is filled at once, without a call of its own."""
+        for key, interruption in ended.items():
+            self.finish_job(key, interruption)
+        return [] if free_cpus is None else self.start_jobs(free_cpus, running)
+
     # -- starting -------------------------------------------------------------------------------------
     def start_jobs(self, free_cpus: int, running: set[JobKey]) -> list[Launch]:
         """Choose idle jobs that match this machine and fit the free slots, in priority order, prepare their
@@ -181,7 +190,7 @@ class Scheduler:
     def _remove_spent(self, key: JobKey, directory: ExecuteDir) -> None:
         """Remove the execute directory of a run whose end is on disk, unless the job started again meanwhile."""
         if key not in self._queue.active:
-            directory.remove()
+            self._queue.discard(directory.root)
 
     def _run_ended(self, ad: classad2.ClassAd, result: RunResult, directory: ExecuteDir,
                    interruption: str | None) -> Transition:

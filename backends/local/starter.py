@@ -103,14 +103,18 @@ STREAMS = ((0, "stdin", os.O_RDONLY, "input", HoldCode.UNABLE_TO_OPEN_INPUT),
 
 def open_streams(spec: dict[str, Any]) -> None:
     """Open the job's standard streams onto descriptors 0, 1 and 2 (in the job's process, before exec)."""
-    for fd, key, flags, name, code in STREAMS:
-        try:
-            opened = os.open(spec[key], flags | os.O_NOCTTY, 0o644)
-        except OSError as exc:
-            raise BadJob(f"Error from starter: cannot open standard {name} '{spec[key]}': {exc.strerror}",
-                         code) from None
-        os.dup2(opened, fd)
+    for stream in STREAMS:
+        opened = open_stream(spec, *stream)
+        os.dup2(opened, stream[0])
         os.close(opened)
+
+
+def open_stream(spec: dict[str, Any], _fd: int, key: str, flags: int, name: str, code: HoldCode) -> int:
+    """Open one of the job's standard streams (an entry of :data:`STREAMS`), close-on-exec."""
+    try:
+        return os.open(spec[key], flags | os.O_NOCTTY | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise BadJob(f"Error from starter: cannot open standard {name} '{spec[key]}': {exc.strerror}", code) from None
 
 
 def snapshot(folder: Path) -> Snapshot:

@@ -1,0 +1,59 @@
+"""Directories the local backend is done with (the execute directory of a run whose end is on disk, the spool of a
+job that left the queue), removed by a thread of their own.
+
+Removing a directory tree costs a system call per entry, and on a busy file system each may wait for the journal:
+milliseconds that every job's end spent in the backend's one-at-a-time calls, before the next job could start.  A
+directory is now moved into ``<state>/trash`` (one ``rename``: its name is free at once, so a job that starts again
+gets a fresh execute directory, and nothing looks for it where it was) and emptied in the background.  What a crash
+leaves in the trash is emptied when the next gateway starts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import threading
+from pathlib import Path
+
+#: seconds between two emptyings of the trash
+INTERVAL = 0.5
+
+
+class Trash:
+    def __init__(self, root: Path, interval: float = INTERVAL) -> None:
+        root.mkdir(exist_ok=True)
+        self._root = str(root)
+        self._prefix = os.path.join(self._root, f"{os.getpid()}.")
+        self._names = itertools.count()
+        self._interval = interval
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._empty, name="trash", daemon=True)
+        self._thread.start()
+
+    def discard(self, path: Path) -> None:
+        """Remove the directory ``path`` (nothing if there is none): moved out of the way now, emptied by the next
+        round of the trash's thread (no thread is woken per directory); one that cannot be moved (another file
+        system) is removed at once."""
+        try:
+            os.rename(path, f"{self._prefix}{next(self._names)}")
+        except FileNotFoundError:
+            pass
+        except OSError:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop once what is in the trash now is removed (or after ``timeout``; the rest goes at the next start)."""
+        if self._thread.is_alive():
+            self._closing.set()
+            self._thread.join(timeout)
+
+    def _empty(self) -> None:
+        """Every ``interval`` (and once more when closing), remove what is in the trash: a crash's leftovers first."""
+        while True:
+            closing = self._closing.is_set()
+            for entry in os.scandir(self._root):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            if closing:
+                return
+            self._closing.wait(self._interval)
