@@ -17,6 +17,7 @@ import queue
 import string
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO, Any, Mapping
 
@@ -115,10 +116,13 @@ def open_log(path: Path | None) -> IO[str]:
 
 
 class BackgroundWriter:
-    """A text stream whose lines a thread of its own writes to ``stream`` and flushes, in order, as soon as it gets
-    the interpreter (within milliseconds): the caller never waits for the disk.  What is still queued when the
+    """A text stream whose lines a thread of its own writes to ``stream`` and flushes, in order, within milliseconds
+    (a line waits at most ``GATHER`` for the lines after it): the caller never waits for the disk.  What is still queued when the
     process exits is written first (``close``, registered with atexit); a process killed outright loses at most the
     lines of its last moments, which it had not written yet either way."""
+
+    #: how long the writer lets lines gather after writing some (s)
+    GATHER = 0.005
 
     def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
@@ -150,6 +154,9 @@ class BackgroundWriter:
                 pass
             if done:
                 return
+            # the lines of the next moments are written together: waking this thread for every line (a request's)
+            # costs the caller more than making the line
+            time.sleep(self.GATHER)
 
     def _batch(self) -> tuple[list[str], bool]:
         """The lines queued now (waiting for one if there is none), and whether close() was asked for."""
