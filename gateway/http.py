@@ -29,7 +29,7 @@ from zope.interface import implementer
 from gateway.core.auth import AccessPolicy, Caller
 from gateway.identity.callers import Connection, Identification, Refusal, describe
 from gateway.identity.tls import openssl_reason, peer_certificate
-from gateway.soap.dispatch import SoapAnswer, SoapDispatcher
+from gateway.soap.dispatch import SoapAnswer, SoapDispatcher, started
 from gateway.soap.submission import fail_document
 from gateway.soap.wsdl import PublishedWsdl
 
@@ -94,9 +94,15 @@ class GatewayRequest(server.Request):
 
     def process(self) -> None:
         """Identify the caller (a password check runs off the reactor thread), then serve the request."""
-        identified = Deferred.fromCoroutine(
-            self.identification.caller(self.connection(), self.getHeader(b"authorization")))
-        identified.addCallbacks(self._identified, self._not_identified)
+        try:
+            identified = started(self.identification.caller(self.connection(), self.getHeader(b"authorization")))
+        except Exception:
+            self._not_identified(Failure())
+            return
+        if isinstance(identified, Deferred):
+            identified.addCallbacks(self._identified, self._not_identified)
+        else:
+            self._identified(identified)
 
     def _connection_allowed(self) -> bool:
         """Whether the policy lets the peer use SOAP (``allow_soap``), worked out once per connection: its peer and
@@ -236,9 +242,16 @@ class GatewayResource(resource.Resource):
                 request.setResponseCode(code)
                 request.setHeader(b"content-type", endpoint.content_type)
                 return fail_document(reason)
-        finished = Deferred.fromCoroutine(endpoint.dispatcher.dispatch(body, udc))
-        finished.addCallback(self._respond, request, endpoint, udc, caller, started)
-        finished.addErrback(self._crashed, request, caller)
+        try:
+            answer = endpoint.dispatcher.dispatch(body, udc)
+            if not isinstance(answer, Deferred):
+                self._respond(answer, request, endpoint, udc, caller, started)
+                return server.NOT_DONE_YET
+        except Exception:
+            self._crashed(Failure(), request, caller)
+            return server.NOT_DONE_YET
+        answer.addCallback(self._respond, request, endpoint, udc, caller, started)
+        answer.addErrback(self._crashed, request, caller)
         return server.NOT_DONE_YET
 
     def _respond(self, answer: SoapAnswer, request: server.Request, endpoint: Endpoint, udc: Any, caller: Caller,

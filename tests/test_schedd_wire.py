@@ -22,7 +22,7 @@ from spyne.model.complex import Array, ComplexModelBase
 from spyne.model.enum import EnumBase
 from spyne.model.primitive import Integer, Unicode
 from spyne.server import ServerBase
-from twisted.internet.defer import maybeDeferred
+from twisted.internet.defer import Deferred, maybeDeferred
 
 from backends.local import LocalBackend
 from gateway.core.auth import AccessPolicy, Caller
@@ -30,7 +30,7 @@ from gateway.core.schedd import BirdbathSchedd
 from gateway.soap import models as m
 from gateway.soap.application import schedd_application
 from gateway.soap.context import RequestContext
-from gateway.soap.dispatch import SoapDispatcher
+from gateway.soap.dispatch import SoapAnswer, SoapDispatcher
 from gateway.soap.schedd import OPERATIONS
 from gateway.soap.schedd_dispatch import ScheddDispatcher, WireAttr, read_job_ad
 from gateway.soap.writer import AnswerWriter, Unwritable
@@ -50,6 +50,15 @@ def item(name: str, kind: str, value: str) -> str:
     return f"<item><name>{name}</name><type>{kind}</type><value>{value}</value></item>"
 
 
+def answered(answer: SoapAnswer | Deferred) -> SoapAnswer:
+    """A dispatcher's answer, given at once or by a Deferred (which must have fired: the backends here answer at
+    once)."""
+    async def wait() -> SoapAnswer:
+        return await answer if isinstance(answer, Deferred) else answer
+
+    return run(wait())
+
+
 class Side:
     """One schedd with its own backend, behind one of the two dispatchers."""
 
@@ -66,7 +75,7 @@ class Side:
         """The HTTP status and body of the answer (or the exception the dispatcher raised, which the resource turns
         into a 500 with a Server fault)."""
         try:
-            answer = run(self.dispatcher.dispatch(body.replace(b"TXN", str(self.txn).encode()), self.context()))
+            answer = answered(self.dispatcher.dispatch(body.replace(b"TXN", str(self.txn).encode()), self.context()))
         except Exception as exc:
             return 500, f"{type(exc).__name__}: {exc}".encode()
         found = re.search(rb"<transaction><id>(\d+)</id>", answer.body)
@@ -304,10 +313,10 @@ def test_a_streamed_job_ads_answer_has_the_bytes_of_the_whole_one(sides, monkeyp
         fast.post(envelope("submit", T + f"<clusterId>1</clusterId><jobId>{proc}</jobId><jobAd>{AD}</jobAd>"))
     fast.post(envelope("commitTransaction", T))
     query = envelope("getJobAds", "<constraint>TRUE</constraint>")
-    whole = run(fast.dispatcher.dispatch(query, fast.context()))
+    whole = answered(fast.dispatcher.dispatch(query, fast.context()))
     assert whole.chunks is None and whole.body.count(b"<name>ClusterId</name>") == 5
     monkeypatch.setattr(service, "STREAMED_ADS", 2)
-    streamed = run(fast.dispatcher.dispatch(query, fast.context()))
+    streamed = answered(fast.dispatcher.dispatch(query, fast.context()))
     assert streamed.body == b"" and streamed.chunks is not None
     pieces = list(streamed.chunks)
     assert b"".join(pieces) == whole.body
@@ -378,3 +387,39 @@ def test_answer_models_are_built_as_spyne_builds_them():
             assert type(built) is cls and vars(built) == vars(cls(**members)), (cls, members)
     assert vars(build(m.Status, code="OK", colour="red")) == vars(m.Status(code="OK", colour="red"))
     assert build(m.NullableTransaction, id=1).id == 1
+
+
+def test_an_operation_that_fails_answers_the_same_server_fault_whether_it_waited_or_not(sides, monkeypatch):
+    """A bug in an operation (an exception other than a Birdbath status) is a Server fault on both paths, raised at
+    once or after the operation waited for its backend; an operation that waits is answered when it is done."""
+    fast, spyne = sides
+
+    def broken(self):
+        raise RuntimeError("broken at once")
+
+    monkeypatch.setattr(BirdbathSchedd, "version_string", broken)
+    body = envelope("getVersionString")
+    code, answer = fast.post(body)
+    assert (code, answer) == spyne.post(body)
+    assert code == 500 and b"Internal error in getVersionString: broken at once" in answer
+
+    waits: list[Deferred] = []
+
+    async def waiting(self, caller, txn):
+        waits.append(Deferred())
+        return await waits[-1]
+
+    monkeypatch.setattr(BirdbathSchedd, "new_cluster", waiting)
+    body = envelope("newCluster", NIL_T)
+    answers = [side.dispatcher.dispatch(body, side.context()) for side in (fast, spyne)]
+    assert len(waits) == 2 and all(isinstance(answer, Deferred) and not answer.called for answer in answers)
+    waits[0].errback(RuntimeError("broken later"))
+    waits[1].errback(RuntimeError("broken later"))
+    fast_answer, spyne_answer = (answered(answer) for answer in answers)
+    assert (fast_answer.code, fast_answer.body) == (spyne_answer.code, spyne_answer.body)
+    assert fast_answer.code == 500 and b"Internal error in newCluster: broken later" in fast_answer.body
+
+    monkeypatch.setattr(BirdbathSchedd, "new_cluster", waiting)
+    answer = fast.dispatcher.dispatch(body, fast.context())
+    waits[-1].callback(7)
+    assert b"<integer>7</integer>" in answered(answer).body

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, Iterable, Sequence, TypeVar
 
 from spyne import Boolean, Integer32, Service, Unicode, rpc
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import fail
 
 from gateway.core.adstruct import Attr, AttrType
 from gateway.core.schedd import BirdbathSchedd, TemplateResult
@@ -22,7 +22,7 @@ from .adwriter import AdAnswers, xml_text
 from .base64data import Base64Text
 from .base64data import decode as decode_base64
 from .context import RequestContext
-from .dispatch import Prebuilt
+from .dispatch import Maybe, Prebuilt, started
 
 OPERATIONS = (
     "getVersionString", "getPlatformString", "beginTransaction", "commitTransaction", "abortTransaction",
@@ -110,8 +110,10 @@ def _file_data(name: str | None, text: str | None) -> bytes:
 
 # -- running one operation ----------------------------------------------------------------------------------
 def _run(ctx: Any, operation: Callable[[BirdbathSchedd, RequestContext], Awaitable[Any]],
-         answer: Callable[[m.Status, Any], Any], failed: Callable[[m.Status], Any]) -> Deferred:
-    """Run a core coroutine; a BirdbathError becomes the operation's answer with that status, never a fault."""
+         answer: Callable[[m.Status, Any], Any], failed: Callable[[m.Status], Any]) -> Maybe[Any]:
+    """Run a core coroutine; a BirdbathError becomes the operation's answer with that status, never a fault.  An
+    operation that finishes without waiting is answered at once; any other exception is a failed Deferred, as it
+    was when every operation ran in one (the dispatcher makes it a Server fault)."""
     request: RequestContext = ctx.udc
 
     async def run() -> Any:
@@ -123,10 +125,13 @@ def _run(ctx: Any, operation: Callable[[BirdbathSchedd, RequestContext], Awaitab
         request.status = OK
         return answer(status(OK), result)
 
-    return Deferred.fromCoroutine(run())
+    try:
+        return started(run())
+    except Exception:
+        return fail()
 
 
-def _status_only(ctx: Any, operation: Callable[[BirdbathSchedd, RequestContext], Awaitable[Any]]) -> Deferred:
+def _status_only(ctx: Any, operation: Callable[[BirdbathSchedd, RequestContext], Awaitable[Any]]) -> Maybe[Any]:
     return _run(ctx, operation, lambda ok, _: ok, lambda failure: failure)
 
 
@@ -291,13 +296,13 @@ def _template_answer(ok: m.Status, result: TemplateResult) -> m.ClassAdStructAnd
     return build(m.ClassAdStructAndStatus, status=answer, classAd=struct(result.ad))
 
 
-def _info(ctx: Any, which: Callable[[BirdbathSchedd], str]) -> Deferred:
+def _info(ctx: Any, which: Callable[[BirdbathSchedd], str]) -> Maybe[Any]:
     """getVersionString/getPlatformString: SUCCESS with no status message (as the original), no checks."""
     return _run(ctx, lambda s, r: _sync(which(s)),
                 lambda ok, text: build(m.StringAndStatus, status=build(m.Status, code="SUCCESS"), message=text),
                 lambda failure: build(m.StringAndStatus, status=failure))
 
 
-def _int_answer(ctx: Any, operation: Callable[[BirdbathSchedd, RequestContext], Awaitable[int]]) -> Deferred:
+def _int_answer(ctx: Any, operation: Callable[[BirdbathSchedd, RequestContext], Awaitable[int]]) -> Maybe[Any]:
     return _run(ctx, operation, lambda ok, value: build(m.IntAndStatus, status=ok, integer=value),
                 lambda failure: build(m.IntAndStatus, status=failure, integer=0))

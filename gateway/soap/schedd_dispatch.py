@@ -21,11 +21,12 @@ from lxml import etree
 from spyne import Application, Fault
 from spyne.const.xml import XSI
 from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 
 from gateway.core.adstruct import AttrType
 
 from . import models as m
-from .dispatch import Prebuilt, SoapAnswer, SoapDispatcher, status_code, status_text
+from .dispatch import Maybe, Prebuilt, SoapAnswer, SoapDispatcher, status_code, status_text
 from .protocol import normalise_enums, operation_element, parse_envelope
 from .writer import AnswerWriter, Unwritable
 
@@ -110,19 +111,19 @@ class ScheddDispatcher(SoapDispatcher):
             operation: descriptor.out_message._type_info["response"] for operation, descriptor in methods.items()},
             self.render)
 
-    async def dispatch(self, body: bytes, udc: Any) -> SoapAnswer:
+    def dispatch(self, body: bytes, udc: Any) -> Maybe[SoapAnswer]:
         call = self.read(body)
         if call is None:
-            return await super().dispatch(body, udc)
+            return super().dispatch(body, udc)
         try:
             result = call.function(OperationContext(udc), *call.arguments)
         except Exception:  # raised before the operation ran (a conversion): spyne's fault for it
-            return await super().dispatch(body, udc)
+            return super().dispatch(body, udc)
         if isinstance(result, Deferred):
-            try:
-                result = await result
-            except Exception as exc:  # a bug in an operation: a Server fault, never a crash
-                return self.operation_failed(call.operation, exc)
+            return result.addCallbacks(self._answer, self._failed, callbackArgs=(call,), errbackArgs=(call,))
+        return self._answer(result, call)
+
+    def _answer(self, result: Any, call: Call) -> SoapAnswer:
         if isinstance(result, Prebuilt):
             return SoapAnswer(200, result.body, call.operation, chunks=result.chunks)
         try:
@@ -130,6 +131,12 @@ class ScheddDispatcher(SoapDispatcher):
         except Unwritable:
             document = self.render(call.operation, result)
         return SoapAnswer(200, document, call.operation, status=status_code(result), reason=status_text(result))
+
+    def _failed(self, failure: Failure, call: Call) -> SoapAnswer | Failure:
+        """A bug in an operation: a Server fault, never a crash."""
+        if not failure.check(Exception):
+            return failure
+        return self.operation_failed(call.operation, failure.value, failure)
 
     def read(self, body: bytes) -> Call | None:
         """The call a request asks for, or None when spyne's cycle must answer it."""
