@@ -423,3 +423,64 @@ def test_an_operation_that_fails_answers_the_same_server_fault_whether_it_waited
     answer = fast.dispatcher.dispatch(body, fast.context())
     waits[-1].callback(7)
     assert b"<integer>7</integer>" in answered(answer).body
+
+
+#: (value element, whether the fast reader reads it itself): plain values are read fast, the rest left to spyne
+INT_VALUES = [("0", True), ("7", True), ("-12", True), ("123456789", True), ("-999999999", True),
+              ("1234567890", False), ("2147483647", False), ("2147483648", False), ("-2147483649", False),
+              ("-0", False), ("+1", False), ("007", False), (" 1", False), ("1 ", False), ("\n1\n", False),
+              ("1_000", False), ("١٢", False), ("1.0", False), ("abc", False), ("", False), ("0x10", False),
+              ("1e3", False), ("1<!-- c -->", False), ("<x/>1", False), ("1<x>2</x>", False)]
+STRING_VALUES = [("text", True), (" spaced  out ", True), ("\n", True), ("a &amp; b &lt;c&gt;", True),
+                 ("é ü 中", True), ("&#x1F600;", True), ("<![CDATA[<raw>]]>", True), ("x" * 10000, True),
+                 ("", False), ("a<!-- c -->b", False), ("<b>bold</b>", False), ("a<x/>", False)]
+TRANSACTIONS = [("<id>5</id><duration>60</duration>", True), ("<duration>60</duration><id>5</id>", True),
+                ("\n  <id>5</id>\n  <duration>0</duration>\n", True),
+                ("<id>5</id>", False), ("<id>5</id><id>6</id><duration>1</duration>", False),
+                ("<id>5</id><duration>60</duration><extra>1</extra>", False),
+                ("<c:id>5</c:id><duration>60</duration>", False), ("<id>x</id><duration>60</duration>", False),
+                ("<id>99999999999</id><duration>60</duration>", False),
+                ("junk<id>5</id><duration>60</duration>", False), ("<id>5</id>junk<duration>60</duration>", False),
+                ("<!-- c --><id>5</id><duration>60</duration>", False), ("", False),
+                ('<id xsi:nil="true"/><duration>60</duration>', False)]
+
+
+def _parameter(inner: str, attributes: str = "") -> object:
+    from lxml import etree
+
+    return etree.fromstring(f'<p xmlns:c="urn:condor" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"'
+                            f'{attributes}>{inner}</p>')
+
+
+def _described(value: object) -> tuple[type, object]:
+    """A value read, with its type (and a model's members)."""
+    return type(value), vars(value) if isinstance(value, ComplexModelBase) else value
+
+
+def _spyne_reads(protocol, kind, element) -> tuple[object, object]:
+    try:
+        return _described(protocol.from_element(None, kind, element))
+    except Exception as exc:
+        return "fault", type(exc)
+
+
+def test_the_fast_readers_read_what_spyne_reads_and_leave_the_rest_to_it():
+    """Ints, strings and transactions read without spyne give exactly spyne's value (its type and members); anything
+    unusual (attributes, xsi:nil, markup, non-canonical numbers, values out of range) is left to spyne."""
+    from spyne import Integer32, Unicode
+
+    from gateway.soap.schedd_dispatch import FAST_READERS, SPYNE
+
+    protocol = schedd_application().in_protocol
+    cases = [(Integer32, INT_VALUES), (Unicode, STRING_VALUES), (m.NullableTransaction, TRANSACTIONS)]
+    attributes = ['xsi:nil="true"', 'xsi:type="xsd:int"', 'other="1"', 'c:other="1"']
+    assert {kind for kind, _ in cases} == set(FAST_READERS)
+    for kind, values in cases:
+        read = FAST_READERS[kind]
+        for inner, fast in values:
+            value = read(_parameter(inner))
+            assert (value is not SPYNE) == fast, (kind, inner)
+            if fast:
+                assert _described(value) == _spyne_reads(protocol, kind, _parameter(inner)), (kind, inner)
+            for attribute in attributes:
+                assert read(_parameter(inner, " " + attribute)) is SPYNE, (kind, inner, attribute)

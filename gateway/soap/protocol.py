@@ -124,8 +124,9 @@ def normalise_enums(wrapper: etree._Element) -> None:
 def _descend(element: etree._Element, path: tuple[str, ...]) -> list[etree._Element]:
     found = [element]
     for name in path:
+        qualified = "}" + name  # the local name without making a QName per element (a submit has thousands)
         found = [child for parent in found for child in parent
-                 if isinstance(child.tag, str) and etree.QName(child).localname == name]
+                 if type(tag := child.tag) is str and (tag == name or tag.endswith(qualified))]
     return found
 
 
