@@ -39,8 +39,31 @@ LEVELS: dict[str, LogLevel] = {"debug": LogLevel.debug, "info": LogLevel.info, "
 
 def observer(stream: IO[str], level: str) -> ILogObserver:
     """Text lines on ``stream`` for events at ``level`` or above (failures are critical, so always shown)."""
-    predicate = LogLevelFilterPredicate(defaultLogLevel=LEVELS[level])
+    predicate = KnownLevels(defaultLogLevel=LEVELS[level])
     return FilteringLogObserver(FileLogObserver(stream, ClassicLines().line), [predicate])
+
+
+class KnownLevels(LogLevelFilterPredicate):
+    """twisted's level filter, with the level of each namespace remembered: twisted works it out from the
+    namespace's parts for every event (every request logs one)."""
+
+    def __init__(self, defaultLogLevel: LogLevel = LogLevel.info) -> None:
+        self._known: dict[str, LogLevel] = {}
+        super().__init__(defaultLogLevel)
+
+    def logLevelForNamespace(self, namespace: str) -> LogLevel:
+        level = self._known.get(namespace)
+        if level is None:
+            level = self._known[namespace] = super().logLevelForNamespace(namespace)
+        return level
+
+    def setLogLevelForNamespace(self, namespace: str, level: LogLevel) -> None:
+        self._known.clear()
+        super().setLogLevelForNamespace(namespace, level)
+
+    def clearLogLevels(self) -> None:
+        self._known.clear()
+        super().clearLogLevels()
 
 
 class ClassicLines:

@@ -249,3 +249,20 @@ def test_the_log_lines_are_twisteds_classic_lines_character_for_character():
     for extra in events:
         event = {**base, **extra}
         assert lines.line(event) == formatEventAsClassicLogText(event), event
+
+
+def test_the_level_filter_remembers_levels_as_twisteds_works_them_out():
+    from twisted.logger import LogLevel, LogLevelFilterPredicate
+
+    from gateway.logging import KnownLevels
+
+    ours, twisteds = KnownLevels(LogLevel.warn), LogLevelFilterPredicate(LogLevel.warn)
+    events = [{"log_level": level, "log_namespace": namespace}
+              for level in (LogLevel.debug, LogLevel.info, LogLevel.warn, LogLevel.error, None)
+              for namespace in ("birdbath.request", "birdbath", "birdbath.request.x", "other", "", None)]
+    for change in (lambda p: None, lambda p: p.setLogLevelForNamespace("birdbath", LogLevel.debug),
+                   lambda p: p.setLogLevelForNamespace("birdbath.request", LogLevel.error), lambda p: p.clearLogLevels()):
+        change(ours)
+        change(twisteds)
+        for event in events * 2:
+            assert ours(event) == twisteds(event), event
