@@ -484,3 +484,14 @@ def test_the_fast_readers_read_what_spyne_reads_and_leave_the_rest_to_it():
                 assert _described(value) == _spyne_reads(protocol, kind, _parameter(inner)), (kind, inner)
             for attribute in attributes:
                 assert read(_parameter(inner, " " + attribute)) is SPYNE, (kind, inner, attribute)
+
+
+def test_attribute_types_are_read_as_the_enum_reads_them():
+    from gateway.core.adstruct import AttrType
+    from gateway.soap.schedd import attr_type
+
+    for wire in [kind.value for kind in AttrType] + list(m.ClassAdAttrType.Attributes.values):  # spyne's values too
+        assert attr_type(wire) is AttrType(str(wire))
+    assert attr_type(None) is AttrType.EXPRESSION
+    with pytest.raises(ValueError):
+        attr_type("NO-SUCH-ATTR")

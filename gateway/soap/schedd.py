@@ -76,9 +76,20 @@ def transaction_ref(wire: m.Transaction | None) -> TransactionRef | None:
 
 
 def attrs(wire: Iterable[m.ClassAdStructAttr | None] | None) -> list[Attr]:
-    return [Attr(item.name or "", AttrType(str(item.type)) if item.type is not None else AttrType.EXPRESSION,
-                 item.value)
-            for item in wire or () if item is not None]
+    return [Attr(item.name or "", attr_type(item.type), item.value) for item in wire or () if item is not None]
+
+
+#: each attribute type by its wire name (a dictionary look-up instead of an Enum call per attribute of a submit)
+_ATTR_TYPES: dict[str, AttrType] = {kind.value: kind for kind in AttrType}
+
+
+def attr_type(wire: Any) -> AttrType:
+    """An attribute's type as the client sent it (spyne's enum value, or the fast reader's text); none is an
+    expression."""
+    if wire is None:
+        return AttrType.EXPRESSION
+    known = _ATTR_TYPES.get(wire) if type(wire) is str else None
+    return known if known is not None else AttrType(str(wire))
 
 
 def struct(core: Sequence[Attr]) -> list[m.ClassAdStructAttr]:
