@@ -81,17 +81,22 @@ def read_job_ad(element: etree._Element) -> list[WireAttr] | None:
 #: what a fast reader answers for a value it leaves to spyne's ``from_element``
 SPYNE: Any = object()
 
-#: an xsd:int in its one canonical spelling (nine digits at most: always within Integer32's range)
-_CANONICAL_INT = re.compile(r"(?:0|-?[1-9][0-9]{0,8})\Z")
+#: an xsd:int in its one canonical spelling (transaction ids have ten digits); spyne refuses more than ten
+#: characters (so a ten-digit negative number) and values outside Integer32's range: those are left to it
+_CANONICAL_INT = re.compile(r"(?:0|-?[1-9][0-9]{0,9})\Z")
+_INT_CHARACTERS = 10
+_INT32 = range(-2 ** 31, 2 ** 31)
 _TRANSACTION_FIELDS = ("id", "duration")
 
 
 def read_int(element: etree._Element) -> Any:
     """An ``Integer32`` parameter written plainly (no attributes, no children, canonical digits), else ``SPYNE``."""
     text = element.text
-    if element.attrib or len(element) or text is None or not _CANONICAL_INT.match(text):
+    if element.attrib or len(element) or text is None or len(text) > _INT_CHARACTERS \
+            or not _CANONICAL_INT.match(text):
         return SPYNE
-    return int(text)
+    value = int(text)
+    return value if value in _INT32 else SPYNE
 
 
 def read_string(element: etree._Element) -> Any:
