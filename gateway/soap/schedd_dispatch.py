@@ -48,15 +48,11 @@ class WireAttr(NamedTuple):
     value: str | None
 
 
-#: what rules a job ad out of the fast reader, in one query instead of a look at every element's attributes,
-#: children and surrounding text (most of the reader's time): attributes anywhere, anything but ``<item>`` elements
-#: and white space in the ad (spyne reads a comment there as an empty item), text other than white space between an
-#: item's fields, an unknown field, markup inside a field.  XPath's white space is narrower than Python's, so it rules
-#: out more: what it rules out, spyne reads.
-_NOT_PLAIN = etree.XPath(
-    "boolean(descendant-or-self::*/@* | node()[not(self::item or self::text())] | text()[normalize-space()]"
-    " | item/text()[normalize-space()] | item/*[not(self::name or self::type or self::value)]"
-    " | item/*/node()[not(self::text())])")
+#: what rules a job ad out of the fast reader, in one query instead of a look at every element: attributes anywhere,
+#: text other than white space around the items or between their fields (XPath's white space is narrower than
+#: Python's, so it rules out more: what it rules out, spyne reads)
+_NOT_PLAIN = etree.XPath("descendant-or-self::*/@* or text()[normalize-space()] or item/text()[normalize-space()]")
+_FIELDS = frozenset({"name", "type", "value"})
 
 
 def read_job_ad(element: etree._Element) -> list[WireAttr] | None:
@@ -68,13 +64,16 @@ def read_job_ad(element: etree._Element) -> list[WireAttr] | None:
         return None
     attributes = []
     for item in element:
+        if item.tag != "item":
+            return None  # another element, or a comment (which spyne reads as an empty item)
         fields: dict[str, str] = {}
         for child in item:
             tag = child.tag
-            if type(tag) is str:
-                if tag in fields:
-                    return None
-                fields[tag] = child.text or ""
+            if type(tag) is not str:
+                continue  # a comment
+            if tag not in _FIELDS or tag in fields or len(child):
+                return None
+            fields[tag] = child.text or ""
         kind = fields.get("type")
         if kind is not None:
             kind = ATTR_TYPE_CODES.get(kind.strip(), kind)
