@@ -4,7 +4,9 @@ the same bytes, and against the gSOAP anchor (when it can be built).
 A gateway (local backend, no slots) gets one job whose ``getJobAd`` answer has 50 attributes; its answers to
 ``beginTransaction``, ``getVersionString`` and that ``getJobAd`` are captured and served by ``bench/bare_server.py``.
 ``wrk`` (16 kept-alive connections, one thread) then posts each operation for ``--seconds`` to each server in turn,
-``--runs`` times interleaved; the figures are the median, min and max requests/s and the ratios of the medians.
+``--runs`` times interleaved; the figures are the median, min and max requests/s and the ratios of the medians, and
+the gateway's CPU time per request (user + system, from ``/proc``), which other load on the machine disturbs much
+less than a rate.
 
 Run: ``python bench/soap_rates.py [--seconds 5] [--runs 3]``.
 """
@@ -20,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from figures import RUNS, Figure, interleaved, print_figures  # noqa: E402
+from load import cpu_seconds  # noqa: E402
 from servers import (  # noqa: E402
     Process,
     Soap,
@@ -33,6 +36,8 @@ from servers import (  # noqa: E402
     wrk_rate,
 )
 from servers import envelope as soap_envelope  # noqa: E402
+
+from gateway.testing import GatewayProcess  # noqa: E402
 
 #: transactions expire after a second, so a run of thousands of begins does not pile them up; one caller may hold
 #: as many as it begins in that second
@@ -93,20 +98,23 @@ def main() -> None:
             servers += [bare_server(answers, Path(tmp)), bare_server(answers, Path(tmp), tuned=True)]
             if binary is not None:
                 servers.append(gsoap_server(binary))
-            measure(gw.url, servers, {op: soap_envelope(op, inner) for op, inner in asked.items()}, args.seconds, args.runs)
+            measure(gw, servers, {op: soap_envelope(op, inner) for op, inner in asked.items()}, args.seconds, args.runs)
         finally:
             for server in servers:
                 server.stop()
             gw.stop()
 
 
-def measure(gateway_url: str, servers: list[Process], bodies: dict[str, bytes], seconds: float, runs: int) -> None:
+def measure(gw: GatewayProcess, servers: list[Process], bodies: dict[str, bytes], seconds: float, runs: int) -> None:
     """wrk each operation against the gateway and each baseline, interleaved; print the figures and ratios."""
     rows: list[tuple[Figure, Figure | None]] = []
+    cpu_rows: list[tuple[Figure, Figure | None]] = []
     measurements = []
     for op, body in bodies.items():
         ours = Figure(f"{op} (gateway)", "req/s")
-        measurements.append((ours, lambda body=body: wrk_rate(gateway_url, body, seconds)))
+        cpu = Figure(f"{op} (gateway CPU per request)", "us", higher_is_better=False)
+        measurements.append((ours, lambda body=body, cpu=cpu: gateway_rate(gw, body, seconds, cpu)))
+        cpu_rows.append((cpu, None))
         baselines = []
         for server in servers:
             figure = Figure(f"{op} ({server.name})", "req/s")
@@ -115,7 +123,16 @@ def measure(gateway_url: str, servers: list[Process], bodies: dict[str, bytes], 
         rows += [(ours, baseline) for baseline in baselines] or [(ours, None)]
         rows += [(baseline, None) for baseline in baselines]
     interleaved(measurements, runs)
-    print_figures("small operations (median of %d runs of %g s)" % (runs, seconds), rows)
+    print_figures("small operations (median of %d runs of %g s)" % (runs, seconds), rows + cpu_rows)
+
+
+def gateway_rate(gw: GatewayProcess, body: bytes, seconds: float, cpu: Figure) -> float:
+    """The gateway's requests/s for ``body``; its CPU time per request goes to ``cpu``."""
+    assert gw.process is not None
+    before = cpu_seconds(gw.process.pid)[0]
+    rate = wrk_rate(gw.url, body, seconds)
+    cpu.add((cpu_seconds(gw.process.pid)[0] - before) / (rate * max(1, round(seconds))) * 1e6)
+    return rate
 
 
 if __name__ == "__main__":

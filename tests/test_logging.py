@@ -197,3 +197,72 @@ def test_the_log_is_written_in_order_by_its_own_thread_and_a_stuck_file_never_ho
         stream.close()
         assert pipe.read() == b""
     assert received == expected
+
+
+class Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+    def __format__(self, spec: str) -> str:
+        raise RuntimeError("no text")
+
+
+def test_the_log_lines_are_twisteds_classic_lines_character_for_character():
+    """The gateway's own line maker gives textFileLogObserver's lines for every kind of event: plain formats (the fast
+    way), and whatever twisted's formatter must make (calls, attributes, failures, formats that fail)."""
+    from twisted.logger import LogLevel, formatEventAsClassicLogText
+    from twisted.python.failure import Failure
+
+    from gateway.logging import ClassicLines
+
+    try:
+        1 / 0
+    except ZeroDivisionError:
+        failure = Failure()
+    base = {"log_namespace": "birdbath.request", "log_level": LogLevel.info, "log_time": 1700000000.75}
+    events = [
+        {"log_format": "{operation} from {client}: {outcome} in {ms:.1f} ms ({who})", "operation": "submit",
+         "client": "127.0.0.1", "outcome": "SUCCESS", "ms": 1.25, "who": "uid 1000 (alice), loopback"},
+        {"log_format": "{a!r} {b!s} {c!a} {d:>8} {{literal}}", "a": "x\n", "b": 3, "c": "é", "d": "right"},
+        {"log_format": "two\nlines {x}", "x": "and\nthree"},
+        {"log_format": "missing {nothing}"},
+        {"log_format": "positional {} {0}"},
+        {"log_format": "unbalanced {x"},
+        {"log_format": "{x.real} {y[0]} {z()}", "x": 3, "y": [1], "z": lambda: "called"},
+        {"log_format": "{x:{width}}", "x": 1, "width": 5},
+        {"log_format": "{bad}", "bad": Unprintable()},
+        {"log_format": "failed: {why}", "why": "oops", "log_failure": failure},
+        {"log_format": "{x}", "x": "", "log_system": "my system"},
+        {"log_format": "{x}", "x": "s", "log_system": 42},
+        {"log_format": "{x}", "x": ""},
+        {"log_format": b"bytes {x}", "x": 1},
+        {"log_format": None},
+        {"x": 1},
+        {"log_format": "no level", "log_level": None},
+        {"log_format": "no time", "log_time": None},
+        {"log_format": "no namespace", "log_namespace": None},
+        {"log_format": "another second", "log_time": 1700000001.0},
+        {"log_format": "back again", "log_time": 1700000000.1},
+        {"log_format": "before 1970", "log_time": -1.5},
+    ]
+    lines = ClassicLines()
+    for extra in events:
+        event = {**base, **extra}
+        assert lines.line(event) == formatEventAsClassicLogText(event), event
+
+
+def test_the_level_filter_remembers_levels_as_twisteds_works_them_out():
+    from twisted.logger import LogLevel, LogLevelFilterPredicate
+
+    from gateway.logging import KnownLevels
+
+    ours, twisteds = KnownLevels(LogLevel.warn), LogLevelFilterPredicate(LogLevel.warn)
+    events = [{"log_level": level, "log_namespace": namespace}
+              for level in (LogLevel.debug, LogLevel.info, LogLevel.warn, LogLevel.error, None)
+              for namespace in ("birdbath.request", "birdbath", "birdbath.request.x", "other", "", None)]
+    for change in (lambda p: None, lambda p: p.setLogLevelForNamespace("birdbath", LogLevel.debug),
+                   lambda p: p.setLogLevelForNamespace("birdbath.request", LogLevel.error), lambda p: p.clearLogLevels()):
+        change(ours)
+        change(twisteds)
+        for event in events * 2:
+            assert ours(event) == twisteds(event), event

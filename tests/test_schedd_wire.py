@@ -22,7 +22,7 @@ from spyne.model.complex import Array, ComplexModelBase
 from spyne.model.enum import EnumBase
 from spyne.model.primitive import Integer, Unicode
 from spyne.server import ServerBase
-from twisted.internet.defer import maybeDeferred
+from twisted.internet.defer import Deferred, maybeDeferred
 
 from backends.local import LocalBackend
 from gateway.core.auth import AccessPolicy, Caller
@@ -30,7 +30,8 @@ from gateway.core.schedd import BirdbathSchedd
 from gateway.soap import models as m
 from gateway.soap.application import schedd_application
 from gateway.soap.context import RequestContext
-from gateway.soap.dispatch import SoapDispatcher
+from gateway.soap.dispatch import SoapAnswer, SoapDispatcher
+from gateway.soap.protocol import normalise_enums
 from gateway.soap.schedd import OPERATIONS
 from gateway.soap.schedd_dispatch import ScheddDispatcher, WireAttr, read_job_ad
 from gateway.soap.writer import AnswerWriter, Unwritable
@@ -50,6 +51,15 @@ def item(name: str, kind: str, value: str) -> str:
     return f"<item><name>{name}</name><type>{kind}</type><value>{value}</value></item>"
 
 
+def answered(answer: SoapAnswer | Deferred) -> SoapAnswer:
+    """A dispatcher's answer, given at once or by a Deferred (which must have fired: the backends here answer at
+    once)."""
+    async def wait() -> SoapAnswer:
+        return await answer if isinstance(answer, Deferred) else answer
+
+    return run(wait())
+
+
 class Side:
     """One schedd with its own backend, behind one of the two dispatchers."""
 
@@ -66,7 +76,7 @@ class Side:
         """The HTTP status and body of the answer (or the exception the dispatcher raised, which the resource turns
         into a 500 with a Server fault)."""
         try:
-            answer = run(self.dispatcher.dispatch(body.replace(b"TXN", str(self.txn).encode()), self.context()))
+            answer = answered(self.dispatcher.dispatch(body.replace(b"TXN", str(self.txn).encode()), self.context()))
         except Exception as exc:
             return 500, f"{type(exc).__name__}: {exc}".encode()
         found = re.search(rb"<transaction><id>(\d+)</id>", answer.body)
@@ -304,10 +314,10 @@ def test_a_streamed_job_ads_answer_has_the_bytes_of_the_whole_one(sides, monkeyp
         fast.post(envelope("submit", T + f"<clusterId>1</clusterId><jobId>{proc}</jobId><jobAd>{AD}</jobAd>"))
     fast.post(envelope("commitTransaction", T))
     query = envelope("getJobAds", "<constraint>TRUE</constraint>")
-    whole = run(fast.dispatcher.dispatch(query, fast.context()))
+    whole = answered(fast.dispatcher.dispatch(query, fast.context()))
     assert whole.chunks is None and whole.body.count(b"<name>ClusterId</name>") == 5
     monkeypatch.setattr(service, "STREAMED_ADS", 2)
-    streamed = run(fast.dispatcher.dispatch(query, fast.context()))
+    streamed = answered(fast.dispatcher.dispatch(query, fast.context()))
     assert streamed.body == b"" and streamed.chunks is not None
     pieces = list(streamed.chunks)
     assert b"".join(pieces) == whole.body
@@ -329,6 +339,8 @@ JOB_AD_ITEMS = (
     "<item><name></name><type>STRING-ATTR</type><value>v</value></item>",
     "<item><name>A</name><type>STRING-ATTR</type><value>a&amp;b</value><!-- c --></item>",
     "\n  <item>\n    <name>A</name>\n    <type>EXPRESSION-ATTR</type>\n    <value>x =?= 1</value>\n  </item>\n",
+    "<item><name>A</name><type>115</type><value>v</value></item>",  # the C values of the types, as gSOAP took them
+    "<item><name>A</name><type> 110 </type><value>1</value></item>",
 )
 
 #: items only spyne reads (its value, or its fault, stays the answer)
@@ -342,6 +354,13 @@ SPYNE_ITEMS = (
     "<item>text<name>A</name></item>",
     "<other><name>A</name></other>",
     '<item id="1"><name>A</name></item>',
+    "<item><name>A</name><type>999</type><value>v</value></item>",
+    "<item><name>A</name><type>STRING-ATTR </type><value>v</value></item>",
+    "<item><name>A</name><!-- c -->x<value>v</value></item>",
+    "<item><name>A</name><value>v<!-- c --></value></item>",
+    "<item><name>A</name></item>junk",
+    "<c:item><name>A</name></c:item>",
+    "<!-- spyne reads a comment between the items as an item -->",
 )
 
 
@@ -357,7 +376,137 @@ def test_the_job_ad_reader_reads_what_spyne_reads_and_leaves_the_rest_to_it():
     for items in JOB_AD_ITEMS + ("".join(JOB_AD_ITEMS), ""):
         fast = read_job_ad(_job_ad_element(items))
         assert fast is not None, items
-        slow = protocol.from_element(None, m.NullableClassAdStruct, _job_ad_element(items))
+        submit = _job_ad_element(items).getroottree().getroot().makeelement("submit")
+        submit.append(_job_ad_element(items))
+        normalise_enums(submit, "submit")  # what spyne reads: the C values turned into names first
+        slow = protocol.from_element(None, m.NullableClassAdStruct, submit[0])
         assert [plain(a) for a in fast] == [plain(a) for a in slow or []], items
     for items in SPYNE_ITEMS:
         assert read_job_ad(_job_ad_element(JOB_AD_ITEMS[0] + items)) is None, items
+
+
+def test_answer_models_are_built_as_spyne_builds_them():
+    """``schedd.build`` makes every model spyne's ``__init__`` would make, member for member, and leaves the models
+    it cannot make that way (customised ones, unknown members) to spyne."""
+    from gateway.soap.schedd import build
+
+    models = [cls for cls in vars(m).values()
+              if isinstance(cls, type) and issubclass(cls, ComplexModelBase) and cls.__module__ == m.__name__]
+    assert len(models) > 10
+    for cls in models:
+        fields = list(cls.get_flat_type_info(cls))
+        for members in ({}, {name: f"value of {name}" for name in fields}, dict.fromkeys(fields[:1], 0)):
+            built = build(cls, **members)
+            assert type(built) is cls and vars(built) == vars(cls(**members)), (cls, members)
+    assert vars(build(m.Status, code="OK", colour="red")) == vars(m.Status(code="OK", colour="red"))
+    assert build(m.NullableTransaction, id=1).id == 1
+
+
+def test_an_operation_that_fails_answers_the_same_server_fault_whether_it_waited_or_not(sides, monkeypatch):
+    """A bug in an operation (an exception other than a Birdbath status) is a Server fault on both paths, raised at
+    once or after the operation waited for its backend; an operation that waits is answered when it is done."""
+    fast, spyne = sides
+
+    def broken(self):
+        raise RuntimeError("broken at once")
+
+    monkeypatch.setattr(BirdbathSchedd, "version_string", broken)
+    body = envelope("getVersionString")
+    code, answer = fast.post(body)
+    assert (code, answer) == spyne.post(body)
+    assert code == 500 and b"Internal error in getVersionString: broken at once" in answer
+
+    waits: list[Deferred] = []
+
+    async def waiting(self, caller, txn):
+        waits.append(Deferred())
+        return await waits[-1]
+
+    monkeypatch.setattr(BirdbathSchedd, "new_cluster", waiting)
+    body = envelope("newCluster", NIL_T)
+    answers = [side.dispatcher.dispatch(body, side.context()) for side in (fast, spyne)]
+    assert len(waits) == 2 and all(isinstance(answer, Deferred) and not answer.called for answer in answers)
+    waits[0].errback(RuntimeError("broken later"))
+    waits[1].errback(RuntimeError("broken later"))
+    fast_answer, spyne_answer = (answered(answer) for answer in answers)
+    assert (fast_answer.code, fast_answer.body) == (spyne_answer.code, spyne_answer.body)
+    assert fast_answer.code == 500 and b"Internal error in newCluster: broken later" in fast_answer.body
+
+    monkeypatch.setattr(BirdbathSchedd, "new_cluster", waiting)
+    answer = fast.dispatcher.dispatch(body, fast.context())
+    waits[-1].callback(7)
+    assert b"<integer>7</integer>" in answered(answer).body
+
+
+#: (value element, whether the fast reader reads it itself): plain values are read fast, the rest left to spyne
+INT_VALUES = [("0", True), ("7", True), ("-12", True), ("123456789", True), ("-999999999", True),
+              ("1234567890", True), ("2147483647", True), ("-2147483648", False), ("-1234567890", False),
+              ("-214748364", True), ("2147483648", False),
+              ("-2147483649", False), ("9999999999", False), ("12345678901", False),
+              ("-0", False), ("+1", False), ("007", False), (" 1", False), ("1 ", False), ("\n1\n", False),
+              ("1_000", False), ("١٢", False), ("1.0", False), ("abc", False), ("", False), ("0x10", False),
+              ("1e3", False), ("1<!-- c -->", False), ("<x/>1", False), ("1<x>2</x>", False)]
+STRING_VALUES = [("text", True), (" spaced  out ", True), ("\n", True), ("a &amp; b &lt;c&gt;", True),
+                 ("é ü 中", True), ("&#x1F600;", True), ("<![CDATA[<raw>]]>", True), ("x" * 10000, True),
+                 ("", False), ("a<!-- c -->b", False), ("<b>bold</b>", False), ("a<x/>", False)]
+TRANSACTIONS = [("<id>5</id><duration>60</duration>", True), ("<duration>60</duration><id>5</id>", True),
+                ("\n  <id>5</id>\n  <duration>0</duration>\n", True),
+                ("<id>5</id>", False), ("<id>5</id><id>6</id><duration>1</duration>", False),
+                ("<id>5</id><duration>60</duration><extra>1</extra>", False),
+                ("<c:id>5</c:id><duration>60</duration>", False), ("<id>x</id><duration>60</duration>", False),
+                ("<id>99999999999</id><duration>60</duration>", False),
+                ("junk<id>5</id><duration>60</duration>", False), ("<id>5</id>junk<duration>60</duration>", False),
+                ("<!-- c --><id>5</id><duration>60</duration>", False), ("", False),
+                ('<id xsi:nil="true"/><duration>60</duration>', False)]
+
+
+def _parameter(inner: str, attributes: str = "") -> object:
+    from lxml import etree
+
+    return etree.fromstring(f'<p xmlns:c="urn:condor" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"'
+                            f'{attributes}>{inner}</p>')
+
+
+def _described(value: object) -> tuple[type, object]:
+    """A value read, with its type (and a model's members)."""
+    return type(value), vars(value) if isinstance(value, ComplexModelBase) else value
+
+
+def _spyne_reads(protocol, kind, element) -> tuple[object, object]:
+    try:
+        return _described(protocol.from_element(None, kind, element))
+    except Exception as exc:
+        return "fault", type(exc)
+
+
+def test_the_fast_readers_read_what_spyne_reads_and_leave_the_rest_to_it():
+    """Ints, strings and transactions read without spyne give exactly spyne's value (its type and members); anything
+    unusual (attributes, xsi:nil, markup, non-canonical numbers, values out of range) is left to spyne."""
+    from spyne import Integer32, Unicode
+
+    from gateway.soap.schedd_dispatch import FAST_READERS, SPYNE
+
+    protocol = schedd_application().in_protocol
+    cases = [(Integer32, INT_VALUES), (Unicode, STRING_VALUES), (m.NullableTransaction, TRANSACTIONS)]
+    attributes = ['xsi:nil="true"', 'xsi:type="xsd:int"', 'other="1"', 'c:other="1"']
+    assert {kind for kind, _ in cases} | {m.NullableClassAdStruct} == set(FAST_READERS)  # job ads: tested above
+    for kind, values in cases:
+        read = FAST_READERS[kind]
+        for inner, fast in values:
+            value = read(_parameter(inner))
+            assert (value is not SPYNE) == fast, (kind, inner)
+            if fast:
+                assert _described(value) == _spyne_reads(protocol, kind, _parameter(inner)), (kind, inner)
+            for attribute in attributes:
+                assert read(_parameter(inner, " " + attribute)) is SPYNE, (kind, inner, attribute)
+
+
+def test_attribute_types_are_read_as_the_enum_reads_them():
+    from gateway.core.adstruct import AttrType
+    from gateway.soap.schedd import attr_type
+
+    for wire in [kind.value for kind in AttrType] + list(m.ClassAdAttrType.Attributes.values):  # spyne's values too
+        assert attr_type(wire) is AttrType(str(wire))
+    assert attr_type(None) is AttrType.EXPRESSION
+    with pytest.raises(ValueError):
+        attr_type("NO-SUCH-ATTR")

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from gateway.core.auth import Caller
 
 from .collector import COLLECTOR_ONLY
-from .dispatch import SoapAnswer, SoapDispatcher
+from .dispatch import Maybe, SoapAnswer, SoapDispatcher, then
 
 #: the local name of the body's first element (comments or processing instructions before it: not recognised)
 _FIRST_IN_BODY = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?Body\b[^>]*>\s*<(?:[A-Za-z_][\w.-]*:)?([A-Za-z_][\w.-]*)")
@@ -37,12 +37,11 @@ class ByOperation:
         self._collector = collector
         self._collector_context = collector_context
 
-    async def dispatch(self, body: bytes, udc: Any) -> SoapAnswer:
+    def dispatch(self, body: bytes, udc: Any) -> Maybe[SoapAnswer]:
         if operation_of(body) not in COLLECTOR_ONLY:
-            return await self._schedd.dispatch(body, udc)
+            return self._schedd.dispatch(body, udc)
         context = self._collector_context(udc.caller)
-        answer = await self._collector.dispatch(body, context)
-        return with_status(answer, context)
+        return then(self._collector.dispatch(body, context), with_status, context)
 
 
 def with_status(answer: SoapAnswer, context: Any) -> SoapAnswer:
@@ -60,5 +59,5 @@ class CollectorOnly:
     def __init__(self, collector: SoapDispatcher) -> None:
         self._collector = collector
 
-    async def dispatch(self, body: bytes, udc: Any) -> SoapAnswer:
-        return with_status(await self._collector.dispatch(body, udc), udc)
+    def dispatch(self, body: bytes, udc: Any) -> Maybe[SoapAnswer]:
+        return then(self._collector.dispatch(body, udc), with_status, udc)

@@ -8,18 +8,43 @@ as a form, and hides the request/response cycle we need for logging.  This modul
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Coroutine, Iterator, TypeVar, Union
 
 from spyne import Application, Fault
 from spyne.context import MethodContext
 from spyne.server import ServerBase
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from .adwriter import AdAnswers, SplitAnswer
 from .compat import install as install_compat
 
 log = Logger()
+
+Result = TypeVar("Result")
+Then = TypeVar("Then")
+#: a value, or a Deferred that fires with it: what answers at once is not wrapped in a Deferred (a Deferred, its
+#: callbacks and a coroutine's driver at each layer cost a small request more than its operation)
+Maybe = Union[Result, Deferred]
+
+
+def started(coroutine: Coroutine[Any, Any, Result]) -> Maybe[Result]:
+    """The coroutine's result if it finishes without waiting (raising what it raises), else a Deferred of it."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    # it waits for a Deferred: twisted's driver resumes it, and a Deferred awaited again while it has no result
+    # just waits again (``Deferred.__await__``)
+    return Deferred.fromCoroutine(coroutine)
+
+
+def then(value: Maybe[Result], function: Callable[..., Then], *args: Any) -> Maybe[Then]:
+    """``function(value, *args)``, now or when the Deferred fires."""
+    if isinstance(value, Deferred):
+        return value.addCallback(function, *args)
+    return function(value, *args)
 
 #: how much of a fault's text the request log keeps (spyne quotes the whole offending value)
 LOGGED_FAULT = 500
@@ -52,7 +77,12 @@ class SoapDispatcher:
         install_compat()
         self._server = ServerBase(application)
 
-    async def dispatch(self, body: bytes, udc: Any) -> SoapAnswer:
+    def dispatch(self, body: bytes, udc: Any) -> Maybe[SoapAnswer]:
+        """The answer to one request (a Deferred of it when the operation waits)."""
+        return Deferred.fromCoroutine(self.answer(body, udc))
+
+    async def answer(self, body: bytes, udc: Any) -> SoapAnswer:
+        """The answer through spyne's whole request cycle."""
         ctx = MethodContext(self._server, MethodContext.SERVER)
         ctx.in_string = [body]
         contexts = self._server.generate_contexts(ctx)
@@ -93,9 +123,10 @@ class SoapDispatcher:
         ctx.close()
         return body
 
-    def operation_failed(self, operation: str | None, exc: Exception) -> SoapAnswer:
-        """The Server fault for an operation that raised (a bug: logged with its traceback, never a crash)."""
-        log.failure("operation {operation} failed", operation=operation)
+    def operation_failed(self, operation: str | None, exc: BaseException, failure: Failure | None = None) -> SoapAnswer:
+        """The Server fault for an operation that raised (a bug: logged with its traceback, never a crash);
+        ``failure`` is the exception's, outside the ``except`` block that caught it."""
+        log.failure("operation {operation} failed", failure, operation=operation)
         return self._fault(MethodContext(self._server, MethodContext.SERVER),
                            Fault("Server", f"Internal error in {operation}: {exc}"), operation)
 

@@ -22,14 +22,15 @@ from jobmodel.jobs import Universe
 SOAP_ENV = "http://schemas.xmlsoap.org/soap/envelope/"
 BODY = f"{{{SOAP_ENV}}}Body"
 
-_ATTR_TYPES = {str(t.code): t.value for t in AttrType}
+#: an attribute type's name by its decimal C value (``115`` -> ``STRING-ATTR``)
+ATTR_TYPE_CODES = {str(t.code): t.value for t in AttrType}
 _UNIVERSES = {str(int(u)): u.name for u in Universe}
 _HASH_TYPES = {"0": "NOHASH", "1": "MD5HASH", "MD5": "MD5HASH"}
 
 #: where each enum sits in a request: operation -> [(path of local names below the wrapper, value map)]
 _ENUM_FIELDS: dict[str, list[tuple[tuple[str, ...], dict[str, str]]]] = {
-    "submit": [(("jobAd", "item", "type"), _ATTR_TYPES)],
-    "discoverJobRequirements": [(("jobAd", "item", "type"), _ATTR_TYPES)],
+    "submit": [(("jobAd", "item", "type"), ATTR_TYPE_CODES)],
+    "discoverJobRequirements": [(("jobAd", "item", "type"), ATTR_TYPE_CODES)],
     "createJobTemplate": [(("type",), _UNIVERSES)],
     "declareFile": [(("hashType",), _HASH_TYPES)],
 }
@@ -112,9 +113,10 @@ def operation_element(envelope: etree._Element, namespace: str, operations: froz
     return wrapper
 
 
-def normalise_enums(wrapper: etree._Element) -> None:
-    """Enum fields sent as their decimal C values get their names (gSOAP accepted both)."""
-    for path, values in _ENUM_FIELDS.get(etree.QName(wrapper).localname, ()):
+def normalise_enums(wrapper: etree._Element, operation: str | None = None) -> None:
+    """Enum fields sent as their decimal C values get their names (gSOAP accepted both).  ``operation``: the
+    wrapper's local name, when the caller knows it."""
+    for path, values in _ENUM_FIELDS.get(operation or etree.QName(wrapper).localname, ()):
         for element in _descend(wrapper, path):
             text = (element.text or "").strip()
             if text in values:
@@ -124,8 +126,9 @@ def normalise_enums(wrapper: etree._Element) -> None:
 def _descend(element: etree._Element, path: tuple[str, ...]) -> list[etree._Element]:
     found = [element]
     for name in path:
+        qualified = "}" + name  # the local name without making a QName per element (a submit has thousands)
         found = [child for parent in found for child in parent
-                 if isinstance(child.tag, str) and etree.QName(child).localname == name]
+                 if type(tag := child.tag) is str and (tag == name or tag.endswith(qualified))]
     return found
 
 
