@@ -230,6 +230,13 @@ def test_the_client_end_of_a_connection_is_found_not_the_servers(tmp_path):
     assert len(list(peers.parse_table(TCP))) == 5
 
 
+def test_only_lines_showing_both_ports_are_decoded():
+    kept = peers.lines_with_ports(TCP, 45678, 1984).splitlines()
+    assert kept and all(":B26E " in line and ":07C0 " in line for line in kept)
+    assert len(kept) < len(TCP.splitlines()) - 1
+    assert peers.lines_with_ports(TCP, 1, 2) == ""
+
+
 def connected_pair(family: int, listen_host: str, connect_host: str):
     server = socket.socket(family)
     server.bind((listen_host, 0))
