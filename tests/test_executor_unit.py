@@ -23,7 +23,7 @@ from backends.local.dag.language import read as read_dag
 from backends.local.dag.runner import DagSetup
 from backends.local.executor import Executor, ExecutorOptions, Launch
 from backends.local.sandbox import ExecuteDir
-from jobmodel.jobs import JobStatus
+from jobmodel.jobs import JobStatus, Universe
 
 SHUTDOWN = "The gateway shut down while the job was running; it will run again"
 
@@ -292,6 +292,36 @@ def test_changes_that_make_nothing_idle_do_not_look_for_work(reactor, scheduling
     ex.changed({(9, 0): ad(JobStatus.COMPLETED), (9, 1): ad(JobStatus.HELD)})
     assert reactor.getDelayedCalls() == []
     ex.changed({(9, 0): ad(JobStatus.COMPLETED), (9, 1): ad(JobStatus.IDLE)})
+    assert len(reactor.getDelayedCalls()) == 1
+
+
+def test_an_idle_job_that_needs_a_slot_does_not_wake_a_cycle_while_every_slot_is_taken(reactor, scheduling,
+                                                                                        tmp_path, sent):
+    scheduling.offered = [launch(tmp_path, (1, 0), cpus=1)]
+    ex = executor(reactor, scheduling, slots=1)
+    start_cycles(reactor, ex)
+    calls = len(scheduling.start_calls)
+    for universe in (None, int(Universe.VANILLA), int(Universe.PARALLEL)):
+        attributes = {} if universe is None else {"JobUniverse": universe}
+        ex.changed({(9, 0): ad(JobStatus.IDLE, **attributes)})
+        assert reactor.getDelayedCalls() == []
+    reactor.advance(0)
+    assert len(scheduling.start_calls) == calls
+    for universe in (Universe.SCHEDULER, Universe.LOCAL):  # these take no slot: a cycle may start them
+        ex.changed({(9, 0): ad(JobStatus.IDLE, JobUniverse=int(universe))})
+        assert len(reactor.getDelayedCalls()) == 1
+        reactor.advance(0)
+    expression = ad(JobStatus.IDLE)
+    expression["JobUniverse"] = classad2.ExprTree("5 + 2")
+    ex.changed({(9, 0): expression})  # an expression is left to the cycle to evaluate
+    assert len(reactor.getDelayedCalls()) == 1
+
+
+def test_with_no_slot_at_all_only_slotless_jobs_wake_a_cycle(reactor, scheduling, sent):
+    ex = executor(reactor, scheduling, slots=0)
+    ex.changed({(9, 0): ad(JobStatus.IDLE, JobUniverse=int(Universe.VANILLA))})
+    assert reactor.getDelayedCalls() == []
+    ex.changed({(9, 0): ad(JobStatus.IDLE, JobUniverse=int(Universe.SCHEDULER))})
     assert len(reactor.getDelayedCalls()) == 1
 
 

@@ -18,11 +18,12 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from jobmodel.classads import job_status
-from jobmodel.jobs import JobStatus
+from jobmodel.jobs import JobStatus, Universe
 
 from .chirp import ChirpService
 from .chirpconfig import ChirpPlan
 from .dag.runner import DagHost, DagRun, Outcome, StopReason
+from .jobspec import SLOT_UNIVERSES
 from .launchers import LAUNCHER, Launchers, SpawnedLaunchers
 from .lifecycle import kill_signal
 from .sandbox import ExecuteDir
@@ -155,8 +156,18 @@ class Executor:
                 for other in list(self._running.values()):  # a DAG run may end while told
                     if other.dag is not None and other.dag.cluster == dag_cluster:
                         other.dag.job_changed(key, ad)
-        if not changes or any(job_status(ad) is JobStatus.IDLE for ad in changes.values()):
+        if not changes or any(job_status(ad) is JobStatus.IDLE and self._may_start(ad) for ad in changes.values()):
             self.wake()
+
+    def _may_start(self, idle: classad2.ClassAd) -> bool:
+        """Whether a cycle could start this idle job now: not when every slot is taken and it needs one (a cycle
+        asked for nothing would still be a backend call; a slot that frees wakes one).  Only a literal JobUniverse
+        is read here: a client's expression is never evaluated on the reactor (it may be one that needs a deep
+        stack), so such a job is looked at by a cycle."""
+        if self.options.slots - self.busy_cpus > 0:
+            return True
+        universe = idle.get("JobUniverse", int(Universe.VANILLA))
+        return not isinstance(universe, int) or isinstance(universe, bool) or universe not in SLOT_UNIVERSES
 
     def _follow(self, key: JobKey, ad: classad2.ClassAd, written: int | None = None) -> None:
         """Suspend, continue or stop the run of a job that changed.  A change of a job that is not running here
