@@ -57,7 +57,7 @@ def filtered(ads: Iterable[classad2.ClassAd], constraint: classad2.ExprTree | No
     """The ads for which ``constraint`` is true.  The gateway's own constraints (no ``budget``) are evaluated in this
     thread; a client's (with a ``budget``) here in batches when it is simple (:func:`is_simple`), else in a forked
     worker."""
-    if constraint is None or is_true(constraint):
+    if constraint is None:
         return list(ads)
     if budget is None:
         return [ad for ad in ads if matches(constraint, ad)]
@@ -65,12 +65,6 @@ def filtered(ads: Iterable[classad2.ClassAd], constraint: classad2.ExprTree | No
         return in_batches(ads, constraint, budget)
     ads = list(ads)  # (the worker answers with positions)
     return [ads[position] for position in matching(ads, constraint, budget)]
-
-
-def is_true(constraint: classad2.ExprTree) -> bool:
-    """Whether the constraint is the literal TRUE, which every ad matches: the common "the whole queue" query
-    (getJobAds(TRUE)) need not evaluate it 100,000 times."""
-    return str(constraint) == "true"
 
 
 def is_simple(constraint: classad2.ExprTree) -> bool:

@@ -24,9 +24,10 @@ def parse_constraint(text: str | None, limits: ExpressionLimits | None = None) -
     if limits is not None:
         limits.check(text, "the constraint")
     try:
-        return classad2.ExprTree(text)
+        constraint = classad2.ExprTree(text)
     except classad2.ClassAdException:
         return classad2.ExprTree("false")
+    return None if str(constraint) == "true" else constraint  # the literal TRUE (getJobAds(TRUE)): nothing to evaluate
 
 
 def matches(constraint: classad2.ExprTree | None, ad: classad2.ClassAd) -> bool:

@@ -183,8 +183,10 @@ def test_a_huge_ad_and_many_shapes(dispatcher, answers, monkeypatch):
     expected = uncached(answers, ads)
     for _ in range(3):
         assert answers.write_job_ads([JobAdStruct(ad, NOW) for ad in ads]) == expected
-    dictionaries = {id(entry.dictionary) for entry in answers.texts._entries.values() if entry.dictionary}
+    dictionaries = {entry.dictionary for entry in answers.texts._entries.values() if entry.dictionary}
     assert len(dictionaries) > 1
+    retired = [dictionary for dictionary in dictionaries if dictionary is not answers.texts._dictionary]
+    assert retired and all(dictionary.pack(b"x") is None for dictionary in retired)  # their compressors went
 
 
 def test_threads_writing_while_ads_come_and_go(answers):

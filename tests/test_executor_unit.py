@@ -317,6 +317,26 @@ def test_an_idle_job_that_needs_a_slot_does_not_wake_a_cycle_while_every_slot_is
     assert len(reactor.getDelayedCalls()) == 1
 
 
+def test_a_job_made_idle_by_the_end_of_its_run_wakes_the_next_cycle(reactor, scheduling, tmp_path, sent):
+    """The end being recorded frees its slot: the job it made idle again (OnExitRemove false) starts in the cycle
+    after the one that recorded it."""
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=501)]
+    held = HeldCall()
+    ex = executor(reactor, scheduling, slots=1, call_function=held)
+    start_cycles(reactor, ex)
+    held.answer()
+    reactor.spawned[0].end()
+    reactor.advance(0)
+    assert len(held.pending) == 1  # the cycle recording the end
+    ex.changed({(1, 0): ad(JobStatus.IDLE, JobUniverse=int(Universe.VANILLA))})  # its write, heard before its answer
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=502)]
+    held.answer()
+    reactor.advance(0)
+    assert len(held.pending) == 1  # one more pass, which the slot is offered to
+    held.answer()
+    assert len(reactor.spawned) == 2
+
+
 def test_with_no_slot_at_all_only_slotless_jobs_wake_a_cycle(reactor, scheduling, sent):
     ex = executor(reactor, scheduling, slots=0)
     ex.changed({(9, 0): ad(JobStatus.IDLE, JobUniverse=int(Universe.VANILLA))})

@@ -430,6 +430,17 @@ def test_a_cycle_records_every_run_that_ended_then_fills_the_freed_slots(world):
     assert world.queue.active == set(waiting[:2])
 
 
+def test_a_job_its_end_made_idle_again_starts_only_in_a_later_cycle(world):
+    """Its result file must outlive the sync of its end: starting it again in the same call would make its
+    execute directory anew before that sync, and a crash then would lose the end."""
+    key = world.submit(OnExitRemove=E("ExitCode == 0"))[0]
+    world.start()
+    world.result(key, exit_code=2)
+    assert world.scheduler.cycle({key: None}, 1, set()) == []
+    assert world.status(key) is JobStatus.IDLE
+    assert [launch.key for launch in world.scheduler.cycle({}, 1, set())] == [key]
+
+
 def test_a_cycle_writes_its_ends_and_starts_before_one_sync(world, monkeypatch):
     """The ends and the starts of a cycle are all on disk after one sync, which the backend's call makes once the
     cycle returned (``LocalBackend.serially``): the executor spawns only then."""

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import gc
 import itertools
+import sqlite3
 
 import classad2
+import pytest
 
 from backends.local import store as store_module
 from backends.local.store import CLUSTER_BLOCK, HISTORY_PAGE, JobStore, parsed
@@ -73,6 +75,17 @@ def test_after_a_restart_no_cluster_id_is_handed_out_again(tmp_path):
     legacy = JobStore(tmp_path / "legacy.sqlite3")  # a queue whose counter held the last id handed out
     legacy._db.execute("INSERT INTO counters (name, value) VALUES ('cluster', 7)")
     assert JobStore(tmp_path / "legacy.sqlite3").next_cluster_id() == 8
+
+
+@pytest.mark.parametrize("wait", [True, False])
+def test_a_closed_store_hands_out_no_cluster_id(tmp_path, wait):
+    """(close() gives back the ids not handed out yet: one handed out after it would be handed out again.)"""
+    store = JobStore(tmp_path / "queue.sqlite3")
+    handed = store.next_cluster_id()
+    store.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        store.next_cluster_id(wait=wait)
+    assert JobStore(tmp_path / "queue.sqlite3").next_cluster_id() == handed + 1
 
 
 def live_classads() -> int:

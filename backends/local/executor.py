@@ -29,6 +29,14 @@ from .lifecycle import kill_signal
 from .sandbox import ExecuteDir
 
 log = Logger()
+
+
+def _takes_no_slot(idle: classad2.ClassAd) -> bool:
+    """Whether an idle job may start with every slot taken (scheduler and local universe).  Only a literal
+    JobUniverse is read: a client's expression is never evaluated on the reactor (it may need a deep stack), so a job
+    whose universe is one is left to a cycle to look at."""
+    universe = idle.get("JobUniverse", int(Universe.VANILLA))
+    return not isinstance(universe, int) or isinstance(universe, bool) or universe not in SLOT_UNIVERSES
 SHUT_DOWN = "The gateway shut down while the job was running; it will run again"
 JobKey = tuple[int, int]
 
@@ -50,8 +58,6 @@ class Scheduling(Protocol):
     """The decisions the executor asks for (each call runs on the backend's thread, through ``call``)."""
 
     def recover(self) -> None: ...
-
-    def start_jobs(self, free_cpus: int, running: set[JobKey]) -> list[Launch]: ...
 
     def cycle(self, ended: dict[JobKey, str | None], free_cpus: int | None, running: set[JobKey]) -> list[Launch]:
         ...
@@ -156,18 +162,15 @@ class Executor:
                 for other in list(self._running.values()):  # a DAG run may end while told
                     if other.dag is not None and other.dag.cluster == dag_cluster:
                         other.dag.job_changed(key, ad)
-        if not changes or any(job_status(ad) is JobStatus.IDLE and self._may_start(ad) for ad in changes.values()):
+        idle = [ad for ad in changes.values() if job_status(ad) is JobStatus.IDLE]
+        if not changes or (idle and (self._free_cpus() > 0 or any(map(_takes_no_slot, idle)))):
             self.wake()
 
-    def _may_start(self, idle: classad2.ClassAd) -> bool:
-        """Whether a cycle could start this idle job now: not when every slot is taken and it needs one (a cycle
-        asked for nothing would still be a backend call; a slot that frees wakes one).  Only a literal JobUniverse
-        is read here: a client's expression is never evaluated on the reactor (it may be one that needs a deep
-        stack), so such a job is looked at by a cycle."""
-        if self.options.slots - self.busy_cpus > 0:
-            return True
-        universe = idle.get("JobUniverse", int(Universe.VANILLA))
-        return not isinstance(universe, int) or isinstance(universe, bool) or universe not in SLOT_UNIVERSES
+    def _free_cpus(self) -> int:
+        """The CPUs no run holds, counting those of runs whose end is being recorded as free (the cycle that
+        records an end fills its slot; a job it made idle again starts in the cycle after)."""
+        return self.options.slots - sum(running.launch.cpus for running in self._running.values()
+                                        if not running.ended)
 
     def _follow(self, key: JobKey, ad: classad2.ClassAd, written: int | None = None) -> None:
         """Suspend, continue or stop the run of a job that changed.  A change of a job that is not running here

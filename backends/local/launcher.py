@@ -43,8 +43,8 @@ from jobmodel.jobs import HoldCode  # noqa: E402
 from jobmodel.stacklimit import restore_stack_limit  # noqa: E402
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
-_forwarded: list[int] = []
-NOT_STARTED = 127  # the exit code of a job whose program could not be started  # signals passed on to the job: the gateway ended the run (its output stays behind)
+_forwarded: list[int] = []  # signals passed on to the job: the gateway ended the run (its output stays behind)
+NOT_STARTED = 127  # the exit code of a job whose program could not be started
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:

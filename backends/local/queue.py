@@ -94,7 +94,7 @@ class JobQueue:
         host = f"<127.0.0.1:0?alias={self.schedd_name}>"
         for key, ad in txn.new_jobs.items():
             if ad is None:
-                self.spool.discard(*key)  # a proc that never got a job ad is not a job
+                self.discard(self.spool.directory(*key))  # a proc that never got a job ad is not a job
                 continue
             ads[key] = self._enqueue(key, ad, now)
             self.spool.sync(*key)
@@ -110,11 +110,11 @@ class JobQueue:
     def abort(self, txn: LocalTransaction) -> None:
         if not txn.open:
             return
-        if txn.new_jobs and answering_at_once():
+        if txn.new_jobs and self.trash is None and answering_at_once():
             raise WouldBlock("removing the spool directories of the transaction's jobs")
         txn.open = False
-        for key in txn.new_jobs:
-            self.spool.discard(*key)
+        for key in txn.new_jobs:  # (into the trash: a rename each, as cheap as new_proc's mkdir)
+            self.discard(self.spool.directory(*key))
 
     # -- building jobs ------------------------------------------------------------------------------
     def new_cluster(self, txn: LocalTransaction) -> int:

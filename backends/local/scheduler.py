@@ -64,7 +64,7 @@ class Scheduler:
         made durable by one sync, and a slot a run freed is filled at once, without a call of its own."""
         for key, interruption in ended.items():
             self.finish_job(key, interruption)
-        return [] if free_cpus is None else self.start_jobs(free_cpus, running)
+        return [] if free_cpus is None else self.start_jobs(free_cpus, running | ended.keys())
 
     # -- starting -------------------------------------------------------------------------------------
     def start_jobs(self, free_cpus: int, running: set[JobKey]) -> list[Launch]:
@@ -92,11 +92,11 @@ class Scheduler:
                 if parallel.is_parallel(ad):
                     start = parallel.started(ad, start)
             except (jobspec.BadJob, NoAccount) as bad:
-                directory.remove()
+                self._queue.discard(directory.root)
                 transitions[key] = ad, lifecycle.hold(ad, bad.reason, bad.code, now)
             except Exception as exc:  # one job that cannot be prepared must not keep every other job from starting
                 log.failure("cannot start job {job}; holding it", job=key)
-                directory.remove()
+                self._queue.discard(directory.root)
                 transitions[key] = ad, lifecycle.hold(ad, could_not(START, exc), HoldCode.UNSPECIFIED, now)
             else:
                 transitions[key] = ad, start

@@ -223,6 +223,8 @@ class JobStore:
         if not self._lock.acquire(blocking=wait):
             return None
         try:
+            if self._closing:  # close() gives back the ids not handed out: one handed out now would come again
+                raise sqlite3.ProgrammingError("the job queue is closed")
             if self._last_cluster >= self._reserved_cluster:
                 if not wait:
                     return None

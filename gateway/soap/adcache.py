@@ -46,10 +46,19 @@ class Dictionary:
         self._primed = zlib.compressobj(1, zlib.DEFLATED, WINDOW_BITS, MEMORY_LEVEL, zdict=self.zdict)
         self.uses = 0
 
-    def pack(self, text: bytes) -> bytes:
+    def pack(self, text: bytes) -> bytes | None:
+        """The packed text; None once retired (another thread may still hold this dictionary)."""
+        primed = self._primed
+        if primed is None:
+            return None
         self.uses += 1
-        compressor = self._primed.copy()
+        compressor = primed.copy()
         return compressor.compress(text) + compressor.flush()
+
+    def retire(self) -> None:
+        """Only unpack from now on: its compressor (~100 KB, outside the budget) goes, while the texts packed with
+        it, which keep it, may live as long as their jobs."""
+        self._primed = None
 
     def unpack(self, packed: bytes) -> bytes:
         return zlib.decompressobj(WINDOW_BITS, zdict=self.zdict).decompress(packed)
@@ -119,7 +128,10 @@ class WireTexts:
         if dictionary is None:
             dictionary = self._dictionary = Dictionary(text)
         packed = dictionary.pack(text)
+        if packed is None:
+            return
         if len(packed) > RATIO * len(text) and dictionary.uses >= REFRESH:
+            dictionary.retire()
             self._dictionary = Dictionary(text)  # this queue's ads have moved away from the old one
         with self._lock:
             if entry.dictionary is not None or self.packed_bytes + len(packed) > self.budget:
