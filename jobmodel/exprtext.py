@@ -68,6 +68,9 @@ class SourceExpr(classad2.ExprTree):
     def __init__(self, text: str) -> None:
         super().__init__(text)
         self.text = text.strip()
+        #: whether an ad keeps the text (:func:`_worth_keeping`), worked out at the first assignment: the same
+        #: parsed expression may be assigned into many ads (``gateway.core.adstruct.attribute_value``)
+        self.keep: bool | None = None
 
 
 class TextedAd(classad2.ClassAd):
@@ -79,7 +82,7 @@ class TextedAd(classad2.ClassAd):
 
     def __setitem__(self, key: str, value: Any) -> None:
         super().__setitem__(key, value)
-        if isinstance(value, SourceExpr) and _worth_keeping(value, super().__getitem__(key)):
+        if isinstance(value, SourceExpr) and self._keeps(key, value):
             if self.texts is None:
                 self.texts = {}
             self.texts[key.lower()] = value.text
@@ -90,6 +93,12 @@ class TextedAd(classad2.ClassAd):
         super().__delitem__(key)
         if self.texts:
             self.texts.pop(key.lower(), None)
+
+    def _keeps(self, key: str, value: SourceExpr) -> bool:
+        """Whether the text of ``value``, just assigned to ``key``, is kept (the same for any ad it is assigned to)."""
+        if value.keep is None:
+            value.keep = _worth_keeping(value, super().__getitem__(key))
+        return value.keep
 
 
 def _worth_keeping(expr: SourceExpr, stored: object) -> bool:

@@ -4,6 +4,7 @@ refer to them (an attribute name with a space); and the adstruct conversion that
 
 from __future__ import annotations
 
+import classad2
 import pytest
 
 from gateway.core.adstruct import Attr, AttrType, BadAttribute, attribute_value, struct_to_ad
@@ -90,3 +91,78 @@ def test_struct_to_ad_refuses_names_that_are_not_identifiers_and_skips_null_ones
     assert dict(struct_to_ad([Attr("A", AttrType.INTEGER, "1"), (None, AttrType.INTEGER, "2")])) == {"A": 1}
     with pytest.raises(BadAttribute, match="'my attr'"):
         struct_to_ad([Attr("my attr", AttrType.INTEGER, "1")])
+
+
+# -- short texts parsed once, shared by the ads they are assigned to ----------------------------------------------
+SHARED_CASES = [
+    (AttrType.EXPRESSION, "TARGET.Memory >= RequestMemory"), (AttrType.EXPRESSION, "a =?= b"),
+    (AttrType.EXPRESSION, "x==1"), (AttrType.EXPRESSION, "true"), (AttrType.INTEGER, "128"), (AttrType.INTEGER, " -7 "), (AttrType.FLOAT, "1.5e3"),
+    (AttrType.BOOLEAN, "FALSE"), (AttrType.UNDEFINED, "UNDEFINED"), (AttrType.EXPRESSION, "nan"),
+]
+
+
+@pytest.mark.parametrize("type_, text", SHARED_CASES)
+def test_a_shared_value_makes_the_ads_a_fresh_parse_does(type_, text):
+    from jobmodel.exprtext import TextedAd, expression_text
+    first = attribute_value("A", type_, text)
+    assert attribute_value("A", type_, text) is first  # parsed once
+    fresh, shared_ads = TextedAd(), [TextedAd(), TextedAd()]
+    fresh["A"] = parse_expression(text, ExpressionLimits(), numeric=type_ in (AttrType.INTEGER, AttrType.FLOAT))
+    for ad in shared_ads:
+        ad["A"] = attribute_value("A", type_, text)
+    for ad in shared_ads:
+        assert repr(ad["A"]) == repr(fresh["A"]) and ad.texts == fresh.texts
+        if isinstance(ad["A"], classad2.ExprTree):
+            assert expression_text(ad, "A", ad["A"]) == expression_text(fresh, "A", fresh["A"])
+    del shared_ads[0]  # an ad's copy is its own: dropping one ad leaves the others' intact
+    assert repr(shared_ads[0]["A"]) == repr(fresh["A"])
+
+
+@pytest.mark.parametrize("type_, text, refusal", [
+    (AttrType.EXPRESSION, "((", "cannot parse"), (AttrType.INTEGER, "99999999999999999999", "64 bits"),
+    (AttrType.FLOAT, "nan", "not a finite number"), (AttrType.EXPRESSION, "!" * 20 + "x", "max_expression_depth"),
+])
+def test_refused_text_is_refused_every_time_with_the_same_reason(type_, text, refusal):
+    limits = ExpressionLimits(max_depth=10)
+    reasons = []
+    for _ in range(2):
+        with pytest.raises(BadAttribute, match=refusal) as error:
+            attribute_value("A", type_, text, limits)
+        reasons.append(str(error.value))
+    assert reasons[0] == reasons[1]
+
+
+def test_a_shared_value_is_shared_only_under_the_same_limits_and_numeric_rule():
+    deep = "!!!!!!x"
+    assert attribute_value("A", AttrType.EXPRESSION, deep).text == deep  # shared under the default limits
+    with pytest.raises(BadAttribute, match="max_expression_depth"):
+        attribute_value("A", AttrType.EXPRESSION, deep, ExpressionLimits(max_depth=3))
+    assert attribute_value("A", AttrType.EXPRESSION, "inf").text == "inf"  # an attribute reference
+    with pytest.raises(BadAttribute, match="not a finite number"):
+        attribute_value("A", AttrType.FLOAT, "inf")
+
+
+def test_long_texts_are_parsed_anew_and_the_shared_ones_are_bounded(monkeypatch):
+    from gateway.core import adstruct
+    long_text = "1 + " * (adstruct.SHARED_TEXT // 4) + "1"
+    assert attribute_value("A", AttrType.EXPRESSION, long_text) is not attribute_value("A", AttrType.EXPRESSION,
+                                                                                       long_text)
+    monkeypatch.setattr(adstruct, "SHARED_VALUES", 3)
+    monkeypatch.setattr(adstruct, "_SHARED", {})
+    for number in range(10):
+        attribute_value("A", AttrType.INTEGER, str(number))
+        assert len(adstruct._SHARED) <= 3
+
+
+def test_good_names_are_remembered_and_bad_ones_refused_every_time(monkeypatch):
+    from gateway.core import adstruct
+    monkeypatch.setattr(adstruct, "GOOD_NAMES", 2)
+    monkeypatch.setattr(adstruct, "_GOOD_NAMES", set())
+    for name in ("A", "B", "C", "A"):
+        adstruct.check_name(name)
+    assert adstruct._GOOD_NAMES == {"A", "B"}
+    for _ in range(2):
+        with pytest.raises(BadAttribute, match="reserved"):
+            adstruct.check_name("true")
+        with pytest.raises(BadAttribute, match="not a ClassAd attribute name"):
+            adstruct.check_name("my attr")

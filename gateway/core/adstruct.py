@@ -163,17 +163,52 @@ def struct_to_values(attrs: Iterable[Attr | tuple[str | None, AttrType | None, s
 
 
 def check_name(name: str) -> None:
-    """BadAttribute unless ``name`` is a ClassAd identifier (no spaces, no reserved word)."""
+    """BadAttribute unless ``name`` is a ClassAd identifier (no spaces, no reserved word); the first names that pass
+    are remembered (clients send the same few dozen with every job)."""
+    if name in _GOOD_NAMES:
+        return
     try:
         check_attribute_name(name)
     except ValueError as exc:
         raise BadAttribute(name, str(exc)) from None
+    if len(_GOOD_NAMES) < GOOD_NAMES:
+        _GOOD_NAMES.add(name)
+
+
+#: how many attribute names :func:`check_name` remembers as good
+GOOD_NAMES = 4096
+_GOOD_NAMES: set[str] = set()
 
 
 def attribute_value(name: str, type_: AttrType | None, value: str | None,
                     limits: ExpressionLimits = ExpressionLimits()) -> str | classad2.ExprTree:
     """STRING values are literals; any other type is ClassAd expression text (a NULL value is UNDEFINED), checked
-    against ``limits`` and for literals the library would change before it is parsed."""
+    against ``limits`` and for literals the library would change before it is parsed.
+
+    For ads being built: the expression of a short text is parsed once and the same object given again (clients
+    send the same few texts with every job, and checking and parsing them was most of a submit's ad).  Sharing it
+    is safe because assigning an expression into a ClassAd copies it; text that fails is checked again each time."""
+    if value is None or type_ is AttrType.STRING or len(value) > SHARED_TEXT:
+        return _parsed_value(name, type_, value, limits)
+    key = (value, type_ in NUMERIC, limits)
+    parsed = _SHARED.get(key)
+    if parsed is None:
+        parsed = _parsed_value(name, type_, value, limits)
+        if len(_SHARED) >= SHARED_VALUES:
+            _SHARED.clear()  # a client sending ever new texts: start again rather than keep them all
+        _SHARED[key] = parsed
+    return parsed
+
+
+#: the longest text, and the most texts, whose parsed expressions :func:`attribute_value` keeps
+SHARED_TEXT = 512
+SHARED_VALUES = 4096
+_SHARED: dict[tuple[str, bool, ExpressionLimits], str | classad2.ExprTree] = {}
+
+
+def _parsed_value(name: str, type_: AttrType | None, value: str | None,
+                  limits: ExpressionLimits) -> str | classad2.ExprTree:
+    """:func:`attribute_value`'s value, parsed anew (an expression of its own, for a caller that keeps it)."""
     if value is None:
         return classad2.ExprTree("UNDEFINED")
     if type_ is AttrType.STRING:
@@ -201,7 +236,7 @@ def typed_value(name: str, type_: AttrType, value: str,
     is stored retyped."""
     if type_ is AttrType.STRING:
         return value
-    parsed = attribute_value(name, type_, value, limits)
+    parsed = _parsed_value(name, type_, value, limits)
     if type_ not in _LITERALS:
         return parsed
     kinds, called = _LITERALS[type_]
