@@ -24,7 +24,6 @@ from twisted.logger import Logger
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
 from twisted.web import resource, server
-from twisted.web.http import datetimeToString, unquote
 from zope.interface import implementer
 
 from gateway.core.auth import AccessPolicy, Caller
@@ -51,24 +50,6 @@ def fault_document(message: str) -> bytes:
     return FAULT % escape(message).encode("utf-8")
 
 
-class HttpDate:
-    """The Date header's value, formatted when the second changes: it names whole seconds (the value twisted would
-    give, as its ``datetimeToString`` reads ``time.gmtime()``), and formatting it for every answer cost a fortieth of
-    a small request's time."""
-
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        self._clock = clock
-        self._second: int | None = None
-        self._value = b""
-
-    def __call__(self) -> bytes:
-        second = int(self._clock())
-        if second != self._second:
-            self._value = datetimeToString(second)
-            self._second = second
-        return self._value
-
-
 class GatewayRequest(server.Request):
     """A request that refuses oversized bodies and denied peers before buffering them, and knows its caller
     (``caller``) or why it has none (``refusal``) before the resource sees it."""
@@ -76,7 +57,6 @@ class GatewayRequest(server.Request):
     max_body: int = 16 * 1024 * 1024
     policy: AccessPolicy | None = None
     identification: Identification = Identification()
-    http_date: Callable[[], bytes] = HttpDate()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -159,27 +139,8 @@ class GatewayRequest(server.Request):
         self._serve()
 
     def _serve(self) -> None:
-        """twisted's ``server.Request.process``, but with the Date header's value made once a second
-        (:class:`HttpDate`) rather than formatted for every answer."""
-        if self._disconnected:
-            return
-        if self.path == b"*":
-            super().process()  # twisted's own answer to OPTIONS *
-            return
-        self.site = self.channel.site
-        self.setHeader(b"Server", server.version)
-        self.setHeader(b"Date", self.http_date())
-        self.prepath = []
-        self.postpath = list(map(unquote, self.path[1:].split(b"/")))
-        try:
-            found = self.site.getResourceFor(self)
-            if resource._IEncodingResource.providedBy(found):
-                encoder = found.getEncoder(self)
-                if encoder is not None:
-                    self._encoder = encoder
-            self.render(found)
-        except BaseException:
-            self.processingFailed(Failure())
+        if not self._disconnected:
+            super().process()
 
     def _refuse_size(self) -> None:
         self._refuse(413, b"Request Entity Too Large",

@@ -209,35 +209,3 @@ def test_large_job_ads_answers_are_streamed_whole_to_every_kind_of_client(start_
     from tests.test_execution import wait_until
 
     wait_until(lambda: gateway.log().count("getJobAds from 127.0.0.1: SUCCESS") == 3)  # each logged once, when done
-
-
-def test_answers_carry_twisteds_server_and_date_headers_in_its_order(gateway):
-    import email.utils
-    import time
-
-    from twisted.web.server import version
-
-    before = int(time.time())
-    status, headers, _ = post(gateway.port, GET_VERSION)
-    after = time.time()
-    assert status == 200 and list(headers)[:2] == ["server", "date"] and headers["server"] == version.decode()
-    assert before <= email.utils.parsedate_to_datetime(headers["date"]).timestamp() <= after
-    with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:  # twisted's own answer
-        sock.sendall(b"OPTIONS * HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
-        assert sock.recv(100).startswith(b"HTTP/1.1 200 OK\r\n")
-
-
-def test_the_date_header_is_twisteds_formatted_once_a_second(monkeypatch):
-    from twisted.web import http as twisted_http
-
-    from gateway import http as gateway_http
-
-    formatted = []
-    monkeypatch.setattr(gateway_http, "datetimeToString",
-                        lambda second: formatted.append(second) or twisted_http.datetimeToString(second))
-    now = [1_700_000_000.25]
-    date = gateway_http.HttpDate(lambda: now[0])
-    for moment in (1_700_000_000.25, 1_700_000_000.999, 1_700_000_001.0, 1_700_000_001.5, 1_700_003_601.75):
-        now[0] = moment
-        assert date() == twisted_http.datetimeToString(moment)
-    assert formatted == [1_700_000_000, 1_700_000_001, 1_700_003_601]
