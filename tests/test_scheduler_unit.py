@@ -20,7 +20,7 @@ from backends.local import scheduler as scheduler_module
 from backends.local import starter
 from backends.local.owners import Accounts
 from backends.local.sandbox import ExecuteDir
-from jobmodel.classads import evaluate, job_status
+from jobmodel.classads import copy_ad, evaluate, job_status
 from jobmodel.jobs import HoldCode, JobAction, JobStatus, Universe
 from tests.local_runs import SCHEDD, E, attributes, make_world
 
@@ -439,6 +439,17 @@ def test_a_job_its_end_made_idle_again_starts_only_in_a_later_cycle(world):
     assert world.scheduler.cycle({key: None}, 1, set()) == []
     assert world.status(key) is JobStatus.IDLE
     assert [launch.key for launch in world.scheduler.cycle({}, 1, set())] == [key]
+
+
+def test_user_log_events_are_written_before_the_queue_shows_their_change(world):
+    """(As HTCondor's shadow writes the user log before it updates the schedd: a client that sees a job's new state
+    finds its event in the log.)"""
+    key = world.submit(UserLog=str(world.iwd / "jobs.log"))[0]
+    held = copy_ad(world.job(key))
+    held["JobStatus"] = int(JobStatus.HELD)
+    seen: list[JobStatus] = []
+    world.queue.write({key: held}, [(key, lambda user_log: seen.append(world.status(key)))])
+    assert seen == [JobStatus.IDLE] and world.status(key) is JobStatus.HELD
 
 
 def test_a_cycle_writes_its_ends_and_starts_before_one_sync(world, monkeypatch):

@@ -291,18 +291,19 @@ class JobQueue:
     # -- writing queue changes ------------------------------------------------------------------------
     def write(self, ads: dict[JobKey, classad2.ClassAd], events: Iterable[tuple[JobKey, Event]],
               notify: bool = True) -> None:
-        """Store changed ads durably (finished jobs go to the history), then write their user-log events and job
-        log lines and tell the listener."""
+        """Write the changes' user-log events, store the changed ads durably (finished jobs go to the history), then
+        write their job log lines and tell the listener."""
         if not ads:
             return
         leaving = [key for key, ad in ads.items() if key not in self.active and lifecycle.leaves_queue(ad)]
         before = {key: joblog.status_before(self.store.get(key)) for key in ads}
+        for key, event in events:  # before the queue shows the change, as HTCondor's shadow writes the user log
+            self._log_event(ads.get(key), key, event)  # before it updates the schedd: a client that sees a job
+            # completed finds its terminate event in the log
         with _queue_errors():
             self.store.apply(ads, leaving)  # (on disk once the backend's call returns: LocalBackend.serially)
         for key, ad in ads.items():
             joblog.status_changed(key, before[key], ad)
-        for key, event in events:
-            self._log_event(ads.get(key), key, event)
         for key in leaving:
             self.discard(self.spool.directory(*key))
         if notify and self.listener is not None:
