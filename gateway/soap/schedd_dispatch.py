@@ -96,9 +96,8 @@ _TRANSACTION_FIELDS = ("id", "duration")
 
 def read_int(element: etree._Element) -> Any:
     """An ``Integer32`` parameter written plainly (no attributes, no children, canonical digits), else ``SPYNE``."""
-    text = element.text
-    if element.attrib or len(element) or text is None or len(text) > _INT_CHARACTERS \
-            or not _CANONICAL_INT.match(text):
+    text = read_string(element)
+    if text is SPYNE or len(text) > _INT_CHARACTERS or not _CANONICAL_INT.match(text):
         return SPYNE
     value = int(text)
     return value if value in _INT32 else SPYNE
