@@ -2,11 +2,17 @@
 ``<c%10000>/<p%10000>/cluster<C>.proc<P>.subproc0``.
 
 A job's spool directory may belong to the job's owner (a job that runs as its owner writes its output there), so
-whatever is in it may have been put there by the job: a symbolic link to a secret, a FIFO, a hard link to a file
-the owner cannot read.  Every read therefore opens the name relative to the directory's descriptor without
-following symbolic links (``O_NOFOLLOW``) and without blocking (``O_NONBLOCK``), and serves only regular files
-that are the directory owner's own or not linked from elsewhere (see :func:`_servable`).  The directories above a
-job's stay the gateway's, so a job cannot swap its directory for another.
+whatever is in it may have been put there by the job: a symbolic link to a secret, a FIFO, a hard link, or another
+user's private file it renamed in from a directory they share.  Every read for a client therefore goes through
+:meth:`Spool._open`: the directories are walked from the spool's root one name at a time (``openat`` with
+``O_NOFOLLOW``; the levels above a job's directory must be the gateway's and writable by nobody else, so a job
+cannot swap its directory for another), the file is opened relative to the job directory's descriptor without
+following a link and without blocking (``O_NONBLOCK``), and the open descriptor's ``fstat`` must show a regular file
+with one link that belongs to the job directory's owner (see :func:`_servable`).
+
+That owner is whom the gateway made it for: the directory is created by the gateway, and only the gateway (root)
+ever changes its owner, to the account the job runs as (:meth:`Spool.give`, which hands over the files the gateway
+staged with it).  A directory that is still the gateway's has only ever been written by the gateway, for this job.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ class Spool:
     def __init__(self, root: Path) -> None:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
+        root.chmod(0o755)  # the gateway's, traversable by the jobs that run as their owners (whatever the umask)
 
     def directory(self, cluster: int, proc: int) -> Path:
         return self.root / str(cluster % 10000) / str(proc % 10000) / f"cluster{cluster}.proc{proc}.subproc0"
@@ -46,7 +53,7 @@ class Spool:
                 if not level.is_dir():
                     level.mkdir(parents=True, exist_ok=True)
                     level.chmod(0o755)
-            path.mkdir(exist_ok=True)
+            path.mkdir(mode=0o700, exist_ok=True)  # the job's alone (give hands it to the job's account)
         except OSError as exc:
             raise BackendError(f"Failed to create the spool directory of job {cluster}.{proc}, reason: "
                                f"{exc.strerror}") from None
@@ -154,12 +161,25 @@ class Spool:
     # -- confinement ------------------------------------------------------------------------------------
     @contextmanager
     def _directory(self, cluster: int, proc: int) -> Iterator[int]:
-        """The job's spool directory, opened without following a link in its place."""
+        """The job's spool directory, opened one level at a time from the spool's root without following a link
+        anywhere below it; every level above the job's directory must be the gateway's alone to write."""
         try:
-            fd = os.open(self.directory(cluster, proc), _DIRECTORY_FLAGS)
+            fd = os.open(self.root, _DIRECTORY_FLAGS)
         except OSError as exc:
+            raise BackendError(f"Failed to open the spool directory {self.root}, reason: {exc.strerror}") from None
+        try:
+            for name in self.directory(cluster, proc).relative_to(self.root).parts:
+                _check_level(os.fstat(fd), cluster, proc)
+                child = os.open(name, _DIRECTORY_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = child
+        except OSError as exc:
+            os.close(fd)
             raise BackendError(f"Failed to open the spool directory of job {cluster}.{proc}, reason: "
                                f"{exc.strerror}") from None
+        except BaseException:
+            os.close(fd)
+            raise
         try:
             yield fd
         finally:
@@ -203,7 +223,18 @@ def _read_at(fd: int, offset: int, length: int) -> bytes:
     return b"".join(chunks)
 
 
+def _check_level(status: os.stat_result, cluster: int, proc: int) -> None:
+    """A directory above a job's spool must be the gateway's and writable by nobody else (or a job could swap a
+    level for one of its own, with any job's directory in it)."""
+    if status.st_uid != os.geteuid() or status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise BackendError(f"Failed to open the spool directory of job {cluster}.{proc}, reason: a directory above "
+                           f"it is not the gateway's alone (owner uid {status.st_uid}, mode "
+                           f"{stat.S_IMODE(status.st_mode):04o})")
+
+
 def _servable(status: os.stat_result, directory_owner: int) -> bool:
-    """A file a spool read may return: a regular file that belongs to the directory's owner (the job's owner, or
-    the gateway), or is not linked from anywhere else (a hard link to another user's file is refused)."""
-    return stat.S_ISREG(status.st_mode) and (status.st_uid == directory_owner or status.st_nlink == 1)
+    """A file a spool read may return: a regular file with one link (its only name is this one) that belongs to the
+    owner of the job's directory: the account the job runs as, or the gateway while the directory is still its own
+    (see the module's docstring).  Another user's file a job renamed or hard-linked in is refused, whatever its
+    mode, and so is a file of the gateway's in a directory it gave away."""
+    return stat.S_ISREG(status.st_mode) and status.st_uid == directory_owner and status.st_nlink == 1

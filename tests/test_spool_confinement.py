@@ -8,6 +8,7 @@ import hashlib
 import os
 import pwd
 import shutil
+import stat
 import tempfile
 import threading
 from pathlib import Path
@@ -126,7 +127,7 @@ def owned(tmp_path):
 
 
 def test_a_hard_link_to_a_file_the_owner_cannot_read_is_refused(owned, tmp_path):
-    spool, nobody = owned
+    spool, _ = owned
     private = directory(spool).parent / "private"  # the gateway's (root's), on the spool's file system
     private.write_bytes(b"root's secret\n")
     private.chmod(0o600)
@@ -134,9 +135,11 @@ def test_a_hard_link_to_a_file_the_owner_cannot_read_is_refused(owned, tmp_path)
     with pytest.raises(BackendError, match="not a regular file of the job"):
         spool.read(*KEY, "hard", 0, 100)
     assert [info.name for info in spool.list(*KEY)] == ["staged"]
-    os.chown(directory(spool) / "staged", nobody.pw_uid, nobody.pw_gid)
-    os.link(directory(spool) / "staged", directory(spool) / "again")  # the owner's own file, twice: fine
-    assert spool.read(*KEY, "again", 0, 100) == b"input"
+    assert spool.read(*KEY, "staged", 0, 100) == b"input"  # the owner's own file (given with the spool)
+    os.link(directory(spool) / "staged", directory(spool) / "again")  # the owner's own file, twice: a served file
+    for name in ("again", "staged"):  # has one name, this one, so it cannot have come from anywhere else
+        with pytest.raises(BackendError, match="not a regular file of the job"):
+            spool.read(*KEY, name, 0, 100)
 
 
 def test_giving_a_spool_changes_no_link_target(owned, secret):
@@ -145,3 +148,111 @@ def test_giving_a_spool_changes_no_link_target(owned, secret):
     (directory(spool) / "link").symlink_to(secret)
     spool.give(*KEY, nobody.pw_uid, nobody.pw_gid)  # again, now with a link in it
     assert secret.stat().st_uid == os.geteuid() and (directory(spool) / "link").lstat().st_uid == 0
+
+
+# -- another account's file, renamed in; levels that are not the gateway's --------------------------------------
+@pytest.fixture
+def traversable() -> Path:
+    """A fresh directory others may traverse (pytest's tmp_path is root's alone), on /tmp's file system."""
+    directory = Path(tempfile.mkdtemp(prefix="spool-", dir="/tmp"))
+    directory.chmod(0o755)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def shared_secret(accounts, traversable: Path):
+    """Two accounts in one group, a directory of that group's, and the victim's 0600 file in it."""
+    group = accounts.group()
+    victim, thief = accounts.user(group), accounts.user(group)
+    common = traversable / "common"
+    common.mkdir()
+    os.chown(common, 0, group.gr_gid)
+    common.chmod(0o2770)  # a group's shared directory: its members may rename each other's files out of it
+    victim.run("sh", "-c", f"umask 077; echo 'the victim secret' > {common}/private")
+    return victim, thief, common / "private"
+
+
+def test_another_accounts_private_file_renamed_into_a_spool_is_refused(accounts, traversable):
+    victim, thief, private = shared_secret(accounts, traversable)
+    spool = Spool(traversable / "spool")
+    spool.create(*KEY)
+    spool.give(*KEY, thief.uid, thief.gid)
+    thief.run("mv", str(private), str(directory(spool) / "private"))  # what a job of the thief's can do
+    thief.run("sh", "-c", f"echo mine > {directory(spool)}/mine")
+    assert (directory(spool) / "private").stat().st_uid == victim.uid  # one link, another account's, 0600
+    for read in (lambda: spool.read(*KEY, "private", 0, 100), lambda: spool.read_job_file(*KEY, "private", 0, 100),
+                 lambda: spool.md5(*KEY, "private")):
+        with pytest.raises(BackendError, match="not a regular file of the job"):
+            read()
+    assert [info.name for info in spool.list(*KEY)] == ["mine"]
+    assert spool.read_job_file(*KEY, "mine", 0, 100) == (5, b"mine\n")  # the owner's own file is served
+
+
+def test_a_gateway_file_in_a_spool_it_gave_away_is_refused(owned):
+    """Once the directory is the owner's, the gateway writes nothing there: a root file in it was moved in."""
+    spool, _ = owned
+    (directory(spool) / "roots").write_bytes(b"root's\n")
+    with pytest.raises(BackendError, match="not a regular file of the job"):
+        spool.read(*KEY, "roots", 0, 100)
+    assert spool.read(*KEY, "staged", 0, 100) == b"input"
+
+
+def test_a_level_above_a_job_swapped_for_a_link_is_not_followed(spool, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "0" / "cluster7.proc0.subproc0").mkdir(parents=True)
+    (elsewhere / "0" / "cluster7.proc0.subproc0" / "data").write_bytes(b"not the job's")
+    level = spool.root / "7"
+    shutil.rmtree(level)
+    level.symlink_to(elsewhere)
+    with pytest.raises(BackendError, match="spool directory of job 7.0"):
+        spool.read(*KEY, "data", 0, 100)
+
+
+def test_a_level_others_may_write_is_refused(spool):
+    (directory(spool) / "data").write_bytes(b"data")
+    (spool.root / "7").chmod(0o777)  # anyone could swap the job's directory in it for another
+    with pytest.raises(BackendError, match="not the gateway's alone"):
+        spool.read(*KEY, "data", 0, 100)
+    (spool.root / "7").chmod(0o755)
+    assert spool.read(*KEY, "data", 0, 100) == b"data"
+
+
+def test_a_new_spool_directory_is_private_and_its_root_traversable(tmp_path):
+    spool = Spool(tmp_path / "spool")
+    spool.create(*KEY)
+    assert stat.S_IMODE(directory(spool).stat().st_mode) == 0o700
+    assert stat.S_IMODE(spool.root.stat().st_mode) == 0o755
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="jobs run as their owners only when the gateway is root")
+def test_a_gateway_serves_a_jobs_own_files_but_not_another_accounts_renamed_in(accounts, traversable,
+                                                                                  start_gateway):
+    """A job of the thief's moves the victim's 0600 file from their group's directory into its spool: getFile,
+    listSpool and the submission API's fetch refuse it, and serve the job's own output."""
+    import json
+    import urllib.request
+
+    from tests.conftest import zeep_client
+    from tests.test_execution import status_is, submit, wait_for
+
+    _, thief, private = shared_secret(accounts, traversable)
+    gateway = start_gateway("[backends.local]\nslots = 1\n", state_dir=traversable / "state")
+    schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
+    (key,) = submit(schedd, Owner=thief.name, Cmd="/bin/sh", Out="out.txt",
+                    Arguments=f"-c 'mv {private} private && echo mine'")
+    assert wait_for(schedd, key, status_is(4))["ExitCode"] == "0"
+    assert not private.exists()
+
+    def fetch(file: str) -> dict:
+        body = json.dumps({"id": f"{key[0]}.{key[1]}", "file": file, "start": 0, "end": 5}).encode()
+        request = urllib.request.Request(gateway.url + "submission/json/fetch", body,
+                                         {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+
+    assert {item.name for item in schedd.listSpool(None, *key).info.item} == {"out.txt"}
+    refused = schedd.getFile(None, *key, "private", 0, 100)
+    assert refused.status.code == "FAIL" and "not a regular file of the job" in refused.status.message
+    assert fetch("private")["status"]["code"] == "FAIL"
+    assert schedd.getFile(None, *key, "out.txt", 0, 5).data == b"mine\n"
+    assert fetch("OUT")["data"] == "bWluZQo="  # base64 of the job's own "mine\n"

@@ -1,0 +1,89 @@
+"""Real unprivileged accounts for the tests whose point is another user's rights.
+
+A check that one user cannot reach another's files proves something only with two real accounts: these are made
+with ``useradd`` (each with a group of its own, no home, no login shell), optionally sharing a group made with
+``groupadd``, and removed with ``userdel``/``groupdel`` when the test ends.  Names start with ``bbt`` and a random
+part, so tests running side by side never meet.  Needs root (the tests skip otherwise).
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+#: useradd's and groupadd's exit statuses when another process holds /etc/passwd or /etc/group: try again
+_BUSY = {1, 10}
+_TRIES = 20
+
+
+@dataclass(frozen=True)
+class UserAccount:
+    name: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+
+    def run(self, *command: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """Run ``command`` as this user (its own group and its other groups), failing the test if it fails."""
+        return subprocess.run(command, cwd=cwd, user=self.uid, group=self.gid, extra_groups=list(self.groups),
+                              env={"PATH": "/usr/bin:/bin", "HOME": "/"}, capture_output=True, text=True,
+                              check=True)
+
+
+def _tool(*command: str) -> None:
+    """Run an account tool, again while another process (a parallel test run) holds the account files."""
+    for attempt in range(_TRIES):
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode == 0:
+            return
+        if done.returncode not in _BUSY or attempt == _TRIES - 1:
+            raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()}")
+        time.sleep(0.1)
+
+
+class Accounts:
+    """Makes accounts and groups for one test and removes them all at its end."""
+
+    def __init__(self) -> None:
+        self._users: list[str] = []
+        self._groups: list[str] = []
+
+    def group(self) -> grp.struct_group:
+        name = f"bbtg{uuid.uuid4().hex[:8]}"
+        _tool("groupadd", name)
+        self._groups.append(name)
+        return grp.getgrnam(name)
+
+    def user(self, *groups: grp.struct_group) -> UserAccount:
+        name = f"bbt{uuid.uuid4().hex[:8]}"
+        extra = ["-G", ",".join(group.gr_name for group in groups)] if groups else []
+        _tool("useradd", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", *extra, name)
+        self._users.append(name)
+        entry = pwd.getpwnam(name)
+        return UserAccount(name, entry.pw_uid, entry.pw_gid, tuple(group.gr_gid for group in groups))
+
+    def remove(self) -> None:
+        for name in reversed(self._users):
+            _tool("userdel", name)  # (its own group goes with it)
+        for name in reversed(self._groups):
+            _tool("groupdel", name)
+
+
+@pytest.fixture
+def accounts() -> Iterator[Accounts]:
+    if os.geteuid() != 0:
+        pytest.skip("making test accounts needs root")
+    made = Accounts()
+    try:
+        yield made
+    finally:
+        made.remove()
