@@ -3,9 +3,15 @@ once and removed by the trash's thread; what a crash left there is removed when 
 
 from __future__ import annotations
 
+import errno
+import os
+import subprocess
 from pathlib import Path
 
+import pytest
+
 from backends.local.trash import Trash
+from gateway.testing import QUEUE_ONLY, GatewayProcess
 
 
 def tree(root: Path) -> Path:
@@ -50,3 +56,51 @@ def test_a_directory_that_cannot_be_moved_is_removed_at_once(tmp_path, monkeypat
     trash.discard(spent)
     assert not spent.exists()
     trash.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path) -> Path:
+    """A 16 MiB tmpfs of its own, for a disk the test can fill (needs root to mount)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0755", "tmpfs", str(mount)], check=True)
+    yield mount
+    subprocess.run(["umount", str(mount)], check=True)
+
+
+def fill(directory: Path) -> None:
+    """Write into ``directory`` until the file system is full."""
+    directory.mkdir()
+    with open(directory / "spent", "wb") as stream:
+        with pytest.raises(OSError) as full:
+            while True:
+                stream.write(b"\0" * (1 << 16))
+                stream.flush()
+    assert full.value.errno == errno.ENOSPC
+
+
+def test_a_gateway_killed_on_a_full_disk_restarts_by_emptying_its_trash_first(small_disk, tmp_path):
+    """kill -9 leaves spent directories in the trash and the disk full of them: the next start must free their
+    space before it writes anything (opening the queue's journal needs some), and lose nothing committed."""
+    from tests.conftest import zeep_client
+    from tests.test_execution import job, submit
+
+    gateway = GatewayProcess(small_disk / "state", QUEUE_ONLY, tmp_path)
+    try:
+        gateway.start()
+        schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
+        (key,) = submit(schedd, files={"input.txt": b"kept\n"}, Cmd="/bin/true")
+        killed = gateway.process.pid
+        gateway.kill()
+        fill(small_disk / "state" / "trash" / f"{killed}.0")  # what it was emptying when it died
+        with pytest.raises(OSError):
+            (small_disk / "state" / "probe").write_bytes(b"\0" * 4096)
+        gateway.start()
+        assert list((small_disk / "state" / "trash").iterdir()) == []
+        schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
+        assert job(schedd, key)["JobStatus"] == "1"
+        assert schedd.getFile(None, *key, "input.txt", 0, 5).data == b"kept\n"
+    finally:
+        gateway.stop()

@@ -80,6 +80,7 @@ class LocalBackend:
         if isinstance(denied_owners, str) or not all(isinstance(owner, str) for owner in denied_owners):
             raise ValueError(f"denied_owners must be a list of owner names, not {denied_owners!r}")
         state_dir.mkdir(parents=True, exist_ok=True)
+        trash = Trash(state_dir / "trash")  # first: a crash on a full disk may have left the space the rest needs there
         self.state_dir = state_dir
         self.accounts = Accounts(denied_owners)
         self._info = BackendInfo(
@@ -93,7 +94,7 @@ class LocalBackend:
         spool = Spool(state_dir / "spool")
         spool.preen(lambda cluster, proc: (cluster, proc) in store)
         self._queue = JobQueue(store, spool, self._info.schedd_name, clock, self.accounts, uid_domain,
-                               Trash(state_dir / "trash"))
+                               trash)
         execute = state_dir / "execute"
         execute.mkdir(exist_ok=True)
         jobtools.install(jobtools.libexec(execute), self._info.version, self._info.platform)

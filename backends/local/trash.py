@@ -4,8 +4,11 @@ job that left the queue), removed by a thread of their own.
 Removing a directory tree costs a system call per entry, and on a busy file system each may wait for the journal:
 milliseconds that every job's end spent in the backend's one-at-a-time calls, before the next job could start.  A
 directory is now moved into ``<state>/trash`` (one ``rename``: its name is free at once, so a job that starts again
-gets a fresh execute directory, and nothing looks for it where it was) and emptied in the background.  What a crash
-leaves in the trash is emptied when the next gateway starts.
+gets a fresh execute directory, and nothing looks for it where it was) and emptied in the background.
+
+What a crash leaves in the trash is emptied when the next gateway starts, before the backend writes anything else:
+a gateway killed on a full disk may hold the space it needs to start again (the queue's journal, the spool's
+directories) in its own trash, so recovery must free that space before it needs any.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ INTERVAL = 0.5
 
 class Trash:
     def __init__(self, root: Path, interval: float = INTERVAL) -> None:
+        """Empty what an earlier process left in ``root`` (now, needing no free space), then start the thread."""
         root.mkdir(exist_ok=True)
         self._root = str(root)
+        self._remove_all()
         self._prefix = os.path.join(self._root, f"{os.getpid()}.")
         self._names = itertools.count()
         self._interval = interval
@@ -49,11 +54,14 @@ class Trash:
             self._thread.join(timeout)
 
     def _empty(self) -> None:
-        """Every ``interval`` (and once more when closing), remove what is in the trash: a crash's leftovers first."""
+        """Every ``interval`` (and once more when closing), remove what is in the trash."""
         while True:
             closing = self._closing.is_set()
-            for entry in os.scandir(self._root):
-                shutil.rmtree(entry.path, ignore_errors=True)
+            self._remove_all()
             if closing:
                 return
             self._closing.wait(self._interval)
+
+    def _remove_all(self) -> None:
+        for entry in os.scandir(self._root):
+            shutil.rmtree(entry.path, ignore_errors=True)
