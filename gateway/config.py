@@ -319,6 +319,10 @@ def check_daemon(config: GatewayConfig) -> None:
     """The [daemon] knobs: a usable named socket when the shared port is on, a HOST:PORT keepalive target."""
     if config.use_shared_port:
         check_directory(config.named_socket().parent, "daemon socket directory (daemon_socket_dir)")
+        try:
+            sharedport.check_directory(config.named_socket().parent)
+        except sharedport.UnsafeDirectory as exc:
+            raise ConfigError(str(exc)) from None
     if config.master_keepalive:
         try:
             keepalive.parse_address(config.master_keepalive)

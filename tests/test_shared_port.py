@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import getpass
 import http.client
+import os
 import shutil
 import socket
 import struct
@@ -182,3 +183,70 @@ def test_cedar_packets_are_read_as_htcondor_reads_them():
         cedar.read_packet(b"\x0b\x00\x00\x00\x01x")
     with pytest.raises(cedar.CedarError):
         cedar.read_packet(struct.pack("!BI", 1, cedar.MAX_PACKET + 1))
+
+
+# -- an unsafe daemon socket directory, a planted link ------------------------------------------------------------
+@pytest.fixture
+def open_directory():
+    """A directory under /tmp that the test opens to other users (its mode is the test's to set)."""
+    directory = short_directory()
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_a_world_writable_socket_dir_with_a_planted_link_is_refused_clearly(accounts, open_directory, tmp_path):
+    """Anyone may write in it: a link planted at the socket's name (or any swap) must not decide where the gateway
+    listens; the start is refused, naming the directory and what to change."""
+    thief = accounts.user()
+    open_directory.chmod(0o777)
+    thief.run("ln", "-s", "/etc/passwd", str(open_directory / SOCK_ID))
+    with pytest.raises(RuntimeError) as refused:
+        start_behind_shared_port(tmp_path, open_directory, SOCK_ID)
+    assert f"every user may write in {open_directory} (mode 0777, no sticky bit)" in str(refused.value)
+    assert (open_directory / SOCK_ID).is_symlink() and os.stat("/etc/passwd").st_mode & 0o777 == 0o644
+
+
+def test_a_socket_dir_of_another_account_is_refused(accounts, tmp_path):
+    from gateway.config import ConfigError, GatewayConfig, check_daemon
+
+    thief = accounts.user()
+    theirs = short_directory()
+    try:
+        os.chown(theirs, thief.uid, thief.gid)
+        config = GatewayConfig(use_shared_port=True, daemon_socket_dir=theirs / "daemon_sock", shared_port_id="x")
+        with pytest.raises(ConfigError, match=f"{theirs} belongs to uid {thief.uid}"):
+            check_daemon(config)
+        link = short_directory()
+        (link / "sock").symlink_to("/run")  # a link of theirs on the way to a directory of root's
+        os.chown(link / "sock", thief.uid, thief.gid, follow_symlinks=False)
+        with pytest.raises(ConfigError, match=f"{link / 'sock'} belongs to uid {thief.uid}"):
+            check_daemon(GatewayConfig(use_shared_port=True, daemon_socket_dir=link / "sock", shared_port_id="x"))
+        shutil.rmtree(link)
+    finally:
+        shutil.rmtree(theirs, ignore_errors=True)
+
+
+def test_a_link_planted_in_a_sticky_socket_dir_is_removed_never_followed(accounts, open_directory, tmp_path):
+    """In a directory like /tmp (world-writable, sticky) anyone may leave a link at the socket's name: it is
+    removed (unlink does not follow it), the socket made in its place, and the link's target left alone."""
+    thief = accounts.user()
+    open_directory.chmod(0o1777)
+    target = open_directory / "target"
+    thief.run("sh", "-c", f"echo theirs > {target}; ln -s {target} {open_directory / SOCK_ID}")
+    gateway = start_behind_shared_port(tmp_path, open_directory, SOCK_ID, "[backends.local]\nslots = 0\n")
+    try:
+        named = open_directory / SOCK_ID
+        assert named.is_socket() and named.lstat().st_uid == os.geteuid() and named.stat().st_mode & 0o777 == 0o600
+        assert target.read_text() == "theirs\n" and target.stat().st_mode & 0o777 == 0o644
+        assert target.stat().st_uid == thief.uid
+        assert "removing the symbolic link" in gateway.log()
+    finally:
+        gateway.stop()
+
+
+def test_a_file_at_the_sockets_name_is_left_and_the_start_refused(open_directory, tmp_path):
+    (open_directory / SOCK_ID).write_text("somebody's\n")
+    with pytest.raises(RuntimeError) as refused:
+        start_behind_shared_port(tmp_path, open_directory, SOCK_ID)
+    assert "exists and is not a socket" in str(refused.value)
+    assert (open_directory / SOCK_ID).read_text() == "somebody's\n"

@@ -19,11 +19,12 @@ loopback client is identified by its own socket's owner.
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import socket
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from twisted.internet.interfaces import IFileDescriptorReceiver, IListeningPort
 from twisted.internet.protocol import Factory, Protocol
@@ -48,6 +49,50 @@ CARRIER = 1
 def check_id(shared_port_id: str) -> None:
     if not VALID_ID.fullmatch(shared_port_id):
         raise ValueError(f"shared_port_id {shared_port_id!r} may hold only letters, digits, '.', '-' and '_'")
+
+
+class UnsafeDirectory(ValueError):
+    """The daemon socket directory could be changed by someone the gateway does not trust."""
+
+
+def trusted_owners() -> frozenset[int]:
+    """Who may own the directories on the way to the named socket: root, the gateway's user and HTCondor's own
+    account (``condor``, which makes ``$(LOCK)/daemon_sock`` on a pool's hosts)."""
+    owners = {0, os.geteuid()}
+    try:
+        owners.add(pwd.getpwnam("condor").pw_uid)
+    except KeyError:
+        pass
+    return frozenset(owners)
+
+
+def check_directory(directory: Path) -> None:
+    """Raise UnsafeDirectory unless only trusted users (:func:`trusted_owners`) can change what ``directory`` holds:
+    every name on the way to it (a symbolic link included) and every directory it leads to must belong to one of
+    them, and none may be writable by every user unless it has the sticky bit (as /tmp has: there nobody can remove
+    or rename another's entry).  Parts that do not exist yet are made by the gateway."""
+    trusted = trusted_owners()
+    written = Path(os.path.abspath(directory))
+    for path, status in [*_existing(written, os.lstat), *_existing(Path(os.path.realpath(written)), os.stat)]:
+        if status.st_uid not in trusted:
+            raise UnsafeDirectory(f"daemon_socket_dir {directory} is not safe: {path} belongs to uid "
+                                  f"{status.st_uid}, who could replace the named socket (use a directory of "
+                                  f"root's, the gateway's user's or condor's)")
+        if stat.S_ISDIR(status.st_mode) and status.st_mode & stat.S_IWOTH and not status.st_mode & stat.S_ISVTX:
+            raise UnsafeDirectory(f"daemon_socket_dir {directory} is not safe: every user may write in {path} "
+                                  f"(mode {stat.S_IMODE(status.st_mode):04o}, no sticky bit) and replace what "
+                                  f"it holds (chmod o-w or +t, or use another directory)")
+
+
+def _existing(path: Path, look: Callable[[Path], os.stat_result]) -> list[tuple[Path, os.stat_result]]:
+    """``path`` and its parents, from ``/`` down, as ``look`` (lstat or stat) sees them, up to the first missing."""
+    found = []
+    for part in (*reversed(path.parents), path):
+        try:
+            found.append((part, look(part)))
+        except FileNotFoundError:
+            break
+    return found
 
 
 def socket_path(directory: Path, shared_port_id: str) -> Path:
@@ -164,14 +209,25 @@ class PassedSocketFactory(Factory):
 def listen(reactor: Any, path: Path, site: Factory) -> IListeningPort:
     """Listen on the named socket at ``path`` for connections condor_shared_port passes, served by ``site``.
 
-    A socket left at that path by a gateway that died is removed first, as SharedPortEndpoint does (a regular
-    file there is not: that is somebody else's); the directory is created if missing.  The socket is open to its
-    owner only: condor_shared_port connects as root."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    The directory must be safe (:func:`check_directory`; it is created if missing).  A socket left at that path by
+    a gateway that died is removed first, as SharedPortEndpoint does, and so is a symbolic link (never followed:
+    in a directory with the sticky bit anyone may leave one, to keep the gateway from starting); anything else
+    there is somebody's file, and the start is refused.  ``bind`` creates the socket without following a link at
+    its name, and in a safe directory nobody else can replace it before it is made private (mode 0600: only its
+    owner, and condor_shared_port as root, may connect)."""
+    check_directory(path.parent)
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     try:
-        if stat.S_ISSOCK(path.lstat().st_mode):
-            log.warn("removing the named socket {path} left by an earlier process", path=path)
-            path.unlink()
+        status = path.lstat()
     except FileNotFoundError:
         pass
+    else:
+        if stat.S_ISSOCK(status.st_mode):
+            log.warn("removing the named socket {path} left by an earlier process", path=path)
+        elif stat.S_ISLNK(status.st_mode):
+            log.warn("removing the symbolic link {path} (uid {uid}) where the named socket goes", path=path,
+                     uid=status.st_uid)
+        else:
+            raise UnsafeDirectory(f"{path} exists and is not a socket: remove it, or choose another shared_port_id")
+        path.unlink()
     return reactor.listenUNIX(str(path), PassedSocketFactory(site, reactor), mode=0o600)
