@@ -73,11 +73,10 @@ def small_disk(tmp_path) -> Path:
 def fill(directory: Path) -> None:
     """Write into ``directory`` until the file system is full."""
     directory.mkdir()
-    with open(directory / "spent", "wb") as stream:
-        with pytest.raises(OSError) as full:
-            while True:
-                stream.write(b"\0" * (1 << 16))
-                stream.flush()
+    with open(directory / "spent", "wb") as stream, pytest.raises(OSError) as full:
+        while True:
+            stream.write(b"\0" * (1 << 16))
+            stream.flush()
     assert full.value.errno == errno.ENOSPC
 
 

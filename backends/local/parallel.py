@@ -75,7 +75,7 @@ def prepare(ad: classad2.ClassAd, directory: ExecuteDir, machine: classad2.Class
     one per node (None: the job has no chirp)."""
     count = node_count(ad)
     directory.create(account)
-    sandbox.write_ads(directory, ad, machine)
+    sandbox.write_ads(directory, ad, machine, account)
     switched = to_switch(account)
     scratches = [node_scratch(directory, node, switched) for node in range(count)]
     chirp = chirpconfig.plan(ad, scratches, switched)

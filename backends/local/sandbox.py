@@ -92,7 +92,7 @@ def prepare(job: Plan, directory: ExecuteDir, ad: classad2.ClassAd, machine: cla
     """Create the execute directory and write the launcher's spec: what its owner's side checks, transfers, opens
     and runs as ``account`` (None: as the gateway's user).  Returns the run's chirp servers (None: it has none)."""
     directory.create(account)
-    write_ads(directory, ad, machine)
+    write_ads(directory, ad, machine, account)
     switched = to_switch(account)
     chirp = chirpconfig.plan(ad, [directory.sandbox], switched)
     spec = launch_spec(job, directory)
@@ -102,10 +102,12 @@ def prepare(job: Plan, directory: ExecuteDir, ad: classad2.ClassAd, machine: cla
     return chirp
 
 
-def write_ads(directory: ExecuteDir, ad: classad2.ClassAd, machine: classad2.ClassAd) -> None:
-    """The job and machine ads the job may read (``_CONDOR_JOB_AD``, ``_CONDOR_MACHINE_AD``)."""
+def write_ads(directory: ExecuteDir, ad: classad2.ClassAd, machine: classad2.ClassAd,
+              account: Account | None = None) -> None:
+    """The job and machine ads the job may read (``_CONDOR_JOB_AD``, ``_CONDOR_MACHINE_AD``): the job's alone (its
+    ad holds its arguments and environment), so they belong to ``account``, the job's (None: the gateway's user)."""
     for name, text in ((".job.ad", ad.printOld()), (".machine.ad", machine.printOld())):
-        _write(directory.control / name, text, 0o644)
+        _write(directory.control / name, text, 0o600, to_switch(account))
 
 
 def launch_spec(job: Plan, directory: ExecuteDir) -> dict:
@@ -136,9 +138,12 @@ def libexec_of(directory: ExecuteDir) -> Path:
     return jobtools.libexec(directory.root.parent)
 
 
-def _write(path: Path, text: str, mode: int) -> None:
-    """A new file of the gateway's with exactly ``mode`` (the spec is the gateway's alone; the ads the job reads)."""
+def _write(path: Path, text: str, mode: int, owner: Account | None = None) -> None:
+    """A new file with exactly ``mode``, the gateway's or ``owner``'s (the spec is the gateway's alone; the ads the
+    job reads are the job's)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     with os.fdopen(fd, "w") as stream:
         os.fchmod(fd, mode)
+        if owner is not None:
+            os.fchown(fd, owner.uid, owner.gid)
         stream.write(text)

@@ -65,6 +65,7 @@ class JobStore:
     def __init__(self, path: Path) -> None:
         self._path = path
         self._lock = threading.Lock()
+        _keep_private(path)
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # the WAL is synced by durable(), for many commits at once
@@ -324,6 +325,18 @@ def parsed(text: str, texts: str | None = None) -> classad2.ClassAd:
 
 def _row(key: JobKey, ad: classad2.ClassAd) -> tuple[int, int, str, str | None]:
     return key[0], key[1], str(ad), texts_record(ad)
+
+
+def _keep_private(path: Path) -> None:
+    """The queue's files are the gateway's alone (0600), as HTCondor keeps its job queue log: job ads hold the jobs'
+    arguments and environments.  SQLite gives the ``-wal`` and ``-shm`` files it creates the database file's mode,
+    so the file is made with that mode before SQLite opens it; the files of a queue made before are tightened."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
+        try:
+            os.chmod(path.with_name(name), 0o600)
+        except FileNotFoundError:
+            pass
 
 
 def _add_texts_columns(db: sqlite3.Connection) -> None:

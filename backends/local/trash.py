@@ -26,9 +26,10 @@ INTERVAL = 0.5
 class Trash:
     def __init__(self, root: Path, interval: float = INTERVAL) -> None:
         """Empty what an earlier process left in ``root`` (now, needing no free space), then start the thread."""
-        root.mkdir(exist_ok=True)
+        root.mkdir(mode=0o700, exist_ok=True)
         self._root = str(root)
         self._remove_all()
+        root.chmod(0o700)  # the gateway's alone (a trash made by an older version was open to all)
         self._prefix = os.path.join(self._root, f"{os.getpid()}.")
         self._names = itertools.count()
         self._interval = interval

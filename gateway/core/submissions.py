@@ -164,7 +164,7 @@ class SubmissionService:
         self.settings = settings
         self._staging: dict[str, StagingArea] = {}
         shutil.rmtree(settings.staging_root, ignore_errors=True)  # staging areas do not survive a restart
-        settings.staging_root.mkdir(parents=True, exist_ok=True)
+        settings.staging_root.mkdir(mode=0o700, parents=True, exist_ok=True)  # what clients sent: the gateway's alone
 
     def _check(self, caller: Caller, permission: Permission) -> None:
         try:
