@@ -1,4 +1,4 @@
-"""Real unprivileged accounts for the tests whose point is another user's rights.
+"""Real unprivileged accounts for the tests whose point is another user's rights, and a directory they can reach.
 
 A check that one user cannot reach another's files proves something only with two real accounts: these are made
 with ``useradd`` (each with a group of its own, no home, no login shell), optionally sharing a group made with
@@ -11,7 +11,9 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -87,3 +89,13 @@ def accounts() -> Iterator[Accounts]:
         yield made
     finally:
         made.remove()
+
+
+@pytest.fixture
+def traversable() -> Iterator[Path]:
+    """A fresh directory others may traverse, as a service's state directory is (pytest's tmp_path is root's
+    alone), under /tmp: on one file system with what the tests put there."""
+    directory = Path(tempfile.mkdtemp(prefix="birdbath-test-", dir="/tmp"))
+    directory.chmod(0o755)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)

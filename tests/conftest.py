@@ -11,7 +11,7 @@ import pytest
 from twisted.internet.task import Clock
 
 from gateway.testing import QUEUE_ONLY, GatewayProcess, module_gateway, start_gateway, zeep_client
-from tests.accounts import accounts
+from tests.accounts import accounts, traversable
 
 os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
 
@@ -22,7 +22,7 @@ LEGACY_WSDL = DATA / "legacy" / "condorSchedd-7.2.4.wsdl"
 LEGACY_COLLECTOR_WSDL = DATA / "legacy" / "condorCollector-7.2.4.wsdl"
 WIRE = DATA / "wire"
 
-__all__ = ["GatewayProcess", "QUEUE_ONLY", "accounts", "module_gateway", "start_gateway", "zeep_client"]
+__all__ = ["GatewayProcess", "QUEUE_ONLY", "accounts", "module_gateway", "start_gateway", "traversable", "zeep_client"]
 
 def require_java() -> None:
     """Skip the calling test where the Java toolchain the generated clients need is missing."""

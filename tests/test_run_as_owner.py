@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import stat
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -28,15 +26,6 @@ ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="jobs run as their owners only when the gateway is root")
 NOBODY = pwd.getpwnam("nobody")
 DENIED = "daemon"  # an owner with an account, on the deny list
-
-
-@pytest.fixture
-def traversable() -> Path:
-    """A fresh directory others may traverse, as a service's state directory is."""
-    directory = Path(tempfile.mkdtemp(prefix="run-as-owner-", dir="/tmp"))
-    directory.chmod(0o755)
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture

@@ -151,15 +151,6 @@ def test_giving_a_spool_changes_no_link_target(owned, secret):
 
 
 # -- another account's file, renamed in; levels that are not the gateway's --------------------------------------
-@pytest.fixture
-def traversable() -> Path:
-    """A fresh directory others may traverse (pytest's tmp_path is root's alone), on /tmp's file system."""
-    directory = Path(tempfile.mkdtemp(prefix="spool-", dir="/tmp"))
-    directory.chmod(0o755)
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
-
-
 def shared_secret(accounts, traversable: Path):
     """Two accounts in one group, a directory of that group's, and the victim's 0600 file in it."""
     group = accounts.group()

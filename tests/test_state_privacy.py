@@ -7,10 +7,8 @@ real account tries to read them."""
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,15 +20,6 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="jobs run as their own
 
 CONFIG = "[backends.local]\nslots = 1\n"
 QUEUE_FILES = ("queue.sqlite3", "queue.sqlite3-wal", "queue.sqlite3-shm")
-
-
-@pytest.fixture
-def traversable() -> Path:
-    """A directory others may traverse, as a service's state directory is (pytest's tmp_path is root's alone)."""
-    directory = Path(tempfile.mkdtemp(prefix="state-privacy-", dir="/tmp"))
-    directory.chmod(0o755)
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 def mode(path: Path) -> int:
