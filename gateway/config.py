@@ -321,7 +321,7 @@ def check_daemon(config: GatewayConfig) -> None:
         check_directory(config.named_socket().parent, "daemon socket directory (daemon_socket_dir)")
         try:
             sharedport.check_directory(config.named_socket().parent)
-        except sharedport.UnsafeDirectory as exc:
+        except sharedport.UnsafeSocketPlace as exc:
             raise ConfigError(str(exc)) from None
     if config.master_keepalive:
         try:

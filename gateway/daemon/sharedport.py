@@ -51,8 +51,8 @@ def check_id(shared_port_id: str) -> None:
         raise ValueError(f"shared_port_id {shared_port_id!r} may hold only letters, digits, '.', '-' and '_'")
 
 
-class UnsafeDirectory(ValueError):
-    """The daemon socket directory could be changed by someone the gateway does not trust."""
+class UnsafeSocketPlace(ValueError):
+    """The named socket's directory could be changed by someone the gateway does not trust, or its name is taken."""
 
 
 def trusted_owners() -> frozenset[int]:
@@ -67,7 +67,7 @@ def trusted_owners() -> frozenset[int]:
 
 
 def check_directory(directory: Path) -> None:
-    """Raise UnsafeDirectory unless only trusted users (:func:`trusted_owners`) can change what ``directory`` holds:
+    """Raise UnsafeSocketPlace unless only trusted users (:func:`trusted_owners`) can change what ``directory`` holds:
     every name on the way to it (a symbolic link included) and every directory it leads to must belong to one of
     them, and none may be writable by every user unless it has the sticky bit (as /tmp has: there nobody can remove
     or rename another's entry).  Parts that do not exist yet are made by the gateway."""
@@ -75,11 +75,11 @@ def check_directory(directory: Path) -> None:
     written = Path(os.path.abspath(directory))
     for path, status in [*_existing(written, os.lstat), *_existing(Path(os.path.realpath(written)), os.stat)]:
         if status.st_uid not in trusted:
-            raise UnsafeDirectory(f"daemon_socket_dir {directory} is not safe: {path} belongs to uid "
+            raise UnsafeSocketPlace(f"daemon_socket_dir {directory} is not safe: {path} belongs to uid "
                                   f"{status.st_uid}, who could replace the named socket (use a directory of "
                                   f"root's, the gateway's user's or condor's)")
         if stat.S_ISDIR(status.st_mode) and status.st_mode & stat.S_IWOTH and not status.st_mode & stat.S_ISVTX:
-            raise UnsafeDirectory(f"daemon_socket_dir {directory} is not safe: every user may write in {path} "
+            raise UnsafeSocketPlace(f"daemon_socket_dir {directory} is not safe: every user may write in {path} "
                                   f"(mode {stat.S_IMODE(status.st_mode):04o}, no sticky bit) and replace what "
                                   f"it holds (chmod o-w or +t, or use another directory)")
 
@@ -228,6 +228,6 @@ def listen(reactor: Any, path: Path, site: Factory) -> IListeningPort:
             log.warn("removing the symbolic link {path} (uid {uid}) where the named socket goes", path=path,
                      uid=status.st_uid)
         else:
-            raise UnsafeDirectory(f"{path} exists and is not a socket: remove it, or choose another shared_port_id")
+            raise UnsafeSocketPlace(f"{path} exists and is not a socket: remove it, or choose another shared_port_id")
         path.unlink()
     return reactor.listenUNIX(str(path), PassedSocketFactory(site, reactor), mode=0o600)
