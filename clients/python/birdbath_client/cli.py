@@ -205,33 +205,22 @@ def _formats(parser: argparse.ArgumentParser) -> None:
 
 # -- commands ------------------------------------------------------------------------------------------
 def _submit(schedd: Schedd, args: argparse.Namespace) -> int:
-    from .submitfile import job_ads
+    """condor_submit: every cluster the file makes, in one transaction (a refusal submits nothing); the ads are
+    made once the schedd gave each cluster its id, so ``$(Cluster)`` is the real one."""
+    from . import spooling, submitfile
 
-    ads = job_ads(args.file)
-    files: dict[str, Path] = {}
-    if args.spool:
-        first = ads[0]
-        names = [name.strip() for name in str(first.get("TransferInput", "")).split(",") if name.strip()]
-        iwd = Path(str(first.get("Iwd", args.file.parent)))
-        files = {Path(name).name: iwd / name for name in names}
-        files[Path(str(first["Cmd"])).name] = Path(str(first["Cmd"]))
-        for ad in ads:
-            ad.pop("Iwd", None)  # the spool becomes Iwd
-            ad["Cmd"] = Path(str(first["Cmd"])).name
-            ad["TransferInput"] = ",".join(files)
-            ad["ShouldTransferFiles"] = "YES"
-            ad["LeaveJobInQueue"] = _keep()  # as condor_submit -spool: stay until the output is fetched
-            ad["FilesRetrieved"] = False
-    with ProgressLine() as line:
-        jobs = schedd.submit_many(ads, files, progress=_bytes_progress(line, "uploading") if files else None)
-    print(f"{len(jobs)} job(s) submitted to cluster {jobs[0].cluster}.")
+    clusters = submitfile.clusters(args.file)
+    submitted = []
+    with ProgressLine() as line, schedd.transaction() as txn:
+        progress = _bytes_progress(line, "uploading") if args.spool else None
+        for cluster in clusters:
+            number = txn.new_cluster()
+            ads = cluster.ads(number)
+            jobs = [spooling.spooled(ad) if args.spool else (ad, {}) for ad in ads]
+            submitted.append((number, txn.submit_cluster(number, jobs, progress)))
+    for number, jobs in submitted:
+        print(f"{len(jobs)} job(s) submitted to cluster {number}.")
     return 0
-
-
-def _keep() -> Any:
-    from .ads import Expr
-
-    return Expr("FilesRetrieved =?= false")
 
 
 #: condor_status's table for each kind it prints as one (the others print -long)

@@ -101,15 +101,7 @@ class Schedd:
     def submit_many(self, ads: Sequence[Mapping[str, Any]], files: Mapping[str, bytes | Path] | None = None,
                     progress: Progress | None = None) -> list[JobId]:
         with self.transaction() as txn:
-            cluster = txn.new_cluster()
-            jobs = []
-            for ad in ads:
-                job = JobId(cluster, txn.new_job(cluster))
-                for name, data in (files or {}).items():
-                    txn.upload(job, name, data, progress=progress)
-                txn.submit(job, ad)
-                jobs.append(job)
-        return jobs
+            return txn.submit_cluster(txn.new_cluster(), [(ad, files or {}) for ad in ads], progress)
 
     def submit_dag(self, dag: Path, owner: str | None = None, keep: bool = True, **extra: Any) -> JobId:
         """Submit a DAG (on a file system the gateway shares) as condor_submit_dag would."""
@@ -187,9 +179,15 @@ class Schedd:
     def download(self, job: JobId, destination: Path, names: Sequence[str] | None = None,
                  chunk_size: int = CHUNK, progress: Progress | None = None) -> list[Path]:
         """Fetch spool files (all when ``names`` is None) into ``destination``, which is created only once the job
-        is known to be in the queue (UnknownJob otherwise: listSpool lists nothing for an unknown job)."""
-        if self.job(job) is None:
+        is known to be in the queue (UnknownJob otherwise: listSpool lists nothing for an unknown job).  The
+        output and error of a job submitted with ``-spool`` go back to the sub-directories the submit file named
+        (:func:`.spooling.places`)."""
+        from .spooling import places
+
+        ad = self.job(job)
+        if ad is None:
             raise self._not_queued(job, "listSpool")
+        homes = places(ad)
         sizes = self.files(job)
         wanted = list(sizes) if names is None else list(names)
         total, done = sum(sizes.get(name, 0) for name in wanted), 0
@@ -198,7 +196,8 @@ class Schedd:
         for name in wanted:
             if name not in sizes:
                 raise GatewayError("listSpool", "UNKNOWNFILE", f"job {job} has no file {name!r} in its spool")
-            target = destination / name
+            target = destination / homes.get(name, Path(name))
+            target.parent.mkdir(parents=True, exist_ok=True)
             with open(target, "wb") as stream:
                 for offset in range(0, sizes[name], chunk_size):
                     length = min(chunk_size, sizes[name] - offset)
@@ -272,6 +271,18 @@ class Transaction:
 
     def submit(self, job: JobId, ad: Mapping[str, Any]) -> None:
         self._call("submit", job.cluster, job.proc, to_struct(ad))
+
+    def submit_cluster(self, cluster: int, jobs: Sequence[tuple[Mapping[str, Any], Mapping[str, bytes | Path]]],
+                       progress: Progress | None = None) -> list[JobId]:
+        """A job in ``cluster`` (from :meth:`new_cluster`) for each (ad, files to put in its spool)."""
+        submitted = []
+        for ad, files in jobs:
+            job = JobId(cluster, self.new_job(cluster))
+            for name, data in files.items():
+                self.upload(job, name, data, progress=progress)
+            self.submit(job, ad)
+            submitted.append(job)
+        return submitted
 
     def extend(self, duration: int) -> None:
         self.wire = self._call("extendTransaction", duration).transaction

@@ -56,6 +56,57 @@ def test_submit_with_spooling_and_fetch_the_output(gateway, tmp_path):
     assert "uploading [" in submitted.stderr and submitted.stderr.endswith("bytes\n")
 
 
+def submitted_clusters(result: subprocess.CompletedProcess) -> list[int]:
+    """The cluster ids condor_submit's lines name ("N job(s) submitted to cluster C.")."""
+    return [int(line.rsplit(" ", 1)[1].rstrip(".")) for line in result.stdout.splitlines() if "submitted" in line]
+
+
+def test_each_submission_names_its_files_after_its_own_cluster(gateway, tmp_path):
+    (tmp_path / "job.sub").write_text("executable = /bin/echo\narguments = $(Cluster).$(Process)\n"
+                                      "output = out.$(Cluster).$(Process)\nqueue\n")
+    clusters = [submitted_clusters(birdbath(gateway, "submit", str(tmp_path / "job.sub")))[0] for _ in range(2)]
+    assert clusters[0] != clusters[1]
+    for cluster in clusters:
+        assert birdbath(gateway, "wait", f"{cluster}.0").returncode == 0
+        assert (tmp_path / f"out.{cluster}.0").read_text() == f"{cluster}.0\n"
+
+
+def test_two_queue_statements_and_a_new_executable_make_what_condor_submit_makes(gateway, tmp_path):
+    (tmp_path / "job.sub").write_text("executable = /bin/echo\narguments = first\noutput = first.$(Process)\n"
+                                      "queue 2\narguments = second\noutput = second.$(Process)\nqueue\n"
+                                      "executable = /bin/true\nqueue\n")
+    result = birdbath(gateway, "submit", str(tmp_path / "job.sub"))
+    assert result.returncode == 0, result.stderr
+    assert [line.split(" job(s)")[0] for line in result.stdout.splitlines()] == ["3", "1"]
+    first, other = submitted_clusters(result)
+    assert birdbath(gateway, "wait", f"{first}.2").returncode == 0
+    assert (tmp_path / "second.2").read_text() == "second\n"
+    assert birdbath(gateway, "wait", f"{other}.0").returncode == 0
+
+
+def test_spooled_output_into_a_subdirectory_is_fetched_into_it(gateway, tmp_path):
+    (tmp_path / "job.sub").write_text("executable = /bin/echo\narguments = spooled $(Process)\n"
+                                      "output = out/job.$(Process).out\nerror = err/job.$(Process).err\n"
+                                      "should_transfer_files = YES\nqueue 2\n")
+    result = birdbath(gateway, "submit", "-spool", str(tmp_path / "job.sub"))
+    assert result.returncode == 0, result.stderr
+    (cluster,) = submitted_clusters(result)
+    assert birdbath(gateway, "wait", f"{cluster}.1").returncode == 0
+    fetched = birdbath(gateway, "fetch", f"{cluster}.1", str(tmp_path / "back"), "-close")
+    assert fetched.returncode == 0, fetched.stderr
+    assert (tmp_path / "back" / "out" / "job.1.out").read_text() == "spooled 1\n"
+    assert (tmp_path / "back" / "err" / "job.1.err").read_text() == ""
+
+
+def test_submit_refuses_a_missing_executable_and_submits_nothing(gateway, tmp_path):
+    (tmp_path / "job.sub").write_text("executable = /bin/true\nqueue\nexecutable = ./absent.sh\nqueue\n")
+    result = birdbath(gateway, "submit", str(tmp_path / "job.sub"))
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == (f"birdbath: ERROR: Can't open \"{tmp_path}/absent.sh\"  with flags 00 "
+                             "(No such file or directory)\n")
+    assert birdbath(gateway, "q", "-af", "Cmd", "-constraint", f'Iwd == "{tmp_path}"').stdout == ""
+
+
 def test_q_shows_a_condor_q_table_and_constraints_work(gateway, tmp_path):
     (tmp_path / "idle.sub").write_text("executable = /bin/sleep\narguments = 100\nrequirements = false\n"
                                        "+Tag = \"cli-q\"\nqueue\n")
