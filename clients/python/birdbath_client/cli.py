@@ -1,6 +1,6 @@
 """``birdbath``: HTCondor-style commands against a Birdbath gateway.
 
-    birdbath [-url URL] submit FILE.sub [-spool]        submit a submit description (condor_submit)
+    birdbath [-url URL] submit FILE.sub [-spool] [-terse]  submit a submit description (condor_submit)
     birdbath q [-nobatch] [-hold | -run] [-constraint EXPR] [-long | -af ATTR...] [CLUSTER | CLUSTER.PROC | OWNER]...
                                                         list queued jobs (condor_q)
     birdbath history [-limit N] [-constraint EXPR] [-long | -af ATTR...] [CLUSTER | CLUSTER.PROC | OWNER]...
@@ -141,6 +141,8 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("file", type=Path)
     _option(submit, "spool", action="store_true",
             help="send the executable and input files to the gateway instead of sharing a file system")
+    _option(submit, "terse", action="store_true",
+            help="print only each cluster's first and last job id (FIRST - LAST), as condor_submit -terse")
 
     q = command("q", _q, "list queued jobs (condor_q)")
     _selections(q)
@@ -219,7 +221,7 @@ def _submit(schedd: Schedd, args: argparse.Namespace) -> int:
             jobs = [spooling.spooled(ad) if args.spool else (ad, {}) for ad in ads]
             submitted.append((number, txn.submit_cluster(number, jobs, progress)))
     for number, jobs in submitted:
-        print(f"{len(jobs)} job(s) submitted to cluster {number}.")
+        print(f"{jobs[0]} - {jobs[-1]}" if args.terse else f"{len(jobs)} job(s) submitted to cluster {number}.")
     return 0
 
 
