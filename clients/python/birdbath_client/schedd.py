@@ -34,8 +34,34 @@ def connect(url: str, service: str, wsdl: str | None, timeout: float, credential
     try:
         client = zeep.Client(wsdl or f"{url}{service}.wsdl", transport=Transport(timeout=timeout, session=session))
     except Exception as exc:  # requests' connection errors, or a 404 from something else
+        refused = system_error(exc)
+        if refused is not None:
+            raise unreachable(url, refused) from None
         raise GatewayUnavailable(f"cannot read the WSDL of the gateway at {url} ({service}.wsdl): {exc}") from None
     return client.create_service(f"{{urn:condor}}{service}", url)
+
+
+def system_error(exc: BaseException) -> OSError | None:
+    """The operating system's error at the root of a connection failure (requests wraps urllib3's, which wraps the
+    socket's), None when there is none."""
+    pending: list[object] = [exc]
+    seen: set[int] = set()
+    found = None
+    while pending:
+        current = pending.pop()
+        if not isinstance(current, BaseException) or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno is not None and current.strerror:
+            found = current
+        pending += [current.__cause__, current.__context__, getattr(current, "reason", None), *current.args]
+    return found
+
+
+def unreachable(url: str, error: OSError) -> GatewayUnavailable:
+    """What a person reads when nothing answers: "cannot connect to the gateway at URL: connection refused"."""
+    return GatewayUnavailable(f"cannot connect to the gateway at {url}: {error.strerror[:1].lower()}"
+                              f"{error.strerror[1:]}")
 
 
 def invoke(service: Any, url: str, operation: str, *args: Any) -> Any:
@@ -46,6 +72,9 @@ def invoke(service: Any, url: str, operation: str, *args: Any) -> Any:
     try:
         return getattr(service, operation)(*args)
     except requests.exceptions.ConnectionError as exc:
+        refused = system_error(exc)
+        if refused is not None:
+            raise unreachable(url, refused) from None
         raise GatewayUnavailable(f"cannot reach the gateway at {url}: {exc}") from None
     except zeep.exceptions.Fault as exc:
         raise GatewayError(operation, "FAULT", exc.message) from None
@@ -116,6 +145,10 @@ class Schedd:
 
     # -- queue ----------------------------------------------------------------------------------------
     def query(self, constraint: str | None = None) -> list[dict[str, Any]]:
+        """Ads of the queued jobs that match ``constraint``; a constraint that does not parse is a ValueError naming
+        it (the gateway would answer no jobs)."""
+        if constraint:
+            parse_constraint(constraint)
         array = self.call("getJobAds", None, constraint).classAdArray
         return [from_struct(ad) for ad in (array.item if array is not None else [])]
 
@@ -149,6 +182,11 @@ class Schedd:
 
     def remove(self, job: JobId, reason: str | None = None) -> None:
         self.call("removeJob", None, job.cluster, job.proc, reason, False)
+
+    def set_attribute(self, job: JobId, name: str, value: str) -> None:
+        """Set an attribute of a queued job to ClassAd expression text (Birdbath has no call for it: the same
+        gateway's submission API's setAttribute)."""
+        self.submission_api.set_attribute(job, name, value)
 
     def remove_cluster(self, cluster: int, reason: str | None = None) -> None:
         """Remove every job of the cluster that is not removed or completed yet (one call, as condor_rm 27)."""
