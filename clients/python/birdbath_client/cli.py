@@ -1,8 +1,8 @@
 """``birdbath``: HTCondor-style commands against a Birdbath gateway.
 
     birdbath [-url URL] submit FILE.sub [-spool] [-terse]  submit a submit description (condor_submit)
-    birdbath q [-nobatch] [-hold | -run] [-constraint EXPR] [-long | -af ATTR...] [CLUSTER | CLUSTER.PROC | OWNER]...
-                                                        list queued jobs (condor_q)
+    birdbath q [-nobatch] [-totals] [-hold | -run] [-constraint EXPR] [-long | -af ATTR...]
+               [CLUSTER | CLUSTER.PROC | OWNER]...      list queued jobs (condor_q; a line per batch unless -nobatch)
     birdbath history [-limit N] [-constraint EXPR] [-long | -af ATTR...] [CLUSTER | CLUSTER.PROC | OWNER]...
                                                         jobs that left the queue, newest first (condor_history)
     birdbath rm|hold|release CLUSTER.PROC|CLUSTER|OWNER... [-reason TEXT]
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
-from . import status_tables, tables
+from . import batches, status_tables, tables
 from .ads import parse_constraint
 from .collector import Collector
 from .credentials import Credentials
@@ -178,7 +178,7 @@ def _parser() -> argparse.ArgumentParser:
 
     q = command("q", _q, "list queued jobs (condor_q)")
     _selections(q)
-    _option(q, "nobatch", action="store_true", help="one line per job (accepted: the table is per job already)")
+    _option(q, "nobatch", action="store_true", help="one line per job instead of one per batch (cluster or DAG)")
     _option(q, "totals", action="store_true", help="only the totals line")
     view = q.add_mutually_exclusive_group()
     _option(view, "hold", dest="view", action="store_const", const="hold", help="held jobs, with their HoldReason")
@@ -298,6 +298,11 @@ def _q(schedd: Schedd, args: argparse.Namespace) -> int:
     ads = sorted(schedd.query(constraint), key=lambda ad: (ad.get("ClusterId", 0), ad.get("ProcId", 0)))
     if args.totals:
         print(tables.totals(ads))
+        return 0
+    if not (args.nobatch or args.view or args.long or args.autoformat):
+        everyone = schedd.query() if constraint else ads
+        for line in batches.view(ads, everyone, schedd.url):
+            print(line)
         return 0
     _show(ads, args, columns)
     if not (args.long or args.autoformat):

@@ -112,7 +112,7 @@ def test_q_shows_a_condor_q_table_and_constraints_work(gateway, tmp_path):
                                        "+Tag = \"cli-q\"\nqueue\n")
     submitted = birdbath(gateway, "submit", str(tmp_path / "idle.sub"))
     job = submitted.stdout.split("cluster ")[1].rstrip(".\n") + ".0"
-    table = birdbath(gateway, "q", "-constraint", 'Tag == "cli-q"')
+    table = birdbath(gateway, "q", "-nobatch", "-constraint", 'Tag == "cli-q"')
     lines = table.stdout.splitlines()
     assert lines[0].split() == ["ID", "OWNER", "SUBMITTED", "RUN_TIME", "ST", "PRI", "SIZE", "CMD"]
     assert lines[1].split()[0] == job and " I " in lines[1] and lines[1].rstrip().endswith("sleep 100")
@@ -295,6 +295,25 @@ def test_wait_for_a_cluster_waits_for_every_job(gateway, tmp_path):
     assert waited.stdout.splitlines() == [f"job {cluster}.0: Completed, exit code 0",
                                           f"job {cluster}.1: Completed, exit code 1",
                                           f"All jobs in cluster {cluster} done."]
+
+
+def test_q_shows_a_line_per_batch_by_default(gateway, schedd):
+    owner = unique("batcher")
+    jobs = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE, "Owner": owner}, count=3)
+    schedd.hold(jobs[2], "wait")
+    (named,) = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE, "Owner": owner, "JobBatchName": "nightly"})
+    lines = birdbath(gateway, "q", owner).stdout.splitlines()
+    assert lines[0] == "" and lines[1].startswith(f"-- Schedd: {gateway.url} @ ")
+    assert lines[2].split() == ["OWNER", "BATCH_NAME", "SUBMITTED", "DONE", "RUN", "IDLE", "HOLD", "TOTAL", "JOB_IDS"]
+    first, second = (line.split() for line in lines[3:5])
+    assert first[:3] == [owner, "ID:", str(jobs[0].cluster)] and first[5:] == ["_", "_", "2", "1", "3",
+                                                                                f"{jobs[0].cluster}.0-2"]
+    assert second[:2] == [owner, "nightly"] and second[4:] == ["_", "_", "1", "_", "1", str(named)]
+    assert lines[5] == ""
+    assert lines[6] == "Total for query: 4 jobs; 0 completed, 0 removed, 3 idle, 0 running, 1 held, 0 suspended"
+    assert lines[7].startswith("Total for all users: ") and len(lines) == 8
+    for job in (*jobs, named):
+        schedd.remove(job)
 
 
 def test_q_refuses_a_constraint_that_does_not_parse_and_counts_with_totals(gateway, schedd):
