@@ -1,7 +1,7 @@
 """``birdbath``: HTCondor-style commands against a Birdbath gateway.
 
     birdbath [-url URL] submit FILE.sub [-spool] [-terse]  submit a submit description (condor_submit)
-    birdbath q [-nobatch] [-totals] [-hold | -run] [-constraint EXPR] [-long | -af ATTR...]
+    birdbath q [-nobatch] [-totals] [-better-analyze] [-hold | -run] [-constraint EXPR] [-long | -af ATTR...]
                [CLUSTER | CLUSTER.PROC | OWNER]...      list queued jobs (condor_q; a line per batch unless -nobatch)
     birdbath history [-limit N] [-constraint EXPR] [-long | -af ATTR...] [CLUSTER | CLUSTER.PROC | OWNER]...
                                                         jobs that left the queue, newest first (condor_history)
@@ -180,6 +180,8 @@ def _parser() -> argparse.ArgumentParser:
     _selections(q)
     _option(q, "nobatch", action="store_true", help="one line per job instead of one per batch (cluster or DAG)")
     _option(q, "totals", action="store_true", help="only the totals line")
+    _option(q, "better-analyze", "analyze", dest="analyze", action="store_true",
+            help="why each job does not run: its Requirements against the pool's slots, condition by condition")
     view = q.add_mutually_exclusive_group()
     _option(view, "hold", dest="view", action="store_const", const="hold", help="held jobs, with their HoldReason")
     _option(view, "run", dest="view", action="store_const", const="run", help="running jobs, with their host")
@@ -299,6 +301,9 @@ def _q(schedd: Schedd, args: argparse.Namespace) -> int:
     if args.totals:
         print(tables.totals(ads))
         return 0
+    if args.analyze:
+        _analyze(schedd, ads)
+        return 0
     if not (args.nobatch or args.view or args.long or args.autoformat):
         everyone = schedd.query() if constraint else ads
         for line in batches.view(ads, everyone, schedd.url):
@@ -308,6 +313,16 @@ def _q(schedd: Schedd, args: argparse.Namespace) -> int:
     if not (args.long or args.autoformat):
         print("\n" + tables.totals(ads))
     return 0
+
+
+def _analyze(schedd: Schedd, ads: list[dict[str, Any]]) -> None:
+    from .analysis import analyze
+
+    slots = Collector(schedd.url, credentials=schedd.credentials).machines()
+    for ad in ads:
+        for line in analyze(ad, slots):
+            print(line)
+        print()
 
 
 def _history(schedd: Schedd, args: argparse.Namespace) -> int:

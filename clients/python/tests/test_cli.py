@@ -316,6 +316,25 @@ def test_q_shows_a_line_per_batch_by_default(gateway, schedd):
         schedd.remove(job)
 
 
+def test_better_analyze_says_which_condition_no_slot_satisfies(gateway, schedd):
+    (job,) = schedd.submit({"Cmd": "/bin/true", "RequestCpus": 64,
+                            "Requirements": Expr('(TARGET.OpSys == "WINDOWS") && (TARGET.Memory >= 1)')})
+    (held,) = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE})
+    schedd.hold(held, "not yet")
+    for flag in ("-better-analyze", "--analyze"):
+        lines = birdbath(gateway, "q", str(job), flag).stdout.splitlines()
+        assert lines[0] == f"The Requirements expression for job {job.cluster}.000 is"
+        steps = {line[5:].split(None, 1)[1]: int(line[5:].split()[0]) for line in lines if line.startswith("[")}
+        assert steps['TARGET.OpSys == "WINDOWS"'] == 0 and steps["TARGET.Memory >= 1"] >= 1
+        assert steps["TARGET.Cpus >= RequestCpus (64)"] == 0
+        assert "   No slot satisfies: TARGET.OpSys == \"WINDOWS\"" in lines
+        assert f"{job.cluster}.000:  Run analysis summary ignoring user priority.  Of 1 machines," in lines
+    explained = birdbath(gateway, "q", str(held), "-better-analyze").stdout.splitlines()
+    assert explained[:3] == [f"{held.cluster}.000:  Job is held.", "", "Hold reason: not yet"]
+    schedd.remove(job)
+    schedd.remove(held)
+
+
 def test_q_refuses_a_constraint_that_does_not_parse_and_counts_with_totals(gateway, schedd):
     bad = birdbath(gateway, "q", "-constraint", "ClusterId ==")
     assert (bad.returncode, bad.stderr) == (1, "birdbath: cannot parse the constraint 'ClusterId =='\n")
