@@ -90,7 +90,7 @@ VIEWS = {"hold": (tables.HELD, JobStatus.HELD), "run": (tables.RUNNING, JobStatu
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_split_af_options(sys.argv[1:] if argv is None else list(argv)))
     try:
         status = _run(args)
         sys.stdout.flush()  # here rather than at exit, where a reader that went away could not be handled
@@ -99,6 +99,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _reader_gone()
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
+
+
+def _split_af_options(argv: list[str]) -> list[str]:
+    """condor_q's ``-af:jh ATTR...`` as ``-af ATTR... -af-options jh`` (argparse knows no option with a suffix)."""
+    result, options = [], []
+    for word in argv:
+        name, colon, letters = word.partition(":")
+        if colon and name.lstrip("-") in ("af", "autoformat") and name.startswith("-"):
+            result.append(name)
+            options.append(letters)
+        else:
+            result.append(word)
+    if options:
+        unknown = set("".join(options)) - set("jhlnrt")
+        if unknown:
+            print(f"birdbath: -af: unknown option letters {''.join(sorted(unknown))} (use j, h, l, n, r, t)",
+                  file=sys.stderr)
+            sys.exit(2)
+        result += ["--af-options", "".join(options)]
+    return result
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -247,7 +267,11 @@ def _formats(parser: argparse.ArgumentParser) -> None:
     form = parser.add_mutually_exclusive_group()
     _option(form, "long", action="store_true", help="whole job ads")
     _option(form, "af", "autoformat", dest="autoformat", nargs="+", metavar="ATTR",
-            help="these attributes' values, one line per job")
+            help="these attributes' values, one line per job (-af:jhlnrt as condor_q: job id, header, "
+                 "Name = value, a line per value, raw ClassAd values, tabs)")
+    _option(form, "format", dest="formats", nargs=2, action="append", metavar=("FMT", "ATTR"),
+            help="printf-style, repeatable (%%d %%s %%f %%v), nothing added between: condor_q -format")
+    _option(parser, "af-options", default="", help=argparse.SUPPRESS)
 
 
 # -- commands ------------------------------------------------------------------------------------------
@@ -279,8 +303,8 @@ def _status(collector: Collector, args: argparse.Namespace) -> int:
     kind = args.kind or "startd"
     ads = sorted(collector.query(kind, args.constraint), key=lambda ad: str(ad.get("Name", "")))
     columns = STATUS_TABLES.get(kind)
-    if args.long or args.autoformat or columns is None:
-        args.long = args.long or not args.autoformat
+    if args.long or args.autoformat or args.formats or columns is None:
+        args.long = args.long or not (args.autoformat or args.formats)
         _show(ads, args, ())
         return 0
     for line in status_tables.table(columns, ads):
@@ -304,13 +328,13 @@ def _q(schedd: Schedd, args: argparse.Namespace) -> int:
     if args.analyze:
         _analyze(schedd, ads)
         return 0
-    if not (args.nobatch or args.view or args.long or args.autoformat):
+    if not (args.nobatch or args.view or args.long or args.autoformat or args.formats):
         everyone = schedd.query() if constraint else ads
         for line in batches.view(ads, everyone, schedd.url):
             print(line)
         return 0
     _show(ads, args, columns)
-    if not (args.long or args.autoformat):
+    if not (args.long or args.autoformat or args.formats):
         print("\n" + tables.totals(ads))
     return 0
 
@@ -336,8 +360,13 @@ def _show(ads: list[dict[str, Any]], args: argparse.Namespace, columns: tuple[ta
         for ad in ads:
             print(tables.long_form(ad), end="\n\n")
     elif args.autoformat:
+        if "h" in args.af_options:
+            print(tables.autoformat_header(args.autoformat, args.af_options))
         for ad in ads:
-            print(tables.autoformat(ad, args.autoformat))
+            print(tables.autoformat(ad, args.autoformat, args.af_options))
+    elif args.formats:
+        for ad in ads:
+            print(tables.printf(ad, args.formats), end="")
     else:
         for line in tables.table(columns, ads):
             print(line)

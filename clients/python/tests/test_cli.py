@@ -335,6 +335,19 @@ def test_better_analyze_says_which_condition_no_slot_satisfies(gateway, schedd):
     schedd.remove(held)
 
 
+def test_q_autoformat_options_and_format(gateway, schedd):
+    (job,) = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE, "Note": "a b", "Size": 7})
+    shown = birdbath(gateway, "q", str(job), "-af:jhr", "Note", "Size")
+    assert shown.stdout == f'ID Note Size\n{job} "a b" 7\n'
+    assert birdbath(gateway, "q", str(job), "-af:lt", "Note", "Size").stdout == "Note = a b\tSize = 7\n"
+    assert birdbath(gateway, "q", str(job), "-af:n", "Size", "Note").stdout == "7\na b\n"
+    formatted = birdbath(gateway, "q", str(job), "-format", "%d:", "Size", "-format", "%s|", "Note",
+                         "-format", "%d\n", "Missing")
+    assert formatted.stdout == "7:a b|undefined\n"
+    assert birdbath(gateway, "q", str(job), "-af:x", "Size").returncode == 2
+    schedd.remove(job)
+
+
 def test_q_refuses_a_constraint_that_does_not_parse_and_counts_with_totals(gateway, schedd):
     bad = birdbath(gateway, "q", "-constraint", "ClusterId ==")
     assert (bad.returncode, bad.stderr) == (1, "birdbath: cannot parse the constraint 'ClusterId =='\n")
