@@ -1,8 +1,10 @@
 """``birdbath``: HTCondor-style commands against a Birdbath gateway.
 
     birdbath [-url URL] submit FILE.sub [-spool] [-terse]  submit a submit description (condor_submit)
-    birdbath q [-nobatch] [-totals] [-better-analyze] [-hold | -run] [-constraint EXPR] [-long | -af ATTR...]
-               [CLUSTER | CLUSTER.PROC | OWNER]...      list queued jobs (condor_q; a line per batch unless -nobatch)
+    birdbath q [-allusers] [-nobatch] [-totals] [-better-analyze] [-hold | -run] [-constraint EXPR]
+               [-long | -af[:jhlnrt] ATTR... | -format FMT ATTR...] [CLUSTER | CLUSTER.PROC | OWNER]...
+                                                        list queued jobs (condor_q; a line per batch unless -nobatch;
+                                                        only yours unless -allusers or jobs are named)
     birdbath history [-limit N] [-constraint EXPR] [-long | -af ATTR...] [CLUSTER | CLUSTER.PROC | OWNER]...
                                                         jobs that left the queue, newest first (condor_history)
     birdbath rm|hold|release CLUSTER.PROC|CLUSTER|OWNER... [-reason TEXT]
@@ -65,8 +67,7 @@ class Action:
     def default_reason(self) -> str:
         """The reason condor_rm gives when none is given, naming the tool and the user ("via condor_rm (by user
         alice)")."""
-        user = os.environ.get("BIRDBATH_USER") or getpass.getuser()
-        return f"via birdbath {self.name} (by user {user})"
+        return f"via birdbath {self.name} (by user {_user()})"
 
     def refusal(self, job: JobId, state: JobStatus | None) -> str:
         """Why a job in ``state`` is not acted on, as condor_hold and condor_release say it."""
@@ -77,6 +78,12 @@ class Action:
         if self.verb == "release":
             return f"Job {job} is not held."
         return f"Job {job} is already {state.label.lower()}."
+
+
+def _user() -> str:
+    """Who the caller is to the gateway, as far as the client knows: the password login's user, else the login name
+    (an anonymous caller on loopback is the gateway's default owner, its own user)."""
+    return os.environ.get("BIRDBATH_USER") or getpass.getuser()
 
 
 ACTIONS = {
@@ -200,6 +207,9 @@ def _parser() -> argparse.ArgumentParser:
     _selections(q)
     _option(q, "nobatch", action="store_true", help="one line per job instead of one per batch (cluster or DAG)")
     _option(q, "totals", action="store_true", help="only the totals line")
+    _option(q, "allusers", action="store_true",
+            help="every user's jobs (without it and without CLUSTER|CLUSTER.PROC|OWNER arguments, only yours: "
+                 "$BIRDBATH_USER, else your login name, as condor_q since 8.5)")
     _option(q, "better-analyze", "analyze", dest="analyze", action="store_true",
             help="why each job does not run: its Requirements against the pool's slots, condition by condition")
     view = q.add_mutually_exclusive_group()
@@ -320,7 +330,8 @@ def _q(schedd: Schedd, args: argparse.Namespace) -> int:
     columns, status = VIEWS.get(args.view, (tables.QUEUE, None))
     if args.constraint:
         parse_constraint(args.constraint)  # a ValueError naming the caller's own text, not the combined one
-    constraint = all_of(any_of(args.selections), args.constraint, status and f"JobStatus == {int(status)}")
+    mine = None if args.allusers or args.selections else Selection(Scope.OWNER, owner=_user()).constraint()
+    constraint = all_of(mine, any_of(args.selections), args.constraint, status and f"JobStatus == {int(status)}")
     ads = sorted(schedd.query(constraint), key=lambda ad: (ad.get("ClusterId", 0), ad.get("ProcId", 0)))
     if args.totals:
         print(tables.totals(ads))

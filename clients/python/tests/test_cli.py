@@ -348,6 +348,18 @@ def test_q_autoformat_options_and_format(gateway, schedd):
     schedd.remove(job)
 
 
+def test_q_shows_only_my_jobs_unless_allusers_or_named(gateway, schedd):
+    tag, other = unique("mine"), unique("someone")
+    (mine,) = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE, "Tag": tag})  # the gateway's user: mine
+    (theirs,) = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE, "Tag": tag, "Owner": other})
+    listed = lambda *args: af(birdbath(gateway, "q", "-constraint", f'Tag == "{tag}"', *args, "-af", "Owner"))  # noqa
+    assert listed() == [[getpass.getuser()]]
+    assert sorted(listed("-allusers")) == sorted([[getpass.getuser()], [other]])
+    assert af(birdbath(gateway, "q", other, "-af", "ClusterId")) == [[str(theirs.cluster)]]  # named: shown
+    schedd.remove(mine)
+    schedd.remove(theirs)
+
+
 def test_q_refuses_a_constraint_that_does_not_parse_and_counts_with_totals(gateway, schedd):
     bad = birdbath(gateway, "q", "-constraint", "ClusterId ==")
     assert (bad.returncode, bad.stderr) == (1, "birdbath: cannot parse the constraint 'ClusterId =='\n")
