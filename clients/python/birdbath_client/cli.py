@@ -197,7 +197,7 @@ def _parser() -> argparse.ArgumentParser:
         return sub
 
     submit = command("submit", _submit, "submit a submit description file (condor_submit)")
-    submit.add_argument("file", type=Path)
+    submit.add_argument("file", type=Path, help="the submit description file (condor_submit's language)")
     _option(submit, "spool", action="store_true",
             help="send the executable and input files to the gateway instead of sharing a file system")
     _option(submit, "terse", action="store_true",
@@ -244,13 +244,14 @@ def _parser() -> argparse.ArgumentParser:
     _option(wait, "timeout", type=float, metavar="S", help="give up (status 1) after S seconds")
 
     fetch = command("fetch", _fetch, "download a job's spool files (its output)")
-    fetch.add_argument("job", type=_job_id, metavar="ID")
-    fetch.add_argument("directory", type=Path, nargs="?", default=Path("."), metavar="DIR")
+    fetch.add_argument("job", type=_job_id, metavar="ID", help="the job (CLUSTER.PROC)")
+    fetch.add_argument("directory", type=Path, nargs="?", default=Path("."), metavar="DIR",
+                       help="where the files go (default: here); created if missing")
     _option(fetch, "close", action="store_true", help="close the spool afterwards (the job may leave the queue)")
 
     dag = command("submit_dag", _submit_dag, "submit a DAG (condor_submit_dag)")
-    dag.add_argument("file", type=Path)
-    _option(dag, "owner", metavar="NAME")
+    dag.add_argument("file", type=Path, help="the DAG file, on a file system the gateway shares")
+    _option(dag, "owner", metavar="NAME", help="the DAG's owner (default: the one the gateway gives you)")
     _option(dag, "wait", action="store_true", help="wait for the DAG and exit with its status")
 
     status = command("status", _status, "the pool's ads (condor_status): its machines' (slot) ads by default, or "

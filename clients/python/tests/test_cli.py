@@ -480,6 +480,19 @@ def test_every_option_has_both_spellings(name):
             assert option.lstrip("-") and {"-" + option.lstrip("-"), "--" + option.lstrip("-")} <= strings, option
 
 
+def test_every_option_and_argument_has_help_text():
+    import argparse
+
+    from birdbath_client.cli import _parser
+
+    parser = _parser()
+    commands = parser._subparsers._group_actions[0].choices
+    missing = [f"{name} {action.option_strings or action.dest}"
+               for name, command in [*commands.items(), ("birdbath", parser)] for action in command._actions
+               if not action.help and not isinstance(action, argparse._SubParsersAction)]
+    assert not missing
+
+
 def test_selections_become_constraints():
     from birdbath_client.jobs import Scope, all_of, any_of
 
