@@ -90,6 +90,16 @@ def test_pre_and_post_scripts_with_their_macros(schedd, tmp_path):
     assert (tmp_path / "test.dag.rescue001").exists()
 
 
+def test_scripts_run_in_a_login_environment_not_the_gateways(schedd, tmp_path):
+    (tmp_path / "pre.sh").write_text(f"#!/bin/sh\nenv > {tmp_path}/environment\n")
+    (tmp_path / "pre.sh").chmod(0o755)
+    dag = write_dag(tmp_path, "JOB A A.sub\nSCRIPT PRE A pre.sh\n", {"A": "true"})
+    wait_for_dag(schedd, submit_dag(schedd, dag))
+    environment = dict(line.split("=", 1) for line in (tmp_path / "environment").read_text().splitlines())
+    assert {"HOME", "USER", "LOGNAME", "PATH"} <= set(environment) and "PYTHONPATH" not in environment
+    assert environment["PATH"] == "/usr/local/bin:/usr/bin:/bin"
+
+
 def test_a_post_script_can_rescue_a_failed_job(schedd, tmp_path):
     (tmp_path / "ok.sh").write_text("#!/bin/sh\nexit 0\n")
     (tmp_path / "ok.sh").chmod(0o755)

@@ -117,7 +117,7 @@ def test_a_clean_stop_rolls_back_open_transactions(start_gateway):
 
 
 def test_the_cli_reports_an_unknown_backend_with_the_installed_ones(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "gateway.cli", "--backend", "nosuch", "--state-dir",
+    result = subprocess.run([sys.executable, "-m", "gateway.cli", "--port", "auto", "--backend", "nosuch", "--state-dir",
                              str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "no backend named 'nosuch'; installed backends: htcondor, local" in result.stderr
@@ -126,14 +126,14 @@ def test_the_cli_reports_an_unknown_backend_with_the_installed_ones(tmp_path):
 def test_the_htcondor_backend_names_a_pool_it_cannot_reach(tmp_path):
     config = tmp_path / "gateway.toml"
     config.write_text('[gateway]\nbackend = "htcondor"\n[backends.htcondor]\ncollector = "127.0.0.1:9"\n')
-    result = subprocess.run([sys.executable, "-m", "gateway.cli", "--config", str(config), "--state-dir",
-                             str(tmp_path / "state")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "gateway.cli", "--port", "auto", "--config", str(config),
+                             "--state-dir", str(tmp_path / "state")], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "cannot locate the schedd" in result.stderr and "127.0.0.1:9" in result.stderr
 
 
 def test_the_cli_reports_a_bad_configuration(tmp_path):
     config = tmp_path / "gateway.toml"
     config.write_text("[gateway]\nport = 'eighty'\n")
-    result = subprocess.run([sys.executable, "-m", "gateway.cli", "--config", str(config)], cwd=ROOT,
+    result = subprocess.run([sys.executable, "-m", "gateway.cli", "--port", "auto", "--config", str(config)], cwd=ROOT,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "port: expected a port number" in result.stderr

@@ -163,6 +163,40 @@ def test_arguments_and_environment_in_both_syntaxes(schedd, tmp_path):
     assert environment["ONE"] == "1" and environment["TWO"] == "2" and "_CONDOR_SCRATCH_DIR" in environment
 
 
+#: what condor_starter puts in the environment of a job that did not ask for its submitter's (getenv = false)
+STARTER_VARIABLES = {"HOME", "BATCH_SYSTEM", "_CONDOR_SCRATCH_DIR", "_CONDOR_JOB_AD", "_CONDOR_MACHINE_AD",
+                     "_CONDOR_JOB_IWD"}
+
+
+def test_without_getenv_a_job_sees_only_its_environment_and_the_starters(schedd, tmp_path):
+    (key,) = submit(schedd, Cmd="/usr/bin/env", Environment="ONE=1", Out=str(tmp_path / "env"), Iwd=str(tmp_path))
+    wait_for(schedd, key, status_is(4))
+    environment = dict(line.split("=", 1) for line in (tmp_path / "env").read_text().splitlines())
+    assert set(environment) == STARTER_VARIABLES | {"ONE"}  # no PATH, nothing of the gateway's (its PYTHONPATH)
+    assert environment["BATCH_SYSTEM"] == "HTCondor" and environment["_CONDOR_JOB_IWD"] == str(tmp_path)
+    (key,) = submit(schedd, Cmd="/usr/bin/env", GetEnv=True, Out=str(tmp_path / "all"), Iwd=str(tmp_path))
+    wait_for(schedd, key, status_is(4))
+    assert "PYTHONPATH=" in (tmp_path / "all").read_text()  # getenv = true: the environment it runs in
+
+
+def test_match_time_references_are_filled_from_the_slot(schedd, tmp_path):
+    import platform
+
+    (key,) = submit(schedd, Cmd="/bin/sh", Arguments="-c 'echo $0 $1' $$(OpSys).$$(Arch) $$(NoSuch:fallback)",
+                    Environment="CPUS=$$([TARGET.Cpus * 2])", Out=str(tmp_path / "out"), Iwd=str(tmp_path))
+    wait_for(schedd, key, status_is(4))
+    arch = {"x86_64": "X86_64", "aarch64": "aarch64"}.get(platform.machine(), platform.machine())
+    assert (tmp_path / "out").read_text() == f"LINUX.{arch} fallback\n"
+    assert "$$(OpSys)" in job(schedd, key)["Arguments"]  # the queued ad keeps the references, as the schedd's
+
+
+def test_a_match_time_reference_the_slot_cannot_fill_holds_the_job(schedd):
+    (key,) = submit(schedd, Cmd="/bin/echo", Arguments="$$(NoSuchAttribute)")
+    held = wait_for(schedd, key, status_is(5))
+    assert held["HoldReason"] == ("Cannot expand $$(NoSuchAttribute) in Arguments: the machine ad has no "
+                                  "attribute NoSuchAttribute")
+
+
 def test_standard_input_and_a_relative_command_in_a_shared_iwd(schedd, tmp_path):
     (tmp_path / "prog").write_bytes(script("cat; echo done"))
     (tmp_path / "prog").chmod(0o755)

@@ -70,6 +70,7 @@ def test_each_node_has_its_sandbox_environment_and_node_number(world):
         assert environment["_CONDOR_PROCNO"] == str(number) and environment["_CONDOR_NPROCS"] == "2"
         assert environment["_CONDOR_SCRATCH_DIR"] == node["cwd"]
         assert environment["PATH"].split(":")[0].endswith("libexec")
+        assert "PYTHONPATH" not in environment and environment["BATCH_SYSTEM"] == "HTCondor"  # not the gateway's
 
 
 # -- running them ---------------------------------------------------------------------------------------------

@@ -32,7 +32,6 @@ from gateway.config import load
 from gateway.core.auth import LOOPBACK, HostList
 from gateway.testing import GatewayProcess
 from tests.conftest import ROOT, module_gateway, require_java
-from tests.dags import write_dag
 
 pytestmark = pytest.mark.readme
 
@@ -134,6 +133,7 @@ def dev_commands(example: Example, tmp_path: Path) -> None:
             time.sleep(0.2)
         url = f"http://127.0.0.1:{port_file.read_text().strip()}/condorSchedd.wsdl"
         assert b"condorSchedd" in urllib.request.urlopen(url, timeout=30).read()
+        assert (ROOT / ".venv" / "bin" / "birdbath").exists()  # the client's command, for the examples that follow
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
@@ -158,26 +158,29 @@ def zeep_submission(example: Example, gateway: GatewayProcess, tmp_path: Path) -
 
 
 @runs("curl")
-def curl(example: Example, start_gateway: Callable[..., GatewayProcess], tmp_path: Path) -> None:
-    """On a fresh gateway, as the README's comment says: the first job is 1.0."""
-    fresh = start_gateway()
-    submitted, job, submissions = run_sh(example.at(fresh.url), tmp_path).splitlines()
-    assert re.fullmatch(r'\{"status": \{"code": "OK", "text": "OK"\}, "id": "[^"#]+#1\.0"\}', submitted)
+def curl(example: Example, gateway: GatewayProcess, tmp_path: Path) -> None:
+    """On the shared gateway, whatever ids it gave before: the second request asks for the id the first got."""
+    submitted, job, submissions = run_sh(example.at(gateway.url), tmp_path).splitlines()
+    found = re.fullmatch(r'\{"status": \{"code": "OK", "text": "OK"\}, "id": "[^"#]+#(\d+)\.0"\}', submitted)
+    assert found, submitted
     assert '"code": "OK"' in job and '"Cmd": {"TYPE": 3, "VALUE": "/bin/sleep"}' in job
+    assert f'"ClusterId": {{"TYPE": 1, "VALUE": "{found[1]}"}}' in job
     assert '"code": "OK"' in submissions
 
 
 @runs("cli")
-def cli(example: Example, start_gateway: Callable[..., GatewayProcess], tmp_path: Path) -> None:
-    """The session as the README's comments tell it, on a fresh gateway (so the clusters are 1 and 2)."""
-    fresh = start_gateway()
-    lines = run_sh(example.at(fresh.url), tmp_path).splitlines()
-    user = run(["id", "-un"], tmp_path).stdout.strip()
-    assert lines[:3] == ["1 job(s) submitted to cluster 1.", "job 1.0: Completed, exit code 3", "exit status 3"]
-    assert lines[3] == "1 0 4 3"
-    assert sorted(lines[4:6]) == ["out/hello.out", "out/sh"]
-    assert lines[6:] == ["hello", "1 3", "2 job(s) submitted to cluster 2.", "All jobs in cluster 2 have been held.",
-                         "2 0 not now", "2 1 not now", f'All jobs of user "{user}" have been marked for removal.']
+def cli(example: Example, gateway: GatewayProcess, tmp_path: Path) -> None:
+    """The session as the README's comments tell it, on the shared gateway (its clusters are whatever they are)."""
+    lines = run_sh(example.at(gateway.url), tmp_path).splitlines()
+    job = re.fullmatch(r"job (\d+)\.0: Completed, exit code 3", lines[0])
+    assert job, lines
+    first = int(job[1])
+    assert lines[1:3] == ["exit status 3", "0 4 3"]
+    assert sorted(lines[3:5]) == ["out/hello.out", "out/sh"]
+    sleepers = int(lines[7].split()[4])
+    assert sleepers > first
+    assert lines[5:] == ["hello", "3", f"All jobs in cluster {sleepers} have been held.", "0 not now", "1 not now",
+                         f"All jobs in cluster {sleepers} have been marked for removal."]
 
 
 def write_config(example: Example, tmp_path: Path) -> Path:
@@ -240,17 +243,14 @@ def layout(example: Example) -> None:
 
 @runs("java")
 def java(example: Example, gateway: GatewayProcess, tmp_path: Path) -> None:
+    """From the repository, with the input files it ships (clients/java/examples)."""
     require_java()
-    for name in ("clients", "wsdl"):  # the commands run from the repository
-        (tmp_path / name).symlink_to(ROOT / name)
-    (tmp_path / "prog.sh").write_text("#!/bin/sh\ntr a-z A-Z < \"$1\"\n")
-    (tmp_path / "input.txt").write_text("hello\n")
-    write_dag(tmp_path, "JOB A A.sub\nJOB B B.sub\nJOB C C.sub\nJOB D D.sub\nPARENT A CHILD B C\nPARENT B C CHILD D\n",
-              {node: "true" for node in "ABCD"}, name="diamond.dag")
     script = example.at(gateway.url).replace("/tmp/java", str(tmp_path / "java"))
-    output = run_sh(script, tmp_path)
-    assert (tmp_path / "out").is_dir() and "HELLO" in "".join(p.read_text() for p in (tmp_path / "out").iterdir())
+    output = run_sh(script, ROOT)
+    run_directory = tmp_path / "java" / "run"
+    assert "HELLO FROM THE JAVA EXAMPLE" in "".join(p.read_text() for p in (run_directory / "out").iterdir())
     assert "exited with 0" in output
+    assert [(run_directory / f"{node}.out").read_text() for node in "ABCD"] == [f"node {node}\n" for node in "ABCD"]
 
 
 # -- the security section: keys made as written, a gateway started with the configuration, curl as the users -------
@@ -306,12 +306,13 @@ def config_tls(example: Example, tmp_path: Path) -> None:
 
 @runs("curl-tls")
 def curl_tls(example: Example, tmp_path: Path) -> None:
-    """Both curl commands, with the name the certificate gives resolved to loopback and carol's password given."""
+    """Both curl commands as the README's note says to try them on one machine: at localhost, which the
+    certificate names too (no --resolve), with carol's password given."""
     process, directory = serve_tls(tmp_path)
     try:
-        resolve = f"--resolve birdbath.example.org:{process.ssl_port}:127.0.0.1"
-        script = example.body.replace("curl ", f"curl -sS --fail -w '\\n' {resolve} ") \
-            .replace(":1985/", f":{process.ssl_port}/").replace("--user carol", f"--user 'carol:{CAROL_PASSWORD}'")
+        script = example.body.replace("curl ", "curl -sS --fail -w '\\n' ") \
+            .replace("birdbath.example.org:1985/", f"localhost:{process.ssl_port}/") \
+            .replace("--user carol", f"--user 'carol:{CAROL_PASSWORD}'")
         answers = run_sh(script, directory).splitlines()
         assert [json.loads(answer)["status"]["code"] for answer in answers] == ["OK", "OK"]
         assert "(alice by certificate)" in process.log() and "(carol by password)" in process.log()

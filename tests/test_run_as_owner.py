@@ -174,7 +174,7 @@ def test_an_owner_without_an_account_or_denied_has_the_job_held(world, owner, re
     ({"ShouldTransferFiles": "YES", "TransferInput": "/etc/shadow"},
      "Transfer input files failure: cannot read '/etc/shadow'", HoldCode.TRANSFER_INPUT_ERROR),
     ({"ShouldTransferFiles": "YES", "Out": "{forbidden}"},
-     "Transfer output files failure: [Errno 13] Permission denied: '{forbidden}'", HoldCode.TRANSFER_OUTPUT_ERROR),
+     "Transfer output files failure: cannot write '{forbidden}': Permission denied", HoldCode.TRANSFER_OUTPUT_ERROR),
     ({"Iwd": "/root"}, "Iwd '/root' cannot be reached: Permission denied", HoldCode.IWD_ERROR),
     ({"Cmd": "{forbidden}"}, "Error from starter: Failed to execute '{forbidden}': Permission denied",
      HoldCode.FAILED_TO_CREATE_PROCESS),

@@ -195,6 +195,20 @@ def test_an_output_transfer_failure_holds_the_job_after_its_exit(world):
         "HoldReasonCode": int(HoldCode.TRANSFER_OUTPUT_ERROR)}
 
 
+def test_one_output_that_cannot_come_back_does_not_keep_the_others_from_it(world):
+    key = world.submit(ShouldTransferFiles="YES", Out="missing/out.txt", TransferOutput="made.dat,never.dat")[0]
+    world.start()
+    spec = world.spec(key)
+    before = starter.prepare(spec)
+    (Path(spec["cwd"]) / "_condor_stdout").write_text("printed\n")
+    (Path(spec["cwd"]) / "made.dat").write_text("new\n")
+    with pytest.raises(starter.BadJob) as failed:
+        starter.collect(spec, before)
+    assert failed.value.reason == (f"Transfer output files failure: 'never.dat' was not created by the job; "
+                                   f"cannot write '{world.iwd}/missing/out.txt': No such file or directory")
+    assert (world.iwd / "made.dat").read_text() == "new\n"  # what could come back did
+
+
 def test_the_user_attribute_is_always_owner_at_the_uid_domain(world):
     key = world.submit(Owner="alice", User="root@evil")[0]
     assert evaluate(world.job(key), "User") == f"alice@{SCHEDD}"

@@ -63,7 +63,9 @@ def request_cpus(ad: classad2.ClassAd) -> int:
     return max(1, int(result)) if isinstance(result, (int, float)) and not isinstance(result, bool) else 1
 
 
-def plan(ad: classad2.ClassAd, sandbox: Path, gateway_environment: dict[str, str]) -> Plan:
+def plan(ad: classad2.ClassAd, sandbox: Path, owners_environment: dict[str, str]) -> Plan:
+    """What running ``ad`` takes; ``owners_environment`` is what ``GetEnv = true`` gives the job (its owner's login
+    environment, or the gateway's when it runs every job as its own user)."""
     universe = universe_of(ad)
     if universe not in SUPPORTED_UNIVERSES:
         names = ", ".join(f"{u.name.lower()} ({int(u)})" for u in SUPPORTED_UNIVERSES)
@@ -76,7 +78,7 @@ def plan(ad: classad2.ClassAd, sandbox: Path, gateway_environment: dict[str, str
     cwd = sandbox if sandboxed else iwd
     command = _command(ad, iwd)
     job = Plan(executable=command, command=command, arguments=_arguments(ad),
-               environment=_environment(ad, gateway_environment), cwd=cwd, stdin=Path(NULL_FILE),
+               environment=_environment(ad, owners_environment), cwd=cwd, stdin=Path(NULL_FILE),
                stdout=Path(NULL_FILE), stderr=Path(NULL_FILE), iwd=iwd, sandboxed=sandboxed,
                transfer_executable=_transfers_executable(ad))
     _streams(ad, job)
@@ -112,9 +114,18 @@ def _arguments(ad: classad2.ClassAd) -> list[str]:
         raise BadJob(f"Invalid Arguments: {exc}", HoldCode.FAILED_TO_CREATE_PROCESS) from None
 
 
-def _environment(ad: classad2.ClassAd, gateway_environment: dict[str, str]) -> dict[str, str]:
-    environment = dict(gateway_environment) if evaluate(ad, "GetEnv", False) is True else {
-        "PATH": gateway_environment.get("PATH", "/usr/local/bin:/usr/bin:/bin")}
+#: what a job's environment takes from its owner's when ``GetEnv`` is not true: the starter sets ``HOME`` (and the
+#: ``_CONDOR_*`` variables, :func:`sandbox.launch_spec`); no ``PATH``, as HTCondor gives none
+OWNERS_VARIABLES = ("HOME",)
+
+
+def _environment(ad: classad2.ClassAd, owners_environment: dict[str, str]) -> dict[str, str]:
+    """The job's environment: its owner's whole environment only with ``GetEnv = true``, else what the ad's
+    ``Environment`` (or ``Env``) gives and :data:`OWNERS_VARIABLES`, as condor_starter builds it."""
+    if evaluate(ad, "GetEnv", False) is True:
+        environment = dict(owners_environment)
+    else:
+        environment = {name: owners_environment[name] for name in OWNERS_VARIABLES if name in owners_environment}
     try:
         if "Environment" in ad:
             environment.update(parse_environment_v2(evaluate_string(ad, "Environment")))

@@ -62,6 +62,12 @@ class Account:
         """The minimal environment of a login of this user: what work done as the owner sees, never the gateway's."""
         return {"HOME": self.home, "USER": self.name, "LOGNAME": self.name, "PATH": "/usr/local/bin:/usr/bin:/bin"}
 
+    @classmethod
+    def current(cls) -> "Account":
+        """The gateway's own user (whose account every job runs as when the gateway does not switch)."""
+        entry = pwd.getpwuid(os.geteuid())
+        return cls(entry.pw_name, entry.pw_uid, entry.pw_gid, tuple(sorted(set(os.getgroups()))), entry.pw_dir)
+
     def as_spec(self) -> dict[str, object]:
         """What a launcher spec carries so a child process can :meth:`switch` without looking the user up."""
         return {"name": self.name, "uid": self.uid, "gid": self.gid, "groups": list(self.groups), "home": self.home}

@@ -116,6 +116,8 @@ def launch_spec(job: Plan, directory: ExecuteDir) -> dict:
     environment.setdefault("_CONDOR_SCRATCH_DIR", str(job.cwd))
     environment.setdefault("_CONDOR_JOB_AD", str(directory.control / ".job.ad"))
     environment.setdefault("_CONDOR_MACHINE_AD", str(directory.control / ".machine.ad"))
+    environment.setdefault("_CONDOR_JOB_IWD", str(job.iwd))
+    environment.setdefault("BATCH_SYSTEM", "HTCondor")
     return {
         "executable": str(job.executable), "command": str(job.command),
         "transfer_executable": job.transfer_executable, "arguments": job.arguments, "environment": environment,

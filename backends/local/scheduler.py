@@ -20,6 +20,7 @@ from typing import Callable
 import classad2
 from twisted.logger import Logger
 
+from jobmodel import matchtime
 from jobmodel.classads import evaluate_number, evaluate_string, job_status
 from jobmodel.jobs import HoldCode, JobStatus
 
@@ -140,6 +141,10 @@ class Scheduler:
         account = self._queue.accounts.of(evaluate_string(ad, "Owner") or None)
         if dagman.is_dagman(ad):
             return Launch(key, directory, 0, dag=True)
+        try:  # the schedd fills $$() references from the slot it matched the job with
+            ad = matchtime.expand(ad, self._machine)
+        except matchtime.UnexpandedReference as exc:
+            raise jobspec.BadJob(str(exc), HoldCode.UNSPECIFIED) from None
         switched = to_switch(account)
         # a job of another user never sees the gateway's environment (GetEnv gets its owner's login environment)
         environment = switched.environment() if switched is not None else dict(os.environ)

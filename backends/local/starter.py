@@ -128,27 +128,35 @@ def snapshot(folder: Path) -> Snapshot:
 
 def collect(spec: dict[str, Any], before: Snapshot) -> None:
     """Bring the output of a sandboxed run back: stdout/stderr to Out/Err, then TransferOutput (or every new or
-    changed file) into Iwd."""
+    changed file) into Iwd.  A file that cannot be brought back does not keep the others from coming back: every
+    one is tried, and the hold names each that failed (with the system's words, never Python's)."""
     sandbox, iwd = Path(spec["cwd"]), Path(spec["iwd"])
     before = {name: tuple(state) for name, state in before.items()}  # (JSON made the pairs lists)
+    failures = []
+    pairs = [(Path(local), Path(destination)) for local, destination in spec["returns"].items()
+             if Path(local).exists()]
+    returned = set(spec["returns"])
     try:
-        for local, destination in spec["returns"].items():
-            if Path(local).exists():
-                _copy(Path(local), Path(destination))
-        returned = set(spec["returns"])
         if spec["outputs"] is not None:
             names = spec["outputs"]
         else:
             names = [name for name, state in snapshot(sandbox).items()
                      if before.get(name) != state and str(sandbox / name) not in returned]
-        for name in names:
-            source = sandbox / name
-            if not source.exists():
-                raise BadJob(f"Transfer output files failure: '{name}' was not created by the job",
-                             HoldCode.TRANSFER_OUTPUT_ERROR)
-            _copy(source, iwd / Path(name).name)
     except OSError as exc:
-        raise BadJob(f"Transfer output files failure: {exc}", HoldCode.TRANSFER_OUTPUT_ERROR) from None
+        raise BadJob(f"Transfer output files failure: cannot list the sandbox: {exc.strerror}",
+                     HoldCode.TRANSFER_OUTPUT_ERROR) from None
+    for name in names:
+        if not (sandbox / name).exists():
+            failures.append(f"'{name}' was not created by the job")
+        else:
+            pairs.append((sandbox / name, iwd / Path(name).name))
+    for source, destination in pairs:
+        try:
+            _copy(source, destination)
+        except OSError as exc:
+            failures.append(f"cannot write '{exc.filename or destination}': {exc.strerror or exc}")
+    if failures:
+        raise BadJob("Transfer output files failure: " + "; ".join(failures), HoldCode.TRANSFER_OUTPUT_ERROR)
 
 
 def _copy(source: Path, destination: Path) -> None:

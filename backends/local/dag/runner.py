@@ -380,7 +380,7 @@ class DagRun:
         account = self._account
         if account is None:
             process = self._reactor.spawnProcess(protocol, executable, [executable, *arguments],
-                                                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                                                 env=Account.current().environment(),  # never the gateway's own
                                                  path=str(directory), childFDs={0: "w", 1: "r", 2: "r"})
         else:  # as the owner (Twisted sets the groups, the gid and the uid); see _AS_OWNER for the directory
             process = self._reactor.spawnProcess(protocol, _SHELL, [_SHELL, "-c", _AS_OWNER, str(directory),

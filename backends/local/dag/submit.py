@@ -2,7 +2,8 @@
 
 The v1 ``htcondor.Submit(...).jobs()`` of the HTCondor 24.0 LTS wheel turns a submit description into proc ads
 offline, exactly as condor_submit would (defaults, ``Requirements``, ``RequestMemory``, macro expansion).  Limits:
-only ``queue`` and ``queue N`` statements (a node is one cluster, as DAGMan requires); ``initialdir`` defaults to
+one ``queue`` or ``queue N`` statement (a node is one cluster, as DAGMan requires; a second statement is refused,
+never dropped); ``initialdir`` defaults to
 the node's directory, and a relative ``executable`` is taken from the node's directory (where DAGMan would have
 run condor_submit), not from the gateway's working directory.
 """
@@ -10,6 +11,7 @@ run condor_submit), not from the gateway's working directory.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import classad2
@@ -66,7 +68,7 @@ def _translate(submit_file: str, directory: str, macros: dict[str, str], cluster
             description[name] = value
         _resolve(description, "initialdir", Path(directory), default=directory)
         _resolve(description, "executable", Path(directory))  # condor_submit takes it relative to where it runs
-        count = _count(description.getQArgs(), path)
+        count = _count(description.getQArgs(), path, text)
         return {"ads": [str(ad) for ad in description.jobs(count=count, clusterid=cluster)]}
     except SubmitError as exc:
         return {"error": str(exc)}
@@ -83,7 +85,14 @@ def _resolve(description, command: str, directory: Path, default: str | None = N
     description[key or command] = value if os.path.isabs(value) or "$" in value else str(directory / value)
 
 
-def _count(queue_arguments: str, submit_file: Path) -> int:
+#: a queue statement (the bindings' Submit reads a description up to the first one only)
+_QUEUE = re.compile(r"^[ \t]*queue([ \t]|$)", re.IGNORECASE | re.MULTILINE)
+
+
+def _count(queue_arguments: str, submit_file: Path, text: str) -> int:
+    if len(_QUEUE.findall(text)) > 1:
+        raise SubmitError(f"{submit_file}: a DAG node submit file may have only one queue statement here "
+                          f"(the node would run only the first)")
     words = queue_arguments.split()
     if not words:
         return 1

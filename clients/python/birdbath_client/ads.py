@@ -7,6 +7,7 @@ expressions in both directions: the text is kept, never replaced by its value.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable, Mapping
 
 
@@ -36,13 +37,23 @@ def _typed(value: Any) -> tuple[str, str] | None:
     raise TypeError(f"cannot send a {type_name} as a ClassAd attribute value: {value!r}")
 
 
+#: what XML 1.0, and so a SOAP message, cannot carry (its Char production), even as a character reference
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
 def to_struct(ad: Mapping[str, Any]) -> dict:
-    """A dict or a ``classad2.ClassAd`` as a ClassAdStruct (``{"item": [...]}``) for zeep."""
+    """A dict or a ``classad2.ClassAd`` as a ClassAdStruct (``{"item": [...]}``) for zeep.  A value with a
+    character XML 1.0 cannot carry is a ValueError naming the attribute and the character."""
     items = []
     for name, value in ad.items():
         typed = _typed(value)
-        if typed is not None:
-            items.append({"name": name, "type": typed[0], "value": typed[1]})
+        if typed is None:
+            continue
+        found = _NOT_XML.search(typed[1])
+        if found:
+            raise ValueError(f"the value of {name} holds the character U+{ord(found.group()):04X}, which SOAP "
+                             f"(XML 1.0) cannot carry to the gateway")
+        items.append({"name": name, "type": typed[0], "value": typed[1]})
     return {"item": items}
 
 

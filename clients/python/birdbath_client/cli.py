@@ -1,13 +1,18 @@
 """``birdbath``: HTCondor-style commands against a Birdbath gateway.
 
-    birdbath [-url URL] submit FILE.sub [-spool]        submit a submit description (condor_submit)
-    birdbath q [-nobatch] [-hold | -run] [-constraint EXPR] [-long | -af ATTR...] [CLUSTER | CLUSTER.PROC | OWNER]...
-                                                        list queued jobs (condor_q)
+    birdbath [-url URL] submit FILE.sub [-spool] [-terse]  submit a submit description (condor_submit)
+    birdbath q [-allusers] [-nobatch] [-totals] [-better-analyze] [-hold | -run] [-constraint EXPR]
+               [-long | -af[:jhlnrt] ATTR... | -format FMT ATTR...] [CLUSTER | CLUSTER.PROC | OWNER]...
+                                                        list queued jobs (condor_q; a line per batch unless -nobatch;
+                                                        only yours unless -allusers or jobs are named)
     birdbath history [-limit N] [-constraint EXPR] [-long | -af ATTR...] [CLUSTER | CLUSTER.PROC | OWNER]...
                                                         jobs that left the queue, newest first (condor_history)
     birdbath rm|hold|release CLUSTER.PROC|CLUSTER|OWNER... [-reason TEXT]
-    birdbath rm|hold|release -all [-reason TEXT]        act on jobs (condor_rm, condor_hold, condor_release)
-    birdbath wait ID [-timeout S]                       wait for a job (progress on stderr)
+    birdbath rm|hold|release -all|-constraint EXPR [-reason TEXT]
+                                                        act on jobs (condor_rm, condor_hold, condor_release)
+    birdbath qedit CLUSTER.PROC|CLUSTER|OWNER|-constraint EXPR ATTR VALUE...
+                                                        set job attributes (condor_qedit)
+    birdbath wait ID|CLUSTER [-timeout S]               wait for a job or a cluster (progress on stderr)
     birdbath fetch ID [DIR] [-close]                    download a job's spool (output) files
     birdbath submit_dag FILE.dag [-owner NAME] [-wait]  submit a DAG (condor_submit_dag)
     birdbath status [-schedd | -submitters | -master | -any] [-constraint EXPR] [-long | -af ATTR...]
@@ -28,6 +33,7 @@ shell reports for a C tool killed by SIGPIPE.
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
 import signal
 import sys
@@ -36,7 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
-from . import status_tables, tables
+from . import batches, status_tables, tables
+from .ads import parse_constraint
 from .collector import Collector
 from .credentials import Credentials
 from .errors import GatewayError, UnknownJob
@@ -52,15 +59,37 @@ class Action:
     """rm, hold or release: the Schedd method, condor_rm's word for it, and the states of the jobs a cluster,
     owner or -all selection applies it to (as condor_hold skips held jobs, and condor_release acts on held ones)."""
 
+    name: str
     verb: str
     done: str
     acts_on: frozenset[JobStatus]
 
+    def default_reason(self) -> str:
+        """The reason condor_rm gives when none is given, naming the tool and the user ("via condor_rm (by user
+        alice)")."""
+        return f"via birdbath {self.name} (by user {_user()})"
+
+    def refusal(self, job: JobId, state: JobStatus | None) -> str:
+        """Why a job in ``state`` is not acted on, as condor_hold and condor_release say it."""
+        if state is None:
+            return f"Job {job} not found."
+        if self.verb == "hold" and state is JobStatus.HELD:
+            return f"Job {job} is already held."
+        if self.verb == "release":
+            return f"Job {job} is not held."
+        return f"Job {job} is already {state.label.lower()}."
+
+
+def _user() -> str:
+    """Who the caller is to the gateway, as far as the client knows: the password login's user, else the login name
+    (an anonymous caller on loopback is the gateway's default owner, its own user)."""
+    return os.environ.get("BIRDBATH_USER") or getpass.getuser()
+
 
 ACTIONS = {
-    "rm": Action("remove", "marked for removal", frozenset(JobStatus) - FINAL_STATES),
-    "hold": Action("hold", "held", frozenset(JobStatus) - FINAL_STATES - {JobStatus.HELD}),
-    "release": Action("release", "released", frozenset({JobStatus.HELD})),
+    "rm": Action("rm", "remove", "marked for removal", frozenset(JobStatus) - FINAL_STATES),
+    "hold": Action("hold", "hold", "held", frozenset(JobStatus) - FINAL_STATES - {JobStatus.HELD}),
+    "release": Action("release", "release", "released", frozenset({JobStatus.HELD})),
 }
 
 #: q's views: -hold and -run show what condor_q -hold and -run show, of the jobs in that state
@@ -68,7 +97,7 @@ VIEWS = {"hold": (tables.HELD, JobStatus.HELD), "run": (tables.RUNNING, JobStatu
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_split_af_options(sys.argv[1:] if argv is None else list(argv)))
     try:
         status = _run(args)
         sys.stdout.flush()  # here rather than at exit, where a reader that went away could not be handled
@@ -77,6 +106,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _reader_gone()
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
+
+
+def _split_af_options(argv: list[str]) -> list[str]:
+    """condor_q's ``-af:jh ATTR...`` as ``-af ATTR... -af-options jh`` (argparse knows no option with a suffix)."""
+    result, options = [], []
+    for word in argv:
+        name, colon, letters = word.partition(":")
+        if colon and name.lstrip("-") in ("af", "autoformat") and name.startswith("-"):
+            result.append(name)
+            options.append(letters)
+        else:
+            result.append(word)
+    if options:
+        unknown = set("".join(options)) - set("jhlnrt")
+        if unknown:
+            print(f"birdbath: -af: unknown option letters {''.join(sorted(unknown))} (use j, h, l, n, r, t)",
+                  file=sys.stderr)
+            sys.exit(2)
+        result += ["--af-options", "".join(options)]
+    return result
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -122,6 +171,13 @@ def _job_id(text: str) -> JobId:
     return selection.job
 
 
+def _job_or_cluster(text: str) -> Selection:
+    selection = _selection(text)
+    if selection.scope not in (Scope.JOB, Scope.CLUSTER):
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a job id (CLUSTER.PROC) nor a cluster")
+    return selection
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="birdbath", description="HTCondor-style commands for a Birdbath gateway",
                                      epilog="\n\n".join(__doc__.split("\n\n")[2:]), allow_abbrev=False,
@@ -133,18 +189,29 @@ def _parser() -> argparse.ArgumentParser:
 
     def command(name: str, run: Callable[[Any, argparse.Namespace], int | None], help: str,
                 **defaults: Any) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help, description=help, allow_abbrev=False)
+        # -help and --help, as HTCondor's tools spell it, and no -h: argparse would read -hld (a mistyped -hold)
+        # as -h followed by more single-letter options, and print the help instead of an error
+        sub = commands.add_parser(name, help=help, description=help, allow_abbrev=False, add_help=False)
+        _option(sub, "help", action="help", help="show this help and exit")
         sub.set_defaults(run=run, parser=sub, **{"client": Schedd, **defaults})
         return sub
 
     submit = command("submit", _submit, "submit a submit description file (condor_submit)")
-    submit.add_argument("file", type=Path)
+    submit.add_argument("file", type=Path, help="the submit description file (condor_submit's language)")
     _option(submit, "spool", action="store_true",
             help="send the executable and input files to the gateway instead of sharing a file system")
+    _option(submit, "terse", action="store_true",
+            help="print only each cluster's first and last job id (FIRST - LAST), as condor_submit -terse")
 
     q = command("q", _q, "list queued jobs (condor_q)")
     _selections(q)
-    _option(q, "nobatch", action="store_true", help="one line per job (accepted: the table is per job already)")
+    _option(q, "nobatch", action="store_true", help="one line per job instead of one per batch (cluster or DAG)")
+    _option(q, "totals", action="store_true", help="only the totals line")
+    _option(q, "allusers", action="store_true",
+            help="every user's jobs (without it and without CLUSTER|CLUSTER.PROC|OWNER arguments, only yours: "
+                 "$BIRDBATH_USER, else your login name, as condor_q since 8.5)")
+    _option(q, "better-analyze", "analyze", dest="analyze", action="store_true",
+            help="why each job does not run: its Requirements against the pool's slots, condition by condition")
     view = q.add_mutually_exclusive_group()
     _option(view, "hold", dest="view", action="store_const", const="hold", help="held jobs, with their HoldReason")
     _option(view, "run", dest="view", action="store_const", const="run", help="running jobs, with their host")
@@ -158,26 +225,37 @@ def _parser() -> argparse.ArgumentParser:
     for name, action in ACTIONS.items():
         act = command(name, _act, f"{action.verb} jobs (condor_{name}): CLUSTER.PROC one job, CLUSTER all of "
                                   f"its jobs, OWNER all of an owner's jobs", action=action)
-        act.add_argument("selections", nargs="*", type=_selection, metavar=SELECTION)
+        act.add_argument("selections", nargs="*", type=_selection, metavar=SELECTION,
+                         help=f"the jobs to {action.verb}")
         _option(act, "all", action="store_true", help=f"{action.verb} every job")
-        _option(act, "reason", metavar="TEXT")
+        _option(act, "constraint", metavar="EXPR", help=f"{action.verb} the jobs for which this expression is true")
+        _option(act, "reason", metavar="TEXT",
+                help=f"why (default: \"via birdbath {name} (by user YOU)\", as condor_{name} says it)")
 
-    wait = command("wait", _wait, "wait for a job to finish; the exit status is the job's exit code")
-    wait.add_argument("job", type=_job_id, metavar="ID")
+    qedit = command("qedit", _qedit, "set attributes of queued jobs to ClassAd expressions (condor_qedit)")
+    qedit.add_argument("words", nargs="+", metavar="WORD",
+                       help=f"{SELECTION} (unless -constraint) then ATTR VALUE pairs; VALUE is ClassAd text "
+                            f"(\"\\\"text\\\"\" for a string)")
+    _option(qedit, "constraint", metavar="EXPR", help="the jobs for which this expression is true")
+
+    wait = command("wait", _wait, "wait for a job, or every job of a cluster, to finish; the exit status is the "
+                                  "job's exit code (for a cluster: 0 if every job exited 0, else the first other)")
+    wait.add_argument("job", type=_job_or_cluster, metavar="ID", help="CLUSTER.PROC, or CLUSTER for all its jobs")
     _option(wait, "timeout", type=float, metavar="S", help="give up (status 1) after S seconds")
 
     fetch = command("fetch", _fetch, "download a job's spool files (its output)")
-    fetch.add_argument("job", type=_job_id, metavar="ID")
-    fetch.add_argument("directory", type=Path, nargs="?", default=Path("."), metavar="DIR")
+    fetch.add_argument("job", type=_job_id, metavar="ID", help="the job (CLUSTER.PROC)")
+    fetch.add_argument("directory", type=Path, nargs="?", default=Path("."), metavar="DIR",
+                       help="where the files go (default: here); created if missing")
     _option(fetch, "close", action="store_true", help="close the spool afterwards (the job may leave the queue)")
 
     dag = command("submit_dag", _submit_dag, "submit a DAG (condor_submit_dag)")
-    dag.add_argument("file", type=Path)
-    _option(dag, "owner", metavar="NAME")
+    dag.add_argument("file", type=Path, help="the DAG file, on a file system the gateway shares")
+    _option(dag, "owner", metavar="NAME", help="the DAG's owner (default: the one the gateway gives you)")
     _option(dag, "wait", action="store_true", help="wait for the DAG and exit with its status")
 
-    status = command("status", _status, "the pool's machines, or its schedulers, submitters, ... (condor_status)",
-                     client=Collector)
+    status = command("status", _status, "the pool's ads (condor_status): its machines' (slot) ads by default, or "
+                                        "its schedulers', submitters', masters' or every ad", client=Collector)
     kind = status.add_mutually_exclusive_group()
     for name, kind_name, what in (("schedd", "schedd", "schedulers"), ("submitters", "submitter", "submitters"),
                                   ("master", "master", "masters"), ("any", "any", "every ad")):
@@ -200,38 +278,31 @@ def _formats(parser: argparse.ArgumentParser) -> None:
     form = parser.add_mutually_exclusive_group()
     _option(form, "long", action="store_true", help="whole job ads")
     _option(form, "af", "autoformat", dest="autoformat", nargs="+", metavar="ATTR",
-            help="these attributes' values, one line per job")
+            help="these attributes' values, one line per job (-af:jhlnrt as condor_q: job id, header, "
+                 "Name = value, a line per value, raw ClassAd values, tabs)")
+    _option(form, "format", dest="formats", nargs=2, action="append", metavar=("FMT", "ATTR"),
+            help="printf-style, repeatable (%%d %%s %%f %%v), nothing added between: condor_q -format")
+    _option(parser, "af-options", default="", help=argparse.SUPPRESS)
 
 
 # -- commands ------------------------------------------------------------------------------------------
 def _submit(schedd: Schedd, args: argparse.Namespace) -> int:
-    from .submitfile import job_ads
+    """condor_submit: every cluster the file makes, in one transaction (a refusal submits nothing); the ads are
+    made once the schedd gave each cluster its id, so ``$(Cluster)`` is the real one."""
+    from . import spooling, submitfile
 
-    ads = job_ads(args.file)
-    files: dict[str, Path] = {}
-    if args.spool:
-        first = ads[0]
-        names = [name.strip() for name in str(first.get("TransferInput", "")).split(",") if name.strip()]
-        iwd = Path(str(first.get("Iwd", args.file.parent)))
-        files = {Path(name).name: iwd / name for name in names}
-        files[Path(str(first["Cmd"])).name] = Path(str(first["Cmd"]))
-        for ad in ads:
-            ad.pop("Iwd", None)  # the spool becomes Iwd
-            ad["Cmd"] = Path(str(first["Cmd"])).name
-            ad["TransferInput"] = ",".join(files)
-            ad["ShouldTransferFiles"] = "YES"
-            ad["LeaveJobInQueue"] = _keep()  # as condor_submit -spool: stay until the output is fetched
-            ad["FilesRetrieved"] = False
-    with ProgressLine() as line:
-        jobs = schedd.submit_many(ads, files, progress=_bytes_progress(line, "uploading") if files else None)
-    print(f"{len(jobs)} job(s) submitted to cluster {jobs[0].cluster}.")
+    clusters = submitfile.clusters(args.file)
+    submitted = []
+    with ProgressLine() as line, schedd.transaction() as txn:
+        progress = _bytes_progress(line, "uploading") if args.spool else None
+        for cluster in clusters:
+            number = txn.new_cluster()
+            ads = cluster.ads(number)
+            jobs = [spooling.spooled(ad) if args.spool else (ad, {}) for ad in ads]
+            submitted.append((number, txn.submit_cluster(number, jobs, progress)))
+    for number, jobs in submitted:
+        print(f"{jobs[0]} - {jobs[-1]}" if args.terse else f"{len(jobs)} job(s) submitted to cluster {number}.")
     return 0
-
-
-def _keep() -> Any:
-    from .ads import Expr
-
-    return Expr("FilesRetrieved =?= false")
 
 
 #: condor_status's table for each kind it prints as one (the others print -long)
@@ -243,8 +314,8 @@ def _status(collector: Collector, args: argparse.Namespace) -> int:
     kind = args.kind or "startd"
     ads = sorted(collector.query(kind, args.constraint), key=lambda ad: str(ad.get("Name", "")))
     columns = STATUS_TABLES.get(kind)
-    if args.long or args.autoformat or columns is None:
-        args.long = args.long or not args.autoformat
+    if args.long or args.autoformat or args.formats or columns is None:
+        args.long = args.long or not (args.autoformat or args.formats)
         _show(ads, args, ())
         return 0
     for line in status_tables.table(columns, ads):
@@ -258,12 +329,36 @@ def _status(collector: Collector, args: argparse.Namespace) -> int:
 
 def _q(schedd: Schedd, args: argparse.Namespace) -> int:
     columns, status = VIEWS.get(args.view, (tables.QUEUE, None))
-    constraint = all_of(any_of(args.selections), args.constraint, status and f"JobStatus == {int(status)}")
+    if args.constraint:
+        parse_constraint(args.constraint)  # a ValueError naming the caller's own text, not the combined one
+    mine = None if args.allusers or args.selections else Selection(Scope.OWNER, owner=_user()).constraint()
+    constraint = all_of(mine, any_of(args.selections), args.constraint, status and f"JobStatus == {int(status)}")
     ads = sorted(schedd.query(constraint), key=lambda ad: (ad.get("ClusterId", 0), ad.get("ProcId", 0)))
+    if args.totals:
+        print(tables.totals(ads))
+        return 0
+    if args.analyze:
+        _analyze(schedd, ads)
+        return 0
+    if not (args.nobatch or args.view or args.long or args.autoformat or args.formats):
+        everyone = schedd.query() if constraint else ads
+        for line in batches.view(ads, everyone, schedd.url):
+            print(line)
+        return 0
     _show(ads, args, columns)
-    if not (args.long or args.autoformat):
+    if not (args.long or args.autoformat or args.formats):
         print("\n" + tables.totals(ads))
     return 0
+
+
+def _analyze(schedd: Schedd, ads: list[dict[str, Any]]) -> None:
+    from .analysis import analyze
+
+    slots = Collector(schedd.url, credentials=schedd.credentials).machines()
+    for ad in ads:
+        for line in analyze(ad, slots):
+            print(line)
+        print()
 
 
 def _history(schedd: Schedd, args: argparse.Namespace) -> int:
@@ -277,18 +372,27 @@ def _show(ads: list[dict[str, Any]], args: argparse.Namespace, columns: tuple[ta
         for ad in ads:
             print(tables.long_form(ad), end="\n\n")
     elif args.autoformat:
+        if "h" in args.af_options:
+            print(tables.autoformat_header(args.autoformat, args.af_options))
         for ad in ads:
-            print(tables.autoformat(ad, args.autoformat))
+            print(tables.autoformat(ad, args.autoformat, args.af_options))
+    elif args.formats:
+        for ad in ads:
+            print(tables.printf(ad, args.formats), end="")
     else:
         for line in tables.table(columns, ads):
             print(line)
 
 
 def _act(schedd: Schedd, args: argparse.Namespace) -> int:
-    if args.all == bool(args.selections):
-        args.parser.error(f"give {SELECTION} arguments or -all (not both)")
-    selections = [Selection.everything()] if args.all else args.selections
-    failures = [selection for selection in selections if not _act_on(schedd, args.action, selection, args.reason)]
+    if sum((args.all, bool(args.selections), args.constraint is not None)) != 1:
+        args.parser.error(f"give {SELECTION} arguments, -constraint EXPR or -all (one of them)")
+    if args.constraint is not None:
+        selections = [Selection.matching(args.constraint)]
+    else:
+        selections = [Selection.everything()] if args.all else args.selections
+    reason = args.reason or args.action.default_reason()
+    failures = [selection for selection in selections if not _act_on(schedd, args.action, selection, reason)]
     return 1 if failures else 0
 
 
@@ -311,15 +415,49 @@ def _act_on(schedd: Schedd, action: Action, selection: Selection, reason: str | 
 
 
 def _group(selection: Selection) -> str:
-    """condor_rm's words for a group of jobs: "in cluster 27 ", 'of user "alice" ', or nothing for all."""
+    """condor_rm's words for a group of jobs: "in cluster 27 ", 'of user "alice" ', "matching constraint (...) ",
+    or nothing for all."""
     if selection.scope is Scope.CLUSTER:
         return f"in {selection} "
     if selection.scope is Scope.OWNER:
         return f"of {selection} "
+    if selection.scope is Scope.CONSTRAINT:
+        return f"matching {selection} "
     return ""
 
 
+def _qedit(schedd: Schedd, args: argparse.Namespace) -> int:
+    """condor_qedit: ``JOB|CLUSTER|OWNER ATTR VALUE...`` or ``-constraint EXPR ATTR VALUE...``."""
+    words = list(args.words)
+    if args.constraint is not None:
+        selection = Selection.matching(args.constraint)
+    else:
+        try:
+            selection = Selection.parse(words.pop(0))
+        except ValueError as exc:
+            args.parser.error(str(exc))
+    if not words or len(words) % 2:
+        args.parser.error("give ATTR VALUE pairs after the jobs")
+    pairs = list(zip(words[::2], words[1::2]))
+    jobs = [JobId(ad["ClusterId"], ad["ProcId"]) for ad in schedd.query(selection.constraint())]
+    if not jobs:
+        _error(f"no job {_group(selection)}to edit")
+        return 1
+    for name, value in pairs:
+        for job in jobs:
+            schedd.set_attribute(job, name, value)
+        print(f'Set attribute "{name}" for {len(jobs)} matching job{"s" if len(jobs) != 1 else ""}.')
+    return 0
+
+
 def _act_on_job(schedd: Schedd, action: Action, job: JobId, reason: str | None) -> bool:
+    """One job named by its id: one not in a state the action applies to is refused as condor_hold refuses it
+    ("Job 15.0 is already held.")."""
+    current = schedd.job(job)
+    state = None if current is None else JobStatus.of(current)
+    if state not in action.acts_on:
+        _error(action.refusal(job, state))
+        return False
     if _apply(schedd, action, job, reason):
         print(f"Job {job} {action.done}.")
         return True
@@ -327,7 +465,17 @@ def _act_on_job(schedd: Schedd, action: Action, job: JobId, reason: str | None) 
 
 
 def _apply(schedd: Schedd, action: Action, job: JobId, reason: str | None) -> bool:
-    return _attempt(f"job {job}", lambda: getattr(schedd, action.verb)(job, reason))
+    """Act on one job; a job that left the action's states meanwhile (a DAG's node its DAG's removal removed) is
+    no failure: what was asked is done."""
+    try:
+        getattr(schedd, action.verb)(job, reason)
+        return True
+    except GatewayError as exc:
+        current = schedd.job(job)
+        if current is None or JobStatus.of(current) not in action.acts_on:
+            return True
+        _error(f"job {job}: {exc}")
+        return False
 
 
 def _attempt(what: str, call: Callable[[], None]) -> bool:
@@ -341,7 +489,26 @@ def _attempt(what: str, call: Callable[[], None]) -> bool:
 
 
 def _wait(schedd: Schedd, args: argparse.Namespace) -> int:
-    return _wait_for(schedd, args.job, args.timeout)
+    if args.job.scope is Scope.JOB:
+        return _wait_for(schedd, args.job.job, args.timeout)
+    return _wait_for_cluster(schedd, args.job.cluster, args.timeout)
+
+
+def _wait_for_cluster(schedd: Schedd, cluster: int, timeout: float | None) -> int:
+    """Every job of the cluster (those still queued, or those of the history once it left), one after the other,
+    as condor_wait waits for every job of a log; 0 if each exited 0, else the first other status."""
+    constraint = f"ClusterId == {cluster}"
+    jobs = sorted(JobId(ad["ClusterId"], ad["ProcId"]) for ad in schedd.query(constraint) or
+                  schedd.history(constraint))
+    if not jobs:
+        raise UnknownJob("wait", f"cluster {cluster} is unknown (neither in the queue nor in the history)")
+    deadline = None if timeout is None else time.monotonic() + timeout
+    statuses = []
+    for job in jobs:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        statuses.append(_wait_for(schedd, job, left))
+    print(f"All jobs in cluster {cluster} done.")
+    return next((status for status in statuses if status), 0)
 
 
 def _wait_for(schedd: Schedd, job: JobId, timeout: float | None) -> int:

@@ -69,6 +69,7 @@ class Scope(enum.Enum):
     JOB = "job"
     CLUSTER = "cluster"
     OWNER = "owner"
+    CONSTRAINT = "constraint"
     ALL = "all"
 
 
@@ -81,6 +82,7 @@ class Selection:
     cluster: int = 0
     proc: int = 0
     owner: str = ""
+    expression: str = ""
 
     @classmethod
     def parse(cls, text: str) -> "Selection":
@@ -97,6 +99,11 @@ class Selection:
     def everything(cls) -> "Selection":
         return cls(Scope.ALL)
 
+    @classmethod
+    def matching(cls, expression: str) -> "Selection":
+        """The jobs for which a ClassAd expression is true (``-constraint EXPR``)."""
+        return cls(Scope.CONSTRAINT, expression=expression)
+
     @property
     def job(self) -> JobId:
         return JobId(self.cluster, self.proc)
@@ -108,6 +115,8 @@ class Selection:
             return f"ClusterId == {self.cluster}"
         if self.scope is Scope.OWNER:
             return f"Owner == {quote(self.owner)}"
+        if self.scope is Scope.CONSTRAINT:
+            return self.expression
         return "true"
 
     def __str__(self) -> str:
@@ -118,6 +127,8 @@ class Selection:
             return f"cluster {self.cluster}"
         if self.scope is Scope.OWNER:
             return f"user {quote(self.owner)}"
+        if self.scope is Scope.CONSTRAINT:
+            return f"constraint ({self.expression})"
         return "all jobs"
 
 

@@ -34,8 +34,34 @@ def connect(url: str, service: str, wsdl: str | None, timeout: float, credential
     try:
         client = zeep.Client(wsdl or f"{url}{service}.wsdl", transport=Transport(timeout=timeout, session=session))
     except Exception as exc:  # requests' connection errors, or a 404 from something else
+        refused = system_error(exc)
+        if refused is not None:
+            raise unreachable(url, refused) from None
         raise GatewayUnavailable(f"cannot read the WSDL of the gateway at {url} ({service}.wsdl): {exc}") from None
     return client.create_service(f"{{urn:condor}}{service}", url)
+
+
+def system_error(exc: BaseException) -> OSError | None:
+    """The operating system's error at the root of a connection failure (requests wraps urllib3's, which wraps the
+    socket's), None when there is none."""
+    pending: list[object] = [exc]
+    seen: set[int] = set()
+    found = None
+    while pending:
+        current = pending.pop()
+        if not isinstance(current, BaseException) or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno is not None and current.strerror:
+            found = current
+        pending += [current.__cause__, current.__context__, getattr(current, "reason", None), *current.args]
+    return found
+
+
+def unreachable(url: str, error: OSError) -> GatewayUnavailable:
+    """What a person reads when nothing answers: "cannot connect to the gateway at URL: connection refused"."""
+    return GatewayUnavailable(f"cannot connect to the gateway at {url}: {error.strerror[:1].lower()}"
+                              f"{error.strerror[1:]}")
 
 
 def invoke(service: Any, url: str, operation: str, *args: Any) -> Any:
@@ -46,6 +72,9 @@ def invoke(service: Any, url: str, operation: str, *args: Any) -> Any:
     try:
         return getattr(service, operation)(*args)
     except requests.exceptions.ConnectionError as exc:
+        refused = system_error(exc)
+        if refused is not None:
+            raise unreachable(url, refused) from None
         raise GatewayUnavailable(f"cannot reach the gateway at {url}: {exc}") from None
     except zeep.exceptions.Fault as exc:
         raise GatewayError(operation, "FAULT", exc.message) from None
@@ -101,15 +130,7 @@ class Schedd:
     def submit_many(self, ads: Sequence[Mapping[str, Any]], files: Mapping[str, bytes | Path] | None = None,
                     progress: Progress | None = None) -> list[JobId]:
         with self.transaction() as txn:
-            cluster = txn.new_cluster()
-            jobs = []
-            for ad in ads:
-                job = JobId(cluster, txn.new_job(cluster))
-                for name, data in (files or {}).items():
-                    txn.upload(job, name, data, progress=progress)
-                txn.submit(job, ad)
-                jobs.append(job)
-        return jobs
+            return txn.submit_cluster(txn.new_cluster(), [(ad, files or {}) for ad in ads], progress)
 
     def submit_dag(self, dag: Path, owner: str | None = None, keep: bool = True, **extra: Any) -> JobId:
         """Submit a DAG (on a file system the gateway shares) as condor_submit_dag would."""
@@ -124,6 +145,10 @@ class Schedd:
 
     # -- queue ----------------------------------------------------------------------------------------
     def query(self, constraint: str | None = None) -> list[dict[str, Any]]:
+        """Ads of the queued jobs that match ``constraint``; a constraint that does not parse is a ValueError naming
+        it (the gateway would answer no jobs)."""
+        if constraint:
+            parse_constraint(constraint)
         array = self.call("getJobAds", None, constraint).classAdArray
         return [from_struct(ad) for ad in (array.item if array is not None else [])]
 
@@ -158,6 +183,11 @@ class Schedd:
     def remove(self, job: JobId, reason: str | None = None) -> None:
         self.call("removeJob", None, job.cluster, job.proc, reason, False)
 
+    def set_attribute(self, job: JobId, name: str, value: str) -> None:
+        """Set an attribute of a queued job to ClassAd expression text (Birdbath has no call for it: the same
+        gateway's submission API's setAttribute)."""
+        self.submission_api.set_attribute(job, name, value)
+
     def remove_cluster(self, cluster: int, reason: str | None = None) -> None:
         """Remove every job of the cluster that is not removed or completed yet (one call, as condor_rm 27)."""
         self.call("removeCluster", None, cluster, reason)
@@ -187,9 +217,15 @@ class Schedd:
     def download(self, job: JobId, destination: Path, names: Sequence[str] | None = None,
                  chunk_size: int = CHUNK, progress: Progress | None = None) -> list[Path]:
         """Fetch spool files (all when ``names`` is None) into ``destination``, which is created only once the job
-        is known to be in the queue (UnknownJob otherwise: listSpool lists nothing for an unknown job)."""
-        if self.job(job) is None:
+        is known to be in the queue (UnknownJob otherwise: listSpool lists nothing for an unknown job).  The
+        output and error of a job submitted with ``-spool`` go back to the sub-directories the submit file named
+        (:func:`.spooling.places`)."""
+        from .spooling import places
+
+        ad = self.job(job)
+        if ad is None:
             raise self._not_queued(job, "listSpool")
+        homes = places(ad)
         sizes = self.files(job)
         wanted = list(sizes) if names is None else list(names)
         total, done = sum(sizes.get(name, 0) for name in wanted), 0
@@ -198,7 +234,8 @@ class Schedd:
         for name in wanted:
             if name not in sizes:
                 raise GatewayError("listSpool", "UNKNOWNFILE", f"job {job} has no file {name!r} in its spool")
-            target = destination / name
+            target = destination / homes.get(name, Path(name))
+            target.parent.mkdir(parents=True, exist_ok=True)
             with open(target, "wb") as stream:
                 for offset in range(0, sizes[name], chunk_size):
                     length = min(chunk_size, sizes[name] - offset)
@@ -272,6 +309,18 @@ class Transaction:
 
     def submit(self, job: JobId, ad: Mapping[str, Any]) -> None:
         self._call("submit", job.cluster, job.proc, to_struct(ad))
+
+    def submit_cluster(self, cluster: int, jobs: Sequence[tuple[Mapping[str, Any], Mapping[str, bytes | Path]]],
+                       progress: Progress | None = None) -> list[JobId]:
+        """A job in ``cluster`` (from :meth:`new_cluster`) for each (ad, files to put in its spool)."""
+        submitted = []
+        for ad, files in jobs:
+            job = JobId(cluster, self.new_job(cluster))
+            for name, data in files.items():
+                self.upload(job, name, data, progress=progress)
+            self.submit(job, ad)
+            submitted.append(job)
+        return submitted
 
     def extend(self, duration: int) -> None:
         self.wire = self._call("extendTransaction", duration).transaction

@@ -67,6 +67,11 @@ class SubmissionApi:
                 return None
             raise
 
+    def set_attribute(self, job: JobId, name: str, value: str) -> None:
+        """Set one attribute of a queued job to ClassAd expression text (condor_qedit's VALUE), as QMF's
+        SetJobAttribute: no type, so the text is parsed as ClassAd."""
+        self.call("setAttribute", id=str(job), name=name, value=value)
+
     def history(self, constraint: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Whole ads of the jobs that left the queue and match the ClassAd ``constraint``, newest first (by the
         time they entered their final state, then by id), at most ``limit`` of them: one getHistory call."""

@@ -1,11 +1,26 @@
 """Submit description files to job ads, with condor_submit's own translation (the v1 ``htcondor.Submit`` of the
-HTCondor 24.0 LTS wheel, offline).  Relative paths are taken from the submit file's directory."""
+HTCondor 24.0 LTS wheel, offline).  Relative paths are taken from the submit file's directory.
+
+What the bindings do not do and condor_submit does (HTCondor manual, "condor_submit" and "Submitting a Job"):
+
+- every ``queue`` statement counts, each with the commands in force where it stands (the bindings stop at the
+  first); ``$(Process)`` runs on across the statements of a cluster, ``$(Step)`` and ``$(ItemIndex)`` start again;
+- a ``queue`` statement after the executable changed starts a new cluster ("a cluster is a set of jobs specified
+  in the submit description file between queue commands for which the executable is not changed");
+- ``$(Cluster)``/``$(ClusterId)`` are the cluster the schedd gave (:meth:`Cluster.ads` takes it);
+- the files a job needs at submit time are checked, with condor_submit's messages (:func:`check_files`).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .ads import Expr
 
@@ -14,24 +29,167 @@ os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
 #: attributes condor_submit fills that the schedd sets itself at commit
 SCHEDD_OWNED = {"ClusterId", "ProcId", "QDate", "EnteredCurrentStatus", "MyType", "TargetType", "Owner"}
 
+_QUEUE = re.compile(r"\s*queue(\s|$)", re.IGNORECASE)
+_EXECUTABLE = re.compile(r"\s*executable\s*=\s*(?P<value>.*?)\s*$", re.IGNORECASE)
+#: an item list that goes on over the lines after the statement (``queue name from (``), ended by a line ``)``
+_OPEN_LIST = re.compile(r"[(]\s*$")
 
-def job_ads(path: Path) -> list[dict[str, Any]]:
-    """One ad per proc the submit file queues (``queue``, ``queue N``, ``queue ... from/in/matching``)."""
+
+class SubmitFileError(ValueError):
+    """A submit description condor_submit would refuse; the message is condor_submit's."""
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One ``queue`` statement: the description as it stands there (the commands before it, its own item list)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The ``queue`` statements of one cluster."""
+
+    path: Path
+    statements: tuple[Statement, ...]
+
+    def ads(self, cluster: int) -> list[dict[str, Any]]:
+        """One ad per proc, for the cluster id the schedd gave; SubmitFileError for what condor_submit refuses."""
+        ads: list[Any] = []
+        for statement in self.statements:
+            ads.extend(_translate(self.path, statement, cluster, len(ads)))
+        for ad in ads:
+            check_files(ad)
+        return [_plain(ad) for ad in ads]
+
+
+def clusters(path: Path) -> list[Cluster]:
+    """The clusters a submit file makes (most make one)."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SubmitFileError(f"ERROR: Failed to open command file ({exc.strerror})") from None
+    found: list[Cluster] = []
+    executable = None
+    for statement, statement_executable in _statements(text):
+        if not found or statement_executable != executable:
+            found.append(Cluster(path, ()))
+            executable = statement_executable
+        found[-1] = Cluster(path, found[-1].statements + (statement,))
+    return found
+
+
+def job_ads(path: Path, cluster: int) -> list[dict[str, Any]]:
+    """The ads of a submit file that makes one cluster (SubmitFileError if it makes several)."""
+    made = clusters(path)
+    if len(made) != 1:
+        raise SubmitFileError(f"{path}: its queue statements make {len(made)} clusters (the executable changes)")
+    return made[0].ads(cluster)
+
+
+def _statements(text: str) -> Iterator[tuple[Statement, str | None]]:
+    """Each ``queue`` statement with the description in force there, and the executable it runs.  A file without
+    a queue statement queues one job (as ``queue`` would)."""
+    commands: list[str] = []
+    executable = None
+    lines = iter(_logical_lines(text))
+    queued = False
+    for line in lines:
+        if not _QUEUE.match(line):
+            commands.append(line)
+            named = _EXECUTABLE.match(line)
+            executable = named["value"] if named else executable
+            continue
+        block = [line]
+        if _OPEN_LIST.search(line):  # the item list's lines, up to the one that closes it, belong to it
+            for item in lines:
+                block.append(item)
+                if item.strip() == ")":
+                    break
+        queued = True
+        yield Statement("\n".join(commands + block) + "\n"), executable
+    if not queued:
+        yield Statement("\n".join(commands) + "\nqueue\n"), executable
+
+
+def _logical_lines(text: str) -> list[str]:
+    """The lines of a description with ``\\`` continuations joined (as condor_submit reads them)."""
+    lines: list[str] = []
+    pending = ""
+    for line in text.splitlines():
+        if line.endswith("\\"):
+            pending += line[:-1]
+            continue
+        lines.append(pending + line)
+        pending = ""
+    if pending:
+        lines.append(pending)
+    return lines
+
+
+def _translate(path: Path, statement: Statement, cluster: int, first_proc: int) -> list[Any]:
+    """The proc ads of one statement, numbered from ``first_proc``."""
     import htcondor
 
-    description = htcondor.Submit(path.read_text())
+    descriptor, name = tempfile.mkstemp(prefix="birdbath-submit-", suffix=".err")
+    os.close(descriptor)
+    captured = Path(name)
+    try:
+        with _stderr_to(captured):
+            return _jobs(htcondor.Submit(statement.text), path, cluster, first_proc)
+    except Exception as exc:  # the bindings raise their own error types (HTCondorInternalError, ...)
+        said = " ".join(captured.read_text(errors="replace").split()) if captured.exists() else ""
+        raise SubmitFileError(said if said.startswith("ERROR") else f"ERROR: {str(exc).strip()}") from None
+    finally:
+        captured.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """What the bindings print on the standard error (condor_submit's own messages: they raise only "Failed to
+    get next job") goes to ``path`` meanwhile."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "wb") as stream:
+            os.dup2(stream.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _jobs(description: Any, path: Path, cluster: int, first_proc: int) -> list[Any]:
+    """The bindings' ads for a description, its relative paths taken from the submit file's directory."""
+    directory = path.resolve().parent
     if not any(key.lower() == "initialdir" for key in description.keys()):
-        description["initialdir"] = str(path.resolve().parent)
+        description["initialdir"] = str(directory)
     executable = next((key for key in description.keys() if key.lower() == "executable"), None)
     if executable and not os.path.isabs(description[executable]):
-        description[executable] = str(path.resolve().parent / description[executable])
+        description[executable] = str(directory / description[executable])
+    arguments = description.getQArgs().split()
+    count = int(arguments[0]) if arguments and arguments[0].isdigit() else 1
     items = list(description.itemdata() or [])
     if items:
-        ads = description.jobs(itemdata=iter(items), clusterid=1)
-    else:
-        arguments = description.getQArgs().strip()
-        ads = description.jobs(count=int(arguments) if arguments.isdigit() else 1, clusterid=1)
-    return [_plain(ad) for ad in ads]
+        return list(description.jobs(count=count, itemdata=iter(items), clusterid=cluster, procid=first_proc))
+    return list(description.jobs(count=count, clusterid=cluster, procid=first_proc))
+
+
+def check_files(ad: Any) -> None:
+    """What condor_submit opens before it queues a job: the executable (unless it is not transferred) and the
+    input, and every file of ``transfer_input_files`` (not URLs) when files are transferred."""
+    iwd = Path(str(ad.get("Iwd", ".")))
+    needed = [] if ad.get("TransferExecutable") is False else [str(ad.get("Cmd", ""))]
+    stdin = str(ad.get("In", "/dev/null"))
+    needed += [] if stdin == "/dev/null" else [stdin]
+    if str(ad.get("ShouldTransferFiles", "")).upper() != "NO":
+        needed += [name.strip() for name in str(ad.get("TransferInput", "")).split(",")
+                   if name.strip() and "://" not in name]
+    for name in needed:
+        target = iwd / name
+        if not os.access(target, os.R_OK):
+            reason = os.strerror(2 if not os.path.lexists(target) else 13)
+            raise SubmitFileError(f"ERROR: Can't open \"{target}\"  with flags 00 ({reason})")
 
 
 def _plain(ad: Any) -> dict[str, Any]:

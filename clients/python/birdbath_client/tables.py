@@ -4,6 +4,7 @@ history's), ``-long`` and ``-af``, built from shared columns so ``q`` and ``hist
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping
@@ -101,9 +102,33 @@ def long_form(ad: Ad) -> str:
     return "\n".join(f"{name} = {classad_text(value)}" for name, value in ad.items())
 
 
-def autoformat(ad: Ad, names: list[str]) -> str:
-    """``-af``: the values, space-separated, strings without quotes, missing ones as ``undefined``."""
-    return " ".join(_plain_text(ad.get(name)) for name in names)
+def autoformat(ad: Ad, names: list[str], options: str = "") -> str:
+    """``-af``: the values, space-separated, strings without quotes, missing ones as ``undefined``; ``options`` are
+    condor_q's ``-af:`` letters: ``j`` the job id first, ``l`` ``Name = value``, ``n`` a line per value, ``r`` values
+    in ClassAd syntax (strings quoted), ``t`` tabs between values (``h``, the header, is :func:`autoformat_header`)."""
+    text = classad_text if "r" in options else _plain_text
+    cells = [f"{name} = {text(ad.get(name))}" if "l" in options else text(ad.get(name)) for name in names]
+    if "j" in options:
+        cells.insert(0, f"{ad.get('ClusterId')}.{ad.get('ProcId')}")
+    return ("\n" if "n" in options else "\t" if "t" in options else " ").join(cells)
+
+
+def autoformat_header(names: list[str], options: str) -> str:
+    """``-af:h``'s first line: the attribute names (and ``ID`` with ``j``), separated as the values are."""
+    return ("\t" if "t" in options else " ").join((["ID"] if "j" in options else []) + names)
+
+
+def printf(ad: Ad, formats: list[tuple[str, str]]) -> str:
+    """``-format FMT ATTR`` (repeatable): each value through its printf format (``%d``, ``%s``, ``%f``, ``%v``
+    any value), no newline added, as condor_q does; a missing attribute prints ``undefined``."""
+    out = []
+    for fmt, name in formats:
+        value, spec = ad.get(name), fmt.replace("%v", "%s")
+        try:
+            out.append(spec % (_plain_text(value) if value is None or "%s" in spec else value))
+        except (TypeError, ValueError):  # a number format for a value that is none: its text instead
+            out.append(re.sub(r"%[-+ #0-9.]*[dif]", "%s", spec) % _plain_text(value))
+    return "".join(out)
 
 
 def classad_text(value: Any) -> str:
