@@ -115,7 +115,7 @@ class Gateway:
             max_staging_areas_per_caller=config.max_staging_areas_per_caller, limits=limits), queries=self.queries)
         if config.carod.enable_carod:  # low-latency jobs over AMQP: in the background, broker or not
             self.lowlatency = LowLatencyService(self.reactor, config.carod, self.submissions, self.schedd,
-                                                self.collector)
+                                                self.collector, config.state_dir / "carod")
             ensureDeferred(self.lowlatency.start()).addErrback(
                 lambda failure: log.failure("starting the low-latency (AMQP) front end", failure))
         self.site.resource = GatewayResource([

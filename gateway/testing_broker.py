@@ -68,7 +68,7 @@ class RabbitBroker:
                 "RABBITMQ_ENABLED_PLUGINS_FILE": str(self.directory / "enabled_plugins"),
                 "RABBITMQ_PID_FILE": str(self.directory / "broker.pid")}
 
-    def start(self, timeout: float = 90) -> "RabbitBroker":
+    def start(self, timeout: float = 90) -> RabbitBroker:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen([str(SERVER)], env=self.environment(), stdout=log,
                                             stderr=subprocess.STDOUT, start_new_session=True)
@@ -105,7 +105,7 @@ class RabbitBroker:
                 self.process.wait()
         self.process = None
 
-    def restart(self) -> "RabbitBroker":
+    def restart(self) -> RabbitBroker:
         self.stop()
         return self.start()
 

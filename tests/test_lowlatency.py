@@ -7,6 +7,7 @@ import io
 import shutil
 import tempfile
 import time
+import uuid
 import zipfile
 from pathlib import Path
 
@@ -49,7 +50,8 @@ def base() -> Path:
 def ll_gateway(amqp_broker, base, queue_name):
     tmp = base / "gateway"
     tmp.mkdir()
-    process = GatewayProcess(tmp / "state", carod_config(amqp_broker, carod_broker_queue=queue_name), tmp=tmp).start()
+    config = carod_config(amqp_broker, carod_broker_queue=queue_name, carod_max_input_bytes=4096)
+    process = GatewayProcess(tmp / "state", config, tmp=tmp).start()
     wait_for_consumer(amqp_broker, queue_name)
     yield process
     process.stop()
@@ -103,3 +105,136 @@ def test_low_latency_jobs_are_in_the_queue_and_its_history(amqp_broker, ll_gatew
     attrs = {attr.name: attr.value for attr in ads[0].item}
     assert attrs["ClusterId"] == str(final.headers["ClusterId"]) and attrs["JobStatus"] == "4"
     assert attrs["AMQPFinalSent"] in ("TRUE", "true")
+
+
+# -- hostile messages ---------------------------------------------------------------------------------------------
+class Client:
+    """A raw publisher on the work queue with a reply queue of its own, and a reader of the rejected queue."""
+
+    def __init__(self, broker, queue: str, user: str = "guest") -> None:
+        self.queue = queue
+        self.connection = pika.BlockingConnection(pika.URLParameters(broker.url(user)))
+        self.channel = self.connection.channel()
+        self.channel.queue_declare(queue=queue, durable=True)
+        self.channel.queue_bind(queue=queue, exchange="amq.direct", routing_key=f"{queue}_key")
+        self.replies = self.channel.queue_declare(queue="", exclusive=True).method.queue
+        self.channel.queue_bind(queue=self.replies, exchange="amq.direct", routing_key=self.replies)
+        self.reply_to = f"amq.direct/{self.replies}"
+
+    def send(self, headers=None, body: bytes = b"", message_id: str | None = "auto", reply_to: str | None = "auto",
+             user_id: str | None = None) -> str | None:
+        message_id = str(uuid.uuid4()) if message_id == "auto" else message_id
+        properties = pika.BasicProperties(message_id=message_id, headers=headers, delivery_mode=2, user_id=user_id,
+                                          reply_to=self.reply_to if reply_to == "auto" else reply_to)
+        self.channel.basic_publish("amq.direct", f"{self.queue}_key", body, properties)
+        return message_id
+
+    def collect(self, queue: str, count: int, timeout: float = 60) -> list[tuple]:
+        found = []
+        deadline = time.monotonic() + timeout
+        while len(found) < count:
+            assert time.monotonic() < deadline, f"{len(found)} of {count} messages on {queue}: {found}"
+            method, properties, body = self.channel.basic_get(queue, auto_ack=True)
+            if method is None:
+                self.connection.sleep(0.05)
+                continue
+            found.append((properties, body))
+        return found
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def zip_of(*entries) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for entry in entries:
+            if isinstance(entry, zipfile.ZipInfo):
+                archive.writestr(entry, b"target")
+            else:
+                archive.writestr(*entry)
+    return buffer.getvalue()
+
+
+def symlink_entry() -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo("link")
+    info.create_system = 3
+    info.external_attr = (0o120777 << 16)
+    return info
+
+
+GOOD = {"Cmd": '"/bin/echo"', "Arguments": '"ok"', "Out": '"job.out"'}
+
+#: a message the gateway must answer with one error reply, and words the reason must have
+REFUSED = {
+    "a table header": ({**GOOD, "Arguments": {"a": 1}}, b"", "AMQP dict"),
+    "a void header": ({**GOOD, "Environment": None}, b"", "void"),
+    "ClassAd text that does not parse": ({**GOOD, "Arguments": '"unterminated'}, b"", "Arguments"),
+    "no Cmd": ({"Arguments": '"x"'}, b"", "no Cmd"),
+    "Requirements false here": ({**GOOD, "Requirements": "FALSE"}, b"", "false on this machine"),
+    "a body that is no zip": (GOOD, b"not a zip", "not a zip"),
+    "an absolute name": (GOOD, zip_of(("/etc/evil", b"x")), "absolute"),
+    "a name with ..": (GOOD, zip_of(("../evil", b"x")), "leaves the job's directory"),
+    "a symbolic link": (GOOD, zip_of(symlink_entry()), "symbolic link"),
+    "a directory": (GOOD, zip_of(("dir/file", b"x")), "directory"),
+    "an oversized zip": (GOOD, zip_of(("big", b"\0" * 100000)), "carod_max_input_bytes"),
+    "an Owner it may not use": ({**GOOD, "Owner": '"daemon"'}, b"", "Owner"),
+    "Owner root": ({**GOOD, "Owner": '"root"'}, b"", "root"),
+}
+
+
+def test_every_malformed_message_gets_one_error_reply_and_the_next_job_runs(amqp_broker, ll_gateway, queue_name):
+    client = Client(amqp_broker, queue_name)
+    try:
+        sent = {name: client.send(headers, body) for name, (headers, body, _) in REFUSED.items()}
+        no_id = client.send(GOOD, message_id=None)
+        good = client.send(GOOD)
+        replies = client.collect(client.replies, len(sent) + 1 + 2)
+        by_id: dict = {}
+        for properties, body in replies:
+            by_id.setdefault(properties.correlation_id, []).append((properties, body))
+        for name, message_id in sent.items():
+            assert len(by_id.get(message_id, [])) == 1, name
+            properties, body = by_id[message_id][0]
+            assert body.startswith(b"ERROR:") and REFUSED[name][2] in body.decode(), (name, body)
+            assert properties.headers["Error"].startswith('"') and "JobStatus" not in properties.headers, name
+            assert properties.headers["AMQPID"] == f'"{message_id}"'
+        [(properties, body)] = by_id[no_id]
+        assert body == b"ERROR:Work Request does not have a unique message_id and is unusable.  Discarding"
+        assert [p.headers["JobStatus"] for p, _ in by_id[good]] == [2, 4]
+        assert client.channel.queue_declare(queue=client.replies, passive=True).method.message_count == 0
+    finally:
+        client.close()
+
+
+def test_a_message_id_already_taken_is_refused_once(amqp_broker, ll_gateway, queue_name):
+    client = Client(amqp_broker, queue_name)
+    try:
+        first = client.send(GOOD)
+        assert [p.headers["JobStatus"] for p, _ in client.collect(client.replies, 2)] == [2, 4]
+        client.send(GOOD, message_id=first)
+        [(properties, body)] = client.collect(client.replies, 1)
+        assert properties.correlation_id == first and b"already a job" in body
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("reply_to, reason", [
+    (None, "no reply_to"),
+    ("a/b/c", "is not EXCHANGE/KEY"),
+    ("no-such-exchange/key", "unroutable"),
+    ("amq.direct/nobody-listens-here", "unroutable"),
+])
+def test_a_message_that_cannot_be_answered_goes_to_the_rejected_queue(amqp_broker, ll_gateway, queue_name, reply_to,
+                                                                     reason):
+    client = Client(amqp_broker, queue_name)
+    try:
+        headers = {**GOOD, "Cmd": '"/bin/true"'} if reply_to and reply_to.startswith("amq") else {"Arguments": '"x"'}
+        message_id = client.send(headers, b"payload", reply_to=reply_to)
+        [(properties, body)] = client.collect(f"{queue_name}.rejected", 1)
+        assert properties.message_id == message_id and body == b"payload"
+        assert reason in properties.headers["x-carod-error"]
+        good = client.send(GOOD)
+        assert [p.correlation_id for p, _ in client.collect(client.replies, 2)] == [good, good]
+    finally:
+        client.close()

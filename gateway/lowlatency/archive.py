@@ -47,13 +47,13 @@ def input_files(body: bytes, max_bytes: int) -> list[InputFile]:
         name = entry.filename
         _check_entry(entry)
         if name in seen:
-            raise BadMessage(f"the input zip holds {excerpt(name)!r} twice")
+            raise BadMessage(f"the input zip holds {excerpt(name)} twice")
         seen.add(name)
         try:
             with archive.open(entry) as stream:
                 data = stream.read(max_bytes - total + 1)
         except (zipfile.BadZipFile, NotImplementedError, RuntimeError, ValueError, OSError, EOFError) as exc:
-            raise BadMessage(f"cannot read {excerpt(name)!r} from the input zip ({exc})") from None
+            raise BadMessage(f"cannot read {excerpt(name)} from the input zip ({exc})") from None
         total += len(data)
         if total > max_bytes:
             raise BadMessage(f"the input zip unpacks to more than carod_max_input_bytes ({max_bytes})")
@@ -64,22 +64,22 @@ def input_files(body: bytes, max_bytes: int) -> list[InputFile]:
 def _check_entry(entry: zipfile.ZipInfo) -> None:
     name = entry.filename
     shown = excerpt(name)
-    if name.startswith("/") or name.startswith("\\") or (len(name) > 1 and name[1] == ":"):
-        raise BadMessage(f"the input zip names an absolute path {shown!r}")
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+        raise BadMessage(f"the input zip names an absolute path {shown}")
     if ".." in name.replace("\\", "/").split("/"):
-        raise BadMessage(f"the input zip names {shown!r}, which leaves the job's directory")
+        raise BadMessage(f"the input zip names {shown}, which leaves the job's directory")
     if entry.is_dir() or "/" in name:
-        raise BadMessage(f"the input zip holds {shown!r} in a directory: input files are plain names in the job's "
+        raise BadMessage(f"the input zip holds {shown} in a directory: input files are plain names in the job's "
                          f"directory")
     problem = transfer_name_problem(name)
     if problem is not None:
-        raise BadMessage(f"the input zip names {shown!r}: {problem}")
+        raise BadMessage(f"the input zip names {shown}: {problem}")
     mode = entry.external_attr >> 16
     if entry.create_system == 3 and mode and stat.S_IFMT(mode) and not stat.S_ISREG(mode):
         kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
-        raise BadMessage(f"the input zip's {shown!r} is {kind}")
+        raise BadMessage(f"the input zip's {shown} is {kind}")
     if entry.flag_bits & 0x1:
-        raise BadMessage(f"the input zip's {shown!r} is encrypted")
+        raise BadMessage(f"the input zip's {shown} is encrypted")
 
 
 def results_zip(files: list[InputFile]) -> bytes:

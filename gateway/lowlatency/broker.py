@@ -6,7 +6,8 @@ a reply counts as sent only once the broker has it."""
 from __future__ import annotations
 
 import random
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pika
 from pika.adapters.twisted_connection import ClosableDeferredQueue, TwistedChannel, TwistedProtocolConnection
@@ -38,6 +39,8 @@ class Link:
         self.publish = publish
         self.consumer_tag: str | None = None
         self.open = True
+        #: exchanges found to exist on this connection (publishing to a missing one would close the channel)
+        self.exchanges: set[str] = {"", "amq.direct", "amq.topic", "amq.fanout", "amq.headers", "amq.match"}
 
     def ack(self, delivery_tag: int) -> None:
         if self.open:
@@ -148,18 +151,18 @@ class Broker:
 
     def _lost(self, link: Link, reason: Any) -> None:
         if not link.open:
-            return None
+            return
         link.open = False
         if self.link is link:
             self.link = None
         if self._stopping:
-            return None
+            return
         if self._reactor.seconds() - self._up_since >= STEADY:
             self._delay = 1.0
         log.warn("lost the AMQP broker ({reason}); reconnecting in about {delay:.1f}s", reason=_describe(reason),
                  delay=self._delay)
         self._backoff()
-        return None
+        return
 
     # -- consuming -------------------------------------------------------------------------------------------
     def consume(self, wanted: bool) -> None:
@@ -202,9 +205,31 @@ class Broker:
         try:
             await self._on_delivery(message.method, message.properties, message.body, link)
         except Exception:  # noqa: BLE001 - the service handles its errors; this is the last guard
-            log.failure("handling AMQP delivery {tag}", tag=message.method.delivery_tag)
+            log.failure("handling AMQP delivery {tag}; reconnecting, so that the broker delivers it again (the "
+                        "poison guard counts it)", tag=message.method.delivery_tag)
+            self._channel_closed(link, "a delivery could not be handled")
 
     # -- publishing --------------------------------------------------------------------------------------------
+    async def exchange_exists(self, exchange: str) -> bool:
+        """Whether a reply can go to ``exchange``: publishing to one that does not exist closes the channel (and
+        with it every other reply in flight), so a name not seen yet is declared passively on a channel of its own
+        first."""
+        link = self.link
+        if link is None or not link.open:
+            raise NotConnected("not connected to the AMQP broker")
+        if exchange in link.exchanges:
+            return True
+        probe = await link.connection.channel()
+        try:
+            await probe.exchange_declare(exchange=exchange, passive=True)
+        except pika.exceptions.ChannelClosedByBroker as exc:
+            if exc.reply_code == 404:
+                return False
+            raise
+        probe.close()
+        link.exchanges.add(exchange)
+        return True
+
     def publish(self, exchange: str, routing_key: str, body: bytes, properties: pika.BasicProperties) -> Deferred:
         """Publish ``mandatory`` on the confirm channel: fires once the broker confirms; fails with pika's
         UnroutableError when nothing took it, or :class:`NotConnected` / a channel error when it may not have

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import decimal
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import classad2
 
@@ -63,7 +64,7 @@ def reply_address(reply_to: str | None) -> ReplyAddress:
         return ReplyAddress(parts[0], parts[1])
     if len(parts) == 1 and _all_names(parts):
         return ReplyAddress("", parts[0])
-    raise BadMessage(f"reply_to {excerpt(text)!r} is not EXCHANGE/KEY, /exchange/EXCHANGE/KEY, /queue/QUEUE or QUEUE")
+    raise BadMessage(f"reply_to {excerpt(text)} is not EXCHANGE/KEY, /exchange/EXCHANGE/KEY, /queue/QUEUE or QUEUE")
 
 
 def _all_names(parts: Iterable[str]) -> bool:
@@ -138,7 +139,7 @@ def _owner_header(value: Any) -> str | None:
         try:
             parsed = classad2.ExprTree(text).eval()
         except Exception:  # noqa: BLE001 - any unparsable text is the client's error
-            raise BadMessage(f"the Owner header {excerpt(text)!r} is not a string") from None
+            raise BadMessage(f"the Owner header {excerpt(text)} is not a string") from None
         text = parsed if isinstance(parsed, str) else ""
     return text or None
 

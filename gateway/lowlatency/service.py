@@ -20,12 +20,14 @@ import pwd
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import classad2
 import pika
 from pika.exceptions import UnroutableError
 from twisted.internet.defer import ensureDeferred
+from twisted.internet.threads import deferToThread
 from twisted.logger import Logger
 
 from gateway.core.adstruct import Attr, AttrType, BadAttribute, struct_to_ad
@@ -39,8 +41,20 @@ from jobmodel.pool import AdType
 
 from .archive import InputFile, input_files, results_zip
 from .broker import Broker, Link, NotConnected
-from .codec import (AMQP_FINAL_SENT, AMQP_ID, AMQP_REPLY_TO, NO_MESSAGE_ID, BadMessage, ReplyAddress, error_body,
-                    error_headers, job_message, reply_address, reply_headers)
+from .codec import (
+    AMQP_FINAL_SENT,
+    AMQP_ID,
+    AMQP_REPLY_TO,
+    NO_MESSAGE_ID,
+    BadMessage,
+    ReplyAddress,
+    error_body,
+    error_headers,
+    job_message,
+    reply_address,
+    reply_headers,
+)
+from .redeliveries import Redeliveries
 from .settings import CarodSettings
 
 log = Logger()
@@ -79,7 +93,7 @@ class Counters:
 
 class LowLatencyService:
     def __init__(self, reactor: Any, settings: CarodSettings, submissions: SubmissionService,
-                 schedd: BirdbathSchedd, collector: BirdbathCollector) -> None:
+                 schedd: BirdbathSchedd, collector: BirdbathCollector, state_dir: Path) -> None:
         self._reactor = reactor
         self.settings = settings
         self._submissions = submissions
@@ -96,6 +110,8 @@ class LowLatencyService:
         self._poller: Any = None
         self.counters = Counters()
         self._stopped = False
+        self._redeliveries = Redeliveries(state_dir / "redeliveries")
+        self._requeued_for_slot: set[str] = set()  # message_ids sent back for lack of a slot (they don't count)
 
     # -- starting and stopping -----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -161,6 +177,8 @@ class LowLatencyService:
     async def _on_delivery(self, method: Any, properties: pika.BasicProperties, body: bytes, link: Link) -> None:
         if self._unfinished() >= self._slots:
             link.requeue(method.delivery_tag)  # raced in before the cancel: another gateway, or later
+            if properties.message_id:
+                self._requeued_for_slot.add(properties.message_id)
             self.counters.requeued += 1
             self._gate()
             return
@@ -196,6 +214,16 @@ class LowLatencyService:
                                   f"message_id {message_id!r} is already a job here "
                                   f"({self._known[message_id]}): give each job its own")
             return
+        counted = method.redelivered and message_id not in self._requeued_for_slot
+        self._requeued_for_slot.discard(message_id)
+        if counted:
+            count = await deferToThread(self._redeliveries.bump, message_id)
+            if count > self.settings.carod_max_redeliveries:
+                await self._reject(properties, body, link, method,
+                                   f"redelivered {count} times without becoming a job (carod_max_redeliveries "
+                                   f"{self.settings.carod_max_redeliveries}): it may crash the gateway")
+                await deferToThread(self._redeliveries.forget, message_id)
+                return
         try:
             caller, attributes, files = self._job(properties, body, message_id, address)
             self._check_requirements(attributes)
@@ -203,6 +231,9 @@ class LowLatencyService:
         except (BadMessage, ApiError) as exc:
             await self._error(address, properties, body, link, method, getattr(exc, "text", None) or str(exc))
             return
+        finally:
+            if counted:
+                await deferToThread(self._redeliveries.forget, message_id)
         self._known[message_id] = ref
         self._tracked[ref] = Tracked(ref, caller, message_id, address)
         self.counters.taken += 1
@@ -247,7 +278,7 @@ class LowLatencyService:
         except BadAttribute as exc:
             raise BadMessage(str(exc)) from None
         ad["JobStatus"] = int(JobStatus.IDLE)
-        if not any(ad.matches(machine) for machine in self._machines):
+        if not any(machine.matches(ad) for machine in self._machines):  # the job's Requirements, against it
             text = next((a.value for a in attributes if a.name.lower() == "requirements"), "TRUE")
             raise BadMessage(f"Requirements {text} are false on this machine")
 
@@ -277,6 +308,8 @@ class LowLatencyService:
                                      delivery_mode=2, headers=error_headers(reason, properties.message_id))
         log.info("low-latency: message {id} refused: {reason}", id=properties.message_id, reason=reason)
         try:
+            if not await self.broker.exchange_exists(address.exchange):
+                raise UnroutableError([])
             await self.broker.publish(address.exchange, address.routing_key, error_body(reason), reply)
         except UnroutableError:
             await self._reject(properties, body, link, method, f"{reason} (and its error reply to {address} was "
@@ -430,6 +463,8 @@ class LowLatencyService:
 
     async def _send(self, tracked: Tracked, headers: dict[str, Any], body: bytes,
                     content_type: str | None) -> None:
+        if not await self.broker.exchange_exists(tracked.address.exchange):
+            raise UnroutableError([])
         properties = pika.BasicProperties(message_id=str(uuid.uuid4()), correlation_id=tracked.message_id,
                                           delivery_mode=2, headers=headers, content_type=content_type)
         await self.broker.publish(tracked.address.exchange, tracked.address.routing_key, body, properties)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import io
 import uuid
 import zipfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .ads import Expr
 
