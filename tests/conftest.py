@@ -64,11 +64,11 @@ def any_schedd(request: pytest.FixtureRequest, gateway: GatewayProcess):
 @pytest.fixture(scope="session")
 def amqp_broker(tmp_path_factory: pytest.TempPathFactory):
     """One private RabbitMQ broker for the session (its own node, ports and directories; stopped at the end), with
-    a second account, ``alice``, for the tests of the broker-checked user_id."""
+    a second login, ``llalice``, for the tests of the broker-checked user_id."""
     from gateway.testing_broker import RabbitBroker, available
 
     if not available():
         pytest.fail("rabbitmq-server is not installed (./dev test installs it)")
-    broker = RabbitBroker(tmp_path_factory.mktemp("rabbitmq"), users={"alice": "alice-secret"}).start()
+    broker = RabbitBroker(tmp_path_factory.mktemp("rabbitmq"), users={"llalice": "llalice-secret"}).start()
     yield broker
     broker.close()

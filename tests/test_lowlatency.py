@@ -238,3 +238,64 @@ def test_a_message_that_cannot_be_answered_goes_to_the_rejected_queue(amqp_broke
         assert [p.correlation_id for p, _ in client.collect(client.replies, 2)] == [good, good]
     finally:
         client.close()
+
+
+# -- jobs are jobs: SOAP removes and holds them, and the AMQP client is told --------------------------------------
+@pytest.mark.parametrize("action, status", [("remove", 3), ("hold", 5)])
+def test_remove_or_hold_through_soap_sends_the_final_reply(amqp_broker, ll_gateway, queue_name, action, status):
+    client = Client(amqp_broker, queue_name)
+    schedd = zeep_client(ll_gateway.url + "condorSchedd.wsdl", ll_gateway.url)
+    try:
+        message_id = client.send({"Cmd": '"/bin/sleep"', "Arguments": '"60"'})
+        [(running, _)] = client.collect(client.replies, 1)
+        assert running.headers["JobStatus"] == 2
+        key = (running.headers["ClusterId"], running.headers["ProcId"])
+        if action == "remove":
+            assert schedd.removeJob(None, *key, "not needed", False).code == "SUCCESS"
+        else:
+            assert schedd.holdJob(None, *key, "wait a bit", False, False, False).code == "SUCCESS"
+        [(final, body)] = client.collect(client.replies, 1)
+        assert final.correlation_id == message_id and final.headers["JobStatus"] == status and body == b""
+        if action == "hold":
+            assert final.headers["HoldReason"] == '"wait a bit"'
+            deadline = time.monotonic() + 30
+            while schedd.getJobAd(None, *key).classAd is not None and \
+                    {a.name: a.value for a in schedd.getJobAd(None, *key).classAd.item}["JobStatus"] != "3":
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        client.close()
+
+
+# -- identity: the broker-checked user_id -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def local_account() -> str:
+    """The unprivileged account ``llalice`` (the session broker has a login of that name), made for the test."""
+    import pwd
+    import subprocess
+
+    name = "llalice"
+    made = False
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+        made = True
+    yield name
+    if made:
+        subprocess.run(["userdel", name], check=False)
+
+
+def test_jobs_run_as_the_broker_checked_user_id(amqp_broker, ll_gateway, queue_name, local_account):
+    client = Client(amqp_broker, queue_name, user=local_account)
+    try:
+        client.send({"Cmd": '"/usr/bin/id"', "Arguments": '"-un"', "Out": '"id.out"'}, user_id=local_account)
+        running, (final, body) = client.collect(client.replies, 2)
+        assert final.headers["Owner"] == f'"{local_account}"' and final.headers["ExitCode"] == 0
+        assert zipfile.ZipFile(io.BytesIO(body)).read("id.out") == f"{local_account}\n".encode()
+        # an Owner header naming someone else is refused; naming the same user is fine
+        client.send({**GOOD, "Owner": '"nobody"'}, user_id=local_account)
+        [(refused, body)] = client.collect(client.replies, 1)
+        assert b"Owner refused" in body
+    finally:
+        client.close()
