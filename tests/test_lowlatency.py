@@ -299,3 +299,89 @@ def test_jobs_run_as_the_broker_checked_user_id(amqp_broker, ll_gateway, queue_n
         assert b"Owner refused" in body
     finally:
         client.close()
+
+
+# -- crashes and outages ------------------------------------------------------------------------------------------
+class DurableReplies(Client):
+    """A client whose reply queue is durable and named, so that it outlives a broker restart."""
+
+    def __init__(self, broker, queue: str, replies: str) -> None:
+        super().__init__(broker, queue)
+        self.channel.queue_delete(queue=self.replies)
+        self.channel.queue_declare(queue=replies, durable=True)
+        self.channel.queue_bind(queue=replies, exchange="amq.direct", routing_key=replies)
+        self.replies, self.reply_to = replies, f"amq.direct/{replies}"
+
+
+def finals_by_id(replies) -> dict[str, list]:
+    found: dict[str, list] = {}
+    for properties, _ in replies:
+        if properties.headers.get("JobStatus") not in (2, None):
+            found.setdefault(properties.correlation_id, []).append(properties.headers)
+    return found
+
+
+def collect_finals(client, message_ids, timeout: float = 120) -> dict[str, list]:
+    """Every reply until each job has a final one; then the queue is read once more for late repeats."""
+    replies = []
+    deadline = time.monotonic() + timeout
+    while not set(message_ids) <= set(finals_by_id(replies)):
+        assert time.monotonic() < deadline, f"finals missing for {set(message_ids) - set(finals_by_id(replies))}"
+        method, properties, body = client.channel.basic_get(client.replies, auto_ack=True)
+        if method is None:
+            client.connection.sleep(0.05)
+        else:
+            replies.append((properties, body))
+    client.connection.sleep(1.0)
+    while (message := client.channel.basic_get(client.replies, auto_ack=True))[0] is not None:
+        replies.append(message[1:])
+    return finals_by_id(replies)
+
+
+def assert_answered_at_most_once_unmarked(finals, message_ids) -> None:
+    for message_id in message_ids:
+        headers = finals[message_id]
+        assert all(h["JobStatus"] == 4 and h["ExitCode"] == 0 for h in headers), headers
+        assert sum(1 for h in headers if h.get("AMQPResent") != "TRUE") <= 1, headers
+
+
+def test_kill_9_with_jobs_queued_and_running_loses_nothing(amqp_broker, base):
+    queue = "grid-kill"
+    tmp = base / "kill"
+    tmp.mkdir()
+    gateway = GatewayProcess(tmp / "state", carod_config(amqp_broker, carod_broker_queue=queue), tmp=tmp).start()
+    client = DurableReplies(amqp_broker, queue, "replies-kill")
+    try:
+        wait_for_consumer(amqp_broker, queue)
+        ids = [client.send({"Cmd": '"/bin/sleep"', "Arguments": '"0.3"'}) for _ in range(12)]
+        client.connection.sleep(0.8)  # some done, two running, the rest queued on the broker
+        gateway.kill()
+        client.connection.sleep(0.5)
+        gateway.start()
+        finals = collect_finals(client, ids)
+        assert_answered_at_most_once_unmarked(finals, ids)
+    finally:
+        client.channel.queue_delete(queue="replies-kill")
+        client.close()
+        gateway.stop()
+
+
+def test_a_broker_restart_loses_no_final_reply_and_soap_is_served_meanwhile(amqp_broker, ll_gateway, queue_name):
+    client = DurableReplies(amqp_broker, queue_name, "replies-restart")
+    ids = [client.send({"Cmd": '"/bin/sleep"', "Arguments": '"1"'}) for _ in range(4)]
+    client.connection.sleep(0.5)
+    client.connection.close()
+    amqp_broker.stop()
+    try:
+        schedd = zeep_client(ll_gateway.url + "condorSchedd.wsdl", ll_gateway.url)
+        assert schedd.getJobAds(None, "AMQPID =!= undefined").status.code == "SUCCESS"  # no broker, SOAP as ever
+        time.sleep(2)  # the jobs that were taken finish while the broker is away
+    finally:
+        amqp_broker.start()
+    client = DurableReplies(amqp_broker, queue_name, "replies-restart")
+    try:
+        finals = collect_finals(client, ids)
+        assert_answered_at_most_once_unmarked(finals, ids)
+    finally:
+        client.channel.queue_delete(queue="replies-restart")
+        client.close()
