@@ -59,9 +59,10 @@ from .settings import CarodSettings
 
 log = Logger()
 
-#: seconds between two looks at a job that waits to start, and at one that runs
+#: seconds between two looks at a job that waits to start; one that runs is looked at as often at first, then
+#: less and less often (a tenth of how long it has run), up to RUNNING_POLL
 WAITING_POLL = 0.005
-RUNNING_POLL = 0.05
+RUNNING_POLL = 1.0
 #: bytes read from a spool file at once for the results
 CHUNK = 1 << 20
 
@@ -79,6 +80,8 @@ class Tracked:
     next_update: float = 0.0
     sending: bool = False  # a final reply is on its way
     next_look: float = 0.0
+    ended: bool = False  # its run is over (completed, removed, held): its slot is free, its final may be owed
+    running_since: float | None = None
 
 
 @dataclass
@@ -135,7 +138,7 @@ class LowLatencyService:
                                 Authentication.BROKER)
                 finished = _status(ad) in (JobStatus.COMPLETED, JobStatus.REMOVED, JobStatus.HELD)
                 self._tracked[ref] = Tracked(ref, caller, str(message_id), address, resent=finished,
-                                             running_sent=finished)
+                                             running_sent=finished, ended=finished)
         if self._tracked:
             log.info("low-latency: {count} job(s) still owe their final reply", count=len(self._tracked))
         self.broker.start()
@@ -162,7 +165,7 @@ class LowLatencyService:
 
     # -- the consumer's gate ---------------------------------------------------------------------------------
     def _unfinished(self) -> int:
-        return self._taking + len(self._tracked)
+        return self._taking + sum(1 for tracked in self._tracked.values() if not tracked.ended)
 
     def _gate(self) -> None:
         """Consume only while a job more would fit: an idle gateway pulls work, a busy one leaves it to others."""
@@ -382,6 +385,9 @@ class LowLatencyService:
             return
         status = _status(ad)
         if status in (JobStatus.COMPLETED, JobStatus.REMOVED, JobStatus.HELD):
+            if not tracked.ended:
+                tracked.ended = True
+                self._gate()  # its slot is free: the next message may come while this one's final goes out
             if not tracked.running_sent and status is JobStatus.COMPLETED:
                 await self._running(tracked, ad)
             tracked.sending = True
@@ -392,7 +398,9 @@ class LowLatencyService:
             if not tracked.running_sent or (interval and now >= tracked.next_update):
                 await self._running(tracked, ad)
                 tracked.next_update = now + interval
-            tracked.next_look = now + RUNNING_POLL
+            if tracked.running_since is None:
+                tracked.running_since = now
+            tracked.next_look = now + min(RUNNING_POLL, max(WAITING_POLL, (now - tracked.running_since) / 10))
         else:
             tracked.next_look = now + WAITING_POLL
 
