@@ -296,7 +296,7 @@ def test_jobs_run_as_the_broker_checked_user_id(amqp_broker, ll_gateway, queue_n
         # an Owner header naming someone else is refused; naming the same user is fine
         client.send({**GOOD, "Owner": '"nobody"'}, user_id=local_account)
         [(refused, body)] = client.collect(client.replies, 1)
-        assert b"Owner refused" in body
+        assert b"Owner attribute: user 'llalice' may not submit jobs owned by 'nobody'" in body
     finally:
         client.close()
 

@@ -36,6 +36,7 @@ from gateway.core.collector import BirdbathCollector
 from gateway.core.schedd import BirdbathSchedd
 from gateway.core.status import BirdbathError, StatusCode
 from gateway.core.submissions import ApiError, ApiStatus, JobRef, SubmissionService
+from gateway.core.transactions import TransactionRef
 from jobmodel.jobs import JobAction, JobStatus
 from jobmodel.pool import AdType
 
@@ -63,6 +64,8 @@ log = Logger()
 #: less and less often (a tenth of how long it has run), up to RUNNING_POLL
 WAITING_POLL = 0.005
 RUNNING_POLL = 1.0
+#: the lease of the transaction a job is submitted in (it lasts milliseconds unless the backend is stuck)
+TRANSACTION_SECONDS = 300
 #: bytes read from a spool file at once for the results
 CHUNK = 1 << 20
 
@@ -114,6 +117,10 @@ class LowLatencyService:
         self.counters = Counters()
         self._stopped = False
         self._redeliveries = Redeliveries(state_dir / "redeliveries")
+        #: finished jobs stay queued for output_retention, for their final reply and for fetching their output
+        self._retention = Attr("LeaveJobInQueue", AttrType.EXPRESSION,
+                               f"(JobStatus == 3 || JobStatus == 4) && (time() - EnteredCurrentStatus)"
+                               f" < {submissions.settings.output_retention}")
         self._requeued_for_slot: set[str] = set()  # message_ids sent back for lack of a slot (they don't count)
 
     # -- starting and stopping -----------------------------------------------------------------------------
@@ -231,8 +238,8 @@ class LowLatencyService:
             caller, attributes, files = self._job(properties, body, message_id, address)
             self._check_requirements(attributes)
             ref = await self._submit(caller, attributes, files)
-        except (BadMessage, ApiError) as exc:
-            await self._error(address, properties, body, link, method, getattr(exc, "text", None) or str(exc))
+        except (BadMessage, ApiError, BirdbathError) as exc:
+            await self._error(address, properties, body, link, method, _reason(exc))
             return
         finally:
             if counted:
@@ -286,20 +293,28 @@ class LowLatencyService:
             raise BadMessage(f"Requirements {text} are false on this machine")
 
     async def _submit(self, caller: Caller, attributes: list[Attr], files: list[InputFile]) -> JobRef:
-        """The job through the core's submission API: a staging area for its files, the submit (durable when it
-        returns), the area discarded."""
-        service = self._submissions
-        staging = await service.create(caller)
+        """The job through the core's Birdbath transaction: a new cluster and job, its input files into its spool
+        (its sandbox, which becomes its Iwd), the ad, the commit (durable when it returns); rolled back on any
+        failure.  Of these only the commit waits for the backend's thread (the submission API's submit took three
+        trips there: creating and discarding a staging area, then the job)."""
+        schedd = self._schedd
+        txn = await schedd.begin_transaction(caller, TRANSACTION_SECONDS)
+        ref = TransactionRef(txn.id, TRANSACTION_SECONDS)
         try:
+            cluster = await schedd.new_cluster(caller, ref)
+            proc = await schedd.new_job(caller, ref, cluster)
             for item in files:
-                await service.send(caller, staging, item.name, 0, item.data)
-            job = await service.submit(caller, attributes, staging)
-        finally:
+                await schedd.declare_file(caller, ref, cluster, proc, item.name, len(item.data), None)
+                await schedd.send_file(caller, ref, cluster, proc, item.name, 0, item.data)
+            await schedd.submit(caller, ref, cluster, proc, [*attributes, self._retention])
+            await schedd.commit_transaction(caller, ref)
+        except BaseException:
             try:
-                await service.abort(caller, staging)
-            except ApiError:
-                pass
-        return JobRef.parse(job)
+                await schedd.abort_transaction(caller, ref)
+            except BirdbathError:
+                pass  # committed or gone already
+            raise
+        return JobRef(cluster, proc)
 
     # -- errors and the rejected queue ------------------------------------------------------------------------
     async def _error(self, address: ReplyAddress, properties: pika.BasicProperties, body: bytes, link: Link,
@@ -368,7 +383,7 @@ class LowLatencyService:
         try:
             return (await self._schedd.get_job_ad(tracked.caller, None, tracked.ref.cluster, tracked.ref.proc)).ad
         except BirdbathError as exc:
-            if exc.code is not StatusCode.UNKNOWNJOB:
+            if exc.status.code is not StatusCode.UNKNOWNJOB:
                 raise
         try:
             return struct_to_ad(await self._submissions.job_ad(tracked.caller, str(tracked.ref)))
@@ -510,6 +525,11 @@ class LowLatencyService:
         return {"tracked": len(self._tracked), "known": len(self._known), "taken": self.counters.taken,
                 "errors": self.counters.errors, "rejected": self.counters.rejected, "finals": self.counters.finals,
                 "requeued": self.counters.requeued}
+
+
+def _reason(exc: Exception) -> str:
+    """What a refusal says: the core's message (a status's text), or ours."""
+    return getattr(exc, "text", None) or getattr(exc, "message", None) or str(exc)
 
 
 def _status(ad: classad2.ClassAd) -> JobStatus:
