@@ -290,12 +290,13 @@ def test_jobs_run_as_the_broker_checked_user_id(amqp_broker, ll_gateway, queue_n
     client = Client(amqp_broker, queue_name, user=local_account)
     try:
         client.send({"Cmd": '"/usr/bin/id"', "Arguments": '"-un"', "Out": '"id.out"'}, user_id=local_account)
-        running, (final, body) = client.collect(client.replies, 2)
+        (running, _), (final, body) = client.collect(client.replies, 2)
+        assert running.headers["JobStatus"] == 2
         assert final.headers["Owner"] == f'"{local_account}"' and final.headers["ExitCode"] == 0
         assert zipfile.ZipFile(io.BytesIO(body)).read("id.out") == f"{local_account}\n".encode()
         # an Owner header naming someone else is refused; naming the same user is fine
         client.send({**GOOD, "Owner": '"nobody"'}, user_id=local_account)
-        [(refused, body)] = client.collect(client.replies, 1)
+        [(_, body)] = client.collect(client.replies, 1)
         assert b"Owner attribute: user 'llalice' may not submit jobs owned by 'nobody'" in body
     finally:
         client.close()
