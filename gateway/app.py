@@ -21,7 +21,6 @@ from gateway.core.submissions import SubmissionService, SubmissionSettings
 from gateway.core.threads import BlockingCaller
 from gateway.daemon import sharedport
 from gateway.http import Endpoint, GatewayResource, GatewaySite, HandshakeLogging
-from gateway.lowlatency.service import LowLatencyService
 from gateway.soap.application import schedd_application
 from gateway.soap.collector import CollectorContext, collector_application, query_answers
 from gateway.soap.collector_routing import ByOperation, CollectorOnly
@@ -53,7 +52,7 @@ class Gateway:
         self.queries: QueryRunner | None = None
         self.schedd: BirdbathSchedd | None = None
         self.submissions: SubmissionService | None = None
-        self.lowlatency: LowLatencyService | None = None
+        self.lowlatency: Any = None  # a gateway.lowlatency.service.LowLatencyService when [carod] is on
         identification = config.identification(
             lambda check, *args: deferToThreadPool(reactor, reactor.getThreadPool(), check, *args))
         self.tls = config.server_tls() if config.enable_soap_ssl else None
@@ -114,6 +113,8 @@ class Gateway:
             staging_lifetime=config.staging_lifetime, output_retention=config.output_retention,
             max_staging_areas_per_caller=config.max_staging_areas_per_caller, limits=limits), queries=self.queries)
         if config.carod.enable_carod:  # low-latency jobs over AMQP: in the background, broker or not
+            from gateway.lowlatency.service import LowLatencyService  # pika takes 0.6 s of CPU to import: only here
+
             self.lowlatency = LowLatencyService(self.reactor, config.carod, self.submissions, self.schedd,
                                                 self.collector, config.state_dir / "carod")
             ensureDeferred(self.lowlatency.start()).addErrback(
