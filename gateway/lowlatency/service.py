@@ -19,7 +19,7 @@ import os
 import pwd
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +94,6 @@ class Counters:
     rejected: int = 0
     finals: int = 0
     requeued: int = 0
-    extra: dict[str, int] = field(default_factory=dict)
 
 
 class LowLatencyService:
@@ -166,18 +165,23 @@ class LowLatencyService:
             return
         structs = await self._collector.query(self._reader, AdType.STARTD, None)
         self._machines = [struct_to_ad(struct) for struct in structs]
-        cpus = sum(int(m.get("TotalSlotCpus", m.get("Cpus", 1)) or 0) for m in self._machines
-                   if isinstance(m.get("TotalSlotCpus", m.get("Cpus", 1)), int))
-        self._slots = self.settings.carod_max_jobs or max(1, cpus)
+        cpus = [machine.get("TotalSlotCpus", machine.get("Cpus")) for machine in self._machines]
+        self._slots = self.settings.carod_max_jobs or max(1, sum(n for n in cpus if isinstance(n, int)))
 
     # -- the consumer's gate ---------------------------------------------------------------------------------
     def _unfinished(self) -> int:
         return self._taking + sum(1 for tracked in self._tracked.values() if not tracked.ended)
 
+    def _room(self) -> int:
+        """How many jobs this gateway takes at most: its slots, and carod_prefetch more that wait for the next free
+        slot (committed while the slots are busy, so that a slot that frees starts one at once instead of waiting
+        for a take and its commit)."""
+        return self._slots + self.settings.carod_prefetch
+
     def _gate(self) -> None:
         """Consume only while a job more would fit: an idle gateway pulls work, a busy one leaves it to others."""
         if not self._stopped:
-            self.broker.consume(self._unfinished() < self._slots)
+            self.broker.consume(self._unfinished() < self._room())
 
     def _on_up(self) -> None:
         self._gate()
@@ -185,7 +189,7 @@ class LowLatencyService:
 
     # -- deliveries ----------------------------------------------------------------------------------------
     async def _on_delivery(self, method: Any, properties: pika.BasicProperties, body: bytes, link: Link) -> None:
-        if self._unfinished() >= self._slots:
+        if self._unfinished() >= self._room():
             link.requeue(method.delivery_tag)  # raced in before the cancel: another gateway, or later
             if properties.message_id:
                 self._requeued_for_slot.add(properties.message_id)
