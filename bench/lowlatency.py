@@ -244,7 +244,7 @@ def main() -> None:
             publisher.close()
             client.close()
             gateway.stop()
-        one, one_shares = spread(broker, base, 1, args.spread)
+        one, _ = spread(broker, base, 1, args.spread)
         two, two_shares = spread(broker, base, 2, args.spread)
         print(f"scale-out, {args.spread} sleep 0.2 on gateways with one slot each:")
         print(f"  one gateway {one:6.2f} jobs/s; two {two:6.2f} jobs/s = {two / one:.2f} x (target >= 1.8); shares "

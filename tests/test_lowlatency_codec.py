@@ -155,3 +155,15 @@ def test_carod_knobs_and_their_defaults(tmp_path):
 def test_bad_carod_knobs_are_refused(tmp_path, text, words):
     with pytest.raises(ConfigError, match=words):
         config(tmp_path, f"[carod]\n{text}\n")
+
+
+def test_the_poison_guard_counts_durably_and_forgets(tmp_path):
+    from gateway.lowlatency.redeliveries import Redeliveries
+
+    guard = Redeliveries(tmp_path / "redeliveries")
+    assert [guard.bump("m-1") for _ in range(3)] == [1, 2, 3]
+    assert Redeliveries(tmp_path / "redeliveries").bump("m-1") == 4  # a restarted gateway reads the count back
+    assert guard.bump("other\udcff") == 1  # any message_id text, even one that is not valid UTF-8
+    guard.forget("m-1")
+    assert guard.bump("m-1") == 1
+    assert not list((tmp_path / "redeliveries").glob("*.new"))
