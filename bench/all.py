@@ -26,6 +26,7 @@ BENCHMARKS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("soap_answers.py", (), ("--http-jobs", "200")),
     ("dag_diamond.py", (), ("--runs", "2")),
     ("load.py", ("--seconds", "30"), ("--seconds", "10")),
+    ("lowlatency.py", (), ("--quick",)),  # AMQP low-latency jobs against SOAP and JSON (issue #28)
 )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.defer import ensureDeferred
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
@@ -51,6 +52,7 @@ class Gateway:
         self.queries: QueryRunner | None = None
         self.schedd: BirdbathSchedd | None = None
         self.submissions: SubmissionService | None = None
+        self.lowlatency: Any = None  # a gateway.lowlatency.service.LowLatencyService when [carod] is on
         identification = config.identification(
             lambda check, *args: deferToThreadPool(reactor, reactor.getThreadPool(), check, *args))
         self.tls = config.server_tls() if config.enable_soap_ssl else None
@@ -110,6 +112,13 @@ class Gateway:
             schedd_name=self.backend.info().schedd_name, staging_root=config.state_dir / "staging",
             staging_lifetime=config.staging_lifetime, output_retention=config.output_retention,
             max_staging_areas_per_caller=config.max_staging_areas_per_caller, limits=limits), queries=self.queries)
+        if config.carod.enable_carod:  # low-latency jobs over AMQP: in the background, broker or not
+            from gateway.lowlatency.service import LowLatencyService  # pika takes 0.6 s of CPU to import: only here
+
+            self.lowlatency = LowLatencyService(self.reactor, config.carod, self.submissions, self.schedd,
+                                                self.collector, config.state_dir / "carod")
+            ensureDeferred(self.lowlatency.start()).addErrback(
+                lambda failure: log.failure("starting the low-latency (AMQP) front end", failure))
         self.site.resource = GatewayResource([
             Endpoint(b"/submission/json", SoapDispatcher(json_application()), self._submission_context,
                      content_type=b"application/json", body_for=lambda op, body: json_request(op.decode(), body)),
@@ -173,6 +182,8 @@ class Gateway:
             for port in (self.port, self.ssl_port, self.named_socket, self.collector_port):
                 if port is not None:
                     await port.stopListening()
+            if self.lowlatency is not None:
+                await self.lowlatency.stop()
             if self.schedd is not None:
                 await self.schedd.abort_all()
             if self.backend is not None and Capability.SERVICES in self.backend.capabilities:

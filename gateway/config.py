@@ -48,6 +48,11 @@ not_responding_timeout = 0    # DC_CHILDALIVE's timeout; 0: BIRDBATH_NOT_RESPOND
                               # NOT_RESPONDING_TIMEOUT from HTCondor's configuration, else 3600
 master_keepalive = ""         # --master-keepalive HOST:PORT: the 2009 datagram to a master not our parent
 
+[carod]                       # low-latency jobs over AMQP (README, "Low-latency jobs over AMQP")
+enable_carod = false
+carod_broker_ip = "127.0.0.1"
+carod_broker_queue = "grid"
+
 [backends.local]              # passed to the selected backend as keyword arguments
 ```
 """
@@ -76,6 +81,7 @@ from gateway.identity.passwords import PasswordFile, PasswordFileError
 from gateway.identity.peers import is_loopback
 from gateway.identity.tls import ClientCertificates, ServerContextFactory, TlsError, TlsSettings
 from gateway.logging import LEVELS
+from gateway.lowlatency.settings import CarodSettingError, CarodSettings, carod_settings
 from jobmodel.expressions import ExpressionLimits
 
 #: ``port = "auto"``: the plain port on any free port (``port = 0`` switches the plain port off)
@@ -139,6 +145,7 @@ class GatewayConfig:
     master_keepalive: str = ""  # HOST:PORT, or "" for none
     collector_port: int = 0  # 0: the collector is served on the gateway's own port only
     backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    carod: CarodSettings = field(default_factory=CarodSettings)  # the [carod] section
 
     @property
     def plain_port(self) -> int | None:
@@ -241,6 +248,10 @@ def load(path: Path | None) -> GatewayConfig:
             raise ConfigError(f"{path}: unknown setting(s) in [{section}]: {', '.join(sorted(unknown))}")
         for key, value in values.items():
             _set(config, key, value, f"{path} [{section}] {key}")
+    try:
+        config.carod = carod_settings(data.pop("carod", {}), str(path))
+    except CarodSettingError as exc:
+        raise ConfigError(str(exc)) from None
     config.backend_options = data.pop("backends", {})
     if data:
         raise ConfigError(f"{path}: unknown section(s): {', '.join(sorted(data))}")

@@ -60,3 +60,16 @@ def any_schedd(request: pytest.FixtureRequest, gateway: GatewayProcess):
     """zeep clients from the served WSDL and from the shipped 7.2.4 WSDL (location overridden)."""
     wsdl = gateway.url + "condorSchedd.wsdl" if request.param == "served" else str(LEGACY_WSDL)
     return zeep_client(wsdl, gateway.url)
+
+
+@pytest.fixture(scope="session")
+def amqp_broker(tmp_path_factory: pytest.TempPathFactory):
+    """One private RabbitMQ broker for the session (its own node, ports and directories; stopped at the end), with
+    a second login, ``llalice``, for the tests of the broker-checked user_id."""
+    from gateway.testing_broker import RabbitBroker, available
+
+    if not available():
+        pytest.fail("rabbitmq-server is not installed (./dev test installs it)")
+    broker = RabbitBroker(tmp_path_factory.mktemp("rabbitmq"), users={"llalice": "llalice-secret"}).start()
+    yield broker
+    broker.close()

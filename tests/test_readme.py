@@ -374,3 +374,63 @@ def config_daemon(example: Example, tmp_path: Path) -> None:
     settings.state_dir = tmp_path / "state"
     validate(settings)
     assert settings.use_shared_port and settings.plain_port is None and settings.shared_port_id == "birdbath"
+
+
+# -- low-latency jobs over AMQP: a private broker, a gateway configured by the README's [carod] block -------------
+README_BROKER = "127.0.0.1:5672"
+
+
+@pytest.fixture(scope="module")
+def carod_gateway(amqp_broker):
+    """The README's [carod] block, on the test broker's port, serving from a world-traversable directory (the jobs
+    run as nobody)."""
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="readme-carod-", dir="/tmp"))
+    base.chmod(0o755)
+    text = examples()["config-carod"].body.replace("carod_broker_port = 5672", f"carod_broker_port = {amqp_broker.port}")
+    assert f"carod_broker_port = {amqp_broker.port}" in text
+    process = GatewayProcess(base / "state", text + "\n[backends.local]\nslots = 2\n", tmp=base).start()
+    deadline = time.monotonic() + 30
+    while "connected to the AMQP broker" not in process.log():
+        assert time.monotonic() < deadline, process.log()
+        time.sleep(0.1)
+    yield process
+    process.stop()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@runs("config-carod")
+def config_carod(example: Example, carod_gateway: GatewayProcess) -> None:
+    assert load_text(example.body).carod.enable_carod and "work queue grid" in carod_gateway.log()
+
+
+def load_text(text: str):
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".toml") as stream:
+        stream.write(text)
+        stream.flush()
+        return load(Path(stream.name))
+
+
+@runs("amqp-seed")
+def amqp_seed(example: Example, amqp_broker, carod_gateway: GatewayProcess, tmp_path: Path) -> None:
+    import zipfile
+
+    code = example.body.replace(README_BROKER, f"127.0.0.1:{amqp_broker.port}")
+    lines = run_python(code, tmp_path).splitlines()
+    assert lines == ["JobState:  JobStatus: 2 ExitCode: 0 Is Body Empty? Yes",
+                     'JobState: "Exited" JobStatus: 4 ExitCode: 0 Is Body Empty? No']
+    archive = zipfile.ZipFile(tmp_path / "job.results")
+    assert sorted(archive.namelist()) == ["job.err", "job.out"] and archive.read("job.out") == b"Hello Grid!\n"
+
+
+@runs("amqp-cli")
+def amqp_cli(example: Example, amqp_broker, carod_gateway: GatewayProcess, tmp_path: Path) -> None:
+    script = example.body.replace(README_BROKER, f"127.0.0.1:{amqp_broker.port}")
+    lines = run_sh(script, tmp_path).splitlines()
+    assert re.fullmatch(r"job 0 \([-0-9a-f]+\): JobStatus 2", lines[0]), lines
+    assert re.fullmatch(r'job 0 \([-0-9a-f]+\): JobStatus 4 JobState "Exited" ExitCode 0 results: job.err job.out',
+                        lines[1]), lines
+    assert lines[2:] == ["Hello Grid!"]

@@ -61,6 +61,7 @@ class Authentication(enum.Enum):
     SOCKET = "socket"  # a loopback peer: the kernel says which local user owns its socket
     CERTIFICATE = "certificate"  # a client certificate, its subject mapped by the certificate map file
     PASSWORD = "password"  # HTTP Basic over TLS, checked against the password file
+    BROKER = "broker"  # an AMQP message's user_id, which the broker checked against the publisher's login
 
 
 @dataclass(frozen=True)

@@ -263,6 +263,17 @@ def _parser() -> argparse.ArgumentParser:
     _option(status, "constraint", metavar="EXPR", help="only ads for which this ClassAd expression is true")
     _formats(status)
 
+    amqp = command("amqp-submit", _amqp_submit, "run a submit file's jobs as low-latency jobs over AMQP (the "
+                   "gateway's [carod] front end), printing their replies; the results go to DIR",
+                   client=lambda url, credentials=None: None)
+    amqp.add_argument("file", type=Path)
+    amqp.add_argument("directory", type=Path, nargs="?", default=Path("."), metavar="DIR")
+    _option(amqp, "broker", default=os.environ.get("BIRDBATH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F"),
+            metavar="URL", help="the AMQP broker (default: $BIRDBATH_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/)")
+    _option(amqp, "queue", default="grid", help="the work queue (default: grid, bound to amq.direct with KEY)")
+    _option(amqp, "key", default="grid_key", help="its routing key on amq.direct (default: grid_key)")
+    _option(amqp, "timeout", type=float, default=3600, metavar="S", help="give up after S seconds without a reply")
+
     command("version", lambda schedd, args: print(schedd.version(), schedd.platform(), sep="\n"),
             "the gateway's version and platform")
     return parser
@@ -303,6 +314,47 @@ def _submit(schedd: Schedd, args: argparse.Namespace) -> int:
     for number, jobs in submitted:
         print(f"{jobs[0]} - {jobs[-1]}" if args.terse else f"{len(jobs)} job(s) submitted to cluster {number}.")
     return 0
+
+
+def _amqp_submit(_: None, args: argparse.Namespace) -> int:
+    """Each job of the submit file as a message (its input files zipped in the body); the exit status is the last
+    job's exit code, 1 for an error reply or a job that did not complete."""
+    import io
+    import zipfile
+
+    from .amqp import Job, headers_of, input_zip, run_jobs
+    from .submitfile import clusters
+
+    jobs = []
+    # a message has no cluster yet: the gateway gives it one when it takes the job ($(Cluster) is 0 here)
+    for ad in (ad for cluster in clusters(args.file) for ad in cluster.ads(0)):
+        iwd = Path(str(ad.pop("Iwd", args.file.parent)))
+        names = [name.strip() for name in str(ad.pop("TransferInput", "")).split(",") if name.strip()]
+        jobs.append(Job(headers_of(ad), input_zip(iwd / name for name in names) if names else b""))
+    numbers = {job.message_id: index for index, job in enumerate(jobs)}
+    status = 0
+
+    def show(job: Job, reply: Any) -> None:
+        nonlocal status
+        name = f"job {numbers[job.message_id]} ({job.message_id})"
+        if reply.error is not None:
+            print(f"{name}: refused: {reply.error}")
+            status = 1
+            return
+        line = f"{name}: JobStatus {reply.status}"
+        if reply.final:
+            line += "".join(f" {key} {reply.headers[key]}" for key in ("JobState", "ExitCode", "HoldReason")
+                            if key in reply.headers)
+            status = reply.headers.get("ExitCode", 1) if reply.status == 4 else 1
+            if reply.body:
+                archive = zipfile.ZipFile(io.BytesIO(reply.body))
+                args.directory.mkdir(parents=True, exist_ok=True)
+                archive.extractall(args.directory)
+                line += f" results: {' '.join(sorted(archive.namelist()))}"
+        print(line, flush=True)
+
+    run_jobs(args.broker, jobs, queue=args.queue, key=args.key, timeout=args.timeout, on_reply=show)
+    return int(status) if isinstance(status, int) else 1
 
 
 #: condor_status's table for each kind it prints as one (the others print -long)
