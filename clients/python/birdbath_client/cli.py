@@ -266,8 +266,9 @@ def _parser() -> argparse.ArgumentParser:
     amqp = command("amqp-submit", _amqp_submit, "run a submit file's jobs as low-latency jobs over AMQP (the "
                    "gateway's [carod] front end), printing their replies; the results go to DIR",
                    client=lambda url, credentials=None: None)
-    amqp.add_argument("file", type=Path)
-    amqp.add_argument("directory", type=Path, nargs="?", default=Path("."), metavar="DIR")
+    amqp.add_argument("file", type=Path, help="the submit description file (each proc becomes one message)")
+    amqp.add_argument("directory", type=Path, nargs="?", default=Path("."), metavar="DIR",
+                      help="where the final replies' result files are unpacked (default: the current directory)")
     _option(amqp, "broker", default=os.environ.get("BIRDBATH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F"),
             metavar="URL", help="the AMQP broker (default: $BIRDBATH_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/)")
     _option(amqp, "queue", default="grid", help="the work queue (default: grid, bound to amq.direct with KEY)")
