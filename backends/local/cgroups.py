@@ -110,7 +110,7 @@ class Hierarchy:
 
     version: int
 
-    def job(self, name: str) -> "JobCgroup":
+    def job(self, name: str) -> JobCgroup:
         raise NotImplementedError
 
     def directories(self) -> list[Path]:
@@ -133,7 +133,7 @@ class JobCgroup:
         raise NotImplementedError
 
     @staticmethod
-    def from_spec(spec: dict) -> "JobCgroup":
+    def from_spec(spec: dict) -> JobCgroup:
         if spec["version"] == 2:
             return CgroupV2(Path(spec["path"]), bool(spec.get("memory")), bool(spec.get("cpu")))
         return CgroupV1({name: Path(path) for name, path in spec["paths"].items()})

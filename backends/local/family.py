@@ -26,9 +26,10 @@ import resource
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from backends.local import cgroups
 from backends.local.cgroups import JobCgroup, MemoryPolicy, Usage
@@ -58,7 +59,7 @@ class Control:
         (control_dir / LIMITS_FILE).write_text(json.dumps(asdict(self)))
 
     @classmethod
-    def read(cls, control_dir: Path) -> "Control | None":
+    def read(cls, control_dir: Path) -> Control | None:
         try:
             return cls(**json.loads((control_dir / LIMITS_FILE).read_text()))
         except (OSError, ValueError, TypeError):
