@@ -306,9 +306,15 @@ class Monitor:
         self._thread.start()
 
     def stop(self) -> dict[str, Any]:
+        """The last sample, once the job has ended (and whether its end was its memory's: the kernel's OOM kill of
+        the job's own process may come before the thread's next look)."""
         self._stopped.set()
-        self._thread.join()
-        return self.sample()
+        if self._thread.is_alive():
+            self._thread.join()
+        sample = self.sample()
+        if self._family.memory_failure is None:
+            self._over_memory(self._family.usage())
+        return sample
 
     def sample(self) -> dict[str, Any]:
         usage = self._family.usage()
@@ -320,17 +326,21 @@ class Monitor:
         interval = max(0.05, self._family.control.update_interval)
         written = -math.inf  # (the first sample is written at the first check)
         while not self._stopped.wait(min(MEMORY_CHECK, interval)):
-            usage = self._family.usage()
-            self._peak = max(self._peak, usage.peak, usage.rss)
-            if self._family.out_of_memory(usage):
-                self._family.memory_failure = {"reason": self._family.memory_reason(self._peak),
-                                               "code": OUT_OF_RESOURCES}
+            if self._over_memory(self._family.usage()):
                 self._family.thaw()
                 self._family.kill()
                 return
             if time.monotonic() - written >= interval:
                 written = time.monotonic()
                 self._write(self.sample())
+
+    def _over_memory(self, usage: Usage) -> bool:
+        """Whether the job went over its memory (its hold's reason and code are then the family's)."""
+        self._peak = max(self._peak, usage.peak, usage.rss)
+        if not self._family.out_of_memory(usage):
+            return False
+        self._family.memory_failure = {"reason": self._family.memory_reason(self._peak), "code": OUT_OF_RESOURCES}
+        return True
 
     def _write(self, sample: dict[str, Any]) -> None:
         temporary = self._path.with_suffix(".tmp")
