@@ -263,7 +263,7 @@ def test_a_suspend_right_after_the_start_freezes_every_process(gateway):
     for _ in range(2):
         before = frozen()
         ok(call(gateway.process, "continue", id=answer["id"]))
-        wait_until(lambda: all(now > then for now, then in zip(sizes(), before)))
+        wait_until(lambda before=before: all(now > then for now, then in zip(sizes(), before)))
         ok(call(gateway.process, "suspend", id=answer["id"]))
     ok(call(gateway.process, "remove", id=answer["id"]))  # (a frozen job: thawed to hear its kill signal)
     wait_for(gateway.schedd, (cluster, proc), lambda ad: ad.get("JobStatus", "3") == "3")  # (gone: it left)
