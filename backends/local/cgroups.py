@@ -158,6 +158,9 @@ class JobCgroup:
     def thaw(self) -> None:
         raise NotImplementedError
 
+    def is_frozen(self) -> bool:
+        raise NotImplementedError
+
     def usage(self) -> Usage:
         raise NotImplementedError
 
@@ -261,7 +264,11 @@ class CgroupV1(JobCgroup):
             self.signal(signal.SIGSTOP)
             return
         _write(freezer / "freezer.state", "FROZEN")
-        _wait_for(lambda: _read(freezer / "freezer.state").strip() == "FROZEN")
+        _wait_for(self.is_frozen)
+
+    def is_frozen(self) -> bool:
+        freezer = self.paths.get("freezer")
+        return freezer is not None and _read(freezer / "freezer.state").strip() == "FROZEN"
 
     def thaw(self) -> None:
         freezer = self.paths.get("freezer")
@@ -323,7 +330,10 @@ class CgroupV2(JobCgroup):
 
     def freeze(self) -> None:
         _write(self.path / "cgroup.freeze", "1")
-        _wait_for(lambda: _fields(self.path / "cgroup.events").get("frozen") == 1)
+        _wait_for(self.is_frozen)
+
+    def is_frozen(self) -> bool:
+        return _fields(self.path / "cgroup.events").get("frozen") == 1
 
     def thaw(self) -> None:
         try:
