@@ -153,7 +153,9 @@ class Scheduler:
         else:
             chirp = sandbox.prepare(jobspec.plan(ad, directory.sandbox, environment), directory, ad, self._machine,
                                     account)
-        self._control.for_job(directory.root, _request_memory(ad), jobspec.request_cpus(ad),
+        memory = _request_memory(ad)  # (per node: a parallel job's one cgroup holds every node)
+        nodes = parallel.node_count(ad) if parallel.is_parallel(ad) else 1
+        self._control.for_job(directory.root, memory * nodes if memory else None, max(1, cpus),
                               [directory.sandbox]).write(directory.control)
         return Launch(key, directory, cpus, chirp=chirp, kill_signal=lifecycle.kill_signal(ad))
 
