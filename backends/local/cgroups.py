@@ -172,8 +172,7 @@ class JobCgroup:
 
     # the same for both
     def signal(self, number: int) -> None:
-        for pid in self.pids():
-            _kill(pid, number)
+        signal_each(self.pids(), number)
 
     def kill(self) -> None:
         """SIGKILL every process of the job until none is left: frozen first, so none can fork meanwhile."""
@@ -182,8 +181,7 @@ class JobCgroup:
             if not pids:
                 break
             self.freeze()
-            for pid in self.pids():
-                _kill(pid, signal.SIGKILL)
+            signal_each(self.pids(), signal.SIGKILL)
             self.thaw()
             time.sleep(0.01)
         self.thaw()
@@ -203,11 +201,13 @@ class JobCgroup:
                     time.sleep(0.02)
 
 
-def _kill(pid: int, number: int) -> None:
-    try:
-        os.kill(pid, number)
-    except (ProcessLookupError, PermissionError):
-        pass
+def signal_each(pids: list[int], number: int) -> None:
+    """Signal these processes (those that are gone meanwhile, or no longer ours, are passed over)."""
+    for pid in pids:
+        try:
+            os.kill(pid, number)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _pids_in(path: Path) -> list[int]:

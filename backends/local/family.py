@@ -100,8 +100,7 @@ class Family:
         raise NotImplementedError
 
     def signal(self, number: int) -> None:
-        for pid in self.pids():
-            _kill(pid, number)
+        cgroups.signal_each(self.pids(), number)
 
     def freeze(self) -> None:
         self.frozen = True
@@ -201,8 +200,7 @@ class ReaperFamily(Family):
             running = [pid for pid, state in _descendants(os.getpid()) if state not in "Tt"]
             if not running:
                 break
-            for pid in running:
-                _kill(pid, signal.SIGSTOP)
+            cgroups.signal_each(running, signal.SIGSTOP)
             time.sleep(0.005)
         super().freeze()
 
@@ -215,8 +213,7 @@ class ReaperFamily(Family):
             pids = self.pids()
             if not pids:
                 return
-            for pid in pids:
-                _kill(pid, signal.SIGKILL)
+            cgroups.signal_each(pids, signal.SIGKILL)
             time.sleep(0.005)
 
     def usage(self) -> Usage:
@@ -271,13 +268,6 @@ def _descendants(root: int) -> list[tuple[int, str]]:
             if state not in "ZX":
                 found.append((pid, state))
     return found
-
-
-def _kill(pid: int, number: int) -> None:
-    try:
-        os.kill(pid, number)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def disk_usage(directories: list[str]) -> int:
