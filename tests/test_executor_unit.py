@@ -632,6 +632,14 @@ def test_stop_sends_each_job_its_kill_sig(reactor, scheduling, tmp_path, sent):
     assert sent == [("kill", reactor.spawned[0].process.pid, signal.SIGUSR2)]
 
 
+def test_a_fast_stop_has_the_launchers_kill_their_jobs_at_once(reactor, scheduling, tmp_path, sent):
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=11, kill_signal="SIGUSR2")]
+    ex = executor(reactor, scheduling)
+    start_cycles(reactor, ex)
+    defer.Deferred.fromCoroutine(ex.stop(fast=True))
+    assert sent == [("kill", reactor.spawned[0].process.pid, signal.SIGALRM)]  # (family.KILL_NOW)
+
+
 def test_stop_with_nothing_running_returns_at_once(reactor, scheduling, sent):
     ex = executor(reactor, scheduling)
     ex.start()

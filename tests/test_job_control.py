@@ -13,6 +13,7 @@ import os
 import pwd
 import random
 import shutil
+import signal
 import subprocess
 import sysconfig
 import tempfile
@@ -168,8 +169,9 @@ def test_every_process_of_a_job_ends_with_it(gateway, action):
     wait_until(lambda: not alive(first) and not alive(second), timeout=10)
 
 
+@pytest.mark.parametrize("fast", [False, True], ids=["sigterm", "sigquit"])
 @pytest.mark.parametrize("mode", MODES)
-def test_the_gateways_shutdown_ends_every_process_of_its_jobs(mode, request):
+def test_the_gateways_shutdown_ends_every_process_of_its_jobs(mode, fast, request):
     account = request.getfixturevalue("account") if mode == "unprivileged" else None
     running = start(mode, account)
     try:
@@ -177,8 +179,10 @@ def test_the_gateways_shutdown_ends_every_process_of_its_jobs(mode, request):
         first, second = tokens()
         daemonizing_job(running, directory, first, second)
         wait_until(lambda: (directory / "ready").exists() and alive(first) and alive(second), timeout=20)
+        if fast:  # (condor_master's fast shut-down)
+            running.process.process.send_signal(signal.SIGQUIT)
         running.process.stop()
-        assert running.process.process.returncode is not None
+        assert running.process.process.returncode == 0
         wait_until(lambda: not alive(first) and not alive(second), timeout=10)
     finally:
         stop(running)

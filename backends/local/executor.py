@@ -25,7 +25,7 @@ from jobmodel.jobs import JobStatus, Universe
 from .chirp import ChirpService
 from .chirpconfig import ChirpPlan
 from .dag.runner import DagHost, DagRun, Outcome, StopReason
-from .family import end_leftovers
+from .family import KILL_NOW, end_leftovers
 from .jobspec import SLOT_UNIVERSES
 from .launchers import LAUNCHER, Launchers, SpawnedLaunchers
 from .lifecycle import kill_signal
@@ -156,7 +156,7 @@ class Executor:
             if running.dag is not None:
                 running.dag.stop(StopReason.SHUTDOWN)
             else:  # (a vacate: the job's KillSig, as a starter's soft kill sends)
-                self._signal(key, signal.SIGKILL if fast else _signal_number(running.launch.kill_signal))
+                self._signal(key, KILL_NOW if fast else _signal_number(running.launch.kill_signal))
         if self._cycle_done is not None:  # the jobs a cycle in flight chooses are requeued, not started
             await self._cycle_done
         while self._running:

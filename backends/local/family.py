@@ -40,6 +40,8 @@ USAGE_FILE = "usage.json"
 OUT_OF_RESOURCES = 34
 #: seconds between the monitor's memory checks (usage is written every ``update_interval``)
 MEMORY_CHECK = 1.0
+#: the signal that tells a launcher to kill its job at once (the end of the grace period: a fast shut-down)
+KILL_NOW = signal.SIGALRM
 PR_SET_CHILD_SUBREAPER = 36
 
 

@@ -39,7 +39,7 @@ from typing import Any, Callable
 if not __package__:  # run as a script: import the package from its root (this directory's queue.py is no stdlib)
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from backends.local.family import Control, Family, Monitor, open_family  # noqa: E402 (after the path is right)
+from backends.local.family import KILL_NOW, Control, Family, Monitor, open_family  # noqa: E402 (after the path is right)
 from backends.local.owners import Account  # noqa: E402
 from backends.local.parallel_launch import run_nodes  # noqa: E402
 from backends.local.starter import STREAMS, BadJob, collect, open_stream, open_streams, prepare  # noqa: E402
@@ -48,7 +48,7 @@ from jobmodel.stacklimit import restore_stack_limit  # noqa: E402
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 SUSPEND, CONTINUE = signal.SIGTSTP, signal.SIGCONT  # from the gateway: freeze and thaw the whole job
-HEARD = (*FORWARDED, SUSPEND, CONTINUE)
+HEARD = (*FORWARDED, SUSPEND, CONTINUE, KILL_NOW)
 _forwarded: list[int] = []  # signals passed on to the job: the gateway ended the run (its output stays behind)
 _family: Family | None = None  # the job's processes (set by run)
 NOT_STARTED = 127  # the exit code of a job whose program could not be started
@@ -191,7 +191,7 @@ def _arm(early: list[int]) -> None:
         signal.signal(number, _forward)
     signal.signal(SUSPEND, _suspend)
     signal.signal(CONTINUE, _continue)
-    signal.signal(signal.SIGALRM, _grace_over)
+    signal.signal(KILL_NOW, _grace_over)  # (also the grace period's timer)
     for number in early:
         signal.getsignal(number)(number, None)
 
@@ -228,7 +228,7 @@ def _as_owner(account: Account | None, work: Callable[..., None], *args: Any) ->
     status = 127  # pragma: no cover - the child leaves through os._exit
     try:
         os.close(reading)
-        for number in (*HEARD, signal.SIGALRM):
+        for number in HEARD:
             signal.signal(number, signal.SIG_DFL)
         if account is not None:
             try:
@@ -303,8 +303,11 @@ def _forward(number: int, _frame: object) -> None:
     _family.signal(number)
 
 
-def _grace_over(_number: int, _frame: object) -> None:
+def _grace_over(number: int, _frame: object) -> None:
+    """Kill every process of the job now: the grace period is over, or the gateway shuts down fast."""
     assert _family is not None
+    if not _forwarded:  # (the gateway ended the run: its output stays behind)
+        _forwarded.append(number)
     _family.thaw()
     _family.kill()
 
