@@ -93,7 +93,11 @@ def start(mode: str, account: pwd.struct_passwd | None) -> Gateway:
         owner = account.pw_uid
     else:
         process, owner = GatewayProcess(base / "state", config, base), 0
-    process.start()
+    try:
+        process.start()
+    except BaseException:
+        shutil.rmtree(base, ignore_errors=True)
+        raise
     if mode == "unprivileged":
         for path in base.iterdir():  # (the log, port and config files the test wrote as root)
             os.chown(path, account.pw_uid, account.pw_gid)
