@@ -57,3 +57,4 @@ class HoldCode(enum.IntEnum):
     TRANSFER_OUTPUT_ERROR = 12
     TRANSFER_INPUT_ERROR = 13
     IWD_ERROR = 14
+    JOB_OUT_OF_RESOURCES = 34  # over its memory request (the starter's cgroup or usage check)

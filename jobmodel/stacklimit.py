@@ -32,13 +32,12 @@ def restore_stack_limit() -> None:
         resource.setrlimit(resource.RLIMIT_STACK, original)
 
 
-def give_back_stack_limit(pid: int | None) -> None:
-    """Give a process the gateway started for a job the stack limit the gateway was started with, from outside
-    (a DAG script, which the gateway executes directly; the job launcher sets it itself, with
-    :func:`restore_stack_limit`, before it starts anything)."""
+def shell_stack_limit() -> str:
+    """Shell commands (ending with ``&&``) that give the shell the stack limit the gateway was started with, for a
+    process the gateway starts through ``/bin/sh`` (a DAG script): the script then has it before it starts.  Empty
+    when the gateway did not raise its own."""
     original = original_stack_limit()
-    if original is not None and pid:
-        try:
-            resource.prlimit(pid, resource.RLIMIT_STACK, original)
-        except (OSError, ValueError):  # it ended already
-            pass
+    if original is None:
+        return ""
+    soft, hard = (("unlimited" if value == resource.RLIM_INFINITY else str(value // 1024)) for value in original)
+    return f"ulimit -S -s {soft} && ulimit -H -s {hard} && "

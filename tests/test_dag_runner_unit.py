@@ -371,13 +371,14 @@ def test_pre_and_post_scripts_run_around_the_node_job(tmp_path):
     dag = Driver(FakeHost(setup_for(tmp_path, "JOB A a.sub\nSCRIPT PRE A pre.sh $JOB\n"
                                               "SCRIPT POST A post.sh $RETURN $JOBID\n")))
     [pre] = dag.reactor.scripts
-    assert (pre.args, pre.path) == ([str(tmp_path / "pre.sh"), "A"], str(tmp_path))
+    # a shell that takes the gateway's original stack limit, goes to the node's directory and becomes the script
+    assert pre.args[:2] == ["/bin/sh", "-c"] and pre.args[3:] == [str(tmp_path), str(tmp_path / "pre.sh"), "A"]
     assert dag.host.submitted == []  # the job waits for its PRE script
     pre.exit(0)
     assert dag.host.names() == ["A"]
     dag.finish("A", exit_code=3)
     post = dag.reactor.scripts[1]
-    assert post.args == [str(tmp_path / "post.sh"), "3", "100.0"]
+    assert post.args[4:] == [str(tmp_path / "post.sh"), "3", "100.0"]
     assert not dag.outcome.called
     post.exit(0)  # the POST script decides: the node succeeds
     assert dag.result() == Outcome(0)

@@ -100,6 +100,18 @@ def test_scripts_run_in_a_login_environment_not_the_gateways(schedd, tmp_path):
     assert environment["PATH"] == "/usr/local/bin:/usr/bin:/bin"
 
 
+def test_scripts_start_with_the_stack_limit_the_gateway_was_started_with(schedd, tmp_path):
+    """Given before the script's first instruction (the shell that becomes the script sets it), not from outside."""
+    import resource
+
+    (tmp_path / "pre.sh").write_text(f"#!/bin/sh\nulimit -S -s > {tmp_path}/limit\n")
+    (tmp_path / "pre.sh").chmod(0o755)
+    dag = write_dag(tmp_path, "JOB A A.sub\nSCRIPT PRE A pre.sh\n", {"A": "true"})
+    assert wait_for_dag(schedd, submit_dag(schedd, dag))["ExitCode"] == "0"
+    soft, _ = resource.getrlimit(resource.RLIMIT_STACK)
+    assert (tmp_path / "limit").read_text() == ("unlimited\n" if soft == resource.RLIM_INFINITY else f"{soft // 1024}\n")
+
+
 def test_a_post_script_can_rescue_a_failed_job(schedd, tmp_path):
     (tmp_path / "ok.sh").write_text("#!/bin/sh\nexit 0\n")
     (tmp_path / "ok.sh").chmod(0o755)

@@ -21,7 +21,7 @@ from backends.local import executor as executor_module
 from backends.local.dag.dagman import DagmanOptions
 from backends.local.dag.language import read as read_dag
 from backends.local.dag.runner import DagSetup
-from backends.local.executor import Executor, ExecutorOptions, Launch
+from backends.local.executor import LAUNCHER_GRACE, Executor, ExecutorOptions, Launch
 from backends.local.sandbox import ExecuteDir
 from jobmodel.jobs import JobStatus, Universe
 
@@ -84,6 +84,7 @@ class FakeScheduling:
         self.dags_finished: list[tuple] = []
         self.recovered = 0
         self.periodic = 0
+        self.usage_calls: list[list] = []
         self.failure: Exception | None = None  # what recover/finish_job/finish_dag raise, if set
 
     def recover(self) -> None:
@@ -123,6 +124,9 @@ class FakeScheduling:
 
     def evaluate_periodic(self) -> None:
         self.periodic += 1
+
+    def record_usage(self, keys) -> None:
+        self.usage_calls.append(sorted(keys))
 
 
 class NoDags:
@@ -186,19 +190,20 @@ def scheduling() -> FakeScheduling:
     return FakeScheduling()
 
 
-def executor(reactor, scheduling, *, slots=4, kill_grace=10.0, periodic_interval=60.0, dags=None,
-             call_function=call) -> Executor:
+def executor(reactor, scheduling, *, slots=4, kill_grace=10.0, periodic_interval=60.0, update_interval=300.0,
+             dags=None, call_function=call) -> Executor:
     return Executor(reactor, call_function, scheduling, dags or NoDags(),
-                    ExecutorOptions(slots=slots, kill_grace=kill_grace, periodic_interval=periodic_interval))
+                    ExecutorOptions(slots=slots, kill_grace=kill_grace, periodic_interval=periodic_interval,
+                                    update_interval=update_interval))
 
 
-def launch(tmp_path: Path, key, cpus=1, pgid: int | None = None, dag=False) -> Launch:
+def launch(tmp_path: Path, key, cpus=1, pgid: int | None = None, dag=False, kill_signal="SIGTERM") -> Launch:
     """A launch whose execute directory exists; ``pgid``: the launcher has already written its session id."""
     directory = ExecuteDir.of(tmp_path, *key)
     directory.create()
     if pgid is not None:
         directory.pgid_file.write_text(str(pgid))
-    return Launch(key, directory, cpus, dag=dag)
+    return Launch(key, directory, cpus, dag=dag, kill_signal=kill_signal)
 
 
 def ad(status: JobStatus, **attributes) -> classad2.ClassAd:
@@ -442,9 +447,9 @@ def test_a_held_job_gets_its_kill_signal_then_sigkill_after_the_grace(reactor, s
     assert sent == [("kill", pid, signal.SIGUSR1)]  # to the launcher, which passes it on to the job
     ex.changed({(1, 0): ad(JobStatus.HELD, HoldKillSig="SIGUSR1")})
     assert len(sent) == 1  # a second notice does not signal again
-    reactor.advance(9)
+    reactor.advance(10 + LAUNCHER_GRACE - 1)  # (the launcher kills the job after the grace: it may need a moment)
     assert len(sent) == 1
-    reactor.advance(1)
+    reactor.advance(1)  # ... after which the launcher is killed with what is left of its session
     assert sent[1:] == [("killpg", 4242, signal.SIGKILL)]
     reactor.spawned[0].end()
     reactor.advance(0)
@@ -518,32 +523,65 @@ def test_a_launcher_without_its_session_yet_is_signalled_once_it_has_one(reactor
     job.directory.pgid_file.write_text("999")
     reactor.advance(0.02)
     assert sent == [("kill", reactor.spawned[0].process.pid, signal.SIGTERM)]
-    reactor.advance(10)  # the grace counts from the hold, not from the delivery
+    reactor.advance(10 + LAUNCHER_GRACE)  # the grace counts from the hold, not from the delivery
     assert sent[1:] == [("killpg", 999, signal.SIGKILL)]
 
 
 # -- suspend and continue -------------------------------------------------------------------------------
-def test_suspend_and_continue_stop_and_resume_the_process_group(reactor, scheduling, tmp_path, sent):
+def test_suspend_and_continue_are_sent_to_the_launcher(reactor, scheduling, tmp_path, sent):
     scheduling.offered = [launch(tmp_path, (1, 0), pgid=321)]
     ex = executor(reactor, scheduling)
     start_cycles(reactor, ex)
+    pid = reactor.spawned[0].process.pid
     ex.changed({(1, 0): ad(JobStatus.SUSPENDED)})
     ex.changed({(1, 0): ad(JobStatus.SUSPENDED)})
-    assert sent == [("killpg", 321, signal.SIGSTOP)]
+    assert sent == [("kill", pid, signal.SIGTSTP)]  # the launcher freezes every process of the job
     ex.changed({(1, 0): ad(JobStatus.RUNNING)})
     ex.changed({(1, 0): ad(JobStatus.RUNNING)})
-    assert sent == [("killpg", 321, signal.SIGSTOP), ("killpg", 321, signal.SIGCONT)]
+    assert sent == [("kill", pid, signal.SIGTSTP), ("kill", pid, signal.SIGCONT)]
     assert ex.busy_cpus == 1  # a suspended job keeps its slot
 
 
-def test_a_suspended_job_is_continued_before_it_is_told_to_stop(reactor, scheduling, tmp_path, sent):
+def test_a_suspended_job_is_told_to_stop_and_its_launcher_thaws_it(reactor, scheduling, tmp_path, sent):
     scheduling.offered = [launch(tmp_path, (1, 0), pgid=321)]
     ex = executor(reactor, scheduling)
     start_cycles(reactor, ex)
+    pid = reactor.spawned[0].process.pid
     ex.changed({(1, 0): ad(JobStatus.SUSPENDED)})
     ex.changed({(1, 0): ad(JobStatus.REMOVED, RemoveKillSig="SIGINT")})
-    assert sent == [("killpg", 321, signal.SIGSTOP), ("killpg", 321, signal.SIGCONT),
-                    ("kill", reactor.spawned[0].process.pid, signal.SIGINT)]
+    assert sent == [("kill", pid, signal.SIGTSTP), ("kill", pid, signal.SIGINT)]
+
+
+def test_a_suspend_right_after_the_start_waits_for_the_launcher_and_keeps_its_order(reactor, scheduling, tmp_path,
+                                                                                    sent):
+    """A suspend heard before the launcher has set up its session is not lost (nor is what follows it)."""
+    job = launch(tmp_path, (1, 0), pgid=None)
+    scheduling.offered = [job]
+    ex = executor(reactor, scheduling)
+    start_cycles(reactor, ex)
+    ex.changed({(1, 0): ad(JobStatus.SUSPENDED)})
+    ex.changed({(1, 0): ad(JobStatus.RUNNING)})
+    ex.changed({(1, 0): ad(JobStatus.SUSPENDED)})
+    reactor.advance(0.02)
+    assert sent == []
+    job.directory.pgid_file.write_text("555")
+    reactor.advance(0.02)
+    pid = reactor.spawned[0].process.pid
+    assert sent == [("kill", pid, signal.SIGTSTP), ("kill", pid, signal.SIGCONT), ("kill", pid, signal.SIGTSTP)]
+
+
+def test_usage_is_recorded_every_update_interval_for_the_running_jobs(reactor, scheduling, tmp_path, sent):
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=1), launch(tmp_path, (2, 0), pgid=2)]
+    ex = executor(reactor, scheduling, update_interval=5)
+    ex.start()
+    reactor.advance(0)
+    reactor.advance(4.9)
+    assert scheduling.usage_calls == []
+    reactor.advance(0.1)
+    assert scheduling.usage_calls == [[(1, 0), (2, 0)]]
+    reactor.spawned[0].end()
+    reactor.advance(5)
+    assert scheduling.usage_calls[-1] == [(2, 0)]  # (a run that ended has nothing more to report)
 
 
 # -- periodic policy and shutdown -----------------------------------------------------------------------
@@ -568,9 +606,8 @@ def test_stop_requeues_the_running_jobs_and_waits_for_them(reactor, scheduling, 
     ex.changed({(2, 0): ad(JobStatus.SUSPENDED)})
     stopped = defer.Deferred.fromCoroutine(ex.stop())
     first, second = (s.process.pid for s in reactor.spawned)
-    assert sent == [("killpg", 22, signal.SIGSTOP),
-                    ("kill", first, signal.SIGTERM),
-                    ("killpg", 22, signal.SIGCONT), ("kill", second, signal.SIGTERM)]
+    assert sent == [("kill", second, signal.SIGTSTP), ("kill", first, signal.SIGTERM),
+                    ("kill", second, signal.SIGTERM)]
     assert not stopped.called
     reactor.spawned[0].end()
     assert not stopped.called
@@ -584,6 +621,23 @@ def test_stop_requeues_the_running_jobs_and_waits_for_them(reactor, scheduling, 
     reactor.advance(120)
     assert len(scheduling.start_calls) == calls  # nothing starts after stop()
     assert scheduling.periodic == 0 and reactor.getDelayedCalls() == []
+
+
+def test_stop_sends_each_job_its_kill_sig(reactor, scheduling, tmp_path, sent):
+    """A shut-down vacates the running jobs with their own KillSig, as a starter's soft kill does."""
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=11, kill_signal="SIGUSR2")]
+    ex = executor(reactor, scheduling)
+    start_cycles(reactor, ex)
+    defer.Deferred.fromCoroutine(ex.stop())
+    assert sent == [("kill", reactor.spawned[0].process.pid, signal.SIGUSR2)]
+
+
+def test_a_fast_stop_has_the_launchers_kill_their_jobs_at_once(reactor, scheduling, tmp_path, sent):
+    scheduling.offered = [launch(tmp_path, (1, 0), pgid=11, kill_signal="SIGUSR2")]
+    ex = executor(reactor, scheduling)
+    start_cycles(reactor, ex)
+    defer.Deferred.fromCoroutine(ex.stop(fast=True))
+    assert sent == [("kill", reactor.spawned[0].process.pid, signal.SIGALRM)]  # (family.KILL_NOW)
 
 
 def test_stop_with_nothing_running_returns_at_once(reactor, scheduling, sent):

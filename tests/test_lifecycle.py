@@ -182,6 +182,31 @@ def test_run_accounting_adds_up_and_tracks_memory():
     assert "ImageSize" not in lifecycle.run_accounting(job(RUNNING), RunResult(0, None))  # nothing measured
 
 
+def test_usage_while_running_adds_the_runs_cpu_once_and_logs_memory_changes():
+    ad = job(RUNNING, RemoteUserCpu=10.0, RemoteSysCpu=1.0, ImageSize=1000)  # 10 s from earlier runs
+    sample = {"rss_kb": 2000, "peak_rss_kb": 3000, "user_cpu": 2.0, "sys_cpu": 0.5, "disk_kb": 40}
+    first = lifecycle.usage_update(ad, sample, (0.0, 0.0))
+    assert first.updates == {"ImageSize": 3000, "ResidentSetSize": 2000, "MemoryUsage": 3, "RemoteUserCpu": 12.0,
+                             "RemoteSysCpu": 1.5, "DiskUsage": 40}
+    assert events(first) == [("image_size", 3000, 3, 2000)]
+    ad = updated(ad, first.updates)
+    again = lifecycle.usage_update(ad, sample | {"user_cpu": 3.0, "rss_kb": 1500}, (2.0, 0.5))
+    assert again.updates["RemoteUserCpu"] == 13.0 and again.updates["RemoteSysCpu"] == 1.5  # not 15.0
+    assert events(again) == []  # the memory did not change
+    ended = lifecycle.run_accounting(updated(ad, again.updates), RunResult(0, None, user_cpu=3.5, sys_cpu=0.5,
+                                                                           reported=(3.0, 0.5)))
+    assert ended["RemoteUserCpu"] == 13.5 and ended["RemoteSysCpu"] == 1.5  # the run counted once in all
+
+
+def test_a_job_over_its_memory_is_held_with_code_34_after_an_image_size_event():
+    reason = "Error from starter: Job has gone over cgroup memory limit of 64 megabytes. Peak usage: 65 megabytes."
+    result = RunResult(None, 9, max_rss_kb=66000, memory_failure=StarterHold(reason, HoldCode.JOB_OUT_OF_RESOURCES))
+    held = lifecycle.exited(job(RUNNING), result, NOW)
+    assert held.updates["JobStatus"] == int(HELD) and held.updates["HoldReasonCode"] == 34
+    assert held.updates["HoldReason"] == reason and held.updates["HoldReasonSubCode"] == 0
+    assert events(held) == [("image_size", 66000, 65, 66000), ("held", reason, 34, 0)]
+
+
 def test_a_normal_exit_completes_the_job():
     ad = job(RUNNING, RemoteUserCpu=1.0, RemoteSysCpu=1.0, NumJobCompletions=0)
     done = lifecycle.exited(ad, RunResult(7, None, user_cpu=0.5, sys_cpu=0.25, wall_seconds=2.0), NOW)

@@ -98,6 +98,16 @@ def test_node_0_ends_the_job_and_the_others_are_killed(schedd, tmp_path):
     assert "Node 0 terminated." in log and "Node 1 terminated." not in log and "Job terminated." in log
 
 
+def test_the_output_of_nodes_the_shutdown_policy_ended_comes_back(schedd, tmp_path):
+    (key,) = submit(schedd, **shell("echo from $_CONDOR_PROCNO > made.$_CONDOR_PROCNO; "
+                                    "if [ $_CONDOR_PROCNO = 0 ]; then sleep 1; exit 0; fi; sleep 60",
+                                    Iwd=str(tmp_path), ShouldTransferFiles="YES", Out="out.#pArAlLeLnOdE#"))
+    wait_for(schedd, key, status_is(4), timeout=30)
+    assert (tmp_path / "made.0").read_text() == "from 0\n"
+    assert (tmp_path / "made.1").read_text() == "from 1\n"  # node 1 was killed when node 0 ended
+    assert (tmp_path / "out.1").exists()
+
+
 def test_wait_for_all_waits_for_every_node(schedd, tmp_path):
     (key,) = submit(schedd, **shell("if [ $_CONDOR_PROCNO = 1 ]; then sleep 2; echo late > late.txt; fi",
                                     Iwd=str(tmp_path), ParallelShutdownPolicy="WAIT_FOR_ALL"))

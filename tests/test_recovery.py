@@ -38,6 +38,39 @@ def test_a_job_cut_off_by_a_crash_is_requeued_and_runs_again(start_gateway, tmp_
     assert types == [T.SUBMIT, T.EXECUTE, T.SHADOW_EXCEPTION, T.EXECUTE, T.JOB_TERMINATED]
 
 
+def test_the_execute_directory_of_a_job_that_left_the_queue_goes_with_what_runs_in_its_cgroup(start_gateway,
+                                                                                             tmp_path):
+    """A crash after a job left the queue but before its execute directory went: a restart removes the directory and
+    kills whatever is left in the job's cgroup (when the gateway has cgroups: root)."""
+    import os
+    import subprocess
+
+    from backends.local import cgroups
+    from backends.local.family import ControlConfig
+
+    gateway = start_gateway(RUNNER)
+    gateway.stop()
+    leftover = execute_dir(gateway, (999, 0))
+    leftover.create()
+    hierarchy = cgroups.detect("htcondor") if os.geteuid() == 0 else None
+    control = ControlConfig(hierarchy=hierarchy).for_job(leftover.root, None, 1, [leftover.sandbox])
+    control.write(leftover.control)
+    stray = subprocess.Popen(["sleep", "300"])
+    try:
+        if control.cgroup is not None:
+            cgroup = cgroups.JobCgroup.from_spec(control.cgroup)
+            cgroup.create(None, cgroups.MemoryPolicy.NONE, 1)
+            cgroup.enter(stray.pid)
+        gateway.start()
+        wait_until(lambda: not leftover.root.exists())
+        if control.cgroup is not None:
+            assert stray.wait(timeout=5) == -9  # killed in its cgroup
+            assert not any(directory.exists() for directory in cgroup.directories())
+    finally:
+        stray.kill()
+        stray.wait()
+
+
 def test_a_job_that_finished_while_the_gateway_was_down_is_not_run_again(start_gateway, tmp_path):
     gateway = start_gateway(RUNNER)
     schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)

@@ -26,11 +26,12 @@ from jobmodel import __version__
 from jobmodel.jobs import JobAction
 from jobmodel.pool import CLASSAD_LIFETIME, AdType
 
-from . import jobtools
+from . import cgroups, jobtools
 from .advertised import AdvertisedAds
 from .chirp import ChirpService, QueueJobs
 from .dag.nodes import NodeJobs
 from .executor import Executor, ExecutorOptions
+from .family import ControlConfig
 from .launchers import ForkServer
 from .machine import machine_ad
 from .owners import Accounts
@@ -68,7 +69,9 @@ class LocalBackend:
     """Options (``[backends.local]``): ``schedd_name``; ``slots``, ``kill_grace``, ``periodic_interval`` for running
     jobs; ``uid_domain``, the domain of every job's ``User`` (``Owner@uid_domain``, default the schedd's name);
     ``denied_owners``, owners whose jobs never run here (held when they would start), e.g. ``["root"]``;
-    ``classad_lifetime`` and ``max_advertised_ads`` for the ads others advertise to its collector (``pool.py``).
+    ``classad_lifetime`` and ``max_advertised_ads`` for the ads others advertise to its collector (``pool.py``);
+    HTCondor's ``starter_update_interval``, ``cgroup_memory_limit_policy`` and ``base_cgroup`` for keeping running
+    jobs under control (``family.py``, ``cgroups.py``).
 
     When the gateway runs as root, every job runs as its owner's local account and every file its ad names is
     opened with that account's rights (``owners.py``); otherwise everything runs as the gateway's user."""
@@ -76,9 +79,12 @@ class LocalBackend:
     def __init__(self, state_dir: Path, *, schedd_name: str | None = None, clock: Callable[[], float] = time.time,
                  slots: int | None = None, kill_grace: float = 10.0, periodic_interval: float = 60.0,
                  uid_domain: str | None = None, denied_owners: Sequence[str] = (),
-                 classad_lifetime: int = CLASSAD_LIFETIME, max_advertised_ads: int = 10000) -> None:
+                 classad_lifetime: int = CLASSAD_LIFETIME, max_advertised_ads: int = 10000,
+                 starter_update_interval: float = 300.0, cgroup_memory_limit_policy: str = cgroups.MemoryPolicy.HARD,
+                 base_cgroup: str = "htcondor") -> None:
         if isinstance(denied_owners, str) or not all(isinstance(owner, str) for owner in denied_owners):
             raise ValueError(f"denied_owners must be a list of owner names, not {denied_owners!r}")
+        control = _control_config(starter_update_interval, cgroup_memory_limit_policy, base_cgroup, kill_grace)
         state_dir.mkdir(parents=True, exist_ok=True)
         trash = Trash(state_dir / "trash")  # first: a crash on a full disk may have left the space the rest needs there
         self.state_dir = state_dir
@@ -101,9 +107,10 @@ class LocalBackend:
         if self.accounts.switching:
             _reachable_by_jobs(state_dir, execute, spool.root)
         self.options = ExecutorOptions(slots=os.cpu_count() or 1 if slots is None else slots, kill_grace=kill_grace,
-                                       periodic_interval=periodic_interval)
+                                       periodic_interval=periodic_interval, update_interval=starter_update_interval)
         machine = machine_ad(self.options.slots, state_dir, self._info.version, self._queue.uid_domain)
-        self._scheduler = Scheduler(self._queue, execute, machine)
+        self._scheduler = Scheduler(self._queue, execute, machine, control)
+        self._control = control
         self._pool = LocalPool(PoolFacts(self._info, machine, self.options.slots, self._queue.uid_domain, int(clock())),
                                lambda: self.query(None), clock,
                                AdvertisedAds(clock, classad_lifetime, max_advertised_ads))
@@ -164,6 +171,8 @@ class LocalBackend:
 
     def close(self) -> None:
         self._queue.store.close()
+        if self._control.hierarchy is not None:
+            self._control.hierarchy.close()
         if self._queue.trash is not None:
             self._queue.trash.close()
 
@@ -274,3 +283,21 @@ def _reachable_by_jobs(state_dir: Path, *ours: Path) -> None:
     if blocked:
         log.warn("jobs run as their owners but cannot reach the state directory {state_dir}: {blocked} cannot be "
                  "traversed by other users (chmod o+x)", state_dir=str(state_dir), blocked=", ".join(blocked))
+
+
+def _control_config(update_interval: float, policy: str, base_cgroup: str, kill_grace: float) -> ControlConfig:
+    """The knobs for keeping jobs under control, checked, and the cgroups this machine gives (logged)."""
+    if not isinstance(update_interval, (int, float)) or isinstance(update_interval, bool) or update_interval <= 0:
+        raise ValueError(f"starter_update_interval must be a number of seconds > 0, not {update_interval!r}")
+    if policy not in cgroups.MemoryPolicy.ALL:
+        raise ValueError(f"cgroup_memory_limit_policy must be one of {', '.join(cgroups.MemoryPolicy.ALL)}, "
+                         f"not {policy!r}")
+    if not isinstance(base_cgroup, str) or ".." in base_cgroup.split("/"):
+        raise ValueError(f"base_cgroup must be a cgroup name (\"\" switches cgroups off), not {base_cgroup!r}")
+    hierarchy = cgroups.detect(base_cgroup.strip("/"))
+    if hierarchy is None:
+        log.info("jobs are tracked by their launchers as subreapers (no cgroups: {why}); memory is checked by polling",
+                 why="base_cgroup is empty" if not base_cgroup else "not root, or no usable cgroup hierarchy")
+    else:
+        log.info("jobs run in cgroups: {hierarchy}", hierarchy=hierarchy)
+    return ControlConfig(policy, float(update_interval), kill_grace, hierarchy)

@@ -2,7 +2,9 @@
 
 It owns what lives in the reactor thread (processes, slots, timers); every queue change it causes runs in the
 backend's worker thread through ``call`` (the store is only ever touched there).  Each job runs under a small
-launcher (``launcher.py``) in its own session, so a hold or removal can signal the whole process group.
+launcher (``launcher.py``) that keeps all of the job's processes (``family.py``): the executor tells the launcher,
+by signals sent in the order they were decided, to stop the job (its kill signal), to suspend it (SIGTSTP) or to
+continue it (SIGCONT), and every ``update_interval`` seconds has the usage the launchers sampled put in the ads.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from jobmodel.jobs import JobStatus, Universe
 from .chirp import ChirpService
 from .chirpconfig import ChirpPlan
 from .dag.runner import DagHost, DagRun, Outcome, StopReason
+from .family import KILL_NOW, end_leftovers
 from .jobspec import SLOT_UNIVERSES
 from .launchers import LAUNCHER, Launchers, SpawnedLaunchers
 from .lifecycle import kill_signal
@@ -39,6 +42,9 @@ def _takes_no_slot(idle: classad2.ClassAd) -> bool:
     return not isinstance(universe, int) or isinstance(universe, bool) or universe not in SLOT_UNIVERSES
 SHUT_DOWN = "The gateway shut down while the job was running; it will run again"
 JobKey = tuple[int, int]
+#: seconds a launcher gets, after the grace period it gives the job, to end it and record its end, before it is
+#: killed itself (what is left of the job is then killed by the executor)
+LAUNCHER_GRACE = 5.0
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,7 @@ class Launch:
     dag: bool = False
     chirp: ChirpPlan | None = None  # the chirp servers the run gets (one per node), if any
     written: int = 0  # the queue's write that recorded its start (see Executor._follow)
+    kill_signal: str = "SIGTERM"  # the job's KillSig, which a vacate (the gateway's shut-down) sends
 
 
 class Scheduling(Protocol):
@@ -68,12 +75,15 @@ class Scheduling(Protocol):
 
     def evaluate_periodic(self) -> bool | None: ...
 
+    def record_usage(self, keys: list[JobKey]) -> None: ...
+
 
 @dataclass(frozen=True)
 class ExecutorOptions:
     slots: int = field(default_factory=lambda: os.cpu_count() or 1)
     kill_grace: float = 10.0  # seconds between the polite signal and SIGKILL
     periodic_interval: float = 60.0  # how often PeriodicHold/Remove/Release are evaluated
+    update_interval: float = 300.0  # starter_update_interval: how often running jobs' usage goes into their ads
 
 
 @dataclass
@@ -85,6 +95,7 @@ class _Running:
     dag: DagRun | None = None
     suspended: bool = False
     ended: bool = False  # the launcher is gone; the run's end is being recorded
+    outbox: list[int] = field(default_factory=list)  # signals for the launcher, until it can hear them
 
 
 class Executor:
@@ -106,6 +117,8 @@ class Executor:
         self._stopped = False
         self._periodic = LoopingCall(self._tick)
         self._periodic.clock = reactor
+        self._usage = LoopingCall(self._record_usage)
+        self._usage.clock = reactor
         self._drained: list[Deferred] = []
         #: changes of jobs not running here, heard while the scheduler chose (see _follow)
         self._heard: dict[JobKey, tuple[int | None, classad2.ClassAd]] = {}
@@ -124,14 +137,17 @@ class Executor:
             return
         looping = self._periodic.start(self.options.periodic_interval, now=False)  # fires only when stopped
         looping.addErrback(lambda failure: log.failure("periodic evaluation stopped", failure))
+        updating = self._usage.start(self.options.update_interval, now=False)
+        updating.addErrback(lambda failure: log.failure("usage updates stopped", failure))
         self.wake()
 
     async def stop(self, fast: bool = False) -> None:
         """Stop starting jobs, end the running ones (they go back to idle) and wait for them; ``fast`` (the
         gateway's SIGQUIT) kills them at once instead of giving them their stop signal and the grace period."""
         self._stopped = True
-        if self._periodic.running:
-            self._periodic.stop()
+        for looping in (self._periodic, self._usage):
+            if looping.running:
+                looping.stop()
         if self._running:
             log.info("stopping {count} running job(s); they are requeued and run when the gateway next starts",
                      count=len(self._running))
@@ -139,9 +155,8 @@ class Executor:
             running.stopping = SHUT_DOWN
             if running.dag is not None:
                 running.dag.stop(StopReason.SHUTDOWN)
-            else:
-                self._continue(running)
-                self._signal(key, signal.SIGKILL if fast else signal.SIGTERM)
+            else:  # (a vacate: the job's KillSig, as a starter's soft kill sends)
+                self._signal(key, KILL_NOW if fast else _signal_number(running.launch.kill_signal))
         if self._cycle_done is not None:  # the jobs a cycle in flight chooses are requeued, not started
             await self._cycle_done
         while self._running:
@@ -186,12 +201,11 @@ class Executor:
         if running.ended:  # its launcher is gone (its pid may be another process's now): nothing to signal
             return
         if running.dag is None and status in (JobStatus.SUSPENDED, JobStatus.RUNNING):
-            if status is JobStatus.SUSPENDED:
-                self._suspend(running)
-            else:
-                self._continue(running)
+            if running.suspended != (status is JobStatus.SUSPENDED):
+                running.suspended = status is JobStatus.SUSPENDED
+                self._send(running, signal.SIGTSTP if running.suspended else signal.SIGCONT)
         elif status is not JobStatus.RUNNING:
-            self._continue(running)
+            running.suspended = False  # (the launcher thaws the job before it passes the kill signal on)
             if running.dag is not None:
                 running.dag.stop(StopReason.REMOVE if status is JobStatus.REMOVED else StopReason.HOLD)
             else:
@@ -297,46 +311,35 @@ class Executor:
 
     # -- ending runs --------------------------------------------------------------------------------
     def _signal(self, key: JobKey, number: int) -> None:
-        """Send the job's stop signal to its launcher (which passes it to the job), then SIGKILL after the grace
-        period.  A launcher that has not set up its session yet is signalled as soon as it has."""
+        """Send the job's stop signal to its launcher (which passes it to every process of the job and kills them
+        after the grace period); if the launcher has not ended the job :data:`LAUNCHER_GRACE` seconds after that,
+        it is killed with what is left of the job."""
         running = self._running.get(key)
         if running is None or running.transport is None or running.killer is not None:
             return
-        running.killer = self._reactor.callLater(self.options.kill_grace, self._kill, key)
-        self._deliver(key, number)
+        running.killer = self._reactor.callLater(self.options.kill_grace + LAUNCHER_GRACE, self._kill, key)
+        self._send(running, number)
 
-    def _deliver(self, key: JobKey, number: int) -> None:
-        running = self._running.get(key)
-        if running is None or running.transport is None or running.ended:
+    def _send(self, running: _Running, number: int) -> None:
+        """Signal the launcher, after the signals sent before; a launcher that cannot hear them yet (not started,
+        or its handlers not set up: it writes its pgid file once they are) gets them as soon as it can, in order."""
+        running.outbox.append(number)
+        if len(running.outbox) == 1:
+            self._deliver(running)
+
+    def _deliver(self, running: _Running) -> None:
+        if running.transport is None or running.ended or self._running.get(running.launch.key) is not running:
+            running.outbox.clear()
             return
         if running.transport.pid is None or running.launch.directory.pgid() is None:
-            self._reactor.callLater(0.02, self._deliver, key, number)
+            self._reactor.callLater(0.02, self._deliver, running)
             return
-        try:
-            os.kill(running.transport.pid, number)
-        except ProcessLookupError:
-            pass
-
-    def _suspend(self, running: _Running) -> None:
-        """SIGSTOP the job's whole process group."""
-        if not running.suspended and self._signal_group(running, signal.SIGSTOP):
-            running.suspended = True
-
-    def _continue(self, running: _Running) -> None:
-        """SIGCONT a suspended job's process group (also before it is stopped, so it can hear the stop signal)."""
-        if running.suspended and self._signal_group(running, signal.SIGCONT):
-            running.suspended = False
-
-    @staticmethod
-    def _signal_group(running: _Running, number: int) -> bool:
-        pgid = running.launch.directory.pgid()
-        if not pgid:
-            return False
-        try:
-            os.killpg(pgid, number)
-        except OSError:
-            return False
-        return True
+        for number in running.outbox:
+            try:
+                os.kill(running.transport.pid, number)
+            except ProcessLookupError:
+                break
+        running.outbox.clear()
 
     def _kill(self, key: JobKey) -> None:
         running = self._running.get(key)
@@ -361,6 +364,7 @@ class Executor:
                 os.killpg(pgid, signal.SIGKILL)
             except OSError:
                 pass
+        end_leftovers(running.launch.directory.control)  # (nor in its cgroup, if the launcher could not end it)
         if self._chirp is not None:
             self._chirp.close(key)  # (its delayed updates are written before the run's end is)
         self._ended[key] = running.stopping  # recorded by the next cycle, with the ends that come with it
@@ -374,6 +378,15 @@ class Executor:
                 waiter.callback(None)
         if wake:
             self.wake()
+
+    def _record_usage(self) -> Deferred | None:
+        """Have the usage the launchers sampled put in the running jobs' ads."""
+        keys = [key for key, running in self._running.items() if running.dag is None and not running.ended]
+        if not keys:
+            return None
+        recorded = self._call(self._scheduler.record_usage, keys)
+        recorded.addErrback(lambda failure: log.failure("recording running jobs' usage failed", failure))
+        return recorded
 
     def _tick(self) -> Deferred:
         ticked = Deferred.fromCoroutine(self._evaluate_periodic())

@@ -6,10 +6,13 @@ milliseconds of every job's run) and answers ``started <pid>``, then ``ended <pi
 A launcher does not need its server after the fork: if the gateway (and so its server) goes away, the launchers
 finish their jobs and write their results as before.
 
-The gateway starts this small process instead of the job itself so that the job gets its own session (the whole
-process group can be signalled or killed), and so that its resource usage (``wait4``) and exit status are written
-atomically to the result file even if the gateway is not running when the job ends.  Signals sent to the launcher
-are passed on to the job's process group.
+The gateway starts this small process instead of the job itself, as HTCondor's schedd has a starter: it keeps the
+job's every process (its family: ``family.py``, a cgroup or the launcher as their subreaper), and writes the job's
+exit status and usage atomically to the result file even if the gateway is not running when the job ends.  A stop
+signal sent to the launcher (the job's ``KillSig``) is passed on to every process of the job, and ``kill_grace``
+seconds later whatever is left is killed; SIGTSTP freezes the whole job and SIGCONT thaws it.  When the job's own
+process ends, whatever it left running is killed.  While it runs, its usage is written every
+``starter_update_interval`` seconds, and a job over its memory under the hard policy is killed and held.
 
 The launcher itself only touches the gateway's files (the spec, the session id and the result).  Everything the
 job's ad names is handled by forked children that first become the job's owner (the spec's ``account``; none when
@@ -36,47 +39,91 @@ from typing import Any, Callable
 if not __package__:  # run as a script: import the package from its root (this directory's queue.py is no stdlib)
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from backends.local.owners import Account  # noqa: E402 (after the path is right)
+from backends.local.family import KILL_NOW, Control, Family, Monitor, open_family  # noqa: E402 (after the path is right)
+from backends.local.owners import Account  # noqa: E402
 from backends.local.parallel_launch import run_nodes  # noqa: E402
 from backends.local.starter import STREAMS, BadJob, collect, open_stream, open_streams, prepare  # noqa: E402
 from jobmodel.jobs import HoldCode  # noqa: E402
 from jobmodel.stacklimit import restore_stack_limit  # noqa: E402
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+SUSPEND, CONTINUE = signal.SIGTSTP, signal.SIGCONT  # from the gateway: freeze and thaw the whole job
+HEARD = (*FORWARDED, SUSPEND, CONTINUE, KILL_NOW)
 _forwarded: list[int] = []  # signals passed on to the job: the gateway ended the run (its output stays behind)
+_family: Family | None = None  # the job's processes (set by run)
 NOT_STARTED = 127  # the exit code of a job whose program could not be started
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
+    global _family
     started = time.time()
     restore_stack_limit()  # the gateway's own is raised for its evaluations; the job gets the one it was started with
     os.setsid()
     early: list[int] = []  # signals that arrive before the job exists are replayed once it does
-    for number in FORWARDED:
+    for number in HEARD:
         signal.signal(number, lambda received, _frame: early.append(received))
+    control_dir = Path(spec["pgid_file"]).parent
+    family = _family = open_family(Control.read(control_dir))
     with open(spec["pgid_file"] + ".tmp", "w") as stream:  # the gateway signals us only once this exists
         stream.write(str(os.getpgrp()))
     os.replace(spec["pgid_file"] + ".tmp", spec["pgid_file"])
+    monitor = Monitor(family, control_dir)
+
+    def arm() -> None:
+        _arm(early)
+        monitor.start()
+
     account = Account.from_spec(spec["account"]) if spec.get("account") else None
     if "nodes" in spec:  # a parallel job: every node at once (parallel_launch.py)
-        return run_nodes(spec, _Owner(account), lambda: _arm(early))
+        ended = run_nodes(spec, _Owner(account, family), arm)
+        return ended | _end_family(family, monitor, ended)
     if account is None:
-        process, started_job = _start_here(spec)
-        _arm(early)
+        with family.starting():
+            process, started_job = _start_here(spec)
+        arm()
         ended = _wait(process.pid if process is not None else None)
         if process is not None:
             process.returncode = ended["exit_code"]  # reaped: subprocess must never poll a pid no longer ours
     else:
-        child, report = _as_owner(account, _start_job, spec)
-        _arm(early)
+        with family.starting():
+            child, report = _as_owner(account, _start_job, spec)
+        arm()
         started_job = _messages(report)  # until exec (or the child's end): the pipe closes on exec
         ended = _wait(child)
+    ended |= _end_family(family, monitor, ended)
     setup_failure = started_job.get("failure")
     output_failure = None
-    if spec["sandboxed"] and setup_failure is None and "exec_error" not in started_job and not _forwarded:
+    if spec["sandboxed"] and setup_failure is None and "exec_error" not in started_job and not _forwarded \
+            and ended["memory_failure"] is None:
         output_failure = _transfer_output(spec, account, started_job.get("snapshot") or {})
     return ended | {"wall_seconds": time.time() - started, "exec_error": started_job.get("exec_error"),
                     "setup_failure": setup_failure, "output_failure": output_failure}
+
+
+def _end_family(family: Family, monitor: Monitor, ended: dict[str, Any]) -> dict[str, Any]:
+    """The job's own process ended: end every process it left, reap them, and give the run's usage as the family's
+    (what ``wait4`` saw of the job's own process is part of it)."""
+    signal.setitimer(signal.ITIMER_REAL, 0)  # (a grace period still running is over)
+    family.thaw()
+    family.kill()
+    _reap_all()
+    last = monitor.stop()
+    family.close()
+    return {"user_cpu": max(ended["user_cpu"], last["user_cpu"]), "sys_cpu": max(ended["sys_cpu"], last["sys_cpu"]),
+            "max_rss_kb": max(ended["max_rss_kb"], last["peak_rss_kb"]), "disk_kb": last["disk_kb"],
+            "memory_failure": family.memory_failure}
+
+
+def _reap_all() -> None:
+    """Reap every child left (the family is dead: a subreaper's orphans are its zombies)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.005)
 
 
 def _wait(child: int | None) -> dict[str, Any]:
@@ -84,12 +131,10 @@ def _wait(child: int | None) -> dict[str, Any]:
     the owner's side does when it cannot start it."""
     if child is None:
         return {"exit_code": NOT_STARTED, "signal": None, "user_cpu": 0.0, "sys_cpu": 0.0, "max_rss_kb": 0}
-    while True:
-        try:
-            _, status, usage = os.wait4(child, 0)
+    while True:  # (the family's orphans, handed to a subreaper launcher, are reaped on the way)
+        pid, status, usage = os.wait4(-1, 0)
+        if pid == child:
             break
-        except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for clarity
-            continue
     return {"exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
             "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
             "user_cpu": usage.ru_utime, "sys_cpu": usage.ru_stime, "max_rss_kb": usage.ru_maxrss}
@@ -144,18 +189,23 @@ def _arm(early: list[int]) -> None:
     """Pass the gateway's signals on to the job from now on, those that came before it existed first."""
     for number in FORWARDED:
         signal.signal(number, _forward)
+    signal.signal(SUSPEND, _suspend)
+    signal.signal(CONTINUE, _continue)
+    signal.signal(KILL_NOW, _grace_over)  # (also the grace period's timer)
     for number in early:
-        _forward(number, None)
+        signal.getsignal(number)(number, None)
 
 
 class _Owner:
     """The owner's side of a parallel job's nodes (``parallel_launch.OwnerSide``)."""
 
-    def __init__(self, account: Account | None) -> None:
+    def __init__(self, account: Account | None, family: Family) -> None:
         self._account = account
+        self._family = family
 
     def start(self, spec: dict[str, Any]) -> tuple[int, int]:
-        return _as_owner(self._account, _start_job, spec)
+        with self._family.starting():
+            return _as_owner(self._account, _start_job, spec)
 
     def messages(self, fd: int) -> dict[str, Any]:
         return _messages(fd)
@@ -178,7 +228,7 @@ def _as_owner(account: Account | None, work: Callable[..., None], *args: Any) ->
     status = 127  # pragma: no cover - the child leaves through os._exit
     try:
         os.close(reading)
-        for number in FORWARDED:
+        for number in HEARD:
             signal.signal(number, signal.SIG_DFL)
         if account is not None:
             try:
@@ -242,15 +292,36 @@ def _messages(fd: int) -> dict[str, Any]:
 
 
 def _forward(number: int, _frame: object) -> None:
-    """Pass a signal to the job's whole process group, ignoring it here while it is sent to ourselves too."""
+    """Pass a stop signal to every process of the job (thawed first, so that it hears it), and kill what is left
+    of it when the grace period is over."""
+    assert _family is not None
+    if not _forwarded:
+        signal.setitimer(signal.ITIMER_REAL, max(0.001, _family.control.kill_grace))
     _forwarded.append(number)
-    handler = signal.signal(number, signal.SIG_IGN)
-    try:
-        os.killpg(os.getpgrp(), number)
-    except ProcessLookupError:
-        pass
-    finally:
-        signal.signal(number, handler)
+    if _family.frozen:
+        _family.thaw()
+    _family.signal(number)
+
+
+def _grace_over(number: int, _frame: object) -> None:
+    """Kill every process of the job now: the grace period is over, or the gateway shuts down fast."""
+    assert _family is not None
+    if not _forwarded:  # (the gateway ended the run: its output stays behind)
+        _forwarded.append(number)
+    _family.thaw()
+    _family.kill()
+
+
+def _suspend(_number: int, _frame: object) -> None:
+    assert _family is not None
+    if not _forwarded:  # (a job being stopped is not frozen again)
+        _family.freeze()
+
+
+def _continue(_number: int, _frame: object) -> None:
+    assert _family is not None
+    if _family.frozen:
+        _family.thaw()
 
 
 def main(spec_path: str) -> int:

@@ -54,6 +54,9 @@ class RunResult:
     exec_error: str | None = None  # the job's program could not be started at all
     setup_failure: StarterHold | None = None  # its files, streams or input transfer failed: it never started
     output_failure: StarterHold | None = None  # it ran, but its output could not be transferred back
+    memory_failure: StarterHold | None = None  # it went over its memory request and was killed
+    disk_kb: int = 0  # what its sandbox held at the end (DiskUsage)
+    reported: tuple[float, float] = (0.0, 0.0)  # the run's user and system CPU the ad already counts (usage updates)
 
 
 def _job(ad: classad2.ClassAd) -> str:
@@ -139,15 +142,34 @@ def run_accounting(ad: classad2.ClassAd, result: RunResult) -> Updates:
     """What every run adds to the ad, whatever happens to the job next."""
     updates: Updates = {
         "RemoteWallClockTime": float(_number(ad, "RemoteWallClockTime")) + result.wall_seconds,
-        "RemoteUserCpu": float(_number(ad, "RemoteUserCpu")) + result.user_cpu,
-        "RemoteSysCpu": float(_number(ad, "RemoteSysCpu")) + result.sys_cpu,
+        "RemoteUserCpu": float(_number(ad, "RemoteUserCpu")) - result.reported[0] + result.user_cpu,
+        "RemoteSysCpu": float(_number(ad, "RemoteSysCpu")) - result.reported[1] + result.sys_cpu,
         "LastRemoteWallClockTime": result.wall_seconds,
     }
+    if result.disk_kb:
+        updates["DiskUsage"] = result.disk_kb
     if result.max_rss_kb:
         updates["ImageSize"] = max(int(_number(ad, "ImageSize")), result.max_rss_kb)
         updates["ResidentSetSize"] = result.max_rss_kb
         updates["MemoryUsage"] = math.ceil(result.max_rss_kb / 1024)
     return updates
+
+
+def usage_update(ad: classad2.ClassAd, sample: dict, reported: tuple[float, float]) -> Transition:
+    """A running job's usage, as the launcher last sampled it (``family.Monitor``): memory, the run's CPU so far
+    on top of earlier runs' (``reported``: what the ad already counts of this run), and its sandbox's size; an
+    image-size event when its memory changed, as the shadow writes one."""
+    peak, rss = int(sample.get("peak_rss_kb", 0)), int(sample.get("rss_kb", 0))
+    image, memory = max(int(_number(ad, "ImageSize")), peak), math.ceil(peak / 1024)
+    updates: Updates = {
+        "ImageSize": image, "ResidentSetSize": rss, "MemoryUsage": memory,
+        "RemoteUserCpu": float(_number(ad, "RemoteUserCpu")) - reported[0] + float(sample.get("user_cpu", 0.0)),
+        "RemoteSysCpu": float(_number(ad, "RemoteSysCpu")) - reported[1] + float(sample.get("sys_cpu", 0.0)),
+    }
+    if sample.get("disk_kb"):
+        updates["DiskUsage"] = int(sample["disk_kb"])
+    changed = image != _number(ad, "ImageSize") or memory != _number(ad, "MemoryUsage")
+    return Transition(updates, [lambda log: log.image_size(image, memory, rss)] if changed else [])
 
 
 def exited(ad: classad2.ClassAd, result: RunResult, now: int) -> Transition:
@@ -162,6 +184,11 @@ def exited(ad: classad2.ClassAd, result: RunResult, now: int) -> Transition:
     if failure is not None:
         held = hold(ad, failure.reason, failure.code, now)
         return Transition(updates | held.updates, held.events)
+    if result.memory_failure is not None:  # as the starter holds a job its memory limit ended
+        held = hold(updated(ad, updates), result.memory_failure.reason, result.memory_failure.code, now)
+        image = int(updates.get("ImageSize", _number(ad, "ImageSize")))
+        memory, rss = int(updates.get("MemoryUsage", 0)), int(updates.get("ResidentSetSize", 0))
+        return Transition(updates | held.updates, [lambda log: log.image_size(image, memory, rss), *held.events])
     if result.signal is None:
         updates |= {"ExitCode": result.exit_code, "ExitStatus": result.exit_code, "ExitBySignal": False,
                     "ExitSignal": None}

@@ -6,9 +6,10 @@ directory, streams and environment), exactly as a single job's process is run.  
 (HTCondor's default) the job ends when node 0 exits: the other nodes get SIGTERM and, after
 :data:`NODE_KILL_GRACE` seconds, SIGKILL, as a parallel shadow shuts down the other starters; with
 ``WAIT_FOR_ALL`` the launcher waits for every node.  A node whose setup fails (its files, its input) ends the others
-and holds the job, as a starter's failure does.  Nodes that ended by themselves have their output transferred back
-(their own ``Out``/``Err`` and new files); nodes that were killed do not, nor does anything when the gateway ended
-the run (a hold, a removal, a shut-down).
+and holds the job, as a starter's failure does.  Every node that ran has its output transferred back (its own
+``Out``/``Err`` and new files) when the job ends, also the nodes the shutdown policy ended, as each starter of a
+parallel job transfers its node's output at its end; nothing comes back when the gateway ended the run (a hold, a
+removal, a shut-down).
 
 Imports the standard library only (it runs in the launcher, before any switch of user).
 """
@@ -66,7 +67,7 @@ def run_nodes(spec: dict[str, Any], owner: OwnerSide, arm: Any) -> dict[str, Any
             node["exited"] = False
     elif failure is None:
         for index, node in enumerate(nodes):
-            if node["sandboxed"] and ended[index]["exited"] and "exec_error" not in setups[index]:
+            if node["sandboxed"] and "exec_error" not in setups[index]:
                 ended[index]["output_failure"] = owner.transfer(node, setups[index].get("snapshot") or {})
     return _result(started, [ended[index] for index in range(len(nodes))], setups, failure)
 

@@ -19,6 +19,7 @@ from typing import Callable, Protocol
 from jobmodel.classads import job_status
 
 from . import joblog
+from .family import end_leftovers
 from .lifecycle import WITH_PROCESS
 from .sandbox import ExecuteDir
 from .store import JobKey, JobStore
@@ -52,7 +53,9 @@ def recover(store: JobStore, execute_root: Path, finish_job: FinishJob, settle: 
 def recover_job(store: JobStore, key: JobKey, directory: ExecuteDir, finish_job: FinishJob) -> None:
     """Settle one job as the restart finds it (read again: a retry may come after other changes)."""
     ad = store.get(key)
-    if ad is None:
+    if ad is None:  # it left the queue while the gateway was down: what is left of its run goes
+        kill_leftover(directory)
+        directory.remove()
         return
     if job_status(ad) in WITH_PROCESS:
         finished = directory.result() is not None
@@ -70,7 +73,9 @@ def recover_job(store: JobStore, key: JobKey, directory: ExecuteDir, finish_job:
 def kill_leftover(directory: ExecuteDir) -> None:
     """Kill what is left of a job's process group after a crash, if it is still ours: a member's command line
     names our launcher spec, its environment names our job ad, or it works in the job's execute directory (a
-    launcher forked by the launcher server, before its job started) — so a recycled group id is never hit."""
+    launcher forked by the launcher server, before its job started) — so a recycled group id is never hit.
+    Whatever is left in the job's cgroup, if it had one, is killed too."""
+    end_leftovers(directory.control)
     pgid = directory.pgid()
     if not pgid:
         return

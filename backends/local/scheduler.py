@@ -11,6 +11,8 @@ recovered after a restart is held with a reason that says what failed (``_settle
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import os
 import signal
 from functools import partial
@@ -24,9 +26,10 @@ from jobmodel import matchtime
 from jobmodel.classads import evaluate_number, evaluate_string, job_status
 from jobmodel.jobs import HoldCode, JobStatus
 
-from . import dedicated, joblog, jobspec, lifecycle, parallel, recovery, sandbox
+from . import dedicated, family, joblog, jobspec, lifecycle, parallel, recovery, sandbox
 from .dag import dagman
 from .executor import Launch
+from .family import ControlConfig
 from .lifecycle import WITH_PROCESS, RunResult, StarterHold, Transition
 from .owners import NoAccount, to_switch
 from .queue import JobQueue
@@ -49,10 +52,12 @@ class Scheduler:
     A job runs as the account of its ``Owner`` (the queue's ``accounts``); an owner who has none here, or who may not
     run jobs, has the job held when it would start, as a starter that cannot switch user does."""
 
-    def __init__(self, queue: JobQueue, execute_root: Path, machine: classad2.ClassAd) -> None:
+    def __init__(self, queue: JobQueue, execute_root: Path, machine: classad2.ClassAd,
+                 control: ControlConfig | None = None) -> None:
         self._queue = queue
         self._execute = execute_root
         self._machine = machine
+        self._control = control if control is not None else ControlConfig()
         #: jobs that could be neither settled nor held (the queue refused every write): retried periodically
         self._retries: dict[JobKey, Callable[[], None]] = {}
         #: the jobs the periodic evaluation in progress has still to look at (taken from the end)
@@ -149,10 +154,15 @@ class Scheduler:
         # a job of another user never sees the gateway's environment (GetEnv gets its owner's login environment)
         environment = switched.environment() if switched is not None else dict(os.environ)
         if parallel.is_parallel(ad):
-            return Launch(key, directory, cpus, chirp=parallel.prepare(ad, directory, self._machine, account,
-                                                                       environment))
-        plan = jobspec.plan(ad, directory.sandbox, environment)
-        return Launch(key, directory, cpus, chirp=sandbox.prepare(plan, directory, ad, self._machine, account))
+            chirp = parallel.prepare(ad, directory, self._machine, account, environment)
+        else:
+            chirp = sandbox.prepare(jobspec.plan(ad, directory.sandbox, environment), directory, ad, self._machine,
+                                    account)
+        memory = _request_memory(ad)  # (per node: a parallel job's one cgroup holds every node)
+        nodes = parallel.node_count(ad) if parallel.is_parallel(ad) else 1
+        self._control.for_job(directory.root, memory * nodes if memory else None, max(1, cpus),
+                              [directory.sandbox]).write(directory.control)
+        return Launch(key, directory, cpus, chirp=chirp, kill_signal=lifecycle.kill_signal(ad))
 
     def _keeps_slots(self, ad: classad2.ClassAd | None, cpus: int) -> bool:
         """Whether an idle job that does not fit the free slots keeps them from the jobs after it (``dedicated``)."""
@@ -183,7 +193,7 @@ class Scheduler:
         recorded = directory.result()  # what the launcher wrote of the run (read once: a file to parse)
         if interruption is None and recorded is None:  # the launcher died with the job
             interruption = "The job's launcher was killed"
-        result = run_result(recorded, ad, self._queue.now())
+        result = dataclasses.replace(run_result(recorded, ad, self._queue.now()), reported=_reported(directory))
         transition = self._run_ended(ad, result, directory, interruption)
         if parallel.is_parallel(ad):
             transition = parallel.ended(ad, recorded, transition)
@@ -230,6 +240,23 @@ class Scheduler:
         if exit_code is not None:
             dagman.remove_lock_file(ad, self._queue.accounts)
         self._queue.write_transitions({key: (ad, transition)})
+
+    # -- usage while running --------------------------------------------------------------------------
+    def record_usage(self, keys: list[JobKey]) -> None:
+        """Put in the ads of these running jobs the usage their launchers last sampled (``starter_update_interval``),
+        with an image-size event when their memory changed.  A job whose run ended meanwhile is left alone."""
+        transitions: dict[JobKey, tuple[classad2.ClassAd, Transition]] = {}
+        for key in keys:
+            ad = self._queue.store.get(key)
+            if ad is None or key not in self._queue.active or job_status(ad) not in WITH_PROCESS:
+                continue
+            directory = ExecuteDir.of(self._execute, *key)
+            sample = family.read_usage(directory.control)
+            if sample is None:
+                continue
+            transitions[key] = ad, lifecycle.usage_update(ad, sample, _reported(directory))
+            _write_reported(directory, (float(sample.get("user_cpu", 0.0)), float(sample.get("sys_cpu", 0.0))))
+        self._queue.write_transitions(transitions)
 
     # -- what cannot be done --------------------------------------------------------------------------
     def _settle(self, key: JobKey, what: str, work: Callable[[], None]) -> None:
@@ -305,7 +332,33 @@ def run_result(result: dict | None, ad: classad2.ClassAd, now: int) -> RunResult
                      user_cpu=float(result.get("user_cpu", 0.0)), sys_cpu=float(result.get("sys_cpu", 0.0)),
                      max_rss_kb=int(result.get("max_rss_kb", 0)), wall_seconds=float(result.get("wall_seconds", 0.0)),
                      exec_error=result.get("exec_error"), setup_failure=_starter_hold(result.get("setup_failure")),
-                     output_failure=_starter_hold(result.get("output_failure")))
+                     output_failure=_starter_hold(result.get("output_failure")),
+                     memory_failure=_starter_hold(result.get("memory_failure")), disk_kb=int(result.get("disk_kb", 0)))
+
+
+MAX_MEMORY_MB = 1 << 32  # (a larger request is no limit: the kernel takes no larger one)
+REPORTED = "reported.json"  # the run's CPU seconds its ad already counts, beside the launcher's usage file
+
+
+def _reported(directory: ExecuteDir) -> tuple[float, float]:
+    try:
+        user, system = json.loads((directory.control / REPORTED).read_text())
+        return float(user), float(system)
+    except (OSError, ValueError, TypeError):
+        return 0.0, 0.0
+
+
+def _write_reported(directory: ExecuteDir, cpu: tuple[float, float]) -> None:
+    try:
+        (directory.control / REPORTED).write_text(json.dumps(cpu))
+    except OSError:  # (its run ended and its directory went)
+        pass
+
+
+def _request_memory(ad: classad2.ClassAd) -> int | None:
+    """``RequestMemory`` in MiB, None when the job asks for none (or for nothing a number can say)."""
+    value = evaluate_number(ad, "RequestMemory")
+    return min(MAX_MEMORY_MB, max(1, int(value))) if math.isfinite(value) and value > 0 else None
 
 
 def _starter_hold(reported: object) -> StarterHold | None:

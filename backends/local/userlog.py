@@ -87,6 +87,11 @@ class UserLog:
         self._write(5, "Job terminated.", *_termination(exit_code, signal, user_cpu, sys_cpu, total_user_cpu,
                                                           total_sys_cpu, "Job"))
 
+    def image_size(self, image_kb: int, memory_mb: int, rss_kb: int) -> None:
+        """The job's memory as its latest usage update found it (written when it changed)."""
+        self._write(6, f"Image size of job updated: {image_kb}", f"{memory_mb}  -  MemoryUsage of job (MB)",
+                    f"{rss_kb}  -  ResidentSetSize of job (KB)")
+
     def node_executing(self, node: int, host: str) -> None:
         """A node of a parallel job started (as a parallel shadow logs each of its resources)."""
         self._write(14, f"Node {node} executing on host: {host}", subproc=node)

@@ -28,7 +28,7 @@ from twisted.logger import Logger
 
 from jobmodel.classads import job_status
 from jobmodel.jobs import JobStatus
-from jobmodel.stacklimit import give_back_stack_limit
+from jobmodel.stacklimit import shell_stack_limit
 
 from ..owners import Account, to_switch
 from . import dagman, files
@@ -378,16 +378,14 @@ class DagRun:
                             directory: Path) -> int:
         protocol = _ScriptProcess()
         account = self._account
+        command = [_SHELL, "-c", shell_stack_limit() + _START, str(directory), executable, *arguments]
         if account is None:
-            process = self._reactor.spawnProcess(protocol, executable, [executable, *arguments],
+            process = self._reactor.spawnProcess(protocol, _SHELL, command,
                                                  env=Account.current().environment(),  # never the gateway's own
-                                                 path=str(directory), childFDs={0: "w", 1: "r", 2: "r"})
-        else:  # as the owner (Twisted sets the groups, the gid and the uid); see _AS_OWNER for the directory
-            process = self._reactor.spawnProcess(protocol, _SHELL, [_SHELL, "-c", _AS_OWNER, str(directory),
-                                                                    executable, *arguments],
-                                                 env=account.environment(), uid=account.uid, gid=account.gid,
                                                  childFDs={0: "w", 1: "r", 2: "r"})
-        give_back_stack_limit(getattr(process, "pid", None))
+        else:  # as the owner (Twisted sets the groups, the gid and the uid); see _START for the directory
+            process = self._reactor.spawnProcess(protocol, _SHELL, command, env=account.environment(),
+                                                 uid=account.uid, gid=account.gid, childFDs={0: "w", 1: "r", 2: "r"})
         self._scripts.add(process)
         try:
             result = await protocol.ended
@@ -470,11 +468,12 @@ class DagRun:
 
 
 
-#: how a PRE or POST script starts when it runs as the DAG's owner: a shell that already runs as the owner changes to
-#: the node's directory, then becomes the script.  (Twisted changes directory before it switches user, which would
-#: let the script start in a directory its owner could not have entered.)
+#: how a PRE or POST script starts: a shell (already its owner's, when it runs as the DAG's owner) takes the stack
+#: limit the gateway was started with, changes to the node's directory, then becomes the script -- so the script
+#: has its limits from its first instruction, not set from outside once it runs.  (Twisted changes directory before
+#: it switches user, which would let the script start in a directory its owner could not have entered.)
 _SHELL = "/bin/sh"
-_AS_OWNER = 'cd -- "$0" && exec "$@"'
+_START = 'cd -- "$0" && exec "$@"'
 
 
 def _expand(text: str, macros: dict[str, str]) -> str:

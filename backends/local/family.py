@@ -1,0 +1,361 @@
+"""A job's process family, as HTCondor's starter keeps it: every process the job starts is tracked, whatever session
+it makes or however it forks, so that the job can be stopped, suspended, measured and held to its memory request.
+
+The launcher keeps the family.  Where the gateway found cgroups (``cgroups.py``: it runs as root, ``base_cgroup``
+is set) the family is the job's cgroup (:class:`CgroupFamily`): the launcher steps into it while it starts the job,
+so everything the job starts is born inside.  Elsewhere the launcher is a child subreaper (``PR_SET_CHILD_SUBREAPER``)
+and the family is every process below it (:class:`ReaperFamily`): a process whose parent ends is handed to the
+launcher instead of to init, so a double fork or a ``setsid`` does not get it out.
+
+While the job runs, a :class:`Monitor` thread samples the family's usage into ``control/usage.json`` every
+``starter_update_interval`` seconds (the gateway puts it in the job's ad) and checks its memory every second: a job
+over ``request_memory`` under the ``hard`` policy is killed, and held as HTCondor's starter holds it.
+
+What the launcher is told (``control/limits.json``, :class:`Control`) is written by the scheduler.  Only the
+standard library here: the launcher imports this module without site-packages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import math
+import os
+import resource
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backends.local import cgroups
+from backends.local.cgroups import JobCgroup, MemoryPolicy, Usage
+
+LIMITS_FILE = "limits.json"
+USAGE_FILE = "usage.json"
+#: HTCondor's CONDOR_HOLD_CODE::JobOutOfResources
+OUT_OF_RESOURCES = 34
+#: seconds between the monitor's memory checks (usage is written every ``update_interval``)
+MEMORY_CHECK = 1.0
+#: the signal that tells a launcher to kill its job at once (the end of the grace period: a fast shut-down)
+KILL_NOW = signal.SIGALRM
+PR_SET_CHILD_SUBREAPER = 36
+
+
+@dataclass(frozen=True)
+class Control:
+    """How the launcher keeps one job under control (``control/limits.json``)."""
+
+    memory_mb: int | None  # request_memory (None: none asked)
+    policy: str  # cgroup_memory_limit_policy
+    cpus: int
+    update_interval: float  # starter_update_interval
+    kill_grace: float  # seconds between the job's kill signal and SIGKILL
+    cgroup: dict | None = None  # the job's cgroup (JobCgroup.spec()); None: the launcher is a subreaper
+    disk: list[str] = field(default_factory=list)  # the directories whose size is the job's DiskUsage
+
+    def write(self, control_dir: Path) -> None:
+        (control_dir / LIMITS_FILE).write_text(json.dumps(asdict(self)))
+
+    @classmethod
+    def read(cls, control_dir: Path) -> Control | None:
+        try:
+            return cls(**json.loads((control_dir / LIMITS_FILE).read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+@dataclass(frozen=True)
+class ControlConfig:
+    """The gateway's knobs for keeping jobs under control, and the cgroups it found at start (None: none)."""
+
+    policy: str = MemoryPolicy.HARD
+    update_interval: float = 300.0
+    kill_grace: float = 10.0
+    hierarchy: cgroups.Hierarchy | None = None
+
+    def for_job(self, execute_dir: Path, memory_mb: int | None, cpus: int, disk: list[Path]) -> Control:
+        cgroup = self.hierarchy.job(cgroups.job_name(str(execute_dir))).spec() if self.hierarchy else None
+        return Control(memory_mb, self.policy, cpus, self.update_interval, self.kill_grace, cgroup,
+                       [str(path) for path in disk])
+
+
+class Family:
+    """Every process of one job (never the launcher itself)."""
+
+    #: set when the job was killed for its memory: the hold's reason and code
+    memory_failure: dict | None = None
+
+    def __init__(self, control: Control) -> None:
+        self.control = control
+        self.frozen = False
+
+    @contextlib.contextmanager
+    def starting(self) -> Iterator[None]:
+        """While the launcher starts the job's processes (they are the family's from birth)."""
+        yield
+
+    def pids(self) -> list[int]:
+        raise NotImplementedError
+
+    def signal(self, number: int) -> None:
+        cgroups.signal_each(self.pids(), number)
+
+    def freeze(self) -> None:
+        self.frozen = True
+
+    def thaw(self) -> None:
+        self.frozen = False
+
+    def kill(self) -> None:
+        """SIGKILL every process of the family until none is left."""
+        raise NotImplementedError
+
+    def usage(self) -> Usage:
+        raise NotImplementedError
+
+    def out_of_memory(self, usage: Usage) -> bool:
+        """Whether the job went over its memory under the hard policy (the kernel's OOM kill, where it enforces the
+        limit; else a resident size over the request)."""
+        limit = self.control.memory_mb
+        return bool(limit) and self.control.policy == MemoryPolicy.HARD and usage.rss > limit * cgroups.MEBIBYTE
+
+    def memory_reason(self, peak: int) -> str:
+        return (f"Error from starter: Job has gone over memory limit of {self.control.memory_mb} megabytes. "
+                f"Peak usage: {math.ceil(peak / cgroups.MEBIBYTE)} megabytes.  "
+                "Consider resubmitting with a higher request_memory.")
+
+    def close(self) -> None:
+        """The run is over (the family is dead)."""
+
+
+class CgroupFamily(Family):
+    def __init__(self, control: Control, cgroup: JobCgroup) -> None:
+        super().__init__(control)
+        self.cgroup = cgroup
+        cgroup.create(control.memory_mb, control.policy, control.cpus)
+
+    @contextlib.contextmanager
+    def starting(self) -> Iterator[None]:
+        home = _own_directories()
+        self.cgroup.enter(os.getpid())
+        try:
+            yield
+        finally:  # the launcher itself is never frozen, killed or counted with the job
+            for directory in home:
+                with contextlib.suppress(OSError):
+                    (directory / "cgroup.procs").write_text(str(os.getpid()))
+
+    def pids(self) -> list[int]:
+        return [pid for pid in self.cgroup.pids() if pid != os.getpid()]
+
+    def freeze(self) -> None:
+        self.cgroup.freeze()
+        super().freeze()
+
+    def thaw(self) -> None:
+        self.cgroup.thaw()
+        super().thaw()
+
+    def kill(self) -> None:
+        self.cgroup.kill()
+
+    def usage(self) -> Usage:
+        return self.cgroup.usage()
+
+    def out_of_memory(self, usage: Usage) -> bool:
+        if self.cgroup.limits_memory():
+            return self.control.policy == MemoryPolicy.HARD and self.cgroup.oom_kills() > 0
+        return super().out_of_memory(usage)
+
+    def memory_reason(self, peak: int) -> str:
+        if not self.cgroup.limits_memory():
+            return super().memory_reason(peak)
+        return (f"Error from starter: Job has gone over cgroup memory limit of {self.control.memory_mb} megabytes. "
+                f"Peak usage: {math.ceil(peak / cgroups.MEBIBYTE)} megabytes.  "
+                "Consider resubmitting with a higher request_memory.")
+
+    def close(self) -> None:
+        self.cgroup.remove()
+
+
+class ReaperFamily(Family):
+    """The launcher's descendants; the launcher is their subreaper.  Only the launcher's main thread reaps (it
+    waits for the job's status), so the dead here are zombies until it does, and are left out."""
+
+    def __init__(self, control: Control) -> None:
+        super().__init__(control)
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(error)}")
+
+    def pids(self) -> list[int]:
+        return [pid for pid, _ in _descendants(os.getpid())]
+
+    def freeze(self) -> None:
+        """SIGSTOP every process, again until no running one is left (one may fork meanwhile)."""
+        for _ in range(50):
+            running = [pid for pid, state in _descendants(os.getpid()) if state not in "Tt"]
+            if not running:
+                break
+            cgroups.signal_each(running, signal.SIGSTOP)
+            time.sleep(0.005)
+        super().freeze()
+
+    def thaw(self) -> None:
+        self.signal(signal.SIGCONT)
+        super().thaw()
+
+    def kill(self) -> None:
+        for _ in range(200):
+            pids = self.pids()
+            if not pids:
+                return
+            cgroups.signal_each(pids, signal.SIGKILL)
+            time.sleep(0.005)
+
+    def usage(self) -> Usage:
+        rss = user = system = 0.0
+        page, hertz = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
+        for pid, _ in _descendants(os.getpid()):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+            except (OSError, ValueError, IndexError):
+                continue
+            user += int(fields[11]) / hertz
+            system += int(fields[12]) / hertz
+        reaped = resource.getrusage(resource.RUSAGE_CHILDREN)  # (the family's dead, which the launcher reaped)
+        return Usage(int(rss), int(rss), user + reaped.ru_utime, system + reaped.ru_stime)
+
+
+def open_family(control: Control | None) -> Family:
+    """The family of the job the launcher is about to start: its cgroup when it has one, else the launcher's
+    descendants (also when the cgroup cannot be made: the job is tracked all the same, and not limited)."""
+    control = control or Control(None, MemoryPolicy.NONE, 1, 300.0, 10.0)
+    if control.cgroup is not None:
+        try:
+            return CgroupFamily(control, JobCgroup.from_spec(control.cgroup))
+        except OSError:
+            pass
+    return ReaperFamily(control)
+
+
+def _own_directories() -> list[Path]:
+    """The directories of this process's cgroups, one per mounted hierarchy."""
+    mounts, own = cgroups._mounts(), cgroups._own_cgroups()
+    return [point / own[name].lstrip("/") for name, point in mounts.items() if name in own]
+
+
+def _descendants(root: int) -> list[tuple[int, str]]:
+    """The living (not zombie) processes below ``root``: (pid, state)."""
+    children: dict[int, list[tuple[int, str]]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            state, parent = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()[:2]
+        except (OSError, ValueError):
+            continue
+        children.setdefault(int(parent), []).append((int(entry.name), state))
+    found: list[tuple[int, str]] = []
+    stack = [root]
+    while stack:
+        for pid, state in children.get(stack.pop(), []):
+            stack.append(pid)
+            if state not in "ZX":
+                found.append((pid, state))
+    return found
+
+
+def disk_usage(directories: list[str]) -> int:
+    """KiB the files under these directories take (links are not followed)."""
+    total = 0
+    for top in directories:
+        for folder, _, names in os.walk(top):
+            for name in names:
+                with contextlib.suppress(OSError):
+                    total += os.lstat(os.path.join(folder, name)).st_size
+    return (total + 1023) // 1024
+
+
+class Monitor:
+    """The launcher's thread that watches a running job: its memory every second, its usage written every
+    ``update_interval`` seconds (``usage.json`` beside the spec), until :meth:`stop`, which returns the last sample."""
+
+    def __init__(self, family: Family, control_dir: Path) -> None:
+        self._family = family
+        self._path = control_dir / USAGE_FILE
+        self._stopped = threading.Event()
+        self._peak = 0
+        self._thread = threading.Thread(target=self._run, name="job monitor", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> dict[str, Any]:
+        """The last sample, once the job has ended (and whether its end was its memory's: the kernel's OOM kill of
+        the job's own process may come before the thread's next look)."""
+        self._stopped.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        sample = self.sample()
+        if self._family.memory_failure is None:
+            self._over_memory(self._family.usage())
+        return sample
+
+    def sample(self) -> dict[str, Any]:
+        usage = self._family.usage()
+        self._peak = max(self._peak, usage.peak, usage.rss)
+        return {"rss_kb": usage.rss // 1024, "peak_rss_kb": self._peak // 1024, "user_cpu": usage.user_cpu,
+                "sys_cpu": usage.sys_cpu, "disk_kb": disk_usage(self._family.control.disk), "time": time.time()}
+
+    def _run(self) -> None:
+        interval = max(0.05, self._family.control.update_interval)
+        written = -math.inf  # (the first sample is written at the first check)
+        while not self._stopped.wait(min(MEMORY_CHECK, interval)):
+            if self._over_memory(self._family.usage()):
+                self._family.thaw()
+                self._family.kill()
+                return
+            if time.monotonic() - written >= interval:
+                written = time.monotonic()
+                self._write(self.sample())
+
+    def _over_memory(self, usage: Usage) -> bool:
+        """Whether the job went over its memory (its hold's reason and code are then the family's)."""
+        self._peak = max(self._peak, usage.peak, usage.rss)
+        if not self._family.out_of_memory(usage):
+            return False
+        self._family.memory_failure = {"reason": self._family.memory_reason(self._peak), "code": OUT_OF_RESOURCES}
+        return True
+
+    def _write(self, sample: dict[str, Any]) -> None:
+        temporary = self._path.with_suffix(".tmp")
+        with contextlib.suppress(OSError):
+            temporary.write_text(json.dumps(sample))
+            os.replace(temporary, self._path)
+
+
+def read_usage(control_dir: Path) -> dict[str, Any] | None:
+    """The latest usage the launcher wrote for a running job (None: none yet)."""
+    try:
+        return json.loads((control_dir / USAGE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def end_leftovers(control_dir: Path) -> None:
+    """Kill whatever is left in a job's cgroup and remove it (its launcher is gone: killed, or the gateway
+    restarted).  A job without a cgroup has nothing here (its process group is killed by the caller)."""
+    control = Control.read(control_dir)
+    if control is None or control.cgroup is None:
+        return
+    cgroup = JobCgroup.from_spec(control.cgroup)
+    if any(directory.exists() for directory in cgroup.directories()):
+        cgroup.kill()
+        cgroup.remove()
