@@ -208,7 +208,7 @@ def test_the_burst_log_follows_a_bounded_number_of_callers():
 def test_the_request_clock_times_each_phase_once():
     clock = Clock()
     expired: list[Phase] = []
-    timer = RequestClock(clock.callLater, RequestDeadlines(headers=30, body=120), expired.append)
+    timer = RequestClock(clock, RequestDeadlines(headers=30, body=120), expired.append)
     timer.headers_begin()
     clock.advance(29)
     timer.headers_begin()  # more bytes of the same headers: the deadline stays where it was
@@ -300,3 +300,28 @@ def test_pipelined_requests_are_answered_in_turn():
     assert transport.value().count(b"HTTP/1.1 200") == 2 and transport.value().endswith(b"ok:b")
     clock.advance(30)
     assert not transport.disconnecting
+
+
+class CountingClock(Clock):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scheduled = 0
+
+    def callLater(self, delay, function, *args, **kwargs):
+        if getattr(function, "__self__", None).__class__ is RequestClock:
+            self.scheduled += 1
+        return super().callLater(delay, function, *args, **kwargs)
+
+
+def test_kept_alive_requests_do_not_schedule_a_timer_each():
+    clock = CountingClock()
+    protocol, transport = channel(clock)
+    for _ in range(1000):
+        protocol.dataReceived(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi")
+        clock.advance(0.01)
+    assert transport.value().count(b"ok:hi") == 1000
+    assert clock.scheduled == 1  # in 10 s, the first request's; twisted's idle time-out makes one per request
+    clock.advance(25)
+    protocol.dataReceived(b"POST / HTTP/1.1\r\nHost: x\r\n")  # headers under way when the timer fires: once more
+    clock.advance(30)
+    assert clock.scheduled == 2 and transport.disconnecting
