@@ -11,10 +11,8 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import pwd
 import select
 import socket
-import subprocess
 import threading
 import time
 
@@ -22,38 +20,18 @@ import pytest
 import requests
 
 from gateway.testing import QUEUE_ONLY, GatewayProcess, TestPki
-from tests.test_logging import wait_for_line
-
-ROOT = os.geteuid() == 0
+from tests.accounts import Accounts, UserAccount
+from tests.test_logging import wait_for_line, wait_until
 
 #: the open files limit (soft and hard) of the gateways that must not run out
 LOW_LIMIT = 256
-#: the accounts the test makes: one that opens too many connections, one that wants to be served
-HOG, NEIGHBOUR = "bbhog", "bbneighbour"
 
 
-@pytest.fixture(scope="module")
-def accounts():
-    """Two unprivileged accounts made for the test (and removed after it)."""
-    if not ROOT:
-        pytest.skip("making accounts and switching to them needs root")
-    made = []
-    for name in (HOG, NEIGHBOUR):
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            for _ in range(20):  # /etc/passwd may be locked a moment by another test making its accounts
-                done = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                                       name], check=False, capture_output=True, text=True)
-                if done.returncode == 0:
-                    break
-                time.sleep(0.5)
-            else:
-                pytest.fail(f"useradd {name}: {done.stderr}")
-            made.append(name)
-    yield {name: pwd.getpwnam(name) for name in (HOG, NEIGHBOUR)}
-    for name in made:
-        subprocess.run(["userdel", name], check=False, capture_output=True)
+@pytest.fixture
+def users(accounts: Accounts) -> tuple[UserAccount, UserAccount]:
+    """Two unprivileged accounts made for the test: one that opens too many connections, one that wants to be
+    served."""
+    return accounts.user(), accounts.user()
 
 
 class LimitedGateway(GatewayProcess):
@@ -81,7 +59,7 @@ class Hog:
     """A child process running as ``account`` that opens ``count`` connections and keeps those the gateway keeps,
     until it is told to go (:meth:`release`)."""
 
-    def __init__(self, account: pwd.struct_passwd, port: int, count: int) -> None:
+    def __init__(self, account: UserAccount, port: int, count: int) -> None:
         results, self._results = os.pipe()
         self._release, release = os.pipe()
         self.pid = os.fork()
@@ -89,9 +67,7 @@ class Hog:
             try:
                 os.close(results)
                 os.close(release)
-                os.setgroups([])
-                os.setgid(account.pw_gid)
-                os.setuid(account.pw_uid)
+                become(account)
                 held = self._hold(port, count)
                 os.write(self._results, b"%d\n" % len(held))
                 os.read(self._release, 1)  # until the parent closes its end
@@ -132,7 +108,13 @@ class Hog:
         os.waitpid(self.pid, 0)
 
 
-def call_as(account: pwd.struct_passwd | None, port: int, operation: str, **params) -> dict | str:
+def become(account: UserAccount) -> None:
+    os.setgroups([])
+    os.setgid(account.gid)
+    os.setuid(account.uid)
+
+
+def call_as(account: UserAccount | None, port: int, operation: str, **params) -> dict | str:
     """A JSON call by a child running as ``account`` (None: root, this process): the answer, or why none came."""
     read, write = os.pipe()
     pid = os.fork()
@@ -140,9 +122,7 @@ def call_as(account: pwd.struct_passwd | None, port: int, operation: str, **para
         try:
             os.close(read)
             if account is not None:
-                os.setgroups([])
-                os.setgid(account.pw_gid)
-                os.setuid(account.pw_uid)
+                become(account)
             try:
                 connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
                 connection.request("POST", f"/submission/json/{operation}", json.dumps(params),
@@ -164,32 +144,35 @@ def served(answer: dict | str) -> bool:
     return isinstance(answer, dict) and answer["status"]["code"] == "OK"
 
 
-def test_one_user_holding_too_many_connections_starves_nobody(accounts, limited):
+def test_one_user_holding_too_many_connections_starves_nobody(users, limited):
+    hogging, neighbour = users
     gateway = limited()
-    wait_for_line(gateway.log, f"open files limited to {LOW_LIMIT}")
-    hog = Hog(accounts[HOG], gateway.port, count=LOW_LIMIT + 50)  # more than the gateway could ever hold
+    hog = Hog(hogging, gateway.port, count=LOW_LIMIT + 50)  # more than the gateway could ever hold
     try:
-        assert 0 < hog.kept <= LOW_LIMIT // 8, hog.kept  # its share (an eighth of three quarters), no more
-        assert served(call_as(accounts[NEIGHBOUR], gateway.port, "getSubmissions"))
+        assert served(call_as(neighbour, gateway.port, "getSubmissions"))
         assert served(call_as(None, gateway.port, "getSubmissions"))
+        assert 0 < hog.kept <= LOW_LIMIT // 8, hog.kept  # its share (an eighth of three quarters), no more
     finally:
         hog.release()
+    wait_for_line(gateway.log, f"open files limited to {LOW_LIMIT}")
     refusals = [line for line in gateway.log().splitlines()
-                if f"({HOG}) as they are accepted: holds max_connections_per_caller" in line]
+                if f"({hogging.name}) as they are accepted: holds max_connections_per_caller" in line]
     assert len(refusals) == 1, gateway.log()  # once for the burst, not once per connection
 
 
-def test_the_last_connections_are_kept_for_root(accounts, limited):
+def test_the_last_connections_are_kept_for_root(users, limited):
+    hogging, neighbour = users
     gateway = limited("[gateway]\nmax_connections_per_caller = 1000\n")  # one user may take all it can
-    hog = Hog(accounts[HOG], gateway.port, count=LOW_LIMIT + 50)
+    hog = Hog(hogging, gateway.port, count=LOW_LIMIT + 50)
     try:
         assert LOW_LIMIT // 2 < hog.kept < LOW_LIMIT * 3 // 4, hog.kept
-        assert not served(call_as(accounts[NEIGHBOUR], gateway.port, "getSubmissions"))
+        assert not served(call_as(neighbour, gateway.port, "getSubmissions"))
         assert served(call_as(None, gateway.port, "getSubmissions"))
     finally:
         hog.release()
-    assert served(call_as(accounts[NEIGHBOUR], gateway.port, "getSubmissions"))  # its connections are given back
-    wait_for_line(gateway.log, "closing connections from uid", f"({NEIGHBOUR}) as they are accepted",
+    wait_until(lambda: served(call_as(neighbour, gateway.port, "getSubmissions")),  # its connections given back
+               "the neighbour served once the hog let go")
+    wait_for_line(gateway.log, "closing connections from uid", f"({neighbour.name}) as they are accepted",
                   "reserved_connections")
 
 
