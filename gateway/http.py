@@ -3,8 +3,9 @@
 POST (any path, any SOAPAction, HTTP/1.0 or 1.1, chunked or not) is SOAP; GET ``/condorSchedd.wsdl`` or any
 ``?wsdl`` serves the WSDL with this server's address (``/condorCollector.wsdl`` the collector's).  The same site serves the plain port and the SSL port.
 Peers outside ``allow_soap`` are closed when accepted, and requests too slow to arrive are cut off
-(:mod:`gateway.connections`); bodies over the size cap are refused while they arrive; then the caller is identified (:mod:`gateway.identity.callers`: the loopback socket's owner, the
-client certificate's mapped user, or HTTP Basic over TLS), and a caller refused there gets 401 or 403 with the
+(:mod:`gateway.connections`); bodies over the size cap are refused while they arrive; then the caller is
+identified (:mod:`gateway.identity.callers`: the loopback socket's owner, the client certificate's mapped user, or
+HTTP Basic over TLS), and a caller refused there gets 401, 403 or 429 (:mod:`gateway.identity.throttle`) with the
 reason in the endpoint's own form (a SOAP fault, or the JSON API's status).  Every request is logged with its
 operation, client, status (with the reason of a FAIL), duration and who the caller was.
 """
