@@ -8,11 +8,13 @@ from twisted.internet.defer import ensureDeferred
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
+from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web import resource
 
 from backends import registry
 from backends.interface import Capability, ScheddBackend
 from gateway.config import GatewayConfig
+from gateway.connections import ConnectionGate, ConnectionGuard, RefusalLog, descriptor_limit
 from gateway.core.auth import Caller
 from gateway.core.collector import BirdbathCollector, contact_address
 from gateway.core.queries import QueryRunner
@@ -54,33 +56,39 @@ class Gateway:
         self.submissions: SubmissionService | None = None
         self.lowlatency: Any = None  # a gateway.lowlatency.service.LowLatencyService when [carod] is on
         identification = config.identification(
-            lambda check, *args: deferToThreadPool(reactor, reactor.getThreadPool(), check, *args))
+            lambda check, *args: deferToThreadPool(reactor, reactor.getThreadPool(), check, *args), reactor)
         self.tls = config.server_tls() if config.enable_soap_ssl else None
+        #: who may hold how many connections, on every port (the limits follow the open files limit)
+        self.gate = ConnectionGate(config.connection_limits(descriptor_limit()), config.policy(),
+                                   RefusalLog(reactor))
         # the operations' resource replaces this placeholder in start(), before the reactor serves anything
-        self.site = GatewaySite(resource.Resource(), max_body=config.max_request_bytes, policy=config.policy(),
-                                identification=identification)
+        self.site = GatewaySite(resource.Resource(), max_body=config.max_request_bytes,
+                                identification=identification, deadlines=config.request_deadlines())
         self.port: IListeningPort | None = None
         self.ssl_port: IListeningPort | None = None
         #: the named socket condor_shared_port passes connections to (use_shared_port)
         self.named_socket: IListeningPort | None = None
         # the condorCollector service's own port (collector_port), beside the one it shares with the schedd
         self.collector_site = GatewaySite(resource.Resource(), max_body=config.max_request_bytes,
-                                          policy=config.policy(), identification=identification)
+                                          identification=identification, deadlines=config.request_deadlines())
         self.collector_port: IListeningPort | None = None
         self._contact_text: str | None = None  # see _contact
 
     def listen(self) -> None:
         """Bind the plain port and the SSL port, those that are on (raises CannotListenError when one is taken)."""
         config = self.config
+        guarded = ConnectionGuard(self.site, self.gate)
         if config.plain_port is not None:
-            self.port = self.reactor.listenTCP(config.plain_port, self.site, interface=config.listen)
-        if self.tls is not None:
-            self.ssl_port = self.reactor.listenSSL(config.soap_ssl_port, HandshakeLogging(self.site), self.tls,
+            self.port = self.reactor.listenTCP(config.plain_port, guarded, interface=config.listen)
+        if self.tls is not None:  # the gate before TLS: a refused connection costs no handshake
+            tls = TLSMemoryBIOFactory(self.tls, False, HandshakeLogging(self.site))
+            self.ssl_port = self.reactor.listenTCP(config.soap_ssl_port, ConnectionGuard(tls, self.gate),
                                                    interface=config.listen)
         if config.use_shared_port:
-            self.named_socket = sharedport.listen(self.reactor, config.named_socket(), self.site)
+            self.named_socket = sharedport.listen(self.reactor, config.named_socket(), guarded)
         if config.collector_port:
-            self.collector_port = self.reactor.listenTCP(config.collector_port, self.collector_site,
+            self.collector_port = self.reactor.listenTCP(config.collector_port,
+                                                         ConnectionGuard(self.collector_site, self.gate),
                                                          interface=config.listen)
 
     def start(self) -> None:
@@ -128,6 +136,14 @@ class Gateway:
             Endpoint(b"", services, self._request_context, PublishedWsdl(wsdl_path("condorSchedd.wsdl")),
                      b"condorSchedd.wsdl"),
         ])
+        limits = self.gate.limits
+        log.info("serving at most {total} connections, {per_caller} per caller, the last {reserved} for root and "
+                 "queue_super_users on this machine (max_connections, max_connections_per_caller, "
+                 "reserved_connections)", total=limits.max_connections, per_caller=limits.per_caller,
+                 reserved=limits.reserved)
+        if limits.max_connections >= descriptor_limit():
+            log.warn("max_connections ({total}) is not below the open files limit ({limit}): connections alone can "
+                     "exhaust the gateway's descriptors", total=limits.max_connections, limit=descriptor_limit())
         for port, scheme in ((self.port, "http"), (self.ssl_port, "https")):
             if port is not None:
                 address = port.getHost()

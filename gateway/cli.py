@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     from gateway import logging, memory
     from gateway.app import Gateway
     from gateway.config import ConfigError
+    from gateway.connections import log_descriptor_limit, raise_descriptor_limit
     from gateway.daemon.service import FastShutdown, keepalive_for
     from gateway.stack import ensure_main_stack, log_stack_warning
 
@@ -125,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         return refuse(exc, EXIT_CONFIG)
     stack_warning = ensure_main_stack(config.expression_limits().stack_bytes())
+    descriptors = raise_descriptor_limit(config.max_file_descriptors)
     try:
         gateway = Gateway(config, reactor)
     except ConfigError as exc:  # a file of the SSL port changed since it was checked
@@ -139,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(f"cannot open the log file: {exc}", EXIT_CONFIG)
     if stack_warning:
         log_stack_warning(stack_warning)
+    log_descriptor_limit(descriptors)
     memory.install(reactor)
     try:
         gateway.start()

@@ -14,6 +14,12 @@ max_queries_per_caller = 2    # of those, how many one caller runs at once (more
 max_query_seconds = 20        # a query still evaluating then is stopped and answers FAIL
 log_file = "/var/log/birdbath-gateway.log"   # --log-file (default: standard error)
 log_level = "info"            # --log-level: debug, info, warn or error
+max_file_descriptors = 0      # the open files limit set at start (HTCondor's MAX_FILE_DESCRIPTORS); 0: the hard limit
+max_connections = 0           # connections served at once; 0: three quarters of the open files limit
+max_connections_per_caller = 0   # of those, held by one caller (local user or host); 0: an eighth, at most 1024
+reserved_connections = 0      # of those, kept for root and queue_super_users on this machine; 0: a sixteenth, <= 64
+max_header_seconds = 30       # a request's headers must arrive within this many seconds of its first byte
+max_body_seconds = 120        # and its body within this many seconds of its headers (else 408, connection closed)
 
 [birdbath]                    # HTCondor's knobs of the same names, in lower case
 allow_soap = ["127.0.0.0/8", "::1"]
@@ -33,6 +39,8 @@ soap_ssl_ca_file = "/etc/birdbath/ca.pem"              # --ssl-ca-file: CAs clie
 soap_ssl_ca_dir = "/etc/grid-security/certificates"     # or a directory of them
 certificate_mapfile = "/etc/birdbath/certificate_mapfile"   # SSL "<regex on the subject>" user
 password_file = "/etc/birdbath/passwords"               # user:bcrypt-hash lines (htpasswd -B); off when unset
+password_failure_delay = 1    # seconds a failed login's answer waits (per source and user), doubled per failure
+max_password_failure_delay = 60   # up to this; attempts during the wait get 429 with Retry-After
 collector_port = 0            # condorCollector on a port of its own too (e.g. 9618); 0: only on the gateway's port
 
 [submission]                  # the simplified submission API
@@ -66,11 +74,15 @@ import pwd
 import tomllib
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Any, Union
+
+from twisted.internet.interfaces import IReactorTime
 
 from backends import registry
+from gateway.connections import ConnectionLimits, RequestDeadlines
 from gateway.core.auth import LOOPBACK, AccessPolicy, HostList
 from gateway.core.queries import QuerySettings
 from gateway.core.schedd import ScheddSettings
@@ -79,6 +91,7 @@ from gateway.identity.callers import Identification, Offload
 from gateway.identity.mapfile import CertificateMap, MapFileError
 from gateway.identity.passwords import PasswordFile, PasswordFileError
 from gateway.identity.peers import is_loopback
+from gateway.identity.throttle import LoginThrottle, ThrottleSettings
 from gateway.identity.tls import ClientCertificates, ServerContextFactory, TlsError, TlsSettings
 from gateway.logging import LEVELS
 from gateway.lowlatency.settings import CarodSettingError, CarodSettings, carod_settings
@@ -118,6 +131,12 @@ class GatewayConfig:
     max_query_seconds: int = int(QuerySettings.budget)
     log_file: Path | None = None  # None: standard error
     log_level: str = "info"
+    max_file_descriptors: int = 0  # 0: the hard limit
+    max_connections: int = 0  # 0: computed from the open files limit (ConnectionLimits.computed), as the next two
+    max_connections_per_caller: int = 0
+    reserved_connections: int = 0
+    max_header_seconds: int = int(RequestDeadlines.headers)
+    max_body_seconds: int = int(RequestDeadlines.body)
     allow_soap: list[str] = field(default_factory=lambda: list(LOOPBACK))
     allow_read: list[str] = field(default_factory=lambda: ["*"])
     allow_write: list[str] = field(default_factory=lambda: ["*"])
@@ -138,6 +157,8 @@ class GatewayConfig:
     soap_ssl_ca_dir: Path | None = None
     certificate_mapfile: Path | None = None
     password_file: Path | None = None
+    password_failure_delay: int = int(ThrottleSettings.first_delay)
+    max_password_failure_delay: int = int(ThrottleSettings.max_delay)
     use_shared_port: bool = False
     daemon_socket_dir: Path = Path("/var/lock/condor/daemon_sock")
     shared_port_id: str = "birdbath"
@@ -190,8 +211,9 @@ class GatewayConfig:
         except TlsError as exc:
             raise ConfigError(str(exc)) from None
 
-    def identification(self, offload: Offload | None = None) -> Identification:
-        """How callers are told apart: the map file and the password file, read and checked (raises ConfigError).
+    def identification(self, offload: Offload | None = None, clock: IReactorTime | None = None) -> Identification:
+        """How callers are told apart: the map file and the password file, read and checked (raises ConfigError);
+        with a ``clock``, failed logins are throttled on it.
 
         Both serve the SSL port only, so without it neither is read."""
         certificates = passwords = None
@@ -202,7 +224,19 @@ class GatewayConfig:
                 passwords = PasswordFile.load(self.password_file)
         except (MapFileError, PasswordFileError) as exc:
             raise ConfigError(str(exc)) from None
-        return Identification(certificates, passwords, offload)
+        throttle = None
+        if passwords is not None and clock is not None:
+            throttle = LoginThrottle(clock, ThrottleSettings(first_delay=float(self.password_failure_delay),
+                                                            max_delay=float(self.max_password_failure_delay)))
+        return Identification(certificates, passwords, offload, throttle=throttle)
+
+    def connection_limits(self, descriptors: int) -> ConnectionLimits:
+        """The connection caps for a process allowed ``descriptors`` open files (the knobs left at 0 computed)."""
+        return ConnectionLimits.computed(descriptors, self.max_connections, self.max_connections_per_caller,
+                                         self.reserved_connections)
+
+    def request_deadlines(self) -> RequestDeadlines:
+        return RequestDeadlines(headers=float(self.max_header_seconds), body=float(self.max_body_seconds))
 
     def expression_limits(self) -> ExpressionLimits:
         return ExpressionLimits(max_length=self.max_expression_length, max_depth=self.max_expression_depth)
@@ -221,12 +255,14 @@ class GatewayConfig:
 _SECTIONS = {
     "gateway": ("listen", "port", "state_dir", "backend", "max_request_bytes", "max_expression_length",
                 "max_expression_depth", "query_workers", "max_queries_per_caller", "max_query_seconds", "log_file",
-                "log_level"),
+                "log_level", "max_file_descriptors", "max_connections", "max_connections_per_caller",
+                "reserved_connections", "max_header_seconds", "max_body_seconds"),
     "submission": ("staging_lifetime", "output_retention", "max_staging_areas_per_caller"),
     "birdbath": ("allow_soap", "allow_read", "allow_write", "queue_all_users_trusted", "queue_super_users",
                  "default_owner", "max_soap_transaction_duration", "soap_leave_in_queue", "max_transactions_per_caller",
                  "enable_soap_ssl", "soap_ssl_port", "soap_ssl_server_keyfile", "soap_ssl_server_keyfile_password",
-                 "soap_ssl_ca_file", "soap_ssl_ca_dir", "certificate_mapfile", "password_file", "collector_port"),
+                 "soap_ssl_ca_file", "soap_ssl_ca_dir", "certificate_mapfile", "password_file", "password_failure_delay",
+                 "max_password_failure_delay", "collector_port"),
     "daemon": ("use_shared_port", "daemon_socket_dir", "shared_port_id", "not_responding_timeout",
                "master_keepalive"),
 }
@@ -286,7 +322,10 @@ _RANGES: dict[str, tuple[int, int | None]] = {
     "soap_ssl_port": (0, 65535), "collector_port": (0, 65535), "max_request_bytes": (1, None), "staging_lifetime": (1, None), "output_retention": (0, None),
     "max_transactions_per_caller": (1, None), "max_staging_areas_per_caller": (1, None),
     "max_expression_length": (16, None), "max_expression_depth": (8, 100000), "query_workers": (1, 64),
-    "max_queries_per_caller": (1, None), "max_query_seconds": (1, None), "not_responding_timeout": (0, None)}
+    "max_queries_per_caller": (1, None), "max_query_seconds": (1, None), "not_responding_timeout": (0, None),
+    "max_file_descriptors": (0, None), "max_connections": (0, None), "max_connections_per_caller": (0, None),
+    "reserved_connections": (0, None), "max_header_seconds": (1, None), "max_body_seconds": (1, None),
+    "password_failure_delay": (1, None), "max_password_failure_delay": (1, None)}
 
 
 def validate(config: GatewayConfig) -> None:
@@ -302,6 +341,7 @@ def validate(config: GatewayConfig) -> None:
     if config.log_level not in LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LEVELS)}, not {config.log_level!r}")
     config.policy()
+    check_limits(config)
     check_ports(config)
     if config.enable_soap_ssl:
         check_ssl(config)
@@ -311,6 +351,21 @@ def validate(config: GatewayConfig) -> None:
     check_directory(config.state_dir, "state directory")
     if config.log_file is not None:
         check_file(config.log_file, "log file")
+
+
+def check_limits(config: GatewayConfig) -> None:
+    """A total of connections set leaves room for one caller's and for the operators' reserve, and the login
+    penalties grow from the first to the longest."""
+    if config.password_failure_delay > config.max_password_failure_delay:
+        raise ConfigError(f"password_failure_delay ({config.password_failure_delay}) cannot exceed "
+                          f"max_password_failure_delay ({config.max_password_failure_delay})")
+    total = config.max_connections
+    if total and config.reserved_connections >= total:
+        raise ConfigError(f"reserved_connections ({config.reserved_connections}) must be less than max_connections "
+                          f"({total}): the reserve is part of the total")
+    if total and config.max_connections_per_caller > total:
+        raise ConfigError(f"max_connections_per_caller ({config.max_connections_per_caller}) cannot exceed "
+                          f"max_connections ({total})")
 
 
 def check_ports(config: GatewayConfig) -> None:

@@ -2,9 +2,10 @@
 
 POST (any path, any SOAPAction, HTTP/1.0 or 1.1, chunked or not) is SOAP; GET ``/condorSchedd.wsdl`` or any
 ``?wsdl`` serves the WSDL with this server's address (``/condorCollector.wsdl`` the collector's).  The same site serves the plain port and the SSL port.
-Peers outside ``allow_soap`` are refused before their body is read, bodies over the size cap are refused while
-they arrive; then the caller is identified (:mod:`gateway.identity.callers`: the loopback socket's owner, the
-client certificate's mapped user, or HTTP Basic over TLS), and a caller refused there gets 401 or 403 with the
+Peers outside ``allow_soap`` are closed when accepted, and requests too slow to arrive are cut off
+(:mod:`gateway.connections`); bodies over the size cap are refused while they arrive; then the caller is
+identified (:mod:`gateway.identity.callers`: the loopback socket's owner, the client certificate's mapped user, or
+HTTP Basic over TLS), and a caller refused there gets 401, 403 or 429 (:mod:`gateway.identity.throttle`) with the
 reason in the endpoint's own form (a SOAP fault, or the JSON API's status).  Every request is logged with its
 operation, client, status (with the reason of a FAIL), duration and who the caller was.
 """
@@ -26,7 +27,8 @@ from twisted.python.failure import Failure
 from twisted.web import resource, server
 from zope.interface import implementer
 
-from gateway.core.auth import AccessPolicy, Caller
+from gateway.connections import DEFAULT_DEADLINES, DeadlineChannel, RequestDeadlines
+from gateway.core.auth import Caller
 from gateway.identity.callers import Connection, Identification, Refusal, describe
 from gateway.identity.tls import openssl_reason, peer_certificate
 from gateway.soap.dispatch import SoapAnswer, SoapDispatcher, started
@@ -51,11 +53,10 @@ def fault_document(message: str) -> bytes:
 
 
 class GatewayRequest(server.Request):
-    """A request that refuses oversized bodies and denied peers before buffering them, and knows its caller
-    (``caller``) or why it has none (``refusal``) before the resource sees it."""
+    """A request that refuses oversized bodies before buffering them, and knows its caller (``caller``) or why it
+    has none (``refusal``) before the resource sees it."""
 
     max_body: int = 16 * 1024 * 1024
-    policy: AccessPolicy | None = None
     identification: Identification = Identification()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -71,10 +72,7 @@ class GatewayRequest(server.Request):
         return getattr(self.getClientAddress(), "host", "")
 
     def gotLength(self, length: int | None) -> None:
-        if not self._connection_allowed():
-            host = self.client_host
-            self._refuse(403, b"Forbidden", f"Host {host} is not allowed to use SOAP (allow_soap)")
-        elif length is not None and length > self.max_body:
+        if length is not None and length > self.max_body:
             self._refuse_size()
         super().gotLength(length)
 
@@ -103,16 +101,6 @@ class GatewayRequest(server.Request):
             identified.addCallbacks(self._identified, self._not_identified)
         else:
             self._identified(identified)
-
-    def _connection_allowed(self) -> bool:
-        """Whether the policy lets the peer use SOAP (``allow_soap``), worked out once per connection: its peer and
-        the site's policy never change, and parsing the address for every request cost as much as reading it."""
-        channel = self.channel
-        allowed = getattr(channel, "birdbath_allowed", None)
-        if allowed is None:
-            allowed = self.policy is None or self.policy.connection_allowed(self.client_host)
-            channel.birdbath_allowed = allowed
-        return allowed
 
     def connection(self) -> Connection:
         """What this request's connection says about the client, worked out once per connection."""
@@ -291,6 +279,8 @@ class GatewayResource(resource.Resource):
         request.setResponseCode(refusal.code)
         if refusal.challenge:
             request.setHeader(b"www-authenticate", b'Basic realm="birdbath", charset="UTF-8"')
+        if refusal.retry_after is not None:
+            request.setHeader(b"retry-after", b"%d" % refusal.retry_after)
         if endpoint.content_type == XML:
             request.setHeader(b"content-type", XML)
             return fault_document(refusal.message)
@@ -361,17 +351,26 @@ def _base_url(request: server.Request) -> str:
 
 
 class GatewaySite(server.Site):
-    """A Site whose requests carry the size cap, the SOAP-level host check and the caller's identification."""
+    """A Site whose requests carry the size cap and the caller's identification, on channels that give each
+    request's headers and body a deadline (``reactor``: twisted's, or a Clock in tests)."""
 
-    def __init__(self, root: resource.Resource, *, max_body: int, policy: AccessPolicy,
-                 identification: Identification) -> None:
+    def __init__(self, root: resource.Resource, *, max_body: int, identification: Identification,
+                 deadlines: RequestDeadlines = DEFAULT_DEADLINES, reactor: Any = None) -> None:
         # bodies are SOAP or JSON, never forms: twisted would parse a form body into request.args (multipart ones in
         # memory), and works out every request's Content-Type with the email package, at a cost as large as a
         # short request's whole answer
-        super().__init__(root, parsePOSTFormSubmission=False)
-        self.requestFactory = type("Request", (GatewayRequest,), {"max_body": max_body, "policy": policy,
+        super().__init__(root, parsePOSTFormSubmission=False, reactor=reactor)
+        self.requestFactory = type("Request", (GatewayRequest,), {"max_body": max_body,
                                                                  "identification": identification})
+        self.deadlines = deadlines
         self.noisy = False
+
+    def protocol(self) -> DeadlineChannel:  # type: ignore[override]
+        return DeadlineChannel(self.deadlines)
+
+    def acceptableProtocols(self) -> list[bytes]:
+        """HTTP/1.1 only: the deadlines are the HTTP/1.1 channel's."""
+        return [b"http/1.1"]
 
     def log(self, request: server.Request) -> None:
         """Requests are logged by the resource, with their SOAP operation; no access log line twice."""

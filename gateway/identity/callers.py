@@ -26,6 +26,7 @@ from gateway.core.auth import Authentication, Caller
 from gateway.identity import peers
 from gateway.identity.mapfile import SSL, CertificateMap
 from gateway.identity.passwords import PasswordFile, RememberedPasswords
+from gateway.identity.throttle import LoginThrottle, Throttled
 from gateway.identity.tls import subject_oneline
 
 #: runs a slow, blocking check (a bcrypt comparison) away from the reactor thread
@@ -35,12 +36,14 @@ Offload = Callable[..., Awaitable[bool]]
 class Refusal(Exception):
     """A request refused for who its caller is (or is not): the HTTP status and the reason to send back."""
 
-    def __init__(self, code: int, message: str, challenge: bool = False) -> None:
+    def __init__(self, code: int, message: str, challenge: bool = False, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         #: whether to answer with ``WWW-Authenticate: Basic`` (the client may try again with a password)
         self.challenge = challenge
+        #: seconds to send in ``Retry-After`` (a login refused during a penalty, :mod:`.throttle`)
+        self.retry_after = retry_after
 
 
 @dataclass
@@ -99,8 +102,11 @@ class Identification:
     def __init__(self, certificates: CertificateMap | None = None, passwords: PasswordFile | None = None,
                  offload: Offload | None = None,
                  socket_owner: Callable[[peers.Endpoint, peers.Endpoint], int | None] = peers.socket_owner,
-                 user_name: Callable[[int], str | None] = peers.user_name) -> None:
+                 user_name: Callable[[int], str | None] = peers.user_name,
+                 throttle: LoginThrottle | None = None) -> None:
         self.certificates = certificates
+        #: slows password guessing down (none: every attempt is checked at once)
+        self.throttle = throttle
         self.passwords = passwords
         self._offload = offload or _inline
         self._socket_owner = socket_owner
@@ -155,9 +161,18 @@ class Identification:
         if connection.basic is not None and connection.basic[0] == authorization:
             return connection.basic[1]
         if credentials not in self._remembered:
-            if not await self._offload(self.passwords.check, *credentials):
+            if not await self._password_matches(connection.peer_host, *credentials):
                 raise Refusal(401, "Wrong user name or password", challenge=True)
             self._remembered.remember(*credentials)
         caller = Caller(connection.peer_host, credentials[0], Authentication.PASSWORD)
         connection.basic = (authorization, caller)
         return caller
+
+    async def _password_matches(self, host: str, user: str, password: str) -> bool:
+        assert self.passwords is not None
+        if self.throttle is None:
+            return await self._offload(self.passwords.check, user, password)
+        try:
+            return await self.throttle.check(host, user, self._offload, self.passwords.check, user, password)
+        except Throttled as exc:
+            raise Refusal(429, str(exc), retry_after=exc.retry_after) from None

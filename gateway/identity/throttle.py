@@ -1,0 +1,149 @@
+"""Slowing password guessing down: HTTP Basic failures counted per source and per user name.
+
+Each failure starts a penalty for its source (the client's address, or its IPv6 /64) and for the user name it
+tried: ``password_failure_delay`` seconds after the first failure in a row, twice that after the second, and so
+on up to ``max_password_failure_delay``.  The failed attempt's own answer (401) is sent only when its penalty
+ends, so a client that tries again after each answer (every HTTP library does, sequentially) is simply slowed
+down.  An attempt made while its source or user is in a penalty, or while an earlier attempt of theirs is being
+checked, is answered at once with ``429 Too Many Requests`` and ``Retry-After``, its password not looked at: it
+costs no check and holds no connection open, and clients that honour ``Retry-After`` wait the right time.
+A success clears both records; a record is forgotten ``FORGET_AFTER_PENALTIES`` longest penalties after its last
+failure, and at most ``tracked`` records of each kind are kept (the least recently failed go first).
+
+Credentials that passed recently (:class:`~gateway.identity.passwords.RememberedPasswords`) are not checked
+again, so a user whose name is being guessed keeps working with a client that already logged in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from twisted.internet.interfaces import IReactorTime
+from twisted.internet.task import deferLater
+from twisted.logger import Logger
+
+from gateway.connections import host_key
+
+log = Logger(namespace="birdbath.login")
+
+#: a record's failures are forgotten this many longest penalties after its last one
+FORGET_AFTER_PENALTIES = 10
+
+
+@dataclass(frozen=True)
+class ThrottleSettings:
+    first_delay: float = 1.0
+    max_delay: float = 60.0
+    tracked: int = 10000
+
+    def delay(self, failures: int) -> float:
+        """The penalty after ``failures`` failures in a row (1, 2, 4 ... seconds by default, then the maximum)."""
+        if failures < 1:
+            return 0.0
+        return min(self.first_delay * 2.0 ** min(failures - 1, 62), self.max_delay)
+
+
+class Throttled(Exception):
+    """An attempt refused unchecked: its source or its user is in a penalty, or has an attempt being checked."""
+
+    def __init__(self, retry_after: float) -> None:
+        self.retry_after = max(1, math.ceil(retry_after))
+        super().__init__(f"Too many failed logins from this address or for this user: try again in "
+                         f"{self.retry_after} s")
+
+
+@dataclass
+class _Record:
+    failures: int = 0
+    until: float = 0.0  # the end of the current penalty
+    last: float = 0.0  # the last failure
+    checking: bool = False
+
+
+class _Records:
+    """Failure records of one kind (sources or users), at most ``size`` of them."""
+
+    def __init__(self, size: int, forget_after: float) -> None:
+        self._size = size
+        self._forget_after = forget_after
+        self._records: OrderedDict[Hashable, _Record] = OrderedDict()
+
+    def get(self, key: Hashable, now: float) -> _Record | None:
+        record = self._records.get(key)
+        if record is not None and not record.checking and now - record.last >= self._forget_after:
+            del self._records[key]
+            return None
+        return record
+
+    def failed(self, key: Hashable, now: float, settings: ThrottleSettings) -> _Record:
+        record = self.get(key, now) or _Record()
+        record.failures += 1
+        record.last = now
+        record.until = now + settings.delay(record.failures)
+        record.checking = False
+        self._records[key] = record
+        self._records.move_to_end(key)
+        while len(self._records) > self._size:
+            self._records.popitem(last=False)
+        return record
+
+    def clear(self, key: Hashable) -> None:
+        self._records.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+
+class LoginThrottle:
+    """Penalties for failed HTTP Basic logins, on ``clock`` (the reactor; a twisted ``Clock`` in tests)."""
+
+    def __init__(self, clock: IReactorTime, settings: ThrottleSettings = ThrottleSettings()) -> None:
+        self._clock = clock
+        self.settings = settings
+        forget_after = settings.max_delay * FORGET_AFTER_PENALTIES
+        self.sources = _Records(settings.tracked, forget_after)
+        self.users = _Records(settings.tracked, forget_after)
+
+    async def check(self, host: str, user: str, verify: Callable[..., Awaitable[bool]], *args: Any) -> bool:
+        """``await verify(*args)``, the password check of ``user`` from ``host``, unless a penalty stands (raises
+        :class:`Throttled`); a failure is recorded, logged, and returned when its penalty ends."""
+        source, name = host_key(host), _user_key(user)
+        now = self._clock.seconds()
+        records = [found for found in (self.sources.get(source, now), self.users.get(name, now)) if found]
+        if any(record.checking or record.until > now for record in records):
+            raise Throttled(max([record.until - now for record in records] + [self.settings.first_delay]))
+        for record in records:  # who failed before is checked one attempt at a time
+            record.checking = True
+        try:
+            matches = await verify(*args)
+        finally:
+            for record in records:
+                record.checking = False
+        if matches:
+            self.sources.clear(source)
+            self.users.clear(name)
+            return True
+        now = self._clock.seconds()
+        by_source = self.sources.failed(source, now, self.settings)
+        by_user = self.users.failed(name, now, self.settings)
+        wait = max(by_source.until, by_user.until) - now
+        log.warn("HTTP Basic login of {user} from {source} failed ({source_failures} in a row from there, "
+                 "{user_failures} for that user); answered in {wait:g} s", user=_shown(user), source=source,
+                 source_failures=by_source.failures, user_failures=by_user.failures, wait=wait)
+        await deferLater(self._clock, wait)
+        return False
+
+
+def _user_key(user: str) -> bytes:
+    """A user name as a record's key: a digest, so that long invented names cost no more memory than short ones."""
+    return hashlib.blake2b(user.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _shown(user: str) -> str:
+    """A user name for the log: quoted, and cut short if a client sent a long one."""
+    return repr(user if len(user) <= 64 else user[:64] + "...")
