@@ -11,6 +11,7 @@ from twisted.web import resource
 
 from backends import registry
 from backends.interface import Capability, ScheddBackend
+from gateway import localsocket
 from gateway.config import GatewayConfig
 from gateway.core.auth import Caller
 from gateway.core.collector import BirdbathCollector, contact_address
@@ -61,6 +62,8 @@ class Gateway:
         self.ssl_port: IListeningPort | None = None
         #: the named socket condor_shared_port passes connections to (use_shared_port)
         self.named_socket: IListeningPort | None = None
+        #: the local socket (Unix-domain, its callers named by the kernel), made once the state directory exists
+        self.local_socket: IListeningPort | None = None
         # the condorCollector service's own port (collector_port), beside the one it shares with the schedd
         self.collector_site = GatewaySite(resource.Resource(), max_body=config.max_request_bytes,
                                           policy=config.policy(), identification=identification)
@@ -93,6 +96,9 @@ class Gateway:
         self.queries = QueryRunner.pool(self.reactor, config.query_settings())
         if Capability.SERVICES in self.backend.capabilities:  # services in the gateway (the local executor)
             self.backend.start(self.reactor, self.calls)
+        local_socket = config.local_socket_path()
+        if local_socket is not None:
+            self.local_socket = localsocket.listen(self.reactor, local_socket, self.site)
         policy = config.policy()
         self.schedd = BirdbathSchedd(self.backend, self.calls, policy, self.reactor, config.schedd_settings(),
                                      queries=self.queries)
@@ -125,6 +131,9 @@ class Gateway:
                 log.info("birdbath gateway listening on {scheme}://{host}:{port}/ with the {backend} backend "
                          "(state in {state}){callers}", scheme=scheme, host=address.host, port=address.port,
                          backend=config.backend, state=config.state_dir, callers=self._callers(scheme))
+        if self.local_socket is not None:
+            log.info("birdbath gateway serving local clients on the Unix socket {path} (local_socket), as on the "
+                     "plain port; callers identified by the socket's peer credentials", path=local_socket)
         if self.named_socket is not None:
             log.info("birdbath gateway serving connections condor_shared_port passes to {path} (shared port id "
                      "{id}: clients use <host:port?sock={id}>), as on the plain port", path=config.named_socket(),
@@ -137,7 +146,7 @@ class Gateway:
     def _callers(self, scheme: str) -> str:
         """How the callers of one port are identified, for the start-up line."""
         if scheme == "http":
-            return "; loopback callers identified by their socket's owner, others anonymous"
+            return "; callers on this machine identified by their socket's owner, others anonymous"
         assert self.tls is not None
         ways = []
         if self.config.certificate_mapfile is not None:
@@ -170,7 +179,7 @@ class Gateway:
 
         The backend's threads are stopped whatever fails before, or they would keep the process alive."""
         try:
-            for port in (self.port, self.ssl_port, self.named_socket, self.collector_port):
+            for port in (self.port, self.ssl_port, self.named_socket, self.local_socket, self.collector_port):
                 if port is not None:
                     await port.stopListening()
             if self.schedd is not None:
