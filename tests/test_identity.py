@@ -32,6 +32,7 @@ from gateway.identity.passwords import PasswordFile, PasswordFileError, Remember
 from gateway.identity.tls import SHORT_NAMES, subject_oneline
 from tests.test_logging import wait_for_line
 from tests.test_tls import JSON_JOB
+from tests.unprivileged import Account, run_as
 
 ALICE = "/C=US/O=Example/OU=People/CN=alice"
 
@@ -528,33 +529,16 @@ def test_the_log_names_the_user_and_how_it_was_identified():
 
 # -- end to end: a loopback caller is the user owning its socket ---------------------------------------------
 def request_as(user: str, port: int, operation: str, **params) -> dict:
-    """A JSON call to the submission API made by a forked child running as ``user`` (it cannot exec Python: the
-    interpreter is not readable by other users everywhere), its answer read back through a pipe."""
-    account = pwd.getpwnam(user)
+    """A JSON call to the submission API made by a forked child running as ``user`` (:func:`run_as`)."""
+    entry = pwd.getpwnam(user)
     body = json.dumps(params)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: switch user, call, hand the answer back, and never return into pytest
-        status = 1
-        try:
-            os.close(read)
-            os.setgroups([])
-            os.setgid(account.pw_gid)
-            os.setuid(account.pw_uid)
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            connection.request("POST", f"/submission/json/{operation}", body, {"Content-Type": "application/json"})
-            answer = memoryview(connection.getresponse().read())
-            while answer:
-                answer = answer[os.write(write, answer):]
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write)
-    with os.fdopen(read, "rb") as stream:
-        answer = stream.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, answer
-    return json.loads(answer)
+
+    def work() -> bytes:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.request("POST", f"/submission/json/{operation}", body, {"Content-Type": "application/json"})
+        return connection.getresponse().read()
+
+    return json.loads(run_as(Account(user, entry.pw_uid, entry.pw_gid), work))
 
 
 def call(port: int, operation: str, **params) -> dict:
