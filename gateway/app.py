@@ -13,6 +13,7 @@ from twisted.web import resource
 
 from backends import registry
 from backends.interface import Capability, ScheddBackend
+from gateway import localsocket
 from gateway.config import GatewayConfig
 from gateway.connections import ConnectionGate, ConnectionGuard, RefusalLog, descriptor_limit
 from gateway.core.auth import Caller
@@ -68,6 +69,8 @@ class Gateway:
         self.ssl_port: IListeningPort | None = None
         #: the named socket condor_shared_port passes connections to (use_shared_port)
         self.named_socket: IListeningPort | None = None
+        #: the local socket (Unix-domain, its callers named by the kernel), made once the state directory exists
+        self.local_socket: IListeningPort | None = None
         # the condorCollector service's own port (collector_port), beside the one it shares with the schedd
         self.collector_site = GatewaySite(resource.Resource(), max_body=config.max_request_bytes,
                                           identification=identification, deadlines=config.request_deadlines())
@@ -103,6 +106,9 @@ class Gateway:
         self.queries = QueryRunner.pool(self.reactor, config.query_settings())
         if Capability.SERVICES in self.backend.capabilities:  # services in the gateway (the local executor)
             self.backend.start(self.reactor, self.calls)
+        local_socket = config.local_socket_path()
+        if local_socket is not None:
+            self.local_socket = localsocket.listen(self.reactor, local_socket, ConnectionGuard(self.site, self.gate))
         policy = config.policy()
         self.schedd = BirdbathSchedd(self.backend, self.calls, policy, self.reactor, config.schedd_settings(),
                                      queries=self.queries)
@@ -150,6 +156,9 @@ class Gateway:
                 log.info("birdbath gateway listening on {scheme}://{host}:{port}/ with the {backend} backend "
                          "(state in {state}){callers}", scheme=scheme, host=address.host, port=address.port,
                          backend=config.backend, state=config.state_dir, callers=self._callers(scheme))
+        if self.local_socket is not None:
+            log.info("birdbath gateway serving local clients on the Unix socket {path} (local_socket), as on the "
+                     "plain port; callers identified by the socket's peer credentials", path=local_socket)
         if self.named_socket is not None:
             log.info("birdbath gateway serving connections condor_shared_port passes to {path} (shared port id "
                      "{id}: clients use <host:port?sock={id}>), as on the plain port", path=config.named_socket(),
@@ -162,7 +171,7 @@ class Gateway:
     def _callers(self, scheme: str) -> str:
         """How the callers of one port are identified, for the start-up line."""
         if scheme == "http":
-            return "; loopback callers identified by their socket's owner, others anonymous"
+            return "; callers on this machine identified by their socket's owner, others anonymous"
         assert self.tls is not None
         ways = []
         if self.config.certificate_mapfile is not None:
@@ -195,7 +204,7 @@ class Gateway:
 
         The backend's threads are stopped whatever fails before, or they would keep the process alive."""
         try:
-            for port in (self.port, self.ssl_port, self.named_socket, self.collector_port):
+            for port in (self.port, self.ssl_port, self.named_socket, self.local_socket, self.collector_port):
                 if port is not None:
                     await port.stopListening()
             if self.lowlatency is not None:

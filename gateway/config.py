@@ -5,6 +5,8 @@
 listen = "127.0.0.1"          # --listen
 port = 1984                   # --port: 0 switches the plain HTTP port off, "auto" picks a free one
 state_dir = "/var/lib/birdbath-gateway"   # --state-dir
+local_socket = "/var/lib/birdbath-gateway/birdbath.sock"   # Unix socket for local clients (SO_PEERCRED);
+                              # default: birdbath.sock in the state directory; "" switches it off
 backend = "local"             # --backend
 max_request_bytes = 16777216
 max_expression_length = 65536   # characters of one ClassAd expression a client sends (constraint, attribute value)
@@ -93,6 +95,7 @@ from gateway.identity.passwords import PasswordFile, PasswordFileError
 from gateway.identity.peers import is_loopback
 from gateway.identity.throttle import LoginThrottle, ThrottleSettings
 from gateway.identity.tls import ClientCertificates, ServerContextFactory, TlsError, TlsSettings
+from gateway.localsocket import LOCAL_SOCKET_NAME, UnsafeSocketPath, check_path
 from gateway.logging import LEVELS
 from gateway.lowlatency.settings import CarodSettingError, CarodSettings, carod_settings
 from jobmodel.expressions import ExpressionLimits
@@ -122,6 +125,8 @@ class GatewayConfig:
     listen: str = "127.0.0.1"
     port: int | str = 1984  # a number, 0 (no plain port) or AUTO
     state_dir: Path = field(default_factory=default_state_dir)
+    #: the local (Unix-domain) socket: None for the default (in the state directory), "" for none
+    local_socket: Path | str | None = None
     backend: str = "local"
     max_request_bytes: int = 16 * 1024 * 1024
     max_expression_length: int = ExpressionLimits.max_length
@@ -175,6 +180,13 @@ class GatewayConfig:
             return 0
         assert isinstance(self.port, int)
         return self.port if self.port != 0 else None
+
+    def local_socket_path(self) -> Path | None:
+        """Where the local socket is made (``birdbath.sock`` in the state directory unless set), or None when
+        ``local_socket = ""`` switches it off."""
+        if self.local_socket == "":
+            return None
+        return Path(self.local_socket) if self.local_socket is not None else self.state_dir / LOCAL_SOCKET_NAME
 
     def named_socket(self) -> Path:
         """The Unix socket condor_shared_port passes connections to (raises ConfigError)."""
@@ -253,10 +265,10 @@ class GatewayConfig:
 
 
 _SECTIONS = {
-    "gateway": ("listen", "port", "state_dir", "backend", "max_request_bytes", "max_expression_length",
-                "max_expression_depth", "query_workers", "max_queries_per_caller", "max_query_seconds", "log_file",
-                "log_level", "max_file_descriptors", "max_connections", "max_connections_per_caller",
-                "reserved_connections", "max_header_seconds", "max_body_seconds"),
+    "gateway": ("listen", "port", "state_dir", "local_socket", "backend", "max_request_bytes",
+                "max_expression_length", "max_expression_depth", "query_workers", "max_queries_per_caller",
+                "max_query_seconds", "log_file", "log_level", "max_file_descriptors", "max_connections",
+                "max_connections_per_caller", "reserved_connections", "max_header_seconds", "max_body_seconds"),
     "submission": ("staging_lifetime", "output_retention", "max_staging_areas_per_caller"),
     "birdbath": ("allow_soap", "allow_read", "allow_write", "queue_all_users_trusted", "queue_super_users",
                  "default_owner", "max_soap_transaction_duration", "soap_leave_in_queue", "max_transactions_per_caller",
@@ -295,8 +307,8 @@ def load(path: Path | None) -> GatewayConfig:
 
 
 #: settings that name a file or directory (given as strings, ``~`` expanded)
-_PATHS = frozenset({"state_dir", "log_file", "soap_ssl_server_keyfile", "soap_ssl_ca_file", "soap_ssl_ca_dir",
-                    "certificate_mapfile", "password_file", "daemon_socket_dir"})
+_PATHS = frozenset({"state_dir", "local_socket", "log_file", "soap_ssl_server_keyfile", "soap_ssl_ca_file",
+                    "soap_ssl_ca_dir", "certificate_mapfile", "password_file", "daemon_socket_dir"})
 
 
 def _set(config: GatewayConfig, key: str, value: Any, where: str) -> None:
@@ -308,6 +320,9 @@ def _set(config: GatewayConfig, key: str, value: Any, where: str) -> None:
     expected = str if key in _PATHS else type(getattr(config, key))
     if type(value) is not expected:
         raise ConfigError(f"{where}: expected {expected.__name__}, got {value!r}")
+    if key == "local_socket" and value == "":  # switched off
+        config.local_socket = value
+        return
     setattr(config, key, Path(os.path.expanduser(value)) if key in _PATHS else value)
 
 
@@ -349,6 +364,7 @@ def validate(config: GatewayConfig) -> None:
     check_backend_options(config.backend, config.backend_options.get(config.backend, {}))
     check_daemon(config)
     check_directory(config.state_dir, "state directory")
+    check_local_socket(config)
     if config.log_file is not None:
         check_file(config.log_file, "log file")
 
@@ -370,15 +386,28 @@ def check_limits(config: GatewayConfig) -> None:
 
 def check_ports(config: GatewayConfig) -> None:
     """Something must listen, and the two ports cannot be one."""
-    if config.plain_port is None and not config.enable_soap_ssl and not config.use_shared_port:
-        raise ConfigError("nothing would listen: port = 0 switches the plain port off, enable_soap_ssl and "
-                          "use_shared_port are false")
+    if config.plain_port is None and not config.enable_soap_ssl and not config.use_shared_port \
+            and config.local_socket_path() is None:
+        raise ConfigError('nothing would listen: port = 0 switches the plain port off, local_socket = "" the local '
+                          'socket, and enable_soap_ssl and use_shared_port are false')
     if config.enable_soap_ssl and config.plain_port and config.plain_port == config.soap_ssl_port:
         raise ConfigError(f"port and soap_ssl_port are both {config.port}; the SSL port needs a port of its own")
     if config.collector_port and config.collector_port in (config.plain_port,
                                                             config.soap_ssl_port if config.enable_soap_ssl else None):
         raise ConfigError(f"collector_port {config.collector_port} is the gateway's own port; the collector is "
                           f"served there anyway (collector_port = 0), or give it a port of its own")
+
+
+def check_local_socket(config: GatewayConfig) -> None:
+    """The local socket can be made safely (its directory only writable by its owner, nothing but a stale socket
+    of ours at its path): checked now, so that a planted link stops the start before anything is created."""
+    path = config.local_socket_path()
+    if path is None:
+        return
+    try:
+        check_path(path, created_with=config.state_dir)
+    except UnsafeSocketPath as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def check_daemon(config: GatewayConfig) -> None:

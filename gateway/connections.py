@@ -24,13 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from twisted.internet.address import UNIXAddress
 from twisted.internet.interfaces import IAddress, IDelayedCall, IProtocol, IReactorTime, ITransport
 from twisted.logger import Logger
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
 from twisted.web import http
 
-from gateway.core.auth import AccessPolicy, peer_address
+from gateway.core.auth import LOCAL_SOCKET_HOST, AccessPolicy, peer_address
 from gateway.identity import peers
 
 log = Logger(namespace="birdbath.connections")
@@ -120,15 +121,21 @@ def host_key(host: str) -> str:
 
 
 def holder_of(transport: ITransport, super_users: frozenset[str]) -> Holder:
-    """Who holds a connection: the local user owning a loopback peer's socket (the one place the connection caps
-    ask the kernel), else the peer's host."""
+    """Who holds a connection: the local user owning a peer's socket on this machine (local socket, loopback or
+    another address of this host), else the peer's host.  The caps only count with it; who the caller is for the
+    operations is decided by :meth:`Identification.accepted`, with the same kernel lookups."""
     peer, local = transport.getPeer(), transport.getHost()
-    client = peers.endpoint(getattr(peer, "host", ""), getattr(peer, "port", 0))
-    server = peers.endpoint(getattr(local, "host", ""), getattr(local, "port", 0))
-    if client is None or server is None or not client.address.is_loopback:
-        return Holder(host_key(getattr(peer, "host", "")))
-    uid = peers.socket_owner(client, server)
-    if uid is None:
+    sock = getattr(transport, "socket", None)
+    try:
+        if isinstance(peer, UNIXAddress):
+            uid = peers.unix_peer_owner(sock)
+        else:
+            client = peers.endpoint(getattr(peer, "host", ""), getattr(peer, "port", 0))
+            server = peers.endpoint(getattr(local, "host", ""), getattr(local, "port", 0))
+            if client is None or server is None or not peers.is_this_host(client.address):
+                return Holder(host_key(getattr(peer, "host", "")))
+            uid = peers.tcp_peer_owner(client, server, sock)
+    except (peers.Unproven, OSError):
         return Holder("an unidentified local user")
     name = peers.user_name(uid)
     return Holder(f"uid {uid}" + (f" ({name})" if name else ""), uid == 0 or name in super_users)
@@ -280,7 +287,8 @@ class ConnectionGuard(WrappingFactory):
         self.gate = gate
 
     def buildProtocol(self, addr: IAddress) -> IProtocol | None:
-        if not self.gate.may_accept(getattr(addr, "host", "")):
+        host = LOCAL_SOCKET_HOST if isinstance(addr, UNIXAddress) else getattr(addr, "host", "")
+        if not self.gate.may_accept(host):
             return None
         return super().buildProtocol(addr)
 

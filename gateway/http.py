@@ -4,8 +4,9 @@ POST (any path, any SOAPAction, HTTP/1.0 or 1.1, chunked or not) is SOAP; GET ``
 ``?wsdl`` serves the WSDL with this server's address (``/condorCollector.wsdl`` the collector's).  The same site serves the plain port and the SSL port.
 Peers outside ``allow_soap`` are closed when accepted, and requests too slow to arrive are cut off
 (:mod:`gateway.connections`); bodies over the size cap are refused while they arrive; then the caller is
-identified (:mod:`gateway.identity.callers`: the loopback socket's owner, the client certificate's mapped user, or
-HTTP Basic over TLS), and a caller refused there gets 401, 403 or 429 (:mod:`gateway.identity.throttle`) with the
+identified (:mod:`gateway.identity.callers`: the owner of a local peer's socket, worked out when its connection is
+accepted, the client certificate's mapped user, or HTTP Basic over TLS), and a caller refused there gets 401, 403 or
+429 (:mod:`gateway.identity.throttle`) with the
 reason in the endpoint's own form (a SOAP fault, or the JSON API's status).  Every request is logged with its
 operation, client, status (with the reason of a FAIL), duration and who the caller was.
 """
@@ -19,8 +20,9 @@ from typing import Any, Callable, Iterator
 from xml.sax.saxutils import escape
 
 from OpenSSL import SSL
+from twisted.internet.address import UNIXAddress
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IProtocolNegotiationFactory, IPullProducer
+from twisted.internet.interfaces import IProtocolNegotiationFactory, IPullProducer, ISSLTransport, ITransport
 from twisted.logger import Logger
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
@@ -28,7 +30,7 @@ from twisted.web import resource, server
 from zope.interface import implementer
 
 from gateway.connections import DEFAULT_DEADLINES, DeadlineChannel, RequestDeadlines
-from gateway.core.auth import Caller
+from gateway.core.auth import LOCAL_SOCKET_HOST, Caller
 from gateway.identity.callers import Connection, Identification, Refusal, describe
 from gateway.identity.tls import openssl_reason, peer_certificate
 from gateway.soap.dispatch import SoapAnswer, SoapDispatcher, started
@@ -68,8 +70,8 @@ class GatewayRequest(server.Request):
 
     @property
     def client_host(self) -> str:
-        """The peer's address ("" for a transport without one)."""
-        return getattr(self.getClientAddress(), "host", "")
+        """The peer's address (``localhost`` on the local socket)."""
+        return self.connection().peer_host
 
     def gotLength(self, length: int | None) -> None:
         if length is not None and length > self.max_body:
@@ -103,15 +105,13 @@ class GatewayRequest(server.Request):
             self._identified(identified)
 
     def connection(self) -> Connection:
-        """What this request's connection says about the client, worked out once per connection."""
+        """What this request's connection says about the client: worked out when a plain or local-socket connection
+        was accepted (:class:`GatewayChannel`), at the first request of a TLS one (its certificate is known once
+        the handshake is done)."""
         channel = self.channel
         known = getattr(channel, "birdbath_connection", None)
         if known is None:
-            peer, local = self.getClientAddress(), self.getHost()
-            secure = self.isSecure()
-            known = Connection(secure, getattr(peer, "host", ""), getattr(peer, "port", 0), getattr(local, "host", ""),
-                               getattr(local, "port", 0), peer_certificate(channel.transport) if secure else None)
-            channel.birdbath_connection = known
+            known = channel.birdbath_connection = connection_of(channel.transport)
         return known
 
     def _identified(self, caller: Caller) -> None:
@@ -350,6 +350,28 @@ def _base_url(request: server.Request) -> str:
     return (scheme + b"://" + host + b"/").decode("latin-1")
 
 
+def connection_of(transport: ITransport) -> Connection:
+    """What a transport says about its client: its addresses, and its certificate on TLS."""
+    peer, local = transport.getPeer(), transport.getHost()
+    if isinstance(peer, UNIXAddress):
+        return Connection(False, LOCAL_SOCKET_HOST, 0, "", 0, unix=True)
+    secure = ISSLTransport(transport, None) is not None
+    return Connection(secure, getattr(peer, "host", ""), getattr(peer, "port", 0), getattr(local, "host", ""),
+                      getattr(local, "port", 0), peer_certificate(transport) if secure else None)
+
+
+class GatewayChannel(DeadlineChannel):
+    """An HTTP connection whose plain or local-socket peer is identified the moment it is accepted, before anything
+    it sends is read (:meth:`Identification.accepted`)."""
+
+    def connectionMade(self) -> None:
+        super().connectionMade()
+        if ISSLTransport(self.transport, None) is None:
+            connection = connection_of(self.transport)
+            self.site.identification.accepted(connection, getattr(self.transport, "socket", None))
+            self.birdbath_connection = connection
+
+
 class GatewaySite(server.Site):
     """A Site whose requests carry the size cap and the caller's identification, on channels that give each
     request's headers and body a deadline (``reactor``: twisted's, or a Clock in tests)."""
@@ -360,13 +382,14 @@ class GatewaySite(server.Site):
         # memory), and works out every request's Content-Type with the email package, at a cost as large as a
         # short request's whole answer
         super().__init__(root, parsePOSTFormSubmission=False, reactor=reactor)
+        self.identification = identification
         self.requestFactory = type("Request", (GatewayRequest,), {"max_body": max_body,
                                                                  "identification": identification})
         self.deadlines = deadlines
         self.noisy = False
 
-    def protocol(self) -> DeadlineChannel:  # type: ignore[override]
-        return DeadlineChannel(self.deadlines)
+    def protocol(self) -> GatewayChannel:  # type: ignore[override]
+        return GatewayChannel(self.deadlines)
 
     def acceptableProtocols(self) -> list[bytes]:
         """HTTP/1.1 only: the deadlines are the HTTP/1.1 channel's."""

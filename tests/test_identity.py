@@ -8,11 +8,12 @@ import asyncio
 import base64
 import datetime
 import http.client
+import ipaddress
 import json
 import os
 import pwd
 import socket
-import sys
+import time
 import urllib.request
 import warnings
 
@@ -31,6 +32,7 @@ from gateway.identity.passwords import PasswordFile, PasswordFileError, Remember
 from gateway.identity.tls import SHORT_NAMES, subject_oneline
 from tests.test_logging import wait_for_line
 from tests.test_tls import JSON_JOB
+from tests.unprivileged import Account, run_as
 
 ALICE = "/C=US/O=Example/OU=People/CN=alice"
 
@@ -169,74 +171,7 @@ def test_remembered_passwords_keep_no_password():
     assert "wonderland" not in repr(vars(remembered))
 
 
-# -- the kernel's socket tables ----------------------------------------------------------------------------
-little_endian = pytest.mark.skipif(sys.byteorder != "little", reason="the samples are a little-endian kernel's")
-
-TCP = """\
-  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 0100007F:07C0 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 576 1 0 100 0 0 10 0
-   1: 0100007F:07C0 0100007F:B26E 01 00000000:00000000 00:00000000 00000000     0        0 578 1 0 20 4 30 10 -1
-   2: 0100007F:B26E 0100007F:07C0 01 00000000:00000000 00:00000000 00000000  1000        0 577 1 0 20 4 30 10 -1
-   3: 0200007F:B26E 0100007F:07C0 01 00000000:00000000 00:00000000 00000000  1001        0 579 1 0 20 4 30 10 -1
-   4: 0100007F:B26F 0100007F:07C0 06 00000000:00000000 03:00000F1B 00000000     0        0 0 3 0
-   5: garbage line
-"""
-TCP6 = """\
-  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when \
-retrnsmt   uid  timeout inode
-   0: 00000000000000000000000001000000:D431 00000000000000000000000001000000:07C0 01 00000000:00000000 \
-00:00000000 00000000  1002        0 580 1 0 20 4 30 10 -1
-   1: 0000000000000000FFFF00000300007F:D431 0000000000000000FFFF00000100007F:07C0 01 00000000:00000000 \
-00:00000000 00000000  1003        0 581 1 0 20 4 30 10 -1
-"""
-
-
-@little_endian
-@pytest.mark.parametrize("text, host, port", [
-    ("0100007F:0CC8", "127.0.0.1", 3272),
-    ("0200007F:B26E", "127.0.0.2", 45678),
-    ("00000000000000000000000001000000:07C0", "::1", 1984),
-    ("0000000000000000FFFF00000100007F:07C0", "127.0.0.1", 1984),  # IPv4-mapped: the IPv4 address
-    ("B80D0120000000000000000001000000:0050", "2001:db8::1", 80),
-])
-def test_table_addresses_decode_word_by_word_in_the_machines_byte_order(text, host, port):
-    assert peers.decode_endpoint(text) == peers.endpoint(host, port)
-
-
-@pytest.mark.parametrize("text", ["0100007F", "0100007F:", "01007F:0050", "XYZ0007F:0050"])
-def test_a_malformed_table_address_is_refused(text):
-    with pytest.raises(ValueError):
-        peers.decode_endpoint(text)
-
-
-@little_endian
-def test_the_client_end_of_a_connection_is_found_not_the_servers(tmp_path):
-    tcp, tcp6 = tmp_path / "tcp", tmp_path / "tcp6"
-    tcp.write_text(TCP)
-    tcp6.write_text(TCP6)
-    tables = (tcp, tcp6, tmp_path / "unreadable")
-    server = peers.endpoint("127.0.0.1", 1984)
-
-    def owner(host: str, port: int, to=server):
-        return peers.socket_owner(peers.endpoint(host, port), to, tables)
-
-    assert owner("127.0.0.1", 45678) == 1000  # not line 1, the server's own socket (uid 0)
-    assert owner("127.0.0.2", 45678) == 1001
-    assert owner("::1", 54321, peers.endpoint("::1", 1984)) == 1002
-    assert owner("::ffff:127.0.0.3", 54321) == 1003  # a dual-stack listener's IPv4 client
-    assert owner("127.0.0.1", 45679) is None  # a TIME_WAIT line (uid 0) is no socket of root's
-    assert owner("127.0.0.1", 45680) is None
-    assert owner("127.0.0.1", 45678, peers.endpoint("127.0.0.1", 1985)) is None
-    assert len(list(peers.parse_table(TCP))) == 5
-
-
-def test_only_lines_showing_both_ports_are_decoded():
-    kept = peers.lines_with_ports(TCP, 45678, 1984).splitlines()
-    assert kept and all(":B26E " in line and ":07C0 " in line for line in kept)
-    assert len(kept) < len(TCP.splitlines()) - 1
-    assert peers.lines_with_ports(TCP, 1, 2) == ""
-
-
+# -- the kernel's socket diagnostics ----------------------------------------------------------------------------
 def connected_pair(family: int, listen_host: str, connect_host: str):
     server = socket.socket(family)
     server.bind((listen_host, 0))
@@ -247,22 +182,98 @@ def connected_pair(family: int, listen_host: str, connect_host: str):
     return client, accepted, peer
 
 
-@pytest.mark.parametrize("family, listen_host, connect_host", [
+def ends(accepted: socket.socket, peer: tuple) -> tuple[peers.Endpoint, peers.Endpoint]:
+    local = accepted.getsockname()
+    return peers.endpoint(peer[0], peer[1]), peers.endpoint(local[0], local[1])
+
+
+PAIRS = pytest.mark.parametrize("family, listen_host, connect_host", [
     (socket.AF_INET, "127.0.0.1", "127.0.0.1"),
     (socket.AF_INET6, "::1", "::1"),
-    (socket.AF_INET6, "::", "127.0.0.1"),  # the server sees ::ffff:127.0.0.1, the kernel lists an IPv4 socket
+    (socket.AF_INET6, "::", "127.0.0.1"),  # the server sees ::ffff:127.0.0.1, the kernel has an IPv4 socket
 ], ids=["ipv4", "ipv6", "dual-stack"])
-def test_the_kernel_names_this_process_as_the_owner_of_a_loopback_client(family, listen_host, connect_host):
-    if not socket.has_ipv6 and family == socket.AF_INET6:
-        pytest.skip("no IPv6")
+
+
+def pair_or_skip(family: int, listen_host: str, connect_host: str):
     try:
-        client, accepted, peer = connected_pair(family, listen_host, connect_host)
+        return connected_pair(family, listen_host, connect_host)
     except OSError as exc:
         pytest.skip(f"cannot connect on {listen_host}: {exc}")
+
+
+@PAIRS
+def test_the_kernel_names_this_process_as_the_owner_of_a_loopback_client(family, listen_host, connect_host):
+    client, accepted, peer = pair_or_skip(family, listen_host, connect_host)
     with client, accepted:
-        local = accepted.getsockname()
-        found = peers.socket_owner(peers.endpoint(peer[0], peer[1]), peers.endpoint(local[0], local[1]))
-    assert found == os.geteuid()
+        assert peers.tcp_peer_owner(*ends(accepted, peer), accepted) == os.geteuid()
+
+
+def wait_for_state(local: peers.Endpoint, remote: peers.Endpoint, state: peers.TcpState) -> peers.DiagSocket:
+    deadline = time.monotonic() + 10
+    while (found := peers.tcp_socket(local, remote)) is None or found.state != state:
+        assert time.monotonic() < deadline, f"the socket never became {state.name}: {found}"
+        time.sleep(0.01)
+    return found
+
+
+@PAIRS
+def test_a_client_that_closed_its_socket_is_not_proven(family, listen_host, connect_host):
+    """Its end is an orphan (FIN_WAIT2, inode 0, listed with uid 0): never root, never anyone."""
+    client, accepted, peer = pair_or_skip(family, listen_host, connect_host)
+    with accepted:
+        client_end, server_end = ends(accepted, peer)
+        client.close()
+        orphan = wait_for_state(client_end, server_end, peers.TcpState.FIN_WAIT2)
+        assert orphan.inode == 0 and orphan.uid == 0
+        with pytest.raises(peers.Unproven, match="our end of it is CLOSE_WAIT"):
+            peers.tcp_peer_owner(client_end, server_end, accepted)
+
+
+def test_only_the_connection_we_accepted_counts():
+    """The four-tuple's server end must be our socket: the same ports on another socket prove nothing."""
+    client, accepted, peer = connected_pair(socket.AF_INET, "127.0.0.1", "127.0.0.1")
+    other = socket.socket()
+    with client, accepted, other:
+        with pytest.raises(peers.Unproven, match="does not list our end"):
+            peers.tcp_peer_owner(*ends(accepted, peer), other)
+        with pytest.raises(peers.Unproven, match="does not list our end"):
+            peers.tcp_peer_owner(*ends(accepted, peer), None)
+        client_end, server_end = ends(accepted, peer)
+        elsewhere = peers.Endpoint(client_end.address, server_end.port + 1 if server_end.port < 65535 else 1)
+        with pytest.raises(peers.Unproven):
+            peers.tcp_peer_owner(client_end, elsewhere, accepted)
+
+
+def test_the_kernel_answers_by_the_exact_four_tuple():
+    client, accepted, peer = connected_pair(socket.AF_INET, "127.0.0.1", "127.0.0.1")
+    with client, accepted:
+        client_end, server_end = ends(accepted, peer)
+        found = peers.tcp_socket(client_end, server_end)
+        assert found is not None and (found.local, found.remote) == (client_end, server_end)
+        assert found.state == peers.TcpState.ESTABLISHED and found.inode == os.fstat(client.fileno()).st_ino
+        assert peers.tcp_socket(peers.Endpoint(client_end.address, 1), server_end) is None
+        assert peers.tcp_socket(client_end, peers.endpoint("::1", server_end.port)) is None  # families differ
+
+
+def test_a_short_diagnostics_message_is_refused():
+    with pytest.raises(ValueError):
+        peers.parse_diag_message(b"\x02\x01" + b"\0" * 40)
+
+
+@pytest.mark.parametrize("host, local", [
+    ("127.0.0.1", True), ("127.9.9.9", True), ("::1", True),
+    ("192.0.2.254", False), ("203.0.113.9", False), ("2001:db8::9", False),  # documentation networks
+])
+def test_this_host_is_what_the_kernel_routes_locally(host, local):
+    assert peers.is_this_host(ipaddress.ip_address(host)) is local
+
+
+def test_a_unix_socket_peer_is_named_by_its_credentials():
+    mine, theirs = socket.socketpair()
+    with mine, theirs:
+        assert peers.unix_peer_owner(mine) == os.geteuid()
+    with pytest.raises(peers.Unproven):
+        peers.unix_peer_owner(None)
 
 
 def test_loopback_peers_are_127_8_and_1_and_their_mapped_forms():
@@ -317,15 +328,27 @@ def test_every_short_name_is_openssls():
 
 # -- deciding who the caller is ----------------------------------------------------------------------------
 class Kernel:
-    """Socket owners by client port, counting the look-ups."""
+    """Socket owners by client port, this host's addresses, counting the look-ups."""
 
-    def __init__(self, owners: dict[int, int]) -> None:
+    def __init__(self, owners: dict[int, int], addresses: frozenset[str] = frozenset({"192.0.2.1"})) -> None:
         self.owners = owners
+        self.addresses = addresses
         self.lookups = 0
 
-    def socket_owner(self, client: peers.Endpoint, server: peers.Endpoint) -> int | None:
+    def is_this_host(self, address) -> bool:
+        return address.is_loopback or str(address) in self.addresses
+
+    def tcp_peer_owner(self, client: peers.Endpoint, server: peers.Endpoint, accepted) -> int:
         self.lookups += 1
-        return self.owners.get(client.port)
+        if client.port not in self.owners:
+            raise peers.Unproven("its socket is FIN_WAIT2, no longer a process's")
+        return self.owners[client.port]
+
+    def unix_peer_owner(self, sock) -> int:
+        self.lookups += 1
+        return 65534  # nobody
+
+    user_name = staticmethod(peers.user_name)
 
 
 class Offload:
@@ -339,8 +362,12 @@ class Offload:
         return check(*args)
 
 
-def plain(host: str = "127.0.0.1", port: int = 40000) -> Connection:
-    return Connection(False, host, port, "127.0.0.1", 1984)
+def plain(host: str = "127.0.0.1", port: int = 40000, identification: Identification | None = None) -> Connection:
+    """A plain connection, accepted (its peer identified) by ``identification`` when given."""
+    connection = Connection(False, host, port, "127.0.0.1", 1984)
+    if identification is not None:
+        identification.accepted(connection, None)
+    return connection
 
 
 def tls(certificate: x509.Certificate | None = None, port: int = 40000) -> Connection:
@@ -363,41 +390,69 @@ def offload() -> Offload:
 
 @pytest.fixture
 def identification(mapping, passwords, kernel, offload) -> Identification:
-    return Identification(mapping, passwords, offload, kernel.socket_owner)
+    return Identification(mapping, passwords, offload, kernel)
 
 
-def test_a_loopback_caller_is_its_sockets_owner_looked_up_once_per_connection(identification, kernel):
-    connection = plain(port=40001)
+def test_a_loopback_caller_is_its_sockets_owner_looked_up_once_when_accepted(identification, kernel):
+    connection = plain(port=40001, identification=identification)
+    assert kernel.lookups == 1
     assert run(identification.caller(connection, None)) == Caller("127.0.0.1", "nobody", Authentication.SOCKET)
     assert run(identification.caller(connection, None)).user == "nobody"
     assert kernel.lookups == 1
-    assert run(identification.caller(plain(port=40000), None)).user == "root"
+    assert run(identification.caller(plain(port=40000, identification=identification), None)).user == "root"
     assert kernel.lookups == 2
 
 
-def test_a_loopback_caller_the_kernel_does_not_list_or_name_is_refused(identification):
-    """Not anonymous: a local client could otherwise drop its identity (reset the connection after sending its
-    request) and act as default_owner."""
-    for port, reason in ((49999, "not in the kernel's tables"), (40002, f"uid {2**31 - 2} has no name")):
-        with pytest.raises(Refusal) as refusal:
-            run(identification.caller(plain(port=port), None))
-        assert refusal.value.code == 403 and reason in refusal.value.message
+def test_a_caller_on_one_of_this_hosts_addresses_is_local(identification, kernel):
+    connection = plain("192.0.2.1", 40001, identification)
+    assert run(identification.caller(connection, None)) == Caller("192.0.2.1", "nobody", Authentication.SOCKET)
+    with pytest.raises(Refusal) as refusal:
+        run(identification.caller(plain("192.0.2.1", 49999, identification), None))
+    assert "The local user of this local connection could not be identified" in refusal.value.message
+
+
+def test_a_local_caller_the_kernel_does_not_prove_or_name_is_refused(identification):
+    """Not anonymous: a local client could otherwise drop its identity (close its socket after sending its
+    request) and act as default_owner; and never root, whom its orphaned socket is listed as."""
+    for port, reason in ((49999, "FIN_WAIT2, no longer a process's"), (40002, f"uid {2**31 - 2} has no name")):
+        connection = plain(port=port, identification=identification)
+        for _ in range(2):  # every request of the connection
+            with pytest.raises(Refusal) as refusal:
+                run(identification.caller(connection, None))
+            assert refusal.value.code == 403 and reason in refusal.value.message
+            assert "loopback connection could not be identified" in refusal.value.message
+
+
+def test_a_connection_not_identified_when_accepted_is_refused(identification):
+    with pytest.raises(Refusal) as refusal:
+        run(identification.caller(plain(), None))
+    assert refusal.value.code == 403
+
+
+def test_a_local_socket_caller_is_named_by_its_credentials(identification, kernel):
+    connection = Connection(False, "localhost", 0, "", 0, unix=True)
+    identification.accepted(connection, None)
+    assert run(identification.caller(connection, None)) == Caller("localhost", "nobody", Authentication.SOCKET)
+    assert kernel.lookups == 1
 
 
 def test_a_remote_plain_caller_is_anonymous_without_a_look_up(identification, kernel):
-    assert run(identification.caller(plain("192.0.2.7"), None)) == Caller("192.0.2.7")
-    assert run(identification.caller(plain("::ffff:192.0.2.7"), None)).authentication is Authentication.NONE
+    assert run(identification.caller(plain("192.0.2.7", identification=identification), None)) == \
+        Caller("192.0.2.7")
+    assert run(identification.caller(plain("::ffff:192.0.2.7", identification=identification), None)) \
+        .authentication is Authentication.NONE
     assert kernel.lookups == 0
 
 
 def test_basic_on_the_plain_port_is_refused_without_checking_the_password(identification, offload):
     for credentials in (basic("alice", "wonderland"), basic("alice", "wrong"), b"Basic !!!"):
         with pytest.raises(Refusal) as refusal:
-            run(identification.caller(plain(port=40001), credentials))
+            run(identification.caller(plain(port=40001, identification=identification), credentials))
         assert refusal.value.code == 403 and "only on the SSL port" in refusal.value.message
     assert offload.checks == 0
     # other schemes mean nothing here and are not refused
-    assert run(identification.caller(plain(port=40001), b"Bearer abc")).user == "nobody"
+    assert run(identification.caller(plain(port=40001, identification=identification), b"Bearer abc")).user == \
+        "nobody"
 
 
 def test_a_mapped_certificate_is_its_user_even_with_a_password(identification, offload):
@@ -453,7 +508,7 @@ def test_a_wrong_password_is_not_remembered(identification, offload):
 
 
 def test_without_a_password_file_basic_is_no_way_in(mapping, kernel):
-    identification = Identification(mapping, None, socket_owner=kernel.socket_owner)
+    identification = Identification(mapping, None, kernel=kernel)
     with pytest.raises(Refusal) as refusal:
         run(identification.caller(tls(), basic("alice", "wonderland")))
     assert refusal.value.code == 401 and not refusal.value.challenge
@@ -474,33 +529,16 @@ def test_the_log_names_the_user_and_how_it_was_identified():
 
 # -- end to end: a loopback caller is the user owning its socket ---------------------------------------------
 def request_as(user: str, port: int, operation: str, **params) -> dict:
-    """A JSON call to the submission API made by a forked child running as ``user`` (it cannot exec Python: the
-    interpreter is not readable by other users everywhere), its answer read back through a pipe."""
-    account = pwd.getpwnam(user)
+    """A JSON call to the submission API made by a forked child running as ``user`` (:func:`run_as`)."""
+    entry = pwd.getpwnam(user)
     body = json.dumps(params)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: switch user, call, hand the answer back, and never return into pytest
-        status = 1
-        try:
-            os.close(read)
-            os.setgroups([])
-            os.setgid(account.pw_gid)
-            os.setuid(account.pw_uid)
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            connection.request("POST", f"/submission/json/{operation}", body, {"Content-Type": "application/json"})
-            answer = memoryview(connection.getresponse().read())
-            while answer:
-                answer = answer[os.write(write, answer):]
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write)
-    with os.fdopen(read, "rb") as stream:
-        answer = stream.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, answer
-    return json.loads(answer)
+
+    def work() -> bytes:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.request("POST", f"/submission/json/{operation}", body, {"Content-Type": "application/json"})
+        return connection.getresponse().read()
+
+    return json.loads(run_as(Account(user, entry.pw_uid, entry.pw_gid), work))
 
 
 def call(port: int, operation: str, **params) -> dict:

@@ -196,9 +196,12 @@ def start_configured(path: Path, tmp_path: Path) -> GatewayProcess:
 
 @runs("config")
 def config(example: Example, tmp_path: Path) -> None:
-    """Consistent (listening beyond loopback, it lets more than loopback in) and accepted by a real gateway."""
+    """Consistent (listening beyond loopback, it lets more than loopback in), safe to copy (anonymous callers'
+    jobs belong to an unprivileged account, no job runs as root) and accepted by a real gateway."""
     path = write_config(example, tmp_path)
     settings = load(path)
+    assert settings.default_owner == "nobody"
+    assert "root" in settings.backend_options["local"]["denied_owners"]
     if settings.listen not in ("127.0.0.1", "::1", "localhost"):
         beyond_loopback = [entry for entry in settings.allow_soap if entry not in LOOPBACK]
         assert beyond_loopback, "listens beyond loopback but lets only loopback clients in"
@@ -278,6 +281,7 @@ def serve_tls(tmp_path: Path) -> tuple[GatewayProcess, Path]:
 
 @runs("tls-setup")
 def tls_setup_commands(example: Example, tmp_path: Path) -> None:
+    from gateway.identity.mapfile import SSL, CertificateMap
     from gateway.identity.passwords import PasswordFile
 
     directory = tls_setup(tmp_path)
@@ -285,6 +289,13 @@ def tls_setup_commands(example: Example, tmp_path: Path) -> None:
     assert verified.splitlines() == ["server.crt: OK", "alice.crt: OK"]
     assert stat.S_IMODE((directory / "server.pem").stat().st_mode) == 0o600
     assert PasswordFile.load(directory / "passwords").check("carol", CAROL_PASSWORD)
+    # safe to copy: no certificate makes its holder root or a queue super user
+    mapping = CertificateMap.load(directory / "certificate_mapfile")
+    assert mapping.canonicalize(SSL, "/O=Example/OU=People/CN=alice") == "alice"
+    for name in ("root", "condor"):
+        for unit in ("People", "Robots"):
+            assert mapping.canonicalize(SSL, f"/O=Example/OU={unit}/CN={name}") is None
+    assert mapping.canonicalize(SSL, "/O=Elsewhere/OU=Robots/CN=build-robot") is None
 
 
 @runs("config-tls")

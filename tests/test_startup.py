@@ -113,13 +113,21 @@ def test_a_bad_configuration_is_refused_before_anything_is_created(tmp_path, con
 @pytest.mark.parametrize("flags, named", [
     (("--backend", "nonesuch"), "installed backends"),
     (("--port", "70000"), "port"),
-    (("--port", "0"), "nothing would listen"),
     (("--ssl-port-file", "ssl-port"), "enable_soap_ssl is false"),
     (("--port", "2000", "--ssl-port", "2000", "--config", "/dev/null"), "soap_ssl_port are both 2000"),
-], ids=["backend", "port", "nothing listens", "ssl port file without ssl", "one port for both"])
+], ids=["backend", "port", "ssl port file without ssl", "one port for both"])
 def test_flags_are_checked_like_the_file(tmp_path, flags, named):
     result = refused_start("--state-dir", tmp_path / "state", *flags, tmp=tmp_path)
     assert_refused(result, named)
+    assert result.returncode == 2
+    assert not (tmp_path / "state").exists()
+
+
+def test_a_gateway_with_nothing_to_listen_on_is_refused(tmp_path):
+    """No plain port (the flag), no local socket (the file), no SSL port, no shared port."""
+    result = refused_start("--state-dir", tmp_path / "state", "--port", "0", config='[gateway]\nlocal_socket = ""\n',
+                           tmp=tmp_path)
+    assert_refused(result, "nothing would listen")
     assert result.returncode == 2
     assert not (tmp_path / "state").exists()
 

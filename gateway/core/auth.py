@@ -30,6 +30,10 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 LOOPBACK = ("127.0.0.0/8", "::1")
+#: the host a caller on the gateway's local (Unix-domain) socket is known by: this machine, which the host lists
+#: treat as its loopback address
+LOCAL_SOCKET_HOST = "localhost"
+_LOCAL_SOCKET_ADDRESS = ipaddress.ip_address("127.0.0.1")
 #: the loopback network of each IP version
 _LOOPBACK_NETWORKS = {4: ipaddress.ip_network(LOOPBACK[0]), 6: ipaddress.ip_network(LOOPBACK[1])}
 
@@ -99,7 +103,7 @@ class HostList:
     def allows(self, host: str) -> bool:
         if self._any:
             return True
-        address = peer_address(host)
+        address = _LOCAL_SOCKET_ADDRESS if host == LOCAL_SOCKET_HOST else peer_address(host)
         return address is not None and any(address in network for network in self._networks)
 
     def beyond_loopback(self) -> bool:

@@ -4,6 +4,7 @@
   certificate's subject as OpenSSL's one-line form, the string HTCondor matched;
 - :mod:`.mapfile` reads HTCondor's certificate map file, which turns that subject into a user;
 - :mod:`.passwords` reads the password file (bcrypt hashes) that HTTP Basic over TLS is checked against;
-- :mod:`.peers` finds the local user owning a loopback client's socket (``/proc/net/tcp`` and ``tcp6``);
+- :mod:`.peers` finds the local user owning a client's socket on this machine (netlink ``sock_diag`` for TCP,
+  ``SO_PEERCRED`` for the local Unix-domain socket);
 - :mod:`.callers` decides, per connection and request, which of these identifies the caller, or refuses it.
 """

@@ -1,9 +1,11 @@
 """Who the caller of a request is, from what its connection and its request prove.
 
-On the plain port:
-  - a peer on loopback is the local user owning its socket (:mod:`.peers`), found once per connection; when the
-    kernel's tables do not list it (it went away before its request was read) or its uid has no name, the request
-    is refused: a local client must not be able to make itself anonymous, and so default_owner;
+On the plain port and the local (Unix-domain) socket, decided once, when the connection is accepted:
+  - a peer on this machine (on loopback, on one of the host's own addresses, or on the local socket) is the local
+    user owning its socket (:mod:`.peers`); when the kernel cannot prove that owner (the client closed its socket,
+    its end is not an established socket of a process, our end is not the connection we accepted) or its uid has no
+    name, every request on the connection is refused: a local client must never become root, nor make itself
+    anonymous, and so default_owner;
   - any other peer is anonymous (``default_owner`` gets its jobs);
   - HTTP Basic credentials are refused without being looked at: a password sent in clear text must not be taken
     as proof of anything, and the client should learn at once that it is sending one.
@@ -17,12 +19,13 @@ On the SSL port:
 from __future__ import annotations
 
 import binascii
+import socket
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from cryptography import x509
 
-from gateway.core.auth import Authentication, Caller
+from gateway.core.auth import Address, Authentication, Caller
 from gateway.identity import peers
 from gateway.identity.mapfile import SSL, CertificateMap
 from gateway.identity.passwords import PasswordFile, RememberedPasswords
@@ -31,6 +34,17 @@ from gateway.identity.tls import subject_oneline
 
 #: runs a slow, blocking check (a bcrypt comparison) away from the reactor thread
 Offload = Callable[..., Awaitable[bool]]
+
+class PeerKernel(Protocol):
+    """What the kernel says about a peer on this machine (:mod:`.peers`; another kernel in unit tests)."""
+
+    def is_this_host(self, address: Address) -> bool: ...
+
+    def tcp_peer_owner(self, client: peers.Endpoint, server: peers.Endpoint, accepted: socket.socket | None) -> int: ...
+
+    def unix_peer_owner(self, sock: socket.socket | None) -> int: ...
+
+    def user_name(self, uid: int) -> str | None: ...
 
 
 class Refusal(Exception):
@@ -48,7 +62,7 @@ class Refusal(Exception):
 
 @dataclass
 class Connection:
-    """What one TCP connection says about its client, kept for every request it carries."""
+    """What one connection says about its client, kept for every request it carries."""
 
     secure: bool
     peer_host: str
@@ -56,8 +70,12 @@ class Connection:
     local_host: str
     local_port: int
     certificate: x509.Certificate | None = None
+    #: a connection to the local (Unix-domain) socket
+    unix: bool = False
     #: who the connection itself proves the caller is (its certificate or its socket), once worked out
     caller: Caller | None = None
+    #: why no request on this connection is served (its local peer could not be proven), decided when accepted
+    refusal: Refusal | None = None
     #: the last ``Authorization`` header that passed the password check on this connection, and its caller
     basic: tuple[bytes, Caller] | None = None
 
@@ -97,21 +115,29 @@ class Identification:
     """The gateway's way of telling callers apart: its map file and password file (either may be absent).
 
     ``offload`` runs a password check (the reactor's thread pool in the gateway; inline when not given), and
-    ``socket_owner``/``user_name`` look loopback peers up (the kernel's tables; other tables in unit tests)."""
+    ``kernel`` tells local peers apart (:mod:`.peers`; another kernel in unit tests)."""
 
     def __init__(self, certificates: CertificateMap | None = None, passwords: PasswordFile | None = None,
-                 offload: Offload | None = None,
-                 socket_owner: Callable[[peers.Endpoint, peers.Endpoint], int | None] = peers.socket_owner,
-                 user_name: Callable[[int], str | None] = peers.user_name,
+                 offload: Offload | None = None, kernel: PeerKernel = peers,  # type: ignore[assignment]
                  throttle: LoginThrottle | None = None) -> None:
         self.certificates = certificates
         #: slows password guessing down (none: every attempt is checked at once)
         self.throttle = throttle
         self.passwords = passwords
         self._offload = offload or _inline
-        self._socket_owner = socket_owner
-        self._user_name = user_name
+        self._kernel = kernel
         self._remembered = RememberedPasswords()
+
+    def accepted(self, connection: Connection, sock: socket.socket | None) -> None:
+        """Decide who the peer of a plain or local-socket connection is, as it is accepted (``sock``: our end),
+        before a byte of it is read: its caller, or the refusal every request on it gets.  Deciding later would ask
+        about a client that may have closed its socket by then, and whose ports another socket may hold."""
+        if connection.secure:
+            return
+        try:
+            connection.caller = self._peer_caller(connection, sock)
+        except Refusal as refusal:
+            connection.refusal = refusal
 
     async def caller(self, connection: Connection, authorization: bytes | None) -> Caller:
         """The caller of one request on ``connection`` (raises :class:`Refusal`)."""
@@ -119,8 +145,10 @@ class Identification:
             if is_basic(authorization):
                 raise Refusal(403, "HTTP Basic authentication is accepted only on the SSL port (enable_soap_ssl); "
                                    "the credentials sent in clear text were not checked")
+            if connection.refusal is not None:
+                raise connection.refusal
             if connection.caller is None:
-                connection.caller = self._plain_caller(connection)
+                raise Refusal(403, "The caller of this connection was not identified when it was accepted")
             return connection.caller
         if connection.certificate is not None and self.certificates is not None:
             if connection.caller is None:
@@ -128,18 +156,33 @@ class Identification:
             return connection.caller
         return await self._password_caller(connection, authorization)
 
-    def _plain_caller(self, connection: Connection) -> Caller:
-        anonymous = Caller(host=connection.peer_host)
+    def _peer_caller(self, connection: Connection, sock: socket.socket | None) -> Caller:
+        if connection.unix:
+            return self._local_caller(connection, "Unix-socket", lambda: self._kernel.unix_peer_owner(sock))
         client = peers.endpoint(connection.peer_host, connection.peer_port)
         server = peers.endpoint(connection.local_host, connection.local_port)
-        if client is None or server is None or not client.address.is_loopback:
-            return anonymous
-        uid = self._socket_owner(client, server)
-        user = self._user_name(uid) if uid is not None else None
+        if client is None or server is None:
+            raise Refusal(403, f"The peer of this connection ({connection.peer_host!r}) is no network address")
+        try:
+            local = self._kernel.is_this_host(client.address)
+        except OSError as exc:
+            raise Refusal(403, f"Whether {connection.peer_host} is this machine could not be told "
+                               f"(the kernel's routing answer: {exc.strerror or exc})") from None
+        if not local:
+            return Caller(host=connection.peer_host)
+        kind = "loopback" if client.address.is_loopback else "local"
+        return self._local_caller(connection, kind, lambda: self._kernel.tcp_peer_owner(client, server, sock))
+
+    def _local_caller(self, connection: Connection, kind: str, owner: Callable[[], int]) -> Caller:
+        """The local user owning the peer's socket, or the refusal naming why it could not be proven."""
+        try:
+            uid = owner()
+        except peers.Unproven as exc:
+            raise Refusal(403, f"The local user of this {kind} connection could not be identified ({exc})") from None
+        user = self._kernel.user_name(uid)
         if not user:
-            raise Refusal(403, "The local user of this loopback connection could not be identified "
-                               + (f"(uid {uid} has no name)" if uid is not None else
-                                  "(its socket is not in the kernel's tables)"))
+            raise Refusal(403, f"The local user of this {kind} connection could not be identified "
+                               f"(uid {uid} has no name)")
         return Caller(connection.peer_host, user, Authentication.SOCKET)
 
     def _certificate_caller(self, connection: Connection) -> Caller:

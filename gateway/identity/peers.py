@@ -1,31 +1,84 @@
-"""Which local user a loopback client is: the owner of its end of the TCP connection, as the kernel says.
+"""Which local user a client on this machine is: the owner of its end of the connection, as the kernel says.
 
-A client on this machine connects from a socket the kernel accounts to the user who made it.  Linux lists every
-TCP socket in ``/proc/net/tcp`` (IPv4) and ``/proc/net/tcp6`` (IPv6) with its local and remote address and its
-uid; the client's socket is the one whose local address is our peer's and whose remote address is ours.  Nothing
-the client sends can change that answer, which is why a loopback caller can be trusted to be that user.
+A client on this machine connects from a socket the kernel accounts to the user who made it, and nothing the client
+sends can change that answer.  Two ways to ask, both made once, when the connection is accepted:
 
-The addresses in those tables are the kernel's bytes printed as 32-bit words in the machine's own byte order
-(``0100007F`` is 127.0.0.1 on a little-endian machine), the ports as plain hexadecimal numbers.
+- a Unix-domain socket's peer credentials (``SO_PEERCRED``), fixed when the client connected;
+- for TCP, the kernel's socket diagnostics (netlink ``sock_diag``, the interface ``ss`` uses): the socket with
+  exactly this connection's four addresses and ports, asked for by them (``inet_diag_req_v2``), never found by
+  reading a table.  Its owner counts only while it is a live socket of a process: ESTABLISHED with a non-zero inode
+  (a client that closed leaves an orphan with inode 0 and uid 0, which must never be taken for root), and only
+  when our own end of the same four-tuple is the socket we accepted (same inode, still ESTABLISHED), so that the
+  answer is about this connection and not a later one that reused its ports.
+
+Whether a TCP peer is on this machine at all is the kernel's routing answer for its address (``RTM_GETROUTE``:
+a route of type local), so a client connecting to one of the host's own network addresses is as local as one on
+loopback.  :class:`Unproven` says why a local peer could not be identified; the caller refuses it.
 """
 
 from __future__ import annotations
 
+import enum
+import errno
 import ipaddress
+import os
 import pwd
+import socket
 import struct
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterable, Iterator
 
-from gateway.core.auth import Address, peer_address, unmapped
+from gateway.core.auth import Address, peer_address
 
-#: the kernel's tables of TCP sockets, IPv4 then IPv6
-TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
+NETLINK_ROUTE = 0
+NETLINK_SOCK_DIAG = 4
+#: nlmsghdr: length, type, flags, sequence, port id
+NLMSG_HEADER = struct.Struct("=IHHII")
+NLMSG_ERROR, NLMSG_DONE = 2, 3
+NLM_F_REQUEST = 0x1
+SOCK_DIAG_BY_FAMILY = 20
+RTM_NEWROUTE, RTM_GETROUTE = 24, 26
+RTA_DST = 1
+RTN_LOCAL = 2
+#: inet_diag_req_v2's head: family, protocol, extensions, pad, the states asked for
+DIAG_REQUEST = struct.Struct("=BBBxI")
+#: inet_diag_msg's head (family, state, timer, retransmits) and tail (expires, queues, uid, inode)
+DIAG_HEAD = struct.Struct("=BBBB")
+DIAG_TAIL = struct.Struct("=IIIII")
+#: inet_diag_sockid: ports (network order), two 16-byte addresses, interface, cookie
+SOCKID_PORTS = struct.Struct("!HH")
+SOCKID_REST = struct.Struct("=III")
+SOCKID_SIZE = 4 + 16 + 16 + SOCKID_REST.size
+#: no cookie to match (INET_DIAG_NOCOOKIE)
+NO_COOKIE = 0xFFFFFFFF
+ALL_STATES = 0xFFFFFFFF
+#: rtmsg: family, destination and source prefix lengths, tos, table, protocol, scope, type, flags
+ROUTE_MESSAGE = struct.Struct("=BBBBBBBBI")
+RTATTR = struct.Struct("=HH")
+#: seconds to wait for the kernel's answer (it answers at once; this only bounds a kernel that would not)
+ANSWER_TIMEOUT = 1.0
+#: struct ucred: pid, uid, gid
+UCRED = struct.Struct("=iII")
 
-#: table states whose lines are no socket of a process (TIME_WAIT, NEW_SYN_RECV): the kernel shows uid 0 for them,
-#: which must never be taken for root
-NOT_A_SOCKET = frozenset({0x06, 0x0C})
+
+class TcpState(enum.IntEnum):
+    """The kernel's TCP states (include/net/tcp_states.h)."""
+
+    ESTABLISHED = 1
+    SYN_SENT = 2
+    SYN_RECV = 3
+    FIN_WAIT1 = 4
+    FIN_WAIT2 = 5
+    TIME_WAIT = 6
+    CLOSE = 7
+    CLOSE_WAIT = 8
+    LAST_ACK = 9
+    LISTEN = 10
+    CLOSING = 11
+    NEW_SYN_RECV = 12
+
+
+class Unproven(Exception):
+    """The kernel could not prove who owns a local peer's socket; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -35,65 +88,31 @@ class Endpoint:
 
 
 @dataclass(frozen=True)
-class SocketEntry:
-    """One line of a ``/proc/net/tcp*`` table."""
+class DiagSocket:
+    """What sock_diag says about one TCP socket."""
 
     local: Endpoint
     remote: Endpoint
     state: int
     uid: int
+    inode: int
+
+    def describe_state(self) -> str:
+        try:
+            return TcpState(self.state).name
+        except ValueError:
+            return f"state {self.state}"
+
+
+def endpoint(host: str, port: int) -> Endpoint | None:
+    address = peer_address(host)
+    return Endpoint(address, port) if address is not None else None
 
 
 def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 and ::ffff:127.x: peers on this machine."""
+    """127.0.0.0/8, ::1 and ::ffff:127.x."""
     address = peer_address(host)
     return address is not None and address.is_loopback
-
-
-def decode_endpoint(text: str) -> Endpoint:
-    """``0100007F:0CC8`` -> 127.0.0.1:3272 (the address in native-order 32-bit words, the port in hexadecimal)."""
-    hex_address, _, hex_port = text.partition(":")
-    if len(hex_address) not in (8, 32) or not hex_port:
-        raise ValueError(f"not a /proc/net/tcp address: {text!r}")
-    words = [int(hex_address[i:i + 8], 16) for i in range(0, len(hex_address), 8)]
-    packed = b"".join(struct.pack("=I", word) for word in words)
-    # an IPv4 client of a dual-stack listener is listed in the IPv6 table with its mapped address
-    return Endpoint(unmapped(ipaddress.ip_address(packed)), int(hex_port, 16))
-
-
-def parse_table(text: str) -> Iterator[SocketEntry]:
-    """The sockets of one table; the header line and lines that do not parse are skipped."""
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) < 8 or not fields[0].endswith(":"):
-            continue
-        try:
-            yield SocketEntry(decode_endpoint(fields[1]), decode_endpoint(fields[2]), int(fields[3], 16),
-                              int(fields[7]))
-        except ValueError:
-            continue
-
-
-def lines_with_ports(text: str, first: int, second: int) -> str:
-    """Only the lines of a table that show both ports (as ``:PPPP`` after an address): decoding every line cost
-    ~20 us each, tens of milliseconds per new connection on a busy machine, and the line asked for always shows both.
-    """
-    wanted = (f":{first:04X} ", f":{second:04X} ")
-    return "\n".join(line for line in text.splitlines() if wanted[0] in line and wanted[1] in line)
-
-
-def socket_owner(client: Endpoint, server: Endpoint, tables: Iterable[Path] = TABLES) -> int | None:
-    """The uid owning the client's end of the connection from ``client`` to ``server``, or None when no table
-    lists it (another network namespace, a table we may not read, a client already gone)."""
-    for table in tables:
-        try:
-            text = table.read_text()
-        except OSError:
-            continue
-        for entry in parse_table(lines_with_ports(text, client.port, server.port)):
-            if entry.local == client and entry.remote == server and entry.state not in NOT_A_SOCKET:
-                return entry.uid
-    return None
 
 
 def user_name(uid: int) -> str | None:
@@ -104,6 +123,116 @@ def user_name(uid: int) -> str | None:
         return None
 
 
-def endpoint(host: str, port: int) -> Endpoint | None:
-    address = peer_address(host)
-    return Endpoint(address, port) if address is not None else None
+# -- netlink ---------------------------------------------------------------------------------------------------
+def _ask(protocol: int, message_type: int, payload: bytes) -> tuple[int, bytes]:
+    """Send one netlink request to the kernel and return its one answer (type, payload); an error answer raises
+    OSError with its errno."""
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, protocol) as channel:
+        channel.settimeout(ANSWER_TIMEOUT)
+        channel.bind((0, 0))
+        channel.send(NLMSG_HEADER.pack(NLMSG_HEADER.size + len(payload), message_type, NLM_F_REQUEST, 1, 0) + payload)
+        answer = channel.recv(65536)
+    if len(answer) < NLMSG_HEADER.size:
+        raise OSError(errno.EPROTO, "short netlink answer")
+    length, kind, _, _, _ = NLMSG_HEADER.unpack_from(answer)
+    body = answer[NLMSG_HEADER.size:length]
+    if kind == NLMSG_ERROR:
+        (code,) = struct.unpack_from("=i", body)
+        raise OSError(-code, os.strerror(-code))
+    return kind, body
+
+
+def _family(address: Address) -> int:
+    return socket.AF_INET if address.version == 4 else socket.AF_INET6
+
+
+def _sockid(local: Endpoint, remote: Endpoint) -> bytes:
+    return (SOCKID_PORTS.pack(local.port, remote.port) + local.address.packed.ljust(16, b"\0")
+            + remote.address.packed.ljust(16, b"\0") + SOCKID_REST.pack(0, NO_COOKIE, NO_COOKIE))
+
+
+def _address(family: int, raw: bytes) -> Address:
+    address = ipaddress.ip_address(raw[:4] if family == socket.AF_INET else raw)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def parse_diag_message(body: bytes) -> DiagSocket:
+    """An ``inet_diag_msg`` (raises ValueError when it is too short)."""
+    if len(body) < DIAG_HEAD.size + SOCKID_SIZE + DIAG_TAIL.size:
+        raise ValueError("short inet_diag_msg")
+    family, state, _, _ = DIAG_HEAD.unpack_from(body)
+    offset = DIAG_HEAD.size
+    local_port, remote_port = SOCKID_PORTS.unpack_from(body, offset)
+    local = _address(family, body[offset + 4:offset + 20])
+    remote = _address(family, body[offset + 20:offset + 36])
+    _, _, _, uid, inode = DIAG_TAIL.unpack_from(body, offset + SOCKID_SIZE)
+    return DiagSocket(Endpoint(local, local_port), Endpoint(remote, remote_port), state, uid, inode)
+
+
+def tcp_socket(local: Endpoint, remote: Endpoint) -> DiagSocket | None:
+    """The TCP socket whose own address is ``local`` and whose peer is ``remote`` in this network namespace, asked
+    for by that exact four-tuple; None when the kernel has none (raises OSError when it cannot be asked)."""
+    if local.address.version != remote.address.version:
+        return None
+    request = DIAG_REQUEST.pack(_family(local.address), socket.IPPROTO_TCP, 0, ALL_STATES) + _sockid(local, remote)
+    try:
+        kind, body = _ask(NETLINK_SOCK_DIAG, SOCK_DIAG_BY_FAMILY, request)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return None
+        raise
+    if kind != SOCK_DIAG_BY_FAMILY:
+        raise OSError(errno.EPROTO, f"unexpected netlink answer {kind} to SOCK_DIAG_BY_FAMILY")
+    found = parse_diag_message(body)
+    # the kernel's exact look-up may fall back to a listener or a TIME_WAIT entry: only this tuple counts
+    return found if (found.local, found.remote) == (local, remote) else None
+
+
+def tcp_peer_owner(client: Endpoint, server: Endpoint, accepted: socket.socket | None) -> int:
+    """The uid owning the client's end of our connection ``client`` -> ``server``, whose server end is the socket
+    we ``accepted``.  Raises :class:`Unproven` unless both ends are live, established sockets."""
+    try:
+        server_inode = os.fstat(accepted.fileno()).st_ino if accepted is not None else None
+        ours = tcp_socket(server, client)
+        theirs = tcp_socket(client, server) if ours is not None else None
+    except OSError as exc:
+        raise Unproven(f"the kernel's socket diagnostics could not be read: {exc.strerror or exc}") from None
+    if ours is None or ours.inode != server_inode:
+        raise Unproven("the kernel does not list our end of it")
+    if ours.state != TcpState.ESTABLISHED:
+        raise Unproven(f"our end of it is {ours.describe_state()}")
+    if theirs is None:
+        raise Unproven("its socket is not in the kernel's socket diagnostics")
+    if theirs.state != TcpState.ESTABLISHED or theirs.inode == 0:
+        raise Unproven(f"its socket is {theirs.describe_state()}"
+                       + (", no longer a process's" if theirs.inode == 0 else ""))
+    return theirs.uid
+
+
+def is_this_host(address: Address) -> bool:
+    """Whether ``address`` is one of this host's own (in this network namespace): the kernel routes it locally."""
+    if address.is_loopback:
+        return True
+    bits = 32 if address.version == 4 else 128
+    attribute = RTATTR.pack(RTATTR.size + len(address.packed), RTA_DST) + address.packed
+    request = ROUTE_MESSAGE.pack(_family(address), bits, 0, 0, 0, 0, 0, 0, 0) + attribute
+    try:
+        kind, body = _ask(NETLINK_ROUTE, RTM_GETROUTE, request)
+    except OSError as exc:
+        if exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EINVAL):
+            return False
+        raise
+    return kind == RTM_NEWROUTE and len(body) >= ROUTE_MESSAGE.size and ROUTE_MESSAGE.unpack_from(body)[7] == RTN_LOCAL
+
+
+def unix_peer_owner(sock: socket.socket | None) -> int:
+    """The uid of the process that connected to a Unix-domain socket, as the kernel recorded it (SO_PEERCRED)."""
+    if sock is None:
+        raise Unproven("its socket is unknown")
+    try:
+        _, uid, _ = UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, UCRED.size))
+    except OSError as exc:
+        raise Unproven(f"its peer credentials could not be read: {exc.strerror or exc}") from None
+    return uid

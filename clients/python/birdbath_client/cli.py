@@ -20,8 +20,9 @@
     birdbath version
 
 A number is a cluster (all its jobs), CLUSTER.PROC one job, anything else an owner's jobs.  Every option may be
-spelled with one dash or two (-long, --long).  The gateway URL comes from -url, else BIRDBATH_URL, else
-http://127.0.0.1:1984/.  For an https URL, BIRDBATH_CA names the CA file that signed the gateway's certificate,
+spelled with one dash or two (-long, --long).  The gateway URL comes from -url, else BIRDBATH_URL, else the
+local socket of the gateway on this machine (one's own gateway's, else /var/lib/birdbath-gateway/birdbath.sock),
+where the kernel tells the gateway who you are, else http://127.0.0.1:1984/.  For an https URL, BIRDBATH_CA names the CA file that signed the gateway's certificate,
 BIRDBATH_CERT (and BIRDBATH_KEY) a client certificate, or BIRDBATH_USER and BIRDBATH_PASSWORD a password login.
 
 Exit status: 0 on success, 1 on an error (a message on stderr), 2 on a usage error.  wait (and submit_dag -wait)
@@ -182,8 +183,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="birdbath", description="HTCondor-style commands for a Birdbath gateway",
                                      epilog="\n\n".join(__doc__.split("\n\n")[2:]), allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    _option(parser, "url", default=os.environ.get("BIRDBATH_URL", "http://127.0.0.1:1984/"),
-            help="the gateway (default: $BIRDBATH_URL, else http://127.0.0.1:1984/); behind condor_shared_port: "
+    _option(parser, "url", default=os.environ.get("BIRDBATH_URL") or None,
+            help="the gateway (default: $BIRDBATH_URL, else the local socket of the gateway on this machine, else "
+                 "http://127.0.0.1:1984/); unix:PATH: a local socket; behind condor_shared_port: "
                  "<host:9618?sock=ID> or http://host:9618/?sock=ID")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 

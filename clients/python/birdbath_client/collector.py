@@ -29,13 +29,13 @@ class Collector:
     ``collector_port``), or of an HTCondor 6.8-8.6 collector with ``ENABLE_SOAP`` given ``wsdl``, a copy of its
     condorCollector.wsdl."""
 
-    def __init__(self, url: str, wsdl: str | None = None, timeout: float = 60,
+    def __init__(self, url: str | None = None, wsdl: str | None = None, timeout: float = 60,
                  credentials: Credentials = Credentials()) -> None:
-        from .sharedport import split
+        from .localsocket import resolve
 
-        url, shared_port_id = split(url)
-        self.url = url if url.endswith("/") else url + "/"
-        self._service = connect(self.url, "condorCollector", wsdl, timeout, credentials, shared_port_id)
+        self.url, shared_port_id, local_socket = resolve(url)
+        self._service = connect(self.url, "condorCollector", wsdl, timeout, credentials, shared_port_id,
+                                local_socket)
 
     def query(self, kind: str = "startd", constraint: str | None = None) -> list[dict[str, Any]]:
         """The ads of one kind (``KINDS``; ``any`` for every kind) for which ``constraint`` is true, as dicts of

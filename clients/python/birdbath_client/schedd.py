@@ -20,17 +20,21 @@ CHUNK = 1024 * 1024  # base64 makes it ~1.4 MB on the wire, well under the gatew
 
 
 def connect(url: str, service: str, wsdl: str | None, timeout: float, credentials: Credentials,
-            shared_port_id: str | None = None) -> Any:
+            shared_port_id: str | None = None, local_socket: Path | None = None) -> Any:
     """The zeep service ``service`` of the server at ``url`` (ending in "/"), from ``wsdl`` or the WSDL it serves
-    (``<service>.wsdl``); through condor_shared_port to the daemon ``shared_port_id`` when one is given."""
+    (``<service>.wsdl``); through condor_shared_port to the daemon ``shared_port_id`` when one is given, through
+    the gateway's ``local_socket`` when one is given."""
     import zeep
     from zeep.transports import Transport
 
+    from .localsocket import LocalSocketAdapter
     from .sharedport import SharedPortAdapter
 
     session = credentials.session()
     if shared_port_id is not None:
         session.mount(url, SharedPortAdapter(shared_port_id))
+    if local_socket is not None:
+        session.mount(url, LocalSocketAdapter(local_socket))
     try:
         client = zeep.Client(wsdl or f"{url}{service}.wsdl", transport=Transport(timeout=timeout, session=session))
     except Exception as exc:  # requests' connection errors, or a 404 from something else
@@ -81,25 +85,28 @@ def invoke(service: Any, url: str, operation: str, *args: Any) -> Any:
 
 
 class Schedd:
-    """``Schedd("http://host:1984/")``; ``wsdl`` names another copy of condorSchedd.wsdl (a file or URL) for
+    """``Schedd("http://host:1984/")``, or ``Schedd()`` for the gateway on this machine (its local socket, where the
+    kernel tells it who we are; :mod:`.localsocket`), or ``Schedd("unix:/path/to/birdbath.sock")``; ``wsdl`` names another copy of condorSchedd.wsdl (a file or URL) for
     servers that do not publish one, such as an HTCondor schedd without ENABLE_WEB_SERVER; ``credentials`` are for a
     gateway served over HTTPS (a client certificate, or a user name and password).  A gateway behind
     condor_shared_port is ``<host:9618?sock=ID>`` or ``http://host:9618/?sock=ID`` (:mod:`.sharedport`)."""
 
-    def __init__(self, url: str, wsdl: str | None = None, timeout: float = 60,
+    def __init__(self, url: str | None = None, wsdl: str | None = None, timeout: float = 60,
                  credentials: Credentials = Credentials()) -> None:
-        from .sharedport import split
+        from .localsocket import resolve
 
-        url, self.shared_port_id = split(url)
-        self.url = url if url.endswith("/") else url + "/"
+        self.address = url
+        self.url, self.shared_port_id, self.local_socket = resolve(url)
         self.timeout = timeout
         self.credentials = credentials
-        self._service = connect(self.url, "condorSchedd", wsdl, timeout, credentials, self.shared_port_id)
+        self._service = connect(self.url, "condorSchedd", wsdl, timeout, credentials, self.shared_port_id,
+                                self.local_socket)
 
     # -- plumbing -----------------------------------------------------------------------------------
     def call(self, operation: str, *args: Any) -> Any:
         """Call an operation; a non-SUCCESS status raises GatewayError, an unreachable gateway GatewayUnavailable."""
-        answer = invoke(self._service, self.url, operation, *args)
+        where = f"unix:{self.local_socket}" if self.local_socket is not None else self.url
+        answer = invoke(self._service, where, operation, *args)
         status = answer if hasattr(answer, "code") else answer.status
         if status.code != "SUCCESS":
             raise GatewayError(operation, status.code, status.message)
@@ -108,7 +115,7 @@ class Schedd:
     @functools.cached_property
     def submission_api(self) -> SubmissionApi:
         """The same gateway's submission API, which answers for jobs that left the queue (Birdbath cannot)."""
-        return SubmissionApi(self.url, self.timeout, self.credentials, self.shared_port_id)
+        return SubmissionApi(self.url, self.timeout, self.credentials, self.shared_port_id, self.local_socket)
 
     # -- information ----------------------------------------------------------------------------------
     def version(self) -> str:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 from .ads import from_typed_map
 from .credentials import Credentials
 from .errors import GatewayError, GatewayUnavailable
 from .jobs import JobId
+from .localsocket import LocalSocketHandler
 from .sharedport import SharedPortHandler
 
 OK = "OK"
@@ -25,15 +27,19 @@ NO_MATCH = "NO_MATCH"
 
 class SubmissionApi:
     """``SubmissionApi("http://host:1984/")``: the submission API of the gateway at that Birdbath URL (reached
-    through condor_shared_port when ``shared_port_id`` is given)."""
+    through condor_shared_port when ``shared_port_id`` is given, through its ``local_socket`` when that is)."""
 
     def __init__(self, url: str, timeout: float = 60, credentials: Credentials = Credentials(),
-                 shared_port_id: str | None = None) -> None:
+                 shared_port_id: str | None = None, local_socket: Path | None = None) -> None:
         self.url = (url if url.endswith("/") else url + "/") + "submission/json/"
         self.timeout = timeout
         self.credentials = credentials
         self._context = credentials.ssl_context() if self.url.startswith("https:") else None
-        handlers = [SharedPortHandler(shared_port_id)] if shared_port_id is not None else []
+        handlers: list[urllib.request.BaseHandler] = []
+        if shared_port_id is not None:
+            handlers.append(SharedPortHandler(shared_port_id))
+        if local_socket is not None:
+            handlers.append(LocalSocketHandler(local_socket))
         self._opener = urllib.request.build_opener(*handlers, urllib.request.HTTPSHandler(context=self._context))
 
     def call(self, operation: str, **params: Any) -> dict[str, Any]:
