@@ -97,6 +97,10 @@ def open_directory() -> Iterator[Path]:
     shutil.rmtree(directory, ignore_errors=True)
 
 
+#: a job that stays in the queue once it has run, so that counting the queue counts every job submitted
+STAYING_JOB = JSON_JOB | {"LeaveJobInQueue": {"TYPE": 0, "VALUE": "TRUE"}}
+
+
 def start(directory: Path, tmp_path: Path, config: str | None = None) -> GatewayProcess:
     return GatewayProcess(directory / "state", config, tmp=tmp_path).start()
 
@@ -143,7 +147,7 @@ def test_a_loopback_client_that_closes_at_once_is_refused_never_root(account, op
     gateway = start(open_directory, tmp_path)
     try:
         for _ in range(3):
-            closed_at_once(gateway, account, "127.0.0.1", "submit", {"ad": JSON_JOB})
+            closed_at_once(gateway, account, "127.0.0.1", "submit", {"ad": STAYING_JOB})
         wait_for_line(gateway.log, "refused (403): The local user of this loopback connection could not be identified")
         assert live_jobs(gateway) == [], "a request whose socket was closed made a job"
         assert not [line for line in gateway.log().splitlines() if "submit from" in line and "(root by" in line]
@@ -187,10 +191,10 @@ def test_a_local_user_on_the_hosts_own_address_is_itself_not_default_owner(accou
     try:
         assert peers.is_this_host(peers.endpoint(own_address, 0).address)
         status, answer = answer_of(run_as(account, lambda: over_tcp(own_address, gateway.port, "submit",
-                                                                     {"ad": JSON_JOB})))
+                                                                     {"ad": STAYING_JOB})))
         assert owner_of(gateway, answer) == account.name, status
         wait_for_line(gateway.log, f"submit from {own_address}: OK", f"({account.name} by socket)")
-        closed_at_once(gateway, account, own_address, "submit", {"ad": JSON_JOB})
+        closed_at_once(gateway, account, own_address, "submit", {"ad": STAYING_JOB})
         wait_for_line(gateway.log, f"from {own_address} refused (403): The local user of this local connection")
         assert len(live_jobs(gateway)) == 1
         assert "(anonymous)" not in gateway.log()
