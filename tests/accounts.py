@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,11 +73,48 @@ class Accounts:
         entry = pwd.getpwnam(name)
         return UserAccount(name, entry.pw_uid, entry.pw_gid, tuple(group.gr_gid for group in groups))
 
+    def __enter__(self) -> Accounts:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.remove()
+
     def remove(self) -> None:
         for name in reversed(self._users):
             _tool("userdel", name)  # (its own group goes with it)
         for name in reversed(self._groups):
             _tool("groupdel", name)
+
+
+def run_as(account: UserAccount, work: Callable[[], bytes]) -> bytes:
+    """``work()`` run in a forked child as ``account`` (groups, group, then user); what it returns is handed back
+    through a pipe.  An exception in the child fails the call with its text.  The interpreter may not be readable by
+    other users (it lives under root's home here), so the child switches user after the fork: whatever ``work``
+    needs must be imported before."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: switch user, work, hand the answer back, and never return into pytest
+        status = 1
+        try:
+            os.close(read)
+            os.setgroups(list(account.groups))
+            os.setgid(account.gid)
+            os.setuid(account.uid)
+            try:
+                answer = memoryview(work())
+                status = 0
+            except BaseException as exc:  # noqa: BLE001 - the parent reports it
+                answer = memoryview(f"{type(exc).__name__}: {exc}".encode())
+            while answer:
+                answer = answer[os.write(write, answer):]
+        finally:
+            os._exit(status)
+    os.close(write)
+    with os.fdopen(read, "rb") as stream:
+        answer = stream.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, answer.decode(errors="replace")
+    return answer
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from gateway.identity.passwords import PasswordFile, PasswordFileError, Remember
 from gateway.identity.tls import SHORT_NAMES, subject_oneline
 from tests.test_logging import wait_for_line
 from tests.test_tls import JSON_JOB
-from tests.unprivileged import Account, run_as
+from tests.accounts import UserAccount, run_as
 
 ALICE = "/C=US/O=Example/OU=People/CN=alice"
 
@@ -538,7 +538,7 @@ def request_as(user: str, port: int, operation: str, **params) -> dict:
         connection.request("POST", f"/submission/json/{operation}", body, {"Content-Type": "application/json"})
         return connection.getresponse().read()
 
-    return json.loads(run_as(Account(user, entry.pw_uid, entry.pw_gid), work))
+    return json.loads(run_as(UserAccount(user, entry.pw_uid, entry.pw_gid, ()), work))
 
 
 def call(port: int, operation: str, **params) -> dict:

@@ -25,7 +25,7 @@ from gateway.testing import SOURCE_ROOT, GatewayProcess
 from gateway.testing_daemons import short_directory
 from tests.test_logging import wait_for_line
 from tests.test_tls import JSON_JOB
-from tests.unprivileged import Account, run_as, temporary_account
+from tests.accounts import Accounts, UserAccount, run_as
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="making accounts and switching to them needs root")
 
@@ -76,16 +76,16 @@ def answer_of(raw: bytes) -> tuple[str, dict]:
 
 # -- the gateway and the accounts --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def account() -> Iterator[Account]:
-    with temporary_account("bbid") as made:
-        yield made
+def account() -> Iterator[UserAccount]:
+    with Accounts() as made:
+        yield made.user()
 
 
 @pytest.fixture(scope="module")
-def bystander() -> Iterator[Account]:
+def bystander() -> Iterator[UserAccount]:
     """Another user: the default_owner of anonymous callers, whose jobs a local user must never get."""
-    with temporary_account("bbdo") as made:
-        yield made
+    with Accounts() as made:
+        yield made.user()
 
 
 @pytest.fixture
@@ -131,7 +131,7 @@ def wait_until_orphaned(client: peers.Endpoint, server: peers.Endpoint) -> None:
     assert found.inode == 0 and found.uid == 0
 
 
-def closed_at_once(gateway: GatewayProcess, account: Account, host: str, operation: str, params: dict) -> None:
+def closed_at_once(gateway: GatewayProcess, account: UserAccount, host: str, operation: str, params: dict) -> None:
     """The race of issue 25: a request sent and its socket closed at once, while the gateway does nothing (stopped,
     as a busy reactor would be), so that everything it does about the connection happens after the close."""
     os.kill(gateway.process.pid, signal.SIGSTOP)
