@@ -29,7 +29,7 @@ from zope.interface import implementer
 from gateway.core.auth import AccessPolicy, Caller
 from gateway.identity.callers import Connection, Identification, Refusal, describe
 from gateway.identity.tls import openssl_reason, peer_certificate
-from gateway.soap.dispatch import SoapAnswer, SoapDispatcher, started
+from gateway.soap.answer import Dispatcher, SoapAnswer, started
 from gateway.soap.submission import fail_document
 from gateway.soap.wsdl import PublishedWsdl
 
@@ -164,7 +164,7 @@ class Endpoint:
     """One service of the site: requests whose path starts with ``prefix`` (the empty prefix takes the rest)."""
 
     prefix: bytes
-    dispatcher: SoapDispatcher
+    dispatcher: Dispatcher
     context_for: Callable[[Caller], Any]
     wsdl: PublishedWsdl | None = None
     wsdl_name: bytes = b""

@@ -1,16 +1,16 @@
-"""The fast job-ad writer produces exactly the bytes spyne's serialiser would."""
+"""Job-ad answers written by ``adwriter``: valid against the published WSDL's schema, carrying each attribute's name,
+type and text exactly (escaped where XML needs it), inside the envelope the condorSchedd codec writes."""
 
 from __future__ import annotations
 
 import classad2
 import pytest
+from lxml import etree
 
-from gateway.core.adstruct import ad_to_struct
-from gateway.soap import models as m
+from gateway.core.adstruct import Attr, AttrType, ad_to_struct
 from gateway.soap.adwriter import SplitAnswer
-from gateway.soap.application import schedd_application
-from gateway.soap.dispatch import SoapDispatcher
-from gateway.soap.schedd import struct
+from gateway.soap.schedd import job_ad_answers, schedd_service
+from tests.wire import assert_valid, body_element
 
 AD_TEXTS = [
     "[]",
@@ -21,35 +21,43 @@ AD_TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def dispatcher() -> SoapDispatcher:
-    return SoapDispatcher(schedd_application())
-
-
-@pytest.fixture(scope="module")
-def answers(dispatcher):
-    return dispatcher.ad_answers()
-
-
-def ok() -> m.Status:
-    return m.Status(code="SUCCESS", message="Success")
+def answers():
+    return job_ad_answers(schedd_service())
 
 
 def structs() -> list:
     return [ad_to_struct(classad2.parseOne(text), 1_700_000_000) for text in AD_TEXTS]
 
 
-def test_job_ads_are_byte_identical(dispatcher, answers):
+def items(element: etree._Element) -> list[tuple[str, str, str]]:
+    return [(item.findtext("name"), item.findtext("type"), item.findtext("value") or "") for item in element]
+
+
+def expected(ad: list[Attr]) -> list[tuple[str, str, str]]:
+    return [(a.name, a.type.value, a.value.replace("\x07", "\ufffd")) for a in ad]
+
+
+def test_job_ads_carry_every_attribute_and_are_valid(answers):
     ads = structs()
-    by_spyne = dispatcher.render("getJobAds", m.ClassAdStructArrayAndStatus(
-        status=ok(), classAdArray=[struct(ad) for ad in ads]))
-    assert answers.write_job_ads(ads) == by_spyne
+    wrapper = body_element(answers.write_job_ads(ads))
+    assert wrapper.tag == "{urn:condor}getJobAdsResponse"
+    assert_valid(wrapper)
+    assert wrapper.findtext("response/status/code") == "SUCCESS"
+    assert [items(ad) for ad in wrapper.find("response/classAdArray")] == [expected(ad) for ad in ads]
 
 
 @pytest.mark.parametrize("index", range(len(AD_TEXTS)))
-def test_a_job_ad_is_byte_identical(dispatcher, answers, index):
+def test_a_job_ad_carries_every_attribute_and_is_valid(answers, index):
     ad = structs()[index]
-    by_spyne = dispatcher.render("getJobAd", m.ClassAdStructAndStatus(status=ok(), classAd=struct(ad)))
-    assert answers.write_job_ad(ad) == by_spyne
+    wrapper = body_element(answers.write_job_ad(ad))
+    assert wrapper.tag == "{urn:condor}getJobAdResponse"
+    assert_valid(wrapper)
+    assert items(wrapper.find("response/classAd")) == expected(ad)
+
+
+def test_a_carriage_return_survives_the_trip(answers):
+    body = answers.write_job_ad([Attr("CR", AttrType.STRING, "a\r\nb")])
+    assert b"a&#13;\nb" in body and body_element(body).findtext("response/classAd/item/value") == "a\r\nb"
 
 
 def test_no_ads_is_an_empty_array_element(answers):
@@ -57,8 +65,6 @@ def test_no_ads_is_an_empty_array_element(answers):
 
 
 def test_characters_xml_cannot_carry_are_replaced_not_fatal(answers):
-    from gateway.core.adstruct import Attr, AttrType
-
     body = answers.write_job_ad([Attr("Odd", AttrType.STRING, "a\x01b")])
     assert "a\ufffdb".encode() in body
 
