@@ -34,7 +34,7 @@ def sample_ads(count: int, attributes: int) -> list:
             kind = i % 4
             ad[f"Attribute{i}"] = (f"value-{n}-{i}" if kind == 0 else n * i if kind == 1 else
                                    i / 3 if kind == 2 else classad2.ExprTree(f"Attribute{i - 1} > {n}"))
-        ads.append(ad_to_struct(ad, int(time.time())))
+        ads.append(ad)
     return ads
 
 
@@ -52,12 +52,13 @@ def in_process(ads_count: int, attributes: int, repeat: int) -> None:
     answers = job_ad_answers(service)
     ads = sample_ads(ads_count, attributes)
     ok = {"code": "SUCCESS", "message": "Success"}
+    now = int(time.time())
 
     def generic() -> bytes:
-        return service.write("getJobAds", {"status": ok, "classAdArray": [struct(ad) for ad in ads]})
+        return service.write("getJobAds", {"status": ok, "classAdArray": [struct(ad_to_struct(ad, now)) for ad in ads]})
 
     def with_writer() -> bytes:
-        return answers.write_job_ads(ads)
+        return answers.write_job_ads(ads, now)
 
     assert generic() == with_writer()
     generic_s, writer_s = timed(generic, repeat), timed(with_writer, repeat)

@@ -2,22 +2,21 @@
 
 A queue of many thousand jobs is answered at about a microsecond per attribute, streamed when it is large.  The
 envelope around the ads is cut once from the codec's own answer (an answer with an empty array, split where the
-items go), so only the ``item`` elements are written here.  Job ads (a :class:`~gateway.core.adstruct.JobAdStruct`) are
-written straight from the ClassAd (:func:`own_items`) and their text kept between queries (``adcache``;
-``tests/test_adcache.py`` proves those bytes identical too).
+items go), so only the ``item`` elements are written here.  Job ads are written straight from their ClassAds
+(:func:`own_items`, after the three synthetic items every answer starts with), at every query: nothing is kept
+between queries, so an answer is right whatever a backend does with its ads.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
 import classad2
 
-from gateway.core.adstruct import LEFT_OUT, LITERALS, Attr, AttrType, JobAdStruct, ad_to_struct, wire_value
+from gateway.core.adstruct import LEFT_OUT, LITERALS, Attr, AttrType, ad_to_struct, wire_value
 
-from .adcache import WireTexts
 from .xsd import SPECIAL, escape
 
 
@@ -104,30 +103,22 @@ class SplitAnswer:
 
 @dataclass(frozen=True)
 class AdAnswers:
-    """Writers for the answers that carry job ads.  A :class:`~gateway.core.adstruct.JobAdStruct` (what job queries
-    answer) is written from its ad, through ``texts`` (the kept texts of queued ads); any other sequence of ``Attr``
-    as it is."""
+    """Writers for the answers that carry job ads: ClassAds as a job query answers them at ``server_time``."""
 
     job_ads: SplitAnswer  # getJobAdsResponse, around classAdArray
     job_ad: SplitAnswer  # getJobAdResponse, around classAd
-    texts: WireTexts = field(default_factory=lambda: WireTexts(own_items))
 
-    def attributes(self, ad: Sequence[Attr]) -> bytes:
-        """The items of one ad's attributes."""
-        if isinstance(ad, JobAdStruct):
-            return synthetic_items(ad.server_time) + self.texts.text(ad.ad)
-        return attribute_items(ad).encode("utf-8")
+    def write_job_ads(self, ads: Iterable[classad2.ClassAd], server_time: int) -> bytes:
+        return b"".join([self.job_ads.head, *self._items(ads, server_time), self.job_ads.tail])
 
-    def write_job_ads(self, ads: Iterable[Sequence[Attr]]) -> bytes:
-        return b"".join([self.job_ads.head, *self._items(ads), self.job_ads.tail])
-
-    def stream_job_ads(self, ads: Iterable[Sequence[Attr]], chunk: int = CHUNK) -> Iterator[bytes]:
+    def stream_job_ads(self, ads: Iterable[classad2.ClassAd], server_time: int,
+                       chunk: int = CHUNK) -> Iterator[bytes]:
         """The same bytes as :meth:`write_job_ads`, in pieces of about ``chunk`` bytes, each ad converted and
         written only when its piece is asked for: an answer of any size is never held whole."""
         yield self.job_ads.head
         parts: list[bytes] = []
         size = 0
-        for item in self._items(ads):
+        for item in self._items(ads, server_time):
             parts.append(item)
             size += len(item)
             if size >= chunk:
@@ -136,9 +127,10 @@ class AdAnswers:
         parts.append(self.job_ads.tail)
         yield b"".join(parts)
 
-    def _items(self, ads: Iterable[Sequence[Attr]]) -> Iterator[bytes]:
+    def _items(self, ads: Iterable[classad2.ClassAd], server_time: int) -> Iterator[bytes]:
+        synthetic = synthetic_items(server_time)
         for ad in ads:
-            yield b"".join((b"<item>", self.attributes(ad), b"</item>"))
+            yield b"".join((b"<item>", synthetic, own_items(ad), b"</item>"))
 
-    def write_job_ad(self, ad: Sequence[Attr]) -> bytes:
-        return b"".join((self.job_ad.head, self.attributes(ad), self.job_ad.tail))
+    def write_job_ad(self, ad: classad2.ClassAd, server_time: int) -> bytes:
+        return b"".join((self.job_ad.head, synthetic_items(server_time), own_items(ad), self.job_ad.tail))

@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 from twisted.internet.defer import fail
 
 from gateway.core.adstruct import Attr, AttrType
-from gateway.core.schedd import BirdbathSchedd, TemplateResult
+from gateway.core.schedd import BirdbathSchedd, JobAdStructs, TemplateResult
 from gateway.core.status import OK, BirdbathError
 from gateway.core.status import Status as CoreStatus
 from gateway.core.status import StatusCode as CoreStatusCode
@@ -147,10 +147,11 @@ def _info(which: Callable[[BirdbathSchedd], str]) -> Handler:
                                    lambda failure: {"status": failure})
 
 
-def _job_ads_answer(answers: AdAnswers, ads: Sequence[Sequence[Attr]]) -> Prebuilt:
-    if len(ads) > STREAMED_ADS:
-        return Prebuilt(chunks=answers.stream_job_ads(ads))
-    return Prebuilt(answers.write_job_ads(ads))
+def _job_ads_answer(answers: AdAnswers, found: JobAdStructs) -> Prebuilt:
+    """getJobAds' answer, written from the ads the query found (streamed when there are many)."""
+    if len(found.ads) > STREAMED_ADS:
+        return Prebuilt(chunks=answers.stream_job_ads(found.ads, found.now))
+    return Prebuilt(answers.write_job_ads(found.ads, found.now))
 
 
 def _template_answer(ok: dict[str, Any], result: TemplateResult) -> dict[str, Any]:
@@ -196,7 +197,8 @@ HANDLERS: dict[str, Handler] = {
         lambda ok, ads: _job_ads_answer(request.answers, ads), lambda failure: {"status": failure}),
     "getJobAd": lambda request, p: _run(
         request, lambda s, r: s.get_job_ad(r.caller, *_job(p)),
-        lambda ok, ad: Prebuilt(request.answers.write_job_ad(ad)), lambda failure: {"status": failure}),
+        lambda ok, found: Prebuilt(request.answers.write_job_ad(found.ad, found.server_time)),
+        lambda failure: {"status": failure}),
     "declareFile": lambda request, p: _status_only(
         request, lambda s, r: s.declare_file(r.caller, *_job(p), p.get("name"), _int(p.get("size")),
                                              p.get("hash") if p.get("hashType") == "MD5HASH" else None)),
