@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
@@ -87,10 +86,13 @@ class Int:
 
     name: str
     bits: int
+    #: the longest text read (the digits of 2 ** bits) and the range of values
+    characters: int = field(init=False)
+    values: range = field(init=False)
 
-    @property
-    def characters(self) -> int:
-        return len(str(2 ** self.bits))
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "characters", len(str(2 ** self.bits)))
+        object.__setattr__(self, "values", range(-(2 ** (self.bits - 1)), 2 ** (self.bits - 1)))
 
     def read(self, element: etree._Element) -> int | None:
         text = element.text
@@ -102,7 +104,7 @@ class Int:
             value = int(text)
         except ValueError:
             raise WireFault(f"Could not cast {text!r} to integer") from None
-        if not -(2 ** (self.bits - 1)) <= value < 2 ** (self.bits - 1):
+        if value not in self.values:
             raise invalid(value)
         return value
 
@@ -184,19 +186,22 @@ class Struct:
 
     def read(self, element: etree._Element) -> dict[str, Any]:
         values: dict[str, Any] = {}
-        counts: Counter[str] = Counter()
+        members = self.members
+        twice: set[str] = set()
         for child in element:
             tag = child.tag
             if type(tag) is not str:
                 continue  # a comment (the parser drops processing instructions)
             key = tag.rpartition("}")[2]
-            counts[key] += 1
-            kind = self.members.get(key)
-            if kind is not None:
-                values[key] = read(kind, child)
-        for key in self.members:
-            if counts[key] > 1:
-                raise WireFault(f"{key!r} member does not respect frequency constraints.")
+            kind = members.get(key)
+            if kind is None:
+                continue
+            if key in values:
+                twice.add(key)
+            values[key] = None if child.get(NIL) else kind.read(child)
+        if twice:  # (after every value is read: a value that cannot be read is the fault to answer first)
+            key = next(key for key in members if key in twice)
+            raise WireFault(f"{key!r} member does not respect frequency constraints.")
         return values
 
     def write(self, value: Mapping[str, Any]) -> str | None:
