@@ -158,3 +158,29 @@ def test_empty_members_and_arrays():
     assert b"<requirements/>" in SCHEDD.write("discoverJobRequirements", {"status": OK, "requirements": []})
     assert b"<message></message>" in SCHEDD.write("getVersionString", {"status": OK, "message": ""})
     assert b"<response><status>" in SCHEDD.write("getJobAd", {"status": OK, "classAd": None})
+
+
+# -- serving ----------------------------------------------------------------------------------------------------
+def test_a_handler_that_fails_is_a_server_fault_whether_it_waited_or_not():
+    from twisted.internet.defer import Deferred
+
+    def broken(request, parameters):
+        raise RuntimeError("broken at once")
+
+    later: list[Deferred] = []
+    handlers = {op: broken for op in OPERATIONS}
+    handlers["newCluster"] = lambda request, parameters: later.append(Deferred()) or later[-1]
+    handlers["newJob"] = lambda request, parameters: {"status": OK, "integer": parameters["clusterId"]}
+    service = ContractService(SCHEDD.contract, handlers)
+    at_once = service.dispatch(envelope("getVersionString"), None)
+    assert at_once.code == 500 and b"<faultstring>Internal error in getVersionString: broken at once" in at_once.body
+    waiting = service.dispatch(envelope("newCluster"), None)
+    assert isinstance(waiting, Deferred) and not waiting.called
+    later[0].errback(RuntimeError("broken later"))
+    answered = []
+    waiting.addCallback(answered.append)
+    assert answered[0].code == 500 and b"Internal error in newCluster: broken later" in answered[0].body
+    fine = service.dispatch(envelope("newJob", "<clusterId>4</clusterId>"), None)
+    assert (fine.code, fine.status, fine.reason) == (200, "SUCCESS", "Success") and b"<integer>4</integer>" in fine.body
+    refused = service.dispatch(envelope("newJob", "<clusterId>x</clusterId>"), None)
+    assert refused.code == 500 and refused.operation == "newJob" and refused.fault.startswith("Client: Could not cast")

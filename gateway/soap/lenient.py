@@ -1,5 +1,5 @@
 """What the Birdbath contracts accept beyond their shipped WSDLs, because gSOAP accepted it and old clients send it
-(docs/birdbath.md §4.3, §11): the one place those leniencies are written.
+(as HTCondor's own gSOAP server did): the one place those leniencies are written.
 
 - Any Content-Type, any path (``http``); the operation element unqualified (``codec.operation_element``).
 - Enumerations: the decimal C value of a value (``115`` for STRING-ATTR, ``5`` for VANILLA, ``1`` for MD5HASH),
