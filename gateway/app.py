@@ -24,12 +24,11 @@ from gateway.core.submissions import SubmissionService, SubmissionSettings
 from gateway.core.threads import BlockingCaller
 from gateway.daemon import sharedport
 from gateway.http import Endpoint, GatewayResource, GatewaySite, HandshakeLogging
-from gateway.soap.application import schedd_application
-from gateway.soap.collector import CollectorContext, collector_application, query_answers
+from gateway.soap.collector import CollectorContext, collector_service, query_answers
 from gateway.soap.collector_routing import ByOperation, CollectorOnly
 from gateway.soap.context import RequestContext
 from gateway.soap.dispatch import SoapDispatcher
-from gateway.soap.schedd_dispatch import ScheddDispatcher
+from gateway.soap.schedd import job_ad_answers, schedd_service
 from gateway.soap.submission import SubmissionContext, json_application, json_request, soap_application
 from gateway.soap.wsdl import PublishedWsdl, wsdl_path
 
@@ -112,13 +111,13 @@ class Gateway:
         policy = config.policy()
         self.schedd = BirdbathSchedd(self.backend, self.calls, policy, self.reactor, config.schedd_settings(),
                                      queries=self.queries)
-        dispatcher = ScheddDispatcher(schedd_application())
-        self._answers = dispatcher.ad_answers()
-        collector = SoapDispatcher(collector_application())
+        schedd_wire = schedd_service()
+        self._answers = job_ad_answers(schedd_wire)
+        collector = collector_service()
         self.collector = BirdbathCollector(self.backend, self.calls, policy, self.reactor, self.queries,
                                            self._contact, limits)
         self._collector_answers = query_answers(collector)
-        services = ByOperation(dispatcher, collector, self._collector_context)
+        services = ByOperation(schedd_wire, collector, self._collector_context)
         collector_wsdl = PublishedWsdl(wsdl_path("condorCollector.wsdl"))
         self.collector_site.resource = GatewayResource([
             Endpoint(b"", CollectorOnly(collector), self._collector_context, collector_wsdl, b"condorCollector.wsdl")])

@@ -33,7 +33,7 @@ from gateway.connections import DEFAULT_DEADLINES, DeadlineChannel, RequestDeadl
 from gateway.core.auth import LOCAL_SOCKET_HOST, Caller
 from gateway.identity.callers import Connection, Identification, Refusal, describe
 from gateway.identity.tls import openssl_reason, peer_certificate
-from gateway.soap.dispatch import SoapAnswer, SoapDispatcher, started
+from gateway.soap.answer import Dispatcher, SoapAnswer, started
 from gateway.soap.submission import fail_document
 from gateway.soap.wsdl import PublishedWsdl
 
@@ -152,7 +152,7 @@ class Endpoint:
     """One service of the site: requests whose path starts with ``prefix`` (the empty prefix takes the rest)."""
 
     prefix: bytes
-    dispatcher: SoapDispatcher
+    dispatcher: Dispatcher
     context_for: Callable[[Caller], Any]
     wsdl: PublishedWsdl | None = None
     wsdl_name: bytes = b""

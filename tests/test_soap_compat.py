@@ -1,6 +1,7 @@
 """Each spyne workaround in gateway.soap.compat is still needed (these fail once upstream fixes the problem), and
 does what it is there for: a client's mistake is answered with a fault and logged by the gateway as one request
-line, without spyne's traceback."""
+line, without spyne's traceback.  spyne serves the submission API (whose WSDL it generates); the Birdbath services'
+faults are the codec's, logged the same way."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from tests.test_execution import wait_until
 BAD_VALUE = (b'<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body>'
              b'<c:beginTransaction xmlns:c="urn:condor"><duration>not-a-number</duration></c:beginTransaction>'
              b"</s:Body></s:Envelope>")
+BAD_SUBMISSION_VALUE = (b'<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body>'
+                        b'<c:fetch xmlns:c="urn:birdbath:submission"><start>not-a-number</start></c:fetch>'
+                        b"</s:Body></s:Envelope>")
 MALFORMED = b"<s:Envelope xmlns:s='http://schemas.xmlsoap.org/soap/envelope/'><s:Body><unclosed>"
 
 
@@ -24,9 +28,9 @@ def parse_in_spyne(body: bytes, caplog: pytest.LogCaptureFixture) -> tuple[objec
     from spyne import MethodContext
     from spyne.server import ServerBase
 
-    from gateway.soap.application import schedd_application
+    from gateway.soap.submission import soap_application
 
-    server = ServerBase(schedd_application())
+    server = ServerBase(soap_application())
     ctx = MethodContext(server, MethodContext.SERVER)
     ctx.in_string = [body]
     caplog.clear()
@@ -42,7 +46,7 @@ def test_spyne_still_logs_client_mistakes_with_tracebacks(caplog):
     for name in compat.NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.NOTSET)
     try:
-        error, records = parse_in_spyne(BAD_VALUE, caplog)
+        error, records = parse_in_spyne(BAD_SUBMISSION_VALUE, caplog)
         assert error is not None
         noisy = [r for r in records if r.name in compat.NOISY_LOGGERS]
         assert noisy, "spyne no longer logs client faults at ERROR: drop _quiet_client_fault_tracebacks"
@@ -51,7 +55,7 @@ def test_spyne_still_logs_client_mistakes_with_tracebacks(caplog):
         compat.install()
 
 
-@pytest.mark.parametrize("body", [BAD_VALUE, MALFORMED], ids=["bad value", "malformed XML"])
+@pytest.mark.parametrize("body", [BAD_SUBMISSION_VALUE, MALFORMED], ids=["bad value", "malformed XML"])
 def test_after_install_a_client_mistake_is_still_a_fault_but_spyne_logs_nothing(caplog, body):
     compat.install()
     error, records = parse_in_spyne(body, caplog)
@@ -81,12 +85,12 @@ def close_a_context(monkeypatch: pytest.MonkeyPatch) -> int:
     from spyne import MethodContext
     from spyne.server import ServerBase
 
-    from gateway.soap.application import schedd_application
+    from gateway.soap.submission import soap_application
 
     collections: list[int] = []
     monkeypatch.setattr(spyne.context, "_LAST_GC_RUN", 0.0)
     monkeypatch.setattr(gc, "collect", lambda *args: collections.append(1) or 0)
-    MethodContext(ServerBase(schedd_application()), MethodContext.SERVER).close()
+    MethodContext(ServerBase(soap_application()), MethodContext.SERVER).close()
     return len(collections)
 
 

@@ -88,9 +88,8 @@ def ad_to_struct(ad: classad2.ClassAd, server_time: int, my_type: str = "Job",
 
 @dataclass(frozen=True)
 class JobAdStruct(Sequence[Attr]):
-    """A job ad's ``ClassAdStruct`` at ``server_time``, converted when it is read.  Job queries answer these so that a
-    writer that knows them can write the ad's text from the ad itself (the SOAP writer keeps the texts of queued ads:
-    ``gateway.soap.adcache``)."""
+    """A job ad's ``ClassAdStruct`` at ``server_time``, converted when it is read.  Job queries answer these; the SOAP
+    writer writes the ad's text from ``ad`` and ``server_time`` themselves (``gateway.soap.adwriter``)."""
 
     ad: classad2.ClassAd
     server_time: int

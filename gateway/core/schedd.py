@@ -40,7 +40,7 @@ Struct = list[Attr]
 @dataclass(frozen=True)
 class JobAdStructs(Sequence[JobAdStruct]):
     """The answer of a job query: the matching ads, each a :class:`JobAdStruct` converted for the wire only when it is
-    read (the SOAP writer writes them from the ads themselves, mostly from kept texts).
+    read (the SOAP writer writes them from the ads themselves).
 
     An answer of 100,000 jobs converted at once would hold millions of ``Attr`` at the same time; read in order
     (as the SOAP writer streams it), one ad's are alive at a time."""

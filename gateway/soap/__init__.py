@@ -1,2 +1,2 @@
-"""Everything that speaks SOAP: the Birdbath wire types, the condorSchedd service, the gSOAP-shaped protocol,
-the spyne-on-Twisted transport and the published WSDL."""
+"""Everything that speaks SOAP: the Birdbath services (condorSchedd, condorCollector) served by one codec per
+contract, made from the published WSDLs, and the submission API served by spyne, which generates its WSDL."""

@@ -1,45 +1,23 @@
-"""ClassAd-heavy answers written straight to bytes, byte-identical to what spyne would produce.
+"""ClassAd-heavy answers (job and machine ads) written straight to bytes, a ``ClassAdStruct`` item by item.
 
-spyne spends ~0.1 ms per ClassAd attribute serialising; a queue of a few thousand jobs would take seconds.  The
-envelope around the ads is taken once from spyne itself (an answer with an empty array, split where the items go),
-so only the ``item`` elements are written here.  ``bench/soap_answers.py`` measures the difference and
-``tests/test_adwriter.py`` proves the bytes identical.  Job ads (a :class:`~gateway.core.adstruct.JobAdStruct`) are
-written straight from the ClassAd (:func:`own_items`) and their text kept between queries (``adcache``;
-``tests/test_adcache.py`` proves those bytes identical too).
+A queue of many thousand jobs is answered at about a microsecond per attribute, streamed when it is large.  The
+envelope around the ads is cut once from the codec's own answer (an answer with an empty array, split where the
+items go), so only the ``item`` elements are written here.  Job ads are written straight from their ClassAds
+(:func:`own_items`, after the three synthetic items every answer starts with), at every query: nothing is kept
+between queries, so an answer is right whatever a backend does with its ads.
 """
 
 from __future__ import annotations
 
 import functools
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
 import classad2
 
-from gateway.core.adstruct import LEFT_OUT, LITERALS, Attr, AttrType, JobAdStruct, ad_to_struct, wire_value
+from gateway.core.adstruct import LEFT_OUT, LITERALS, Attr, AttrType, ad_to_struct, wire_value
 
-from .adcache import WireTexts
-
-#: characters XML 1.0 cannot carry at all; they become U+FFFD rather than break the whole answer
-NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
-def xml_text(text: str) -> str:
-    return NOT_XML.sub("\ufffd", text)
-
-
-#: what _escape changes: most names and values have none of it, and are written as they are
-_SPECIAL = re.compile("[&<>\r\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
-def escape(text: str) -> str:
-    """Element text as lxml writes it (``&``, ``<``, ``>`` and carriage returns escaped), characters XML cannot
-    carry as U+FFFD."""
-    if not _SPECIAL.search(text):
-        return text
-    return (xml_text(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace("\r", "&#13;"))
+from .xsd import SPECIAL, escape
 
 
 def attribute_items(ad: Sequence[Attr]) -> str:
@@ -67,7 +45,7 @@ def own_items(ad: classad2.ClassAd) -> bytes:
     ``Attr`` after those three, without making them (one loop, literals typed by one lookup: this is the cost per
     attribute of every job ad written that is not kept)."""
     parts: list[str] = []
-    append, heads, literals, special = parts.append, _HEADS, LITERALS, _SPECIAL.search  # (locals: quicker)
+    append, heads, literals, special = parts.append, _HEADS, LITERALS, SPECIAL.search  # (locals: quicker)
     for name, value in ad.items():
         if name in LEFT_OUT:
             continue
@@ -125,30 +103,22 @@ class SplitAnswer:
 
 @dataclass(frozen=True)
 class AdAnswers:
-    """Writers for the answers that carry job ads.  A :class:`~gateway.core.adstruct.JobAdStruct` (what job queries
-    answer) is written from its ad, through ``texts`` (the kept texts of queued ads); any other sequence of ``Attr``
-    as it is."""
+    """Writers for the answers that carry job ads: ClassAds as a job query answers them at ``server_time``."""
 
     job_ads: SplitAnswer  # getJobAdsResponse, around classAdArray
     job_ad: SplitAnswer  # getJobAdResponse, around classAd
-    texts: WireTexts = field(default_factory=lambda: WireTexts(own_items))
 
-    def attributes(self, ad: Sequence[Attr]) -> bytes:
-        """The items of one ad's attributes."""
-        if isinstance(ad, JobAdStruct):
-            return synthetic_items(ad.server_time) + self.texts.text(ad.ad)
-        return attribute_items(ad).encode("utf-8")
+    def write_job_ads(self, ads: Iterable[classad2.ClassAd], server_time: int) -> bytes:
+        return b"".join([self.job_ads.head, *self._items(ads, server_time), self.job_ads.tail])
 
-    def write_job_ads(self, ads: Iterable[Sequence[Attr]]) -> bytes:
-        return b"".join([self.job_ads.head, *self._items(ads), self.job_ads.tail])
-
-    def stream_job_ads(self, ads: Iterable[Sequence[Attr]], chunk: int = CHUNK) -> Iterator[bytes]:
+    def stream_job_ads(self, ads: Iterable[classad2.ClassAd], server_time: int,
+                       chunk: int = CHUNK) -> Iterator[bytes]:
         """The same bytes as :meth:`write_job_ads`, in pieces of about ``chunk`` bytes, each ad converted and
         written only when its piece is asked for: an answer of any size is never held whole."""
         yield self.job_ads.head
         parts: list[bytes] = []
         size = 0
-        for item in self._items(ads):
+        for item in self._items(ads, server_time):
             parts.append(item)
             size += len(item)
             if size >= chunk:
@@ -157,9 +127,10 @@ class AdAnswers:
         parts.append(self.job_ads.tail)
         yield b"".join(parts)
 
-    def _items(self, ads: Iterable[Sequence[Attr]]) -> Iterator[bytes]:
+    def _items(self, ads: Iterable[classad2.ClassAd], server_time: int) -> Iterator[bytes]:
+        synthetic = synthetic_items(server_time)
         for ad in ads:
-            yield b"".join((b"<item>", self.attributes(ad), b"</item>"))
+            yield b"".join((b"<item>", synthetic, own_items(ad), b"</item>"))
 
-    def write_job_ad(self, ad: Sequence[Attr]) -> bytes:
-        return b"".join((self.job_ad.head, self.attributes(ad), self.job_ad.tail))
+    def write_job_ad(self, ad: classad2.ClassAd, server_time: int) -> bytes:
+        return b"".join((self.job_ad.head, synthetic_items(server_time), own_items(ad), self.job_ad.tail))

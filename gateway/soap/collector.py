@@ -4,18 +4,14 @@ call the core (:class:`gateway.core.collector.BirdbathCollector`), and turn its 
 The shapes are the original's: a query answers ``<result>`` holding one ``item`` per ad (each a list of attribute
 ``item`` elements) and no status, so a query that fails answers an empty ``result`` (its reason goes to the request
 log); ``insertAd`` answers ``<status>``.  Ads are written by the same writer as getJobAds' (``adwriter``), around a
-``result`` element cut from spyne's own answer.  The ``ClassAdType`` and each attribute's ``type`` are read here,
+``result`` element cut from the codec's own answer.  The ``ClassAdType`` and each attribute's ``type`` are read here,
 by name or by C value as gSOAP accepted them, so that a value the WSDL does not know is a FAIL, not a fault.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
-
-from spyne import Application, ComplexModel, Service, Unicode, rpc
-from spyne.model.complex import Array
-from twisted.internet.defer import Deferred
+from typing import Any, Callable, Mapping
 
 from gateway.core.adstruct import Attr, AttrType
 from gateway.core.auth import Caller
@@ -24,11 +20,12 @@ from gateway.core.status import OK, BirdbathError, StatusCode
 from gateway.core.status import Status as CoreStatus
 from jobmodel.pool import AdType
 
-from . import models as m
 from .adwriter import SplitAnswer, ad_items
-from .dispatch import Prebuilt, SoapDispatcher
-from .protocol import GsoapSoap11
+from .answer import Maybe, Prebuilt, started
+from .codec import ContractService, Handler
+from .contract import Contract
 from .schedd import status
+from .wsdl import wsdl_path
 
 #: the operations of the shipped WSDL, in its order
 OPERATIONS = ("getVersionString", "getPlatformString", "insertAd", "queryStartdAds", "queryScheddAds",
@@ -41,21 +38,6 @@ QUERIES = {"queryStartdAds": AdType.STARTD, "queryScheddAds": AdType.SCHEDD, "qu
 COLLECTOR_ONLY = frozenset({"insertAd", *QUERIES})
 
 _ATTR_TYPES = {**{t.value: t for t in AttrType}, **{str(t.code): t for t in AttrType}}
-
-
-class _Model(ComplexModel):
-    __namespace__ = m.TNS
-
-
-class AdAttribute(_Model):
-    """An attribute of an advertised ad, its ``type`` read by this service (see the module's docstring)."""
-
-    __type_name__ = "ClassAdStructAttr"
-    _type_info = [("name", Unicode), ("type", Unicode), ("value", Unicode)]
-
-
-AdStruct = Array(AdAttribute, member_name="item", type_name="ClassAdStruct")
-AdStructArray = Array(AdStruct, member_name="item", type_name="ClassAdStructArray")
 
 
 @dataclass
@@ -77,10 +59,10 @@ def attribute_type(name: str | None, text: str | None) -> AttrType:
     return found
 
 
-def ad_attributes(wire: list[AdAttribute | None] | None) -> list[Attr] | None:
+def ad_attributes(wire: list[Mapping[str, Any] | None] | None) -> list[Attr] | None:
     if wire is None:
         return None
-    return [Attr(item.name or "", attribute_type(item.name, item.type), item.value)  # type: ignore[arg-type]
+    return [Attr(item.get("name") or "", attribute_type(item.get("name"), item.get("type")), item.get("value"))
             for item in wire if item is not None]
 
 
@@ -91,10 +73,9 @@ def ad_type(text: str | None) -> AdType:
         raise BirdbathError.fail(f"Unknown type {str(text)[:64]!r}") from None
 
 
-def _query(ctx: Any, operation: str, constraint: str | None) -> Deferred:
+def _query(request: CollectorContext, operation: str, constraint: str | None) -> Maybe[Prebuilt]:
     """A query: its ads written around the envelope of ``result``; when it fails, an empty ``result`` (the original
     had no status to say why; the request log has it)."""
-    request: CollectorContext = ctx.udc
 
     async def run() -> Prebuilt:
         try:
@@ -106,72 +87,48 @@ def _query(ctx: Any, operation: str, constraint: str | None) -> Deferred:
             request.status = OK
         return Prebuilt(request.answers[operation].fill(ad_items(ads)))
 
-    return Deferred.fromCoroutine(run())
+    return started(run())
 
 
-def _status(ctx: Any, operation: Callable[[CollectorContext], Awaitable[CoreStatus]]) -> Deferred:
-    request: CollectorContext = ctx.udc
-
-    async def run() -> m.Status:
+def _insert(request: CollectorContext, type_text: str | None, ad: list[Mapping[str, Any] | None] | None) -> Maybe[Any]:
+    async def run() -> dict[str, Any]:
         try:
-            result = await operation(request)
+            inserted = await request.collector.insert(request.caller, ad_type(type_text), ad_attributes(ad))
+            result = CoreStatus(StatusCode.SUCCESS, inserted.message)
         except BirdbathError as exc:
             result = exc.status
         request.status = result
         return status(result)
 
-    return Deferred.fromCoroutine(run())
+    return started(run())
 
 
-async def _insert(request: CollectorContext, type_text: str | None, ad: list[AdAttribute | None] | None) -> CoreStatus:
-    inserted = await request.collector.insert(request.caller, ad_type(type_text), ad_attributes(ad))
-    return CoreStatus(StatusCode.SUCCESS, inserted.message)
+def _info(text: Callable[[CollectorContext], str]) -> Handler:
+    def answer(request: CollectorContext, parameters: Mapping[str, Any]) -> dict[str, Any]:
+        request.status = OK
+        return {"status": {"code": "SUCCESS"}, "message": text(request)}
+
+    return answer
 
 
-def _info(ctx: Any, text: str) -> m.StringAndStatus:
-    ctx.udc.status = OK
-    return m.StringAndStatus(status=m.Status(code="SUCCESS"), message=text)
+def _query_handler(operation: str) -> Handler:
+    return lambda request, parameters: _query(request, operation, parameters.get("constraint"))
 
 
-def _query_operation(operation: str) -> Any:
-    """The spyne method of one query operation: ``constraint`` in, ``result`` out."""
-
-    def query(ctx, constraint):
-        return _query(ctx, operation, constraint)
-
-    query.__name__ = query.__qualname__ = operation  # spyne names the method after the function
-    return rpc(Unicode, _returns=AdStructArray, _out_variable_name="result")(query)
-
-
-class CondorCollectorService(Service):
-    """Each method is one operation of the shipped condorCollector WSDL, with its parameter names."""
-
-    __service_name__ = "condorCollector"
-
-    @rpc(_returns=m.StringAndStatus, _out_variable_name="response")
-    def getVersionString(ctx):
-        return _info(ctx, ctx.udc.collector.backend.info().version)
-
-    @rpc(_returns=m.StringAndStatus, _out_variable_name="response")
-    def getPlatformString(ctx):
-        return _info(ctx, ctx.udc.collector.backend.info().platform)
-
-    @rpc(Unicode, AdStruct, _returns=m.Status, _out_variable_name="status")
-    def insertAd(ctx, type, ad):
-        return _status(ctx, lambda request: _insert(request, type, ad))
-
-    # the seven queries differ only in the kind of ad they ask for
-    for _operation in QUERIES:
-        vars()[_operation] = _query_operation(_operation)
-    del _operation
+#: each operation's handler: (the request's context, its parameters) -> its answer
+HANDLERS: dict[str, Handler] = {
+    "getVersionString": _info(lambda request: request.collector.backend.info().version),
+    "getPlatformString": _info(lambda request: request.collector.backend.info().platform),
+    "insertAd": lambda request, parameters: _insert(request, parameters.get("type"), parameters.get("ad")),
+    **{operation: _query_handler(operation) for operation in QUERIES},
+}
 
 
-def collector_application() -> Application:
-    protocol = GsoapSoap11(namespace=m.TNS, operations=frozenset(OPERATIONS))
-    return Application([CondorCollectorService], tns=m.TNS, name="condorCollector", in_protocol=protocol,
-                       out_protocol=GsoapSoap11(namespace=m.TNS, operations=frozenset()))
+def collector_service() -> ContractService:
+    """condorCollector as published in ``wsdl/condorCollector.wsdl``."""
+    return ContractService(Contract.load(wsdl_path("condorCollector.wsdl")), HANDLERS)
 
 
-def query_answers(dispatcher: SoapDispatcher) -> dict[str, SplitAnswer]:
-    """Each query's answer cut around its (empty) ``result``, from spyne's own serialisation."""
-    return {operation: SplitAnswer.around(dispatcher.render(operation, []), "result") for operation in QUERIES}
+def query_answers(service: ContractService) -> dict[str, SplitAnswer]:
+    """Each query's answer cut around its (empty) ``result``."""
+    return {operation: service.split(operation, [], "result") for operation in QUERIES}

@@ -15,8 +15,8 @@ from typing import Any, Callable
 
 from gateway.core.auth import Caller
 
+from .answer import Dispatcher, Maybe, SoapAnswer, then
 from .collector import COLLECTOR_ONLY
-from .dispatch import Maybe, SoapAnswer, SoapDispatcher, then
 
 #: the local name of the body's first element (comments or processing instructions before it: not recognised)
 _FIRST_IN_BODY = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?Body\b[^>]*>\s*<(?:[A-Za-z_][\w.-]*:)?([A-Za-z_][\w.-]*)")
@@ -31,7 +31,7 @@ class ByOperation:
     """Hands each request to the schedd's dispatcher or, for a collector-only operation, to the collector's with a
     context of its own (made by ``collector_context`` from the caller of the schedd's context)."""
 
-    def __init__(self, schedd: SoapDispatcher, collector: SoapDispatcher,
+    def __init__(self, schedd: Dispatcher, collector: Dispatcher,
                  collector_context: Callable[[Caller], Any]) -> None:
         self._schedd = schedd
         self._collector = collector
@@ -56,7 +56,7 @@ def with_status(answer: SoapAnswer, context: Any) -> SoapAnswer:
 class CollectorOnly:
     """The collector's own port (``collector_port``): every request is the collector's, as on a real collector."""
 
-    def __init__(self, collector: SoapDispatcher) -> None:
+    def __init__(self, collector: Dispatcher) -> None:
         self._collector = collector
 
     def dispatch(self, body: bytes, udc: Any) -> Maybe[SoapAnswer]:

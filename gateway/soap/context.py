@@ -15,7 +15,7 @@ from .adwriter import AdAnswers
 class RequestContext:
     caller: Caller
     schedd: BirdbathSchedd
-    #: writers for the job-ad answers, which bypass spyne's slow serialiser
+    #: the writers of the job-ad answers (getJobAds, getJobAd), around envelopes cut from the codec's own
     answers: AdAnswers
     #: the Birdbath status the operation answered with, for the request log
     status: Status | None = None

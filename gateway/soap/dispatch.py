@@ -1,4 +1,5 @@
-"""Running one SOAP request through spyne: bytes in, (HTTP status, bytes) out.
+"""Running one request of the submission API (SOAP, and its JSON form) through spyne, which generates that API's
+WSDL: bytes in, (HTTP status, bytes) out.  (The Birdbath services, whose WSDLs are fixed, are served by ``codec``.)
 
 spyne's own Twisted transport is not used: it mis-handles bytes on Python 3 (see ``compat``), parses every body
 as a form, and hides the request/response cycle we need for logging.  This module drives spyne's
@@ -7,8 +8,7 @@ as a form, and hides the request/response cycle we need for logging.  This modul
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Coroutine, Iterator, TypeVar, Union
+from typing import Any
 
 from spyne import Application, Fault
 from spyne.context import MethodContext
@@ -17,59 +17,10 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from .adwriter import AdAnswers, SplitAnswer
+from .answer import LOGGED_FAULT, Maybe, SoapAnswer
 from .compat import install as install_compat
 
 log = Logger()
-
-Result = TypeVar("Result")
-Then = TypeVar("Then")
-#: a value, or a Deferred that fires with it: what answers at once is not wrapped in a Deferred (a Deferred, its
-#: callbacks and a coroutine's driver at each layer cost a small request more than its operation)
-Maybe = Union[Result, Deferred]
-
-
-def started(coroutine: Coroutine[Any, Any, Result]) -> Maybe[Result]:
-    """The coroutine's result if it finishes without waiting (raising what it raises), else a Deferred of it."""
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        return done.value
-    # it waits for a Deferred: twisted's driver resumes it, and a Deferred awaited again while it has no result
-    # just waits again (``Deferred.__await__``)
-    return Deferred.fromCoroutine(coroutine)
-
-
-def then(value: Maybe[Result], function: Callable[..., Then], *args: Any) -> Maybe[Then]:
-    """``function(value, *args)``, now or when the Deferred fires."""
-    if isinstance(value, Deferred):
-        return value.addCallback(function, *args)
-    return function(value, *args)
-
-#: how much of a fault's text the request log keeps (spyne quotes the whole offending value)
-LOGGED_FAULT = 500
-
-
-@dataclass(frozen=True)
-class Prebuilt:
-    """An operation's answer already serialised (see ``adwriter``); spyne's serialiser is skipped.  A large one
-    comes as ``chunks`` (``body`` is then empty), which the transport writes as it sends them."""
-
-    body: bytes = b""
-    chunks: Iterator[bytes] | None = None
-
-
-@dataclass
-class SoapAnswer:
-    code: int
-    body: bytes
-    operation: str | None
-    fault: str | None = None
-    #: the application status the answer carries (code and text), for the request log
-    status: str | None = None
-    reason: str | None = None
-    #: the body in pieces, made as they are written (a streamed answer; ``body`` is then empty)
-    chunks: Iterator[bytes] | None = None
 
 
 class SoapDispatcher:
@@ -104,24 +55,11 @@ class SoapDispatcher:
                 p_ctx.close()
                 return self.operation_failed(operation, exc)
             p_ctx.out_object = [result]
-        if isinstance(result, Prebuilt):
-            p_ctx.close()
-            return SoapAnswer(200, result.body, operation, chunks=result.chunks)
         self._server.get_out_string(p_ctx)
         answer = SoapAnswer(200, b"".join(p_ctx.out_string), operation, status=status_code(result),
                             reason=status_text(result))
         p_ctx.close()
         return answer
-
-    def render(self, operation: str, answer: Any) -> bytes:
-        """Serialise an answer of ``operation`` the way a real request would be (for prebuilt templates)."""
-        ctx = MethodContext(self._server, MethodContext.SERVER)
-        ctx.descriptor = self._server.app.interface.service_method_map[f"{{{self._server.app.tns}}}{operation}"][0]
-        ctx.out_object = [answer]
-        self._server.get_out_string(ctx)
-        body = b"".join(ctx.out_string)
-        ctx.close()
-        return body
 
     def operation_failed(self, operation: str | None, exc: BaseException, failure: Failure | None = None) -> SoapAnswer:
         """The Server fault for an operation that raised (a bug: logged with its traceback, never a crash);
@@ -129,17 +67,6 @@ class SoapDispatcher:
         log.failure("operation {operation} failed", failure, operation=operation)
         return self._fault(MethodContext(self._server, MethodContext.SERVER),
                            Fault("Server", f"Internal error in {operation}: {exc}"), operation)
-
-    def ad_answers(self) -> AdAnswers:
-        """Templates for getJobAds/getJobAd answers, cut from spyne's own output."""
-        from . import models as m
-
-        ok = m.Status(code="SUCCESS", message="Success")
-        return AdAnswers(
-            job_ads=SplitAnswer.around(
-                self.render("getJobAds", m.ClassAdStructArrayAndStatus(status=ok, classAdArray=[])), "classAdArray"),
-            job_ad=SplitAnswer.around(
-                self.render("getJobAd", m.ClassAdStructAndStatus(status=ok, classAd=[])), "classAd"))
 
     def _fault(self, p_ctx: Any, fault: Exception, operation: str | None) -> SoapAnswer:
         if not isinstance(fault, Fault):

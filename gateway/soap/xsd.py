@@ -1,0 +1,233 @@
+"""The XML Schema types of the Birdbath contracts, each reading its own element and writing its own content.
+
+A contract (``contract.Contract``) is built from its shipped WSDL as a table of these types.  Reading follows the
+rules the gateway has always applied (``lenient`` says which of them go beyond the WSDL, as gSOAP did): children
+are matched by local name whatever their namespace, unknown children and comments are skipped, a member sent twice
+is a fault, ``xsi:nil`` (with any value) is a null, ``xsi:type`` is ignored.  A value that cannot be read is a
+:class:`WireFault`, answered as a Client fault naming the value.  Writing gives an element's content as text, in
+gSOAP's shape (every child unqualified); ``None`` means an empty element (``<name/>``), and a null member of a
+structure is left out, as gSOAP 2.7 left out NULL pointers.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, Sequence
+
+from lxml import etree
+
+NIL = "{http://www.w3.org/2001/XMLSchema-instance}nil"
+
+#: characters XML 1.0 cannot carry at all; they become U+FFFD rather than break the whole answer
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+#: what :func:`escape` changes: most names and values have none of it, and are written as they are
+SPECIAL = re.compile("[&<>\r\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    return NOT_XML.sub("\ufffd", text)
+
+
+def escape(text: str) -> str:
+    """Element text as lxml writes it (``&``, ``<``, ``>`` and carriage returns escaped), characters XML cannot
+    carry as U+FFFD."""
+    if not SPECIAL.search(text):
+        return text
+    return (xml_text(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("\r", "&#13;"))
+
+
+def element(name: str, content: str | None) -> str:
+    """``<name>content</name>``; no content at all (not even empty text) is ``<name/>``."""
+    return f"<{name}/>" if content is None else f"<{name}>{content}</{name}>"
+
+
+class WireFault(Exception):
+    """A request that cannot be read: answered with a SOAP fault (``code`` Client or Server) saying why."""
+
+    def __init__(self, message: str, code: str = "Client") -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        #: the operation whose parameters could not be read, once it is known (for the request log)
+        self.operation: str | None = None
+
+
+def invalid(value: Any) -> WireFault:
+    return WireFault(f"The value {value!r} could not be validated.")
+
+
+class WireType(Protocol):
+    """One schema type: how an element of it is read and how a value of it is written."""
+
+    name: str
+
+    def read(self, element: etree._Element) -> Any:
+        """The value of an element that is not nil (a comment reads as an element with no content)."""
+
+    def write(self, value: Any) -> str | None:
+        """The content of an element holding ``value`` (not None)."""
+
+
+def read(kind: WireType, element: etree._Element) -> Any:
+    """An element's value: None when it says ``xsi:nil`` (any value but the empty one, as the gateway always read
+    it), else what its type reads."""
+    if element.get(NIL):
+        return None
+    return kind.read(element)
+
+
+@dataclass(frozen=True)
+class Int:
+    """``xsd:int`` or ``xsd:long``: Python's ``int()`` of the text (so white space around it, a sign and ``_``
+    between digits pass), at most ``characters`` long, within the type's range; no text is a null."""
+
+    name: str
+    bits: int
+    #: the longest text read (the digits of 2 ** bits) and the range of values
+    characters: int = field(init=False)
+    values: range = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "characters", len(str(2 ** self.bits)))
+        object.__setattr__(self, "values", range(-(2 ** (self.bits - 1)), 2 ** (self.bits - 1)))
+
+    def read(self, element: etree._Element) -> int | None:
+        text = element.text
+        if text is None:
+            return None
+        if len(text) > self.characters:
+            raise invalid(text)
+        try:
+            value = int(text)
+        except ValueError:
+            raise WireFault(f"Could not cast {text!r} to integer") from None
+        if value not in self.values:
+            raise invalid(value)
+        return value
+
+    def write(self, value: int) -> str:
+        return str(value)
+
+
+@dataclass(frozen=True)
+class Boolean:
+    """``xsd:boolean``: ``true`` or ``1`` in any case is true, any other text false, no text a null."""
+
+    name: str = "boolean"
+
+    def read(self, element: etree._Element) -> bool | None:
+        text = element.text
+        return None if text is None else text.lower() in ("true", "1")
+
+    def write(self, value: bool) -> str:
+        return "true" if value else "false"
+
+
+@dataclass(frozen=True)
+class String:
+    """``xsd:string`` (and types restricting it without an enumeration): the element's own text, up to its first
+    child or comment; no text is the empty string."""
+
+    name: str = "string"
+
+    def read(self, element: etree._Element) -> str:
+        return element.text or ""
+
+    def write(self, value: str) -> str:
+        return escape(value)
+
+
+@dataclass(frozen=True)
+class Base64Binary:
+    """``xsd:base64Binary``: read as its text, which the operation decodes (a client's bad data is then a status,
+    not a fault: ``base64data.decode``); written from bytes."""
+
+    name: str = "base64Binary"
+
+    def read(self, element: etree._Element) -> str:
+        return element.text or ""
+
+    def write(self, value: bytes) -> str:
+        return base64.b64encode(value).decode("ascii")
+
+
+@dataclass(frozen=True)
+class Enumeration:
+    """A string restricted to ``values``: the text exactly, or one of ``aliases`` (white space around it ignored)
+    standing for a value; anything else (no text too) is a fault."""
+
+    name: str
+    values: frozenset[str]
+    aliases: Mapping[str, str] = field(default_factory=dict)
+
+    def read(self, element: etree._Element) -> str:
+        text = element.text
+        if text is not None:
+            text = self.aliases.get(text.strip(), text)
+        if text not in self.values:
+            raise invalid(text)
+        return text
+
+    def write(self, value: Any) -> str:
+        return escape(str(getattr(value, "value", value)))
+
+
+@dataclass(eq=False)
+class Struct:
+    """A complex type with a sequence of members, read as a dict of the members present and written from a mapping
+    in the sequence's order (null members left out).  ``members`` is filled once every type is known (a type may
+    hold itself: ``Status.next``)."""
+
+    name: str
+    members: dict[str, WireType] = field(default_factory=dict)
+
+    def read(self, element: etree._Element) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        members = self.members
+        twice: set[str] = set()
+        for child in element:
+            tag = child.tag
+            if type(tag) is not str:
+                continue  # a comment (the parser drops processing instructions)
+            key = tag.rpartition("}")[2]
+            kind = members.get(key)
+            if kind is None:
+                continue
+            if key in values:
+                twice.add(key)
+            values[key] = None if child.get(NIL) else kind.read(child)
+        if twice:  # (after every value is read: a value that cannot be read is the fault to answer first)
+            key = next(key for key in members if key in twice)
+            raise WireFault(f"{key!r} member does not respect frequency constraints.")
+        return values
+
+    def write(self, value: Mapping[str, Any]) -> str | None:
+        parts = [element(name, kind.write(member)) for name, kind in self.members.items()
+                 if (member := value.get(name)) is not None]
+        return "".join(parts) or None
+
+
+@dataclass(eq=False)
+class Array:
+    """A sequence of one repeated member (``item``): every child is an item whatever its name, a comment an empty
+    one; written as one ``item`` per value."""
+
+    name: str
+    item: str
+    member: WireType
+
+    def read(self, element: etree._Element) -> list[Any]:
+        member = self.member
+        return [read(member, child) for child in element]
+
+    def write(self, values: Sequence[Any]) -> str | None:
+        member, item = self.member, self.item
+        return "".join(element(item, member.write(value)) for value in values) or None
+
+
+#: the XML Schema types the contracts use, by their ``xsd:`` name
+BUILTIN: dict[str, WireType] = {"int": Int("int", 32), "long": Int("long", 64), "boolean": Boolean(),
+                                "string": String(), "base64Binary": Base64Binary()}
