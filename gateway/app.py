@@ -109,7 +109,8 @@ class Gateway:
         self.submissions = SubmissionService(self.backend, self.calls, policy, self.reactor, SubmissionSettings(
             schedd_name=self.backend.info().schedd_name, staging_root=config.state_dir / "staging",
             staging_lifetime=config.staging_lifetime, output_retention=config.output_retention,
-            max_staging_areas_per_caller=config.max_staging_areas_per_caller, limits=limits), queries=self.queries)
+            max_staging_areas_per_caller=config.max_staging_areas_per_caller, limits=limits), queries=self.queries,
+            clusters=self.schedd.clusters)
         self.site.resource = GatewayResource([
             Endpoint(b"/submission/json", SoapDispatcher(json_application()), self._submission_context,
                      content_type=b"application/json", body_for=lambda op, body: json_request(op.decode(), body)),
