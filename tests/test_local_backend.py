@@ -6,7 +6,16 @@ import classad2
 import pytest
 
 from backends.contract import act
-from backends.interface import ActionChange, AttributeChange, BackendError, Batch, InvalidState, NewJob, ScheddBackend, UnknownJob
+from backends.interface import (
+    ActionChange,
+    AttributeChange,
+    BackendError,
+    Batch,
+    InvalidState,
+    NewJob,
+    ScheddBackend,
+    UnknownJob,
+)
 from backends.local import LocalBackend
 from jobmodel.classads import parse_constraint
 from jobmodel.jobs import JobAction
