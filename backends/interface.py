@@ -119,8 +119,8 @@ class NewJob:
 
 @dataclass(frozen=True)
 class ActionChange:
-    """Hold, release or remove (...) one job, or with ``proc=None`` every job of a cluster (those it does not apply
-    to are skipped)."""
+    """Hold, release, remove, suspend or continue one job, or with ``proc=None`` every job of a cluster (those it
+    does not apply to are skipped)."""
 
     action: JobAction
     cluster: int
