@@ -207,3 +207,12 @@ def test_a_call_returns_once_its_writes_are_on_disk_and_only_then_does_what_wait
     assert order[-3:] == [("returning", written), ("synced", written), ("after", written)]
     queue.once_durable(lambda: order.append(("at once", store.written)))  # (outside a call: synced there and then)
     assert order[-2:] == [("synced", written), ("at once", written)]
+
+
+def test_a_job_without_a_spool_yet_has_no_files(backend):
+    """A job gets its spool with its first staged file (or at commit): before that, reading a file of it fails as
+    for a file missing from its spool, and listing finds nothing."""
+    cluster = backend.reserve_clusters()[0]
+    assert backend.list_files(cluster, 0) == []
+    with pytest.raises(BackendError, match=r"^Failed to open file 'in', reason: No such file or directory$"):
+        backend.read_file(cluster, 0, "in", 0, 10)
