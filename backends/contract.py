@@ -11,8 +11,9 @@ A backend's test module subclasses :class:`BackendContract` and provides a ``bac
             yield backend
             backend.close()
 
-The tests use only :mod:`backends.interface`: transactions (commit, abort, and the rollback of every kind of
-change), ids, queries with constraints and projections, actions, staging and output retrieval, error reporting.
+The tests use only :mod:`backends.interface`: batches (committed whole, or refused with nothing changed), cluster
+ids, queries with constraints and projections, actions, staging and discarding files, output retrieval, error
+reporting.
 They call the backend directly (as the gateway's worker threads do), with jobs that never need to run: their
 ``Requirements`` are false.
 """
@@ -28,7 +29,17 @@ import pytest
 from jobmodel.classads import parse_constraint
 from jobmodel.jobs import JobAction, JobStatus
 
-from .interface import BackendError, BackendInfo, InvalidState, ScheddBackend, UnknownJob
+from .interface import (
+    ActionChange,
+    AttributeChange,
+    BackendError,
+    BackendInfo,
+    Batch,
+    InvalidState,
+    NewJob,
+    ScheddBackend,
+    UnknownJob,
+)
 
 
 def job_ad(**attributes: object) -> classad2.ClassAd:
@@ -41,16 +52,19 @@ def job_ad(**attributes: object) -> classad2.ClassAd:
     return ad
 
 
+def new_cluster(backend: ScheddBackend) -> int:
+    return backend.reserve_clusters()[0]
+
+
 def submitted(backend: ScheddBackend, count: int = 1, **attributes: object) -> tuple[int, list[int]]:
-    txn = backend.begin()
-    cluster = backend.new_cluster(txn)
-    procs = []
-    for _ in range(count):
-        proc = backend.new_proc(txn, cluster)
-        backend.submit(txn, cluster, proc, job_ad(**attributes))
-        procs.append(proc)
-    backend.commit(txn)
+    cluster = new_cluster(backend)
+    procs = list(range(count))
+    backend.commit(Batch([NewJob(cluster, proc, job_ad(**attributes)) for proc in procs]))
     return cluster, procs
+
+
+def act(backend: ScheddBackend, action: JobAction, cluster: int, proc: int | None, reason: str) -> None:
+    backend.commit(Batch(changes=[ActionChange(action, cluster, proc, reason)]))
 
 
 def status(backend: ScheddBackend, cluster: int, proc: int) -> int | None:
@@ -75,66 +89,45 @@ class BackendContract:
         found = backend.query(parse_constraint(f"ClusterId == {cluster}"))
         assert sorted(ad.eval("ProcId") for ad in found) == procs
         assert all(ad.eval("Tag") == "visible" and ad.eval("JobStatus") == JobStatus.IDLE for ad in found)
+        assert backend.get_job(cluster, 0).eval("ClusterId") == cluster
 
-    def test_nothing_is_visible_before_commit(self, backend):
-        txn = backend.begin()
-        cluster = backend.new_cluster(txn)
-        proc = backend.new_proc(txn, cluster)
-        backend.submit(txn, cluster, proc, job_ad())
-        assert backend.get_job(cluster, proc) is None
-        assert backend.query(parse_constraint(f"ClusterId == {cluster}")) == []
-        backend.commit(txn)
-        assert backend.get_job(cluster, proc) is not None
+    def test_a_job_in_memory_is_its_committed_ad_or_none(self, backend):
+        cluster, (proc,) = submitted(backend, Tag="memory")
+        ad = backend.job_in_memory(cluster, proc)
+        assert ad is None or str(ad) == str(backend.get_job(cluster, proc))
+        assert backend.job_in_memory(999_999, 0) is None
 
-    def test_abort_rolls_back_new_jobs_and_their_files(self, backend):
-        txn = backend.begin()
-        cluster = backend.new_cluster(txn)
-        proc = backend.new_proc(txn, cluster)
-        backend.stage_file(txn, cluster, proc, "input")
-        backend.write_file(txn, cluster, proc, "input", 0, b"data")
-        backend.submit(txn, cluster, proc, job_ad())
-        backend.abort(txn)
-        assert backend.get_job(cluster, proc) is None
-        assert list(backend.list_files(None, cluster, proc)) == []
-
-    @pytest.mark.parametrize("change", ["hold", "remove", "set_attribute"])
-    def test_abort_rolls_back_changes_to_committed_jobs(self, backend, change):
+    def test_a_failing_batch_changes_nothing(self, backend):
         cluster, (proc,) = submitted(backend)
-        before = backend.get_job(cluster, proc)
-        txn = backend.begin()
-        if change == "set_attribute":
-            backend.set_attribute(txn, cluster, proc, "Note", "changed")
-        else:
-            backend.act(txn, JobAction.HOLD if change == "hold" else JobAction.REMOVE, cluster, proc, "no")
-        backend.abort(txn)
-        after = backend.get_job(cluster, proc)
-        assert after.eval("JobStatus") == before.eval("JobStatus") and "Note" not in after
+        fresh = new_cluster(backend)
+        batch = Batch([NewJob(fresh, 0, job_ad())], [AttributeChange(cluster, proc, "Note", "changed"),
+                                                     ActionChange(JobAction.HOLD, 999_999, 0, "who")])
+        with pytest.raises(UnknownJob):
+            backend.check_changes(batch)
+        with pytest.raises(UnknownJob):
+            backend.commit(batch)
+        assert backend.get_job(fresh, 0) is None and "Note" not in backend.get_job(cluster, proc)
 
-    def test_changes_in_a_transaction_apply_at_commit(self, backend):
+    def test_changes_apply_at_commit_in_order_and_are_checked_before(self, backend):
         cluster, (proc,) = submitted(backend)
-        txn = backend.begin()
-        backend.act(txn, JobAction.HOLD, cluster, proc, "later")
-        backend.set_attribute(txn, cluster, proc, "Note", classad2.ExprTree("1 + 1"))
+        changes = [ActionChange(JobAction.HOLD, cluster, proc, "later"),
+                   AttributeChange(cluster, proc, "Note", classad2.ExprTree("1 + 1"))]
+        backend.check_changes(Batch(changes=changes))
         assert status(backend, cluster, proc) == JobStatus.IDLE
-        backend.commit(txn)
+        backend.commit(Batch(changes=changes))
         ad = backend.get_job(cluster, proc)
         assert ad.eval("JobStatus") == JobStatus.HELD and ad.eval("HoldReason") == "later" and ad.eval("Note") == 2
 
-    def test_cluster_ids_never_repeat(self, backend):
-        txn = backend.begin()
-        first = backend.new_cluster(txn)
-        backend.abort(txn)
-        txn = backend.begin()
-        second = backend.new_cluster(txn)
-        backend.abort(txn)
-        assert second > first
+    def test_a_job_whose_ad_names_other_ids_is_refused(self, backend):
+        cluster = new_cluster(backend)
+        with pytest.raises(BackendError, match="ProcId"):
+            backend.commit(Batch([NewJob(cluster, 0, job_ad(ProcId=classad2.ExprTree("3 + 4")))]))
+        assert backend.get_job(cluster, 0) is None
 
-    def test_procs_belong_to_a_cluster_of_the_transaction(self, backend):
-        cluster, _ = submitted(backend)
-        txn = backend.begin()
-        with pytest.raises(BackendError):
-            backend.new_proc(txn, cluster)
-        backend.abort(txn)
+    def test_cluster_ids_never_repeat(self, backend):
+        first = backend.reserve_clusters()
+        second = backend.reserve_clusters()
+        assert len(first) >= 1 and len(second) >= 1 and second[0] > first[-1]
 
     # -- queries --------------------------------------------------------------------------------------
     def test_queries_with_constraint_and_projection(self, backend):
@@ -147,45 +140,57 @@ class BackendContract:
     # -- actions --------------------------------------------------------------------------------------
     def test_hold_release_remove_with_reasons(self, backend):
         cluster, (proc,) = submitted(backend, LeaveJobInQueue=True)
-        assert backend.act(None, JobAction.HOLD, cluster, proc, "wait") == 1
+        act(backend, JobAction.HOLD, cluster, proc, "wait")
         assert backend.get_job(cluster, proc).eval("HoldReason") == "wait"
         with pytest.raises(InvalidState):
-            backend.act(None, JobAction.HOLD, cluster, proc, "again")
-        backend.act(None, JobAction.RELEASE, cluster, proc, "go")
+            act(backend, JobAction.HOLD, cluster, proc, "again")
+        act(backend, JobAction.RELEASE, cluster, proc, "go")
         assert status(backend, cluster, proc) == JobStatus.IDLE
         with pytest.raises(InvalidState):
-            backend.act(None, JobAction.RELEASE, cluster, proc, "not held")
-        backend.act(None, JobAction.REMOVE, cluster, proc, "gone")
+            act(backend, JobAction.RELEASE, cluster, proc, "not held")
+        act(backend, JobAction.REMOVE, cluster, proc, "gone")
         ad = backend.get_job(cluster, proc)
         assert ad.eval("JobStatus") == JobStatus.REMOVED and ad.eval("RemoveReason") == "gone"
 
     def test_a_whole_cluster_can_be_removed(self, backend):
         cluster, procs = submitted(backend, 3, LeaveJobInQueue=True)
-        assert backend.act(None, JobAction.REMOVE, cluster, None, "all") == 3
+        act(backend, JobAction.HOLD, cluster, 1, "first")
+        act(backend, JobAction.HOLD, cluster, None, "all")  # (the held one is skipped, not an error)
+        assert all(status(backend, cluster, proc) == JobStatus.HELD for proc in procs)
+        act(backend, JobAction.REMOVE, cluster, None, "all")
         assert all(status(backend, cluster, proc) == JobStatus.REMOVED for proc in procs)
 
     def test_unknown_jobs_are_reported(self, backend):
         with pytest.raises(UnknownJob):
-            backend.act(None, JobAction.HOLD, 999_999, 0, "who")
+            act(backend, JobAction.HOLD, 999_999, 0, "who")
         with pytest.raises(UnknownJob):
-            backend.set_attribute(None, 999_999, 0, "A", "b")
+            backend.commit(Batch(changes=[AttributeChange(999_999, 0, "A", "b")]))
         assert backend.get_job(999_999, 0) is None
 
     # -- staging and output -----------------------------------------------------------------------------
     def test_staged_files_are_in_the_spool_after_commit(self, backend):
-        txn = backend.begin()
-        cluster = backend.new_cluster(txn)
-        proc = backend.new_proc(txn, cluster)
-        backend.stage_file(txn, cluster, proc, "data.bin")
-        backend.write_file(txn, cluster, proc, "data.bin", 3, b"def")
-        backend.write_file(txn, cluster, proc, "data.bin", 0, b"abc")
-        assert backend.file_md5(txn, cluster, proc, "data.bin") == "e80b5017098950fc58aad83c8c14978e"
-        backend.submit(txn, cluster, proc, job_ad())
-        backend.commit(txn)
-        assert [(f.name, f.size) for f in backend.list_files(None, cluster, proc)] == [("data.bin", 6)]
-        assert backend.read_file(None, cluster, proc, "data.bin", 2, 100) == b"cdef"
-        assert backend.read_job_file(cluster, proc, "data.bin", 2, 3) == (6, b"cde")
-        assert backend.spool_directory(cluster, proc)
+        cluster = new_cluster(backend)
+        backend.stage_file(cluster, 0, "data.bin")
+        backend.write_file(cluster, 0, "data.bin", 3, b"def")
+        backend.write_file(cluster, 0, "data.bin", 0, b"abc")
+        assert backend.file_md5(cluster, 0, "data.bin") == "e80b5017098950fc58aad83c8c14978e"
+        assert backend.get_job(cluster, 0) is None
+        backend.commit(Batch([NewJob(cluster, 0, job_ad(), ("data.bin",))]))
+        assert [(f.name, f.size) for f in backend.list_files(cluster, 0)] == [("data.bin", 6)]
+        assert backend.read_file(cluster, 0, "data.bin", 2, 100) == b"cdef"
+        assert backend.read_job_file(cluster, 0, "data.bin", 2, 3) == (6, b"cde")
+        assert backend.spool_directory(cluster, 0)
+
+    def test_discarding_removes_what_was_staged_but_never_a_committed_job(self, backend):
+        committed, (proc,) = submitted(backend)
+        Path(backend.spool_directory(committed, proc)).mkdir(parents=True, exist_ok=True)
+        (Path(backend.spool_directory(committed, proc)) / "kept").write_bytes(b"kept")
+        cluster = new_cluster(backend)
+        backend.stage_file(cluster, 0, "input")
+        backend.write_file(cluster, 0, "input", 0, b"data")
+        backend.discard([(cluster, 0), (committed, proc)])
+        assert list(backend.list_files(cluster, 0)) == []
+        assert backend.read_file(committed, proc, "kept", 0, 10) == b"kept"
 
     def test_job_files_are_plain_names_in_the_spool_only(self, backend, tmp_path):
         cluster, (proc,) = submitted(backend)
@@ -210,27 +215,22 @@ class BackendContract:
         (spool / "dangling").symlink_to(tmp_path / "nothing")
         os.mkfifo(spool / "fifo")
         (spool / "folder").mkdir()
-        assert [(info.name, info.size) for info in backend.list_files(None, cluster, proc)] == [("plain", 2)]
+        assert [(info.name, info.size) for info in backend.list_files(cluster, proc)] == [("plain", 2)]
         assert backend.read_job_file(cluster, proc, "plain", 0, 10) == (2, b"ok")
         for name in ("leak", "dangling", "fifo", "folder"):
             with pytest.raises(BackendError):
-                backend.read_file(None, cluster, proc, name, 0, 100)
+                backend.read_file(cluster, proc, name, 0, 100)
             with pytest.raises(BackendError):
                 backend.read_job_file(cluster, proc, name, 0, 100)
 
-    def test_files_only_for_jobs_of_the_transaction_and_plain_names(self, backend):
-        cluster, (proc,) = submitted(backend)
-        txn = backend.begin()
-        with pytest.raises(UnknownJob):
-            backend.stage_file(txn, cluster, proc, "late")
-        own = backend.new_cluster(txn)
-        own_proc = backend.new_proc(txn, own)
+    def test_staged_files_have_plain_names(self, backend):
+        cluster = new_cluster(backend)
         for name in ("../escape", "a/b", ""):
             with pytest.raises(BackendError):
-                backend.stage_file(txn, own, own_proc, name)
-        backend.abort(txn)
+                backend.stage_file(cluster, 0, name)
+        backend.discard([(cluster, 0)])
 
     def test_reading_a_missing_file_is_an_error(self, backend):
         cluster, (proc,) = submitted(backend)
         with pytest.raises(BackendError):
-            backend.read_file(None, cluster, proc, "missing", 0, 10)
+            backend.read_file(cluster, proc, "missing", 0, 10)

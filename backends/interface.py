@@ -1,10 +1,11 @@
 """The one interface between the gateway and a schedd backend.
 
-Backends schedule and store; they never see XML.  Every method may block (SQLite, the HTCondor bindings) and the
-gateway calls it from a worker thread, never from the reactor, except the two that must answer from memory and
-never block: :meth:`ScheddBackend.info` and :meth:`ScheddBackend.spool_directory`, and those a backend marks
-:func:`immediate` (which may still decline, case by case, with :class:`WouldBlock`).  A backend transaction is an
-opaque object returned by :meth:`ScheddBackend.begin`; ``txn=None`` on an action means "commit this change at once".
+Backends schedule and store; they never see XML.  The gateway builds each transaction itself (``gateway/core``:
+clusters, procs, job ads, changes to queued jobs) and hands it over whole: :meth:`ScheddBackend.commit` takes a
+:class:`Batch`, atomic and durable.  Before that the backend only reserves cluster ids (a block at a time) and
+stages the files of the transaction's jobs.  Every method may block (SQLite, the HTCondor bindings) and the gateway
+calls it from a worker thread, never from the reactor, except those that answer from memory and never block:
+:meth:`ScheddBackend.info`, :meth:`ScheddBackend.spool_directory` and :meth:`ScheddBackend.job_in_memory`.
 
 What a backend offers beyond the required methods it declares in ``capabilities`` (:class:`Capability`);
 :func:`check` verifies both when the backend is loaded, and names what is missing.
@@ -16,9 +17,8 @@ attribute concerned; the front end turns them into the protocol's status.
 from __future__ import annotations
 
 import enum
-import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence, TypeVar, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
 
 import classad2
 
@@ -26,49 +26,8 @@ from jobmodel.jobs import JobAction
 
 ENTRY_POINT_GROUP = "birdbath.backends"
 
-F = TypeVar("F", bound=Callable[..., Any])
-T = TypeVar("T")
-
-
-def immediate(method: F) -> F:
-    """Mark a backend method that answers from memory at once and is safe on any thread: the gateway then calls it
-    where it is (the reactor, through :func:`call_at_once`) instead of on the backend's threads, since the hop there
-    and back costs more than such a call (``beginTransaction`` answered three times slower for it).
-
-    Such a method may find, on a given call, that it cannot answer without blocking (a lock another thread holds
-    across I/O, data not yet in memory, a write to make durable): called at once (:func:`answering_at_once`), it
-    then raises :class:`WouldBlock` before changing anything, and the gateway makes the same call on the backend's
-    threads, where it blocks as any other method."""
-    method.immediate = True  # type: ignore[attr-defined]
-    return method
-
-
-def is_immediate(function: Callable[..., Any]) -> bool:
-    return getattr(function, "immediate", False) is True
-
-
-class WouldBlock(Exception):
-    """An :func:`immediate` method, called at once, that cannot answer this time without blocking; it changed
-    nothing, and the same call made off the reactor answers."""
-
-
-_where = threading.local()
-
-
-def answering_at_once() -> bool:
-    """True inside :func:`call_at_once` on this thread: an immediate method must not block (it raises
-    :class:`WouldBlock` instead); anywhere else it may."""
-    return getattr(_where, "at_once", False)
-
-
-def call_at_once(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Call an immediate method where it must not block; raises :class:`WouldBlock` when it declines."""
-    previous = getattr(_where, "at_once", False)
-    _where.at_once = True
-    try:
-        return function(*args, **kwargs)
-    finally:
-        _where.at_once = previous
+#: a job's (cluster, proc)
+JobKey = tuple[int, int]
 
 
 class BackendError(Exception):
@@ -135,11 +94,68 @@ class FileInfo:
     size: int
 
 
+@dataclass(frozen=True)
+class NewJob:
+    """A job a transaction creates: its ids (the cluster reserved by :meth:`ScheddBackend.reserve_clusters`, procs
+    0, 1, ... in it), the ad the client gave, and the names of the files staged for it
+    (:meth:`ScheddBackend.stage_file`), which the commit makes as durable as the ad."""
+
+    cluster: int
+    proc: int
+    ad: classad2.ClassAd
+    files: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> JobKey:
+        return self.cluster, self.proc
+
+    def id_problem(self) -> str | None:
+        """Why the ad cannot be this job's (a ``ClusterId`` or ``ProcId`` that evaluates to another id), or None."""
+        for name, expected in (("ClusterId", self.cluster), ("ProcId", self.proc)):
+            if name in self.ad and self.ad.eval(name) != expected:
+                return f"{name} must be {expected}, the id of job {self.cluster}.{self.proc}"
+        return None
+
+
+@dataclass(frozen=True)
+class ActionChange:
+    """Hold, release, remove, suspend or continue one job, or with ``proc=None`` every job of a cluster (those it
+    does not apply to are skipped)."""
+
+    action: JobAction
+    cluster: int
+    proc: int | None
+    reason: str | None
+    system: bool = False  # a hold by the system (HoldReasonCode), not by the job's owner
+
+
+@dataclass(frozen=True)
+class AttributeChange:
+    """Set one attribute of a job (a ``str`` is a string literal)."""
+
+    cluster: int
+    proc: int
+    name: str
+    value: str | classad2.ExprTree
+
+
+#: a change to a job that is queued, or created in the same batch
+Change = ActionChange | AttributeChange
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One transaction, whole: the jobs it creates, then its changes in order (they may name its own jobs)."""
+
+    jobs: Sequence[NewJob] = ()
+    changes: Sequence[Change] = ()
+
+
 @runtime_checkable
 class ScheddBackend(Protocol):
-    """A schedd as the gateway sees it: a transactional job queue with per-job spool directories."""
+    """A schedd as the gateway sees it: a job queue that takes transactions whole, with per-job spool directories."""
 
-    #: how many worker threads may call into the backend at once (1 serialises every call)
+    #: how many worker threads may call into the backend at once
     threads: int
     #: seconds after which the gateway stops waiting for a call and reports the backend unavailable (None: never)
     call_timeout: float | None
@@ -150,49 +166,48 @@ class ScheddBackend(Protocol):
         """Who the backend is; answered from memory (never blocks: the gateway may call it on the reactor)."""
 
     def close(self) -> None:
-        """Release resources; called once at shutdown, after every open transaction was aborted."""
+        """Release resources; called once at shutdown, after the files of every open transaction were discarded."""
 
     # -- transactions -------------------------------------------------------------------------------
-    def begin(self) -> object:
-        """Open a backend transaction; nothing done through it is visible to queries until commit."""
+    def reserve_clusters(self) -> range:
+        """Cluster ids never handed out before, also across restarts (the gateway hands them out one per new
+        cluster, and asks again when they are used up); a block, so that a new cluster costs no durable write."""
 
-    def commit(self, txn: object) -> None:
-        """Make every change of ``txn`` durable and visible at once, or raise and change nothing."""
+    def commit(self, batch: Batch) -> None:
+        """Make every job and change of ``batch`` durable and visible at once, or raise and change nothing.
 
-    def abort(self, txn: object) -> None:
-        """Discard every change of ``txn``, including files staged for jobs it created."""
+        The backend adds to each new job's ad what a schedd fills in (QDate, JobStatus, ...) and derives ``User``
+        from ``Owner`` (``Owner@<uid domain>``), whatever the ad says; an ad whose ``ClusterId`` or ``ProcId`` is
+        not the job's is a :class:`BackendError`.  A change to a job that is not queued is :class:`UnknownJob`, an
+        action that does not apply to the job's state :class:`InvalidState`."""
 
-    # -- building jobs ------------------------------------------------------------------------------
-    def new_cluster(self, txn: object) -> int:
-        """Allocate a cluster id that was never used before (also across restarts and aborts)."""
+    def check_changes(self, batch: Batch) -> None:
+        """Raise what :meth:`commit` would raise for ``batch``'s changes now, changing nothing (the gateway refuses
+        a change inside a transaction when the client makes it, not only at commit)."""
 
-    def new_proc(self, txn: object, cluster: int) -> int:
-        """Add the next proc (0, 1, ...) to a cluster created in ``txn`` and create its spool directory."""
-
+    # -- files of the jobs a transaction creates ----------------------------------------------------
     def spool_directory(self, cluster: int, proc: int) -> str:
         """The job's spool directory as the backend's jobs see it (what ``Iwd`` is set to for spooled jobs); computed,
         never blocks."""
 
-    def submit(self, txn: object, cluster: int, proc: int, ad: classad2.ClassAd) -> None:
-        """Give a proc of ``txn`` its job ad; the backend adds what a schedd fills in (QDate, JobStatus, ...) and
-        derives ``User`` from ``Owner`` (``Owner@<uid domain>``), whatever the ad says."""
+    def stage_file(self, cluster: int, proc: int, name: str) -> None:
+        """Create (without truncating) a file in the spool of a job not committed yet (making the spool)."""
 
-    # -- files ----------------------------------------------------------------------------------------
-    def stage_file(self, txn: object, cluster: int, proc: int, name: str) -> None:
-        """Create (without truncating) a file in the spool of a proc created in ``txn``."""
-
-    def write_file(self, txn: object, cluster: int, proc: int, name: str, offset: int, data: bytes) -> None:
+    def write_file(self, cluster: int, proc: int, name: str, offset: int, data: bytes) -> None:
         """Write ``data`` at ``offset`` into a staged file."""
 
-    def file_md5(self, txn: object, cluster: int, proc: int, name: str) -> str:
+    def file_md5(self, cluster: int, proc: int, name: str) -> str:
         """The hex MD5 of a staged file, to check a hash the client declared."""
 
-    def list_files(self, txn: object | None, cluster: int, proc: int) -> Sequence[FileInfo]:
+    def discard(self, jobs: Sequence[JobKey]) -> None:
+        """Remove what was staged for jobs that will never be committed (an aborted or expired transaction)."""
+
+    # -- spool files ----------------------------------------------------------------------------------
+    def list_files(self, cluster: int, proc: int) -> Sequence[FileInfo]:
         """The regular files of a job's spool directory (symbolic links, FIFOs, directories are not listed: a job
         that writes its spool may have put anything there)."""
 
-    def read_file(self, txn: object | None, cluster: int, proc: int, name: str, offset: int,
-                  length: int) -> bytes:
+    def read_file(self, cluster: int, proc: int, name: str, offset: int, length: int) -> bytes:
         """Up to ``length`` bytes of a spool file from ``offset`` (fewer at end of file).  ``name`` is a plain name;
         only a regular file inside the job's spool is read, never through a symbolic link, never blocking on a FIFO
         (anything else is a :class:`BackendError`)."""
@@ -216,25 +231,22 @@ class ScheddBackend(Protocol):
     def get_job(self, cluster: int, proc: int) -> classad2.ClassAd | None:
         """One committed job ad, or ``None``."""
 
-    def act(self, txn: object | None, action: JobAction, cluster: int, proc: int | None,
-            reason: str | None, *, system: bool = False) -> int:
-        """Hold, release or remove one job (or, with ``proc=None``, every job of a cluster); returns how many."""
-
-    def set_attribute(self, txn: object | None, cluster: int, proc: int, name: str,
-                      value: str | classad2.ExprTree) -> None:
-        """Set one attribute of a committed job (a ``str`` is a string literal)."""
+    def job_in_memory(self, cluster: int, proc: int) -> classad2.ClassAd | None:
+        """The committed job's ad when the backend holds it in memory, at once and without blocking (the gateway calls
+        it on the reactor); ``None`` otherwise (no such job, or not in memory), and the gateway then asks
+        :meth:`get_job` on a thread."""
 
     def reschedule(self) -> None:
         """Ask the backend to start runnable jobs now."""
 
 
 REQUIRED_ATTRIBUTES = ("threads", "call_timeout", "capabilities")
-REQUIRED_METHODS = ("info", "close", "begin", "commit", "abort", "new_cluster", "new_proc", "spool_directory", "submit",
-                    "stage_file", "write_file", "file_md5", "list_files", "read_file", "read_job_file", "query",
-                    "get_job", "act", "set_attribute", "reschedule")
+REQUIRED_METHODS = ("info", "close", "reserve_clusters", "commit", "check_changes", "spool_directory", "stage_file", "write_file",
+                    "file_md5", "discard", "list_files", "read_file", "read_job_file", "query", "get_job",
+                    "job_in_memory", "reschedule")
 
 
-def check(backend: Any, name: str = "backend") -> ScheddBackend:
+def check(backend: object, name: str = "backend") -> ScheddBackend:
     """The backend itself, once it has every required part and the methods of every capability it declares."""
     missing = [attribute for attribute in REQUIRED_ATTRIBUTES if not hasattr(backend, attribute)]
     missing += [method for method in REQUIRED_METHODS if not callable(getattr(backend, method, None))]

@@ -160,9 +160,11 @@ class Spool:
 
     # -- confinement ------------------------------------------------------------------------------------
     @contextmanager
-    def _directory(self, cluster: int, proc: int) -> Iterator[int]:
+    def _directory(self, cluster: int, proc: int, missing: str | None = None) -> Iterator[int]:
         """The job's spool directory, opened one level at a time from the spool's root without following a link
-        anywhere below it; every level above the job's directory must be the gateway's alone to write."""
+        anywhere below it; every level above the job's directory must be the gateway's alone to write (``missing``:
+        the failure to report when there is none, as for a file missing from it: a job gets its spool with its first
+        file)."""
         try:
             fd = os.open(self.root, _DIRECTORY_FLAGS)
         except OSError as exc:
@@ -175,6 +177,8 @@ class Spool:
                 fd = child
         except OSError as exc:
             os.close(fd)
+            if missing is not None and exc.errno == errno.ENOENT:
+                raise BackendError(f"{missing}, reason: {exc.strerror}") from None
             raise BackendError(f"Failed to open the spool directory of job {cluster}.{proc}, reason: "
                                f"{exc.strerror}") from None
         except BaseException:
@@ -189,7 +193,7 @@ class Spool:
     def _open(self, cluster: int, proc: int, name: str, failure: str) -> Iterator[tuple[int, int]]:
         """A servable file of the job's spool, opened for reading: its descriptor and size."""
         _plain(name)
-        with self._directory(cluster, proc) as directory:
+        with self._directory(cluster, proc, failure) as directory:
             try:
                 fd = os.open(name, _READ_FLAGS, dir_fd=directory)
             except OSError as exc:

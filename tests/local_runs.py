@@ -17,6 +17,7 @@ from typing import Callable
 
 import classad2
 
+from backends.interface import Batch, NewJob
 from backends.local.executor import LAUNCHER
 from backends.local.owners import Accounts
 from backends.local.queue import JobQueue
@@ -52,24 +53,21 @@ class World:
                **attributes) -> list[tuple[int, int]]:
         """One cluster of ``procs`` jobs (a shared-file-system /bin/true of alice unless told otherwise), committed;
         ``files`` are staged in each job's spool, which is its Iwd when ``spooled``."""
-        txn = self.queue.begin()
-        cluster = self.queue.new_cluster(txn)
-        keys = []
-        for _ in range(procs):
-            proc = self.queue.new_proc(txn, cluster)
+        cluster = self.queue.store.next_cluster_id()
+        jobs = []
+        for proc in range(procs):
             for name, data in (files or {}).items():
-                self.queue.stage_file(txn, cluster, proc, name)
-                self.queue.write_file(txn, cluster, proc, name, 0, data)
+                self.queue.stage_file(cluster, proc, name)
+                self.queue.write_file(cluster, proc, name, 0, data)
             iwd = self.queue.spool.directory(cluster, proc) if spooled else self.iwd
             ad = classad2.ClassAd()
             values = {"Cmd": "/bin/true", "Iwd": str(iwd), "JobUniverse": int(Universe.VANILLA),
                       "Requirements": E("TRUE"), "Owner": "alice"} | attributes
             for name, value in values.items():
                 ad[name] = value
-            self.queue.submit(txn, cluster, proc, ad)
-            keys.append((cluster, proc))
-        self.queue.commit(txn)
-        return keys
+            jobs.append(NewJob(cluster, proc, ad, tuple(files or ())))
+        self.queue.commit(Batch(jobs))
+        return [job.key for job in jobs]
 
     def job(self, key) -> classad2.ClassAd:
         ad = self.queue.get_job(*key)

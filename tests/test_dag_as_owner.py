@@ -19,6 +19,7 @@ from typing import Iterator
 import classad2
 import pytest
 
+from backends.interface import Batch, NewJob
 from backends.local.dag.nodes import NodeJobs
 from backends.local.owners import Accounts, NoAccount, call_as
 from backends.local.queue import JobQueue
@@ -218,13 +219,10 @@ def queue_with_a_dag(base: Path, directory: Path, owner: str, accounts: Accounts
     queue = JobQueue(JobStore(base / "queue.sqlite3"), Spool(base / "spool"), "test-schedd", time.time,
                      accounts=accounts)
     dag = dag_of_nobody(directory, "JOB A A.sub NOOP\n")
-    txn = queue.begin()
-    key = cluster, proc = queue.new_cluster(txn), 0
-    queue.new_proc(txn, cluster)
-    queue.submit(txn, cluster, proc, classad2.ClassAd({
+    key = queue.store.next_cluster_id(), 0
+    queue.commit(Batch([NewJob(*key, classad2.ClassAd({
         "Owner": owner, "JobUniverse": 7, "Cmd": "/usr/bin/condor_dagman", "Iwd": str(directory),
-        "Out": "dag.out", "Arguments": f"-Lockfile {dag}.lock -Dag {dag}"}))
-    queue.commit(txn)
+        "Out": "dag.out", "Arguments": f"-Lockfile {dag}.lock -Dag {dag}"}))]))
     return queue, key
 
 

@@ -86,8 +86,9 @@ def test_committed_jobs_and_files_survive_a_crash_and_ids_never_repeat(start_gat
     schedd.abortTransaction(aborted)
     pending = begin(schedd, duration=600)
     pending_cluster, pending_proc = new_job(schedd, pending)
+    assert schedd.declareFile(pending, pending_cluster, pending_proc, "in", 0, "NOHASH", None).code == "SUCCESS"
     schedd.submit(pending, pending_cluster, pending_proc, ad(Cmd="/bin/true"))
-    assert spool_of(gateway, pending_cluster, pending_proc).exists()
+    assert spool_of(gateway, pending_cluster, pending_proc).exists()  # (made for the file staged in it)
 
     gateway.kill()
     gateway.start()

@@ -6,10 +6,18 @@ from __future__ import annotations
 import classad2
 import pytest
 
-from backends.contract import BackendContract, job_ad, submitted
+from backends.contract import BackendContract, act, job_ad, new_cluster, submitted
 from backends.htcondor import HTCondorBackend
 from backends.htcondor.backend import FIRST_GATEWAY_CLUSTER, ROLLBACK_REASON
-from backends.interface import BackendError, BackendUnavailable, InvalidState, UnknownJob
+from backends.interface import (
+    ActionChange,
+    AttributeChange,
+    BackendUnavailable,
+    Batch,
+    InvalidState,
+    NewJob,
+    UnknownJob,
+)
 from jobmodel.classads import matches, parse_constraint
 from jobmodel.exprtext import SourceExpr
 from jobmodel.jobs import JobAction, JobStatus
@@ -54,13 +62,11 @@ def test_a_birdbath_cluster_is_one_schedd_cluster_of_raw_job_ads(tmp_path, pool)
 
 def test_staged_files_are_spooled_after_submission(tmp_path, pool):
     backend = make(tmp_path, pool)
-    txn = backend.begin()
-    cluster = backend.new_cluster(txn)
-    proc = backend.new_proc(txn, cluster)
-    backend.stage_file(txn, cluster, proc, "input")
-    backend.write_file(txn, cluster, proc, "input", 0, b"payload")
-    backend.submit(txn, cluster, proc, job_ad(Iwd=backend.spool_directory(cluster, proc), TransferInput="input"))
-    backend.commit(txn)
+    cluster, proc = new_cluster(backend), 0
+    backend.stage_file(cluster, proc, "input")
+    backend.write_file(cluster, proc, "input", 0, b"payload")
+    ad = job_ad(Iwd=backend.spool_directory(cluster, proc), TransferInput="input")
+    backend.commit(Batch([NewJob(cluster, proc, ad, ("input",))]))
     names = [name for name, _ in pool.calls]
     assert names.index("submitMany") < names.index("spool")
     assert pool.jobs[(1, 0)]["JobStatus"] == 1  # spooling finished: released
@@ -70,17 +76,17 @@ def test_finished_output_is_retrieved_before_listing(tmp_path, pool):
     backend = make(tmp_path, pool)
     cluster, (proc,) = submitted(backend, LeaveJobInQueue=True)
     pool.jobs[(1, 0)]["JobStatus"] = 4
-    backend.list_files(None, cluster, proc)
+    backend.list_files(cluster, proc)
     assert ("retrieve", (f"BirdbathClusterId == {cluster} && BirdbathProcId == {proc}",)) in pool.calls
 
 
 def test_actions_and_edits_go_to_the_schedd_with_the_jobs_schedd_side_constraint(tmp_path, pool):
     backend = make(tmp_path, pool)
     cluster, (proc,) = submitted(backend)
-    backend.act(None, JobAction.HOLD, cluster, proc, "maintenance")
-    backend.set_attribute(None, cluster, proc, "Note", "a string")
-    backend.set_attribute(None, cluster, proc, "Rank", SourceExpr("Memory*1.0E3"))
-    backend.set_attribute(None, cluster, proc, "Flag", classad2.ExprTree("x is true"))
+    act(backend, JobAction.HOLD, cluster, proc, "maintenance")
+    for name, value in (("Note", "a string"), ("Rank", SourceExpr("Memory*1.0E3")),
+                        ("Flag", classad2.ExprTree("x is true"))):
+        backend.commit(Batch(changes=[AttributeChange(cluster, proc, name, value)]))
     spec = f"BirdbathClusterId == {cluster} && BirdbathProcId == {proc}"
     assert ("act", ("Hold", spec, "maintenance", 0)) in pool.calls  # what the bindings passed on to the schedd
     assert ("edit", (spec, "Note", '"a string"')) in pool.calls
@@ -139,21 +145,18 @@ def test_acting_by_constraint_on_a_job_in_the_wrong_state_matches_nothing(tmp_pa
     result = pool.schedd.act(htcondor2.JobAction.Release, backend._spec(cluster, proc), ("no", 0))
     assert (result["TotalSuccess"], result["TotalBadStatus"], result["TotalNotFound"]) == (0, 0, 0)
     with pytest.raises(InvalidState):  # so the backend asks whether the job is there
-        backend.act(None, JobAction.RELEASE, cluster, proc, "no")
+        act(backend, JobAction.RELEASE, cluster, proc, "no")
     with pytest.raises(UnknownJob):
-        backend.act(None, JobAction.RELEASE, cluster + 1, proc, "no")
+        act(backend, JobAction.RELEASE, cluster + 1, proc, "no")
 
 
 def test_a_failed_spooling_removes_the_cluster_again(tmp_path, pool):
     backend = make(tmp_path, pool)
-    txn = backend.begin()
-    cluster = backend.new_cluster(txn)
-    proc = backend.new_proc(txn, cluster)
-    backend.stage_file(txn, cluster, proc, "input")
-    backend.submit(txn, cluster, proc, job_ad())
+    cluster, proc = new_cluster(backend), 0
+    backend.stage_file(cluster, proc, "input")
     pool.fail("spool")
     with pytest.raises(BackendUnavailable):
-        backend.commit(txn)
+        backend.commit(Batch([NewJob(cluster, proc, job_ad(), ("input",))]))
     assert pool.jobs == {} and pool.history[0]["RemoveReason"] == ROLLBACK_REASON
     assert pool.history[0]["LastHoldReasonCode"] == 16  # it had been waiting for its files
     assert backend.get_job(cluster, proc) is None
@@ -163,15 +166,15 @@ def test_a_job_waiting_for_its_files_cannot_be_released(tmp_path, pool):
     backend = make(tmp_path, pool)
     pool.jobs[(5, 0)] = classad2.parseOne('[ClusterId = 5; ProcId = 0; JobStatus = 5; HoldReasonCode = 16]')
     with pytest.raises(InvalidState):
-        backend.act(None, JobAction.RELEASE, 5, 0, "too early")
+        act(backend, JobAction.RELEASE, 5, 0, "too early")
 
 
 def test_reasons_reach_the_schedd_for_every_action(tmp_path, pool):
     backend = make(tmp_path, pool)
     cluster, (proc,) = submitted(backend, LeaveJobInQueue=True)
-    backend.act(None, JobAction.HOLD, cluster, proc, "wait")
-    backend.act(None, JobAction.RELEASE, cluster, proc, "go")
-    backend.act(None, JobAction.REMOVE, cluster, proc, "gone")
+    act(backend, JobAction.HOLD, cluster, proc, "wait")
+    act(backend, JobAction.RELEASE, cluster, proc, "go")
+    act(backend, JobAction.REMOVE, cluster, proc, "gone")
     assert [args[2:] for args in pool.called("act")] == [("wait", 0), ("go", 0), ("gone", 0)]
     ad = backend.get_job(cluster, proc)
     assert (ad["LastHoldReason"], ad["ReleaseReason"], ad["RemoveReason"]) == ("wait", "go", "gone")
@@ -179,23 +182,17 @@ def test_reasons_reach_the_schedd_for_every_action(tmp_path, pool):
 
 # -- commit: as atomic as a schedd allows ---------------------------------------------------------------------
 def _two_clusters(backend, pool, **attributes):
-    txn = backend.begin()
-    clusters = []
-    for count in (2, 1):
-        cluster = backend.new_cluster(txn)
-        for _ in range(count):
-            proc = backend.new_proc(txn, cluster)
-            backend.submit(txn, cluster, proc, job_ad(**attributes))
-        clusters.append(cluster)
-    return txn, clusters
+    clusters = [new_cluster(backend), new_cluster(backend)]
+    return Batch([NewJob(clusters[0], 0, job_ad(**attributes)), NewJob(clusters[0], 1, job_ad(**attributes)),
+                  NewJob(clusters[1], 0, job_ad(**attributes))]), clusters
 
 
 def test_a_failed_submission_removes_the_clusters_this_commit_already_submitted(tmp_path, pool):
     backend = make(tmp_path, pool)
-    txn, (first, second) = _two_clusters(backend, pool)
+    batch, (first, second) = _two_clusters(backend, pool)
     pool.fail("submitMany", 2)
     with pytest.raises(BackendUnavailable) as error:
-        backend.commit(txn)
+        backend.commit(batch)
     assert "submitMany failed" in str(error.value)
     assert f"removed the submitted cluster {first} (schedd cluster 1)" in str(error.value)
     removals = [args for args in pool.called("act") if args[0] == "Remove"]
@@ -207,18 +204,16 @@ def test_a_failed_submission_removes_the_clusters_this_commit_already_submitted(
         [(1, 3, ROLLBACK_REASON), (1, 3, ROLLBACK_REASON)]
     assert backend.query(None) == [] and backend.history(None) == []
     assert backend.get_job(first, 0) is None and backend.get_job(second, 0) is None
-    with pytest.raises(BackendError):
-        backend.commit(txn)  # one commit per transaction
-    backend.abort(txn)  # what the gateway does next: the staged directories go
-    assert not any(backend.list_files(None, cluster, 0) for cluster in (first, second))
+    backend.discard([(first, 0), (first, 1), (second, 0)])  # what the gateway does next: the staged directories go
+    assert not any(backend.list_files(cluster, 0) for cluster in (first, second))
 
 
 def test_a_cluster_queued_before_its_error_is_removed_by_its_gateway_id(tmp_path, pool):
     backend = make(tmp_path, pool)
-    txn, (first, second) = _two_clusters(backend, pool)
+    batch, (first, second) = _two_clusters(backend, pool)
     pool.fail("submitMany", 2, after=True)  # the schedd committed the second cluster, the reply was lost
     with pytest.raises(BackendUnavailable):
-        backend.commit(txn)
+        backend.commit(batch)
     assert pool.jobs == {} and {ad["ClusterId"] for ad in pool.history} == {1, 2}
     assert backend.query(None) == []
 
@@ -228,16 +223,14 @@ def test_a_failed_change_undoes_the_changes_and_submissions_before_it(tmp_path, 
     held, (held_proc,) = submitted(backend, LeaveJobInQueue=True)
     edited, (edited_proc,) = submitted(backend, Note="before")
     removed, (removed_proc,) = submitted(backend)
-    txn = backend.begin()
-    backend.act(txn, JobAction.REMOVE, removed, removed_proc, "not yet")  # removals go last
-    new = backend.new_cluster(txn)
-    backend.submit(txn, new, backend.new_proc(txn, new), job_ad())
-    backend.act(txn, JobAction.HOLD, held, held_proc, "in txn")
-    backend.set_attribute(txn, edited, edited_proc, "Note", "after")
-    backend.set_attribute(txn, held, held_proc, "Fresh", "x")
+    new = new_cluster(backend)
+    batch = Batch([NewJob(new, 0, job_ad())], [
+        ActionChange(JobAction.REMOVE, removed, removed_proc, "not yet"),  # removals go last
+        ActionChange(JobAction.HOLD, held, held_proc, "in batch"),
+        AttributeChange(edited, edited_proc, "Note", "after"), AttributeChange(held, held_proc, "Fresh", "x")])
     pool.fail("edit", 2)  # the second edit fails
     with pytest.raises(BackendUnavailable) as error:
-        backend.commit(txn)
+        backend.commit(batch)
     assert "undid 2 changes to existing jobs" in str(error.value)
     assert backend.get_job(new, 0) is None
     assert backend.get_job(held, held_proc)["JobStatus"] == JobStatus.IDLE  # released again
@@ -250,25 +243,22 @@ def test_a_failed_change_undoes_the_changes_and_submissions_before_it(tmp_path, 
 def test_a_job_gone_before_commit_stops_it_before_anything_is_sent(tmp_path, pool):
     backend = make(tmp_path, pool)
     cluster, (proc,) = submitted(backend)
-    txn = backend.begin()
-    new = backend.new_cluster(txn)
-    backend.submit(txn, new, backend.new_proc(txn, new), job_ad())
-    backend.set_attribute(txn, cluster, proc, "Note", "x")
+    new = new_cluster(backend)
+    batch = Batch([NewJob(new, 0, job_ad())], [AttributeChange(cluster, proc, "Note", "x")])
     pool.history.insert(0, pool.jobs.pop((1, 0)))  # it completed meanwhile
     calls = len(pool.calls)
     with pytest.raises(UnknownJob):
-        backend.commit(txn)
+        backend.commit(batch)
     assert {name for name, _ in pool.calls[calls:]} == {"query"}
-    backend.abort(txn)
 
 
 def test_a_rollback_that_fails_says_what_is_left_and_leaves_it_visible(tmp_path, pool):
     backend = make(tmp_path, pool)
-    txn, (first, _) = _two_clusters(backend, pool)
+    batch, (first, _) = _two_clusters(backend, pool)
     pool.fail("submitMany", 2)
     pool.fail("act", 1)  # the removal of the first cluster
     with pytest.raises(BackendUnavailable) as error:
-        backend.commit(txn)
+        backend.commit(batch)
     assert f"cluster {first} (schedd cluster 1) is still in the schedd" in str(error.value)
     assert sorted(ad["ProcId"] for ad in backend.query(parse_constraint(f"ClusterId == {first}"))) == [0, 1]
 
@@ -321,7 +311,7 @@ def test_history_gets_constraint_projection_and_limit(tmp_path, pool):
     backend = make(tmp_path, pool)
     cluster, procs = submitted(backend, 3, Tag="h")
     for proc in procs:
-        backend.act(None, JobAction.REMOVE, cluster, proc, "done")
+        act(backend, JobAction.REMOVE, cluster, proc, "done")
     found = backend.history(parse_constraint(f"ClusterId == {cluster} && ProcId == 1"), 1, ["Tag", "ProcId"])
     text, projection, match = _asked(pool, "history")
     assert "BirdbathProcId" in text and match == 1

@@ -45,3 +45,24 @@ def test_the_local_backend_is_complete(tmp_path):
         assert check(backend).capabilities == {Capability.SERVICES, Capability.HISTORY, Capability.POOL}
     finally:
         backend.close()
+
+
+def test_the_htcondor_backend_is_complete(tmp_path):
+    from tests.htcondor_standin import FakePool
+    from tests.test_htcondor_backend import make
+
+    backend = make(tmp_path, FakePool())
+    try:
+        assert check(backend).capabilities == {Capability.HISTORY, Capability.POOL}
+    finally:
+        backend.close()
+
+
+def test_no_method_takes_a_transaction_object():
+    """The backend gets a transaction whole (commit's Batch): no call names an open transaction of its own."""
+    import inspect
+
+    from backends.interface import ScheddBackend
+
+    for name in REQUIRED_METHODS:
+        assert "txn" not in inspect.signature(getattr(ScheddBackend, name)).parameters, name

@@ -24,15 +24,15 @@ CALLER = Caller("127.0.0.1")
 
 
 class Recording(LocalBackend):
-    """The local backend, noting which transactions were aborted."""
+    """The local backend, noting which staged jobs it was asked to discard."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.aborted: list[object] = []
+        self.discarded: list[list[tuple[int, int]]] = []
 
-    def abort(self, txn) -> None:
-        self.aborted.append(txn)
-        super().abort(txn)
+    def discard(self, jobs) -> None:
+        self.discarded.append(list(jobs))
+        super().discard(jobs)
 
 
 
@@ -80,11 +80,11 @@ def test_an_idle_transaction_expires_after_its_duration_and_its_work_is_rolled_b
     txn = run(schedd.begin_transaction(CALLER, 10))
     cluster, proc = staged_job(schedd, txn)
     spool = Path(backend.spool_directory(cluster, proc))
-    assert [f.name for f in backend.list_files(txn.backend_txn, cluster, proc)] == ["in"]
+    assert [f.name for f in backend.list_files(cluster, proc)] == ["in"]
     clock.advance(9.9)
-    assert backend.aborted == [] and len(schedd.transactions) == 1
+    assert backend.discarded == [] and txn in schedd.transactions
     clock.advance(0.2)
-    assert backend.aborted == [txn.backend_txn]  # the expiry callback aborted the backend's transaction
+    assert backend.discarded == [[(cluster, proc)]]  # the expiry callback discarded what was staged
     assert len(schedd.transactions) == 0
     assert is_invalid(schedd.commit_transaction(CALLER, ref(txn)))
     assert backend.get_job(cluster, proc) is None and backend.query(None) == []
@@ -106,11 +106,11 @@ def test_every_call_that_carries_the_transaction_renews_the_lease(schedd, backen
     for renew in renewals:  # 5 x 9 s = 45 s, far beyond the 10 s lease
         clock.advance(9)
         run(renew())
-        assert backend.aborted == []
+        assert txn in schedd.transactions
     run(schedd.commit_transaction(CALLER, ref(txn)))
     assert backend.get_job(cluster, proc)["Cmd"] == "/bin/true"
     clock.advance(60)
-    assert backend.aborted == [] and clock.getDelayedCalls() == []  # commit disarmed the lease
+    assert backend.discarded == [] and clock.getDelayedCalls() == []  # commit disarmed the lease
 
 
 def test_calls_without_the_transaction_do_not_renew_it(schedd, backend, clock):
@@ -118,7 +118,7 @@ def test_calls_without_the_transaction_do_not_renew_it(schedd, backend, clock):
     clock.advance(8)
     run(schedd.get_job_ads(CALLER, None, "false"))
     clock.advance(2.1)
-    assert backend.aborted == [txn.backend_txn]
+    assert txn not in schedd.transactions
 
 
 def test_a_renewal_lasts_the_duration_the_call_carries(schedd, backend, clock):
@@ -126,9 +126,9 @@ def test_a_renewal_lasts_the_duration_the_call_carries(schedd, backend, clock):
     clock.advance(5)
     run(schedd.get_job_ads(CALLER, ref(txn, 100), "false"))
     clock.advance(99)
-    assert backend.aborted == []
+    assert txn in schedd.transactions
     clock.advance(2)
-    assert backend.aborted == [txn.backend_txn]
+    assert txn not in schedd.transactions
 
 
 def test_a_call_with_a_duration_below_one_fails_and_does_not_renew(schedd, backend, clock):
@@ -137,14 +137,14 @@ def test_a_call_with_a_duration_below_one_fails_and_does_not_renew(schedd, backe
     with pytest.raises(BirdbathError, match="Could not extend transaction"):
         run(schedd.get_job_ads(CALLER, ref(txn, 0), "false"))
     clock.advance(2.1)
-    assert backend.aborted == [txn.backend_txn]
+    assert txn not in schedd.transactions
 
 
 def test_begin_asks_for_at_least_one_second(schedd, backend, clock):
     txn = run(schedd.begin_transaction(CALLER, 0))
     assert txn.duration == 1
     clock.advance(1.01)
-    assert backend.aborted == [txn.backend_txn]
+    assert txn not in schedd.transactions
 
 
 def test_the_maximum_duration_caps_begin(backend, clock):
@@ -152,9 +152,9 @@ def test_the_maximum_duration_caps_begin(backend, clock):
     txn = run(schedd.begin_transaction(CALLER, 3600))
     assert txn.duration == 30
     clock.advance(29.9)
-    assert backend.aborted == []
+    assert txn in schedd.transactions
     clock.advance(0.2)
-    assert backend.aborted == [txn.backend_txn]
+    assert txn not in schedd.transactions
     short = run(schedd.begin_transaction(CALLER, 5))  # under the cap: as asked
     assert short.duration == 5
 
@@ -176,16 +176,16 @@ def test_extend_renews_by_the_carried_duration_and_the_new_one_applies_from_the_
     clock.advance(9)
     run(schedd.get_job_ads(CALLER, ref(extended), "false"))  # the client carries what it was given: 600 s
     clock.advance(599)
-    assert backend.aborted == []
+    assert txn in schedd.transactions
     clock.advance(2)
-    assert backend.aborted == [txn.backend_txn]
+    assert txn not in schedd.transactions
 
 
 def test_an_extension_not_carried_by_a_later_call_keeps_the_old_lease(schedd, backend, clock):
     txn = run(schedd.begin_transaction(CALLER, 10))
     run(schedd.extend_transaction(CALLER, ref(txn, 10), 600))
     clock.advance(10.1)
-    assert backend.aborted == [txn.backend_txn]
+    assert txn not in schedd.transactions
 
 
 def test_abort_and_commit_end_the_lease_and_the_id(schedd, backend, clock):
@@ -193,8 +193,9 @@ def test_abort_and_commit_end_the_lease_and_the_id(schedd, backend, clock):
     committed = run(schedd.begin_transaction(CALLER, 10))
     assert aborted.id != committed.id
     run(schedd.abort_transaction(CALLER, ref(aborted)))
+    assert aborted not in schedd.transactions and committed in schedd.transactions
     run(schedd.commit_transaction(CALLER, ref(committed)))
-    assert backend.aborted == [aborted.backend_txn]
+    assert committed not in schedd.transactions and backend.discarded == []  # (nothing was staged)
     assert clock.getDelayedCalls() == []
     for txn in (aborted, committed):
         assert is_invalid(schedd.extend_transaction(CALLER, ref(txn), 10))
@@ -206,15 +207,16 @@ def test_an_expiry_leaves_other_transactions_alone(schedd, backend, clock):
     long = run(schedd.begin_transaction(CALLER, 50))
     cluster, proc = staged_job(schedd, long)
     clock.advance(6)
-    assert backend.aborted == [short.backend_txn]
+    assert short not in schedd.transactions and long in schedd.transactions
     run(schedd.commit_transaction(CALLER, ref(long)))
     assert backend.get_job(cluster, proc) is not None
 
 
 def test_abort_all_rolls_back_what_is_open_at_shutdown(schedd, backend, clock):
     txns = [run(schedd.begin_transaction(CALLER, 60)) for _ in range(3)]
+    staged = staged_job(schedd, txns[1])
     run(schedd.abort_all())
-    assert backend.aborted == [txn.backend_txn for txn in txns]
+    assert backend.discarded == [[staged]]
     assert clock.getDelayedCalls() == [] and len(schedd.transactions) == 0
     clock.advance(120)
-    assert len(backend.aborted) == 3  # no expiry fires afterwards
+    assert len(backend.discarded) == 1  # no expiry fires afterwards

@@ -154,6 +154,7 @@ def test_a_runner_without_a_pool_passes_the_budget():
 def test_a_job_lookup_never_waits_for_the_backends_thread(tmp_path, clock):
     """getJobAd and the submission API's lookups run on the query pool: with the backend's thread stuck (behind a
     long durable commit, say) they still answer."""
+    from backends.interface import Batch, NewJob
     from backends.local import LocalBackend
     from gateway.core.auth import AccessPolicy
     from gateway.core.schedd import BirdbathSchedd
@@ -161,13 +162,10 @@ def test_a_job_lookup_never_waits_for_the_backends_thread(tmp_path, clock):
     from tests.synchronous import run
 
     backend = LocalBackend(tmp_path / "state", schedd_name="test.example", slots=0)
-    txn = backend.begin()
-    cluster = backend.new_cluster(txn)
-    proc = backend.new_proc(txn, cluster)
+    cluster, proc = backend.reserve_clusters()[0], 0
     job = classad2.ClassAd()
     job["Cmd"], job["Owner"] = "/bin/true", "alice"
-    backend.submit(txn, cluster, proc, job)
-    backend.commit(txn)
+    backend.commit(Batch([NewJob(cluster, proc, job)]))
     stuck = lambda function, *args, **kwargs: Deferred()  # the backend's thread never gets to it
     queries = QueryRunner(lambda function, *args: succeed(function(*args)))
     alice = Caller("127.0.0.1", "alice", Authentication.SOCKET)

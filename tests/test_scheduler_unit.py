@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from backends.interface import ActionChange, Batch
 from backends.local import scheduler as scheduler_module
 from backends.local import starter
 from backends.local.owners import Accounts
@@ -314,7 +315,7 @@ def test_on_exit_hold(world):
 def test_a_run_stopped_because_the_job_was_held_only_adds_its_accounting(world):
     key = world.submit()[0]
     world.start()
-    world.queue.act(None, JobAction.HOLD, *key, "not now")
+    world.queue.commit(Batch(changes=[ActionChange(JobAction.HOLD, *key, "not now")]))
     assert job_status(world.changes[-1][key]) is JobStatus.HELD  # what makes the executor signal it
     assert world.queue.active == {key}
     world.result(key, exit_code=None, signal=15, wall_seconds=5.0)
@@ -329,7 +330,7 @@ def test_a_run_stopped_because_the_job_was_held_only_adds_its_accounting(world):
 def test_a_removed_job_leaves_the_queue_once_its_run_ended(world):
     key = world.submit()[0]
     world.start()
-    world.queue.act(None, JobAction.REMOVE, *key, None)
+    world.queue.commit(Batch(changes=[ActionChange(JobAction.REMOVE, *key, None)]))
     assert world.status(key) is JobStatus.REMOVED  # still queued while its process may run
     world.result(key, exit_code=None, signal=15)
     world.scheduler.finish_job(key)
@@ -367,7 +368,7 @@ def test_a_periodic_round_over_a_long_queue_goes_a_chunk_of_jobs_per_call(world,
 def test_evaluate_periodic_applies_periodic_release_and_remove(world):
     released = world.submit(PeriodicRelease=E("HoldReasonCode == 1"))[0]
     removed = world.submit(PeriodicRemove=E("JobPrio < 0"), JobPrio=-3)[0]
-    world.queue.act(None, JobAction.HOLD, *released, "for a moment")
+    world.queue.commit(Batch(changes=[ActionChange(JobAction.HOLD, *released, "for a moment")]))
     world.scheduler.evaluate_periodic()
     assert attributes(world.job(released), "JobStatus", "LastHoldReason", "ReleaseReason") == {
         "JobStatus": 1, "LastHoldReason": "for a moment",

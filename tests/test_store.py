@@ -63,6 +63,14 @@ def test_cluster_ids_go_up_by_one_and_a_block_of_them_costs_one_synced_write(tmp
     assert statements.count("COMMIT") == 3
 
 
+def test_a_reservation_takes_the_rest_of_the_block_and_then_a_new_block(tmp_path):
+    store = JobStore(tmp_path / "queue.sqlite3")
+    assert store.next_cluster_id() == 1
+    assert store.reserve_clusters() == range(2, CLUSTER_BLOCK + 1)
+    assert store.reserve_clusters(5) == range(CLUSTER_BLOCK + 1, CLUSTER_BLOCK + 6)
+    store.close()
+
+
 def test_after_a_restart_no_cluster_id_is_handed_out_again(tmp_path):
     """(The store is not closed: as after a kill -9, only what was synced is there.)"""
     first = JobStore(tmp_path / "queue.sqlite3")
@@ -77,14 +85,13 @@ def test_after_a_restart_no_cluster_id_is_handed_out_again(tmp_path):
     assert JobStore(tmp_path / "legacy.sqlite3").next_cluster_id() == 8
 
 
-@pytest.mark.parametrize("wait", [True, False])
-def test_a_closed_store_hands_out_no_cluster_id(tmp_path, wait):
+def test_a_closed_store_hands_out_no_cluster_id(tmp_path):
     """(close() gives back the ids not handed out yet: one handed out after it would be handed out again.)"""
     store = JobStore(tmp_path / "queue.sqlite3")
     handed = store.next_cluster_id()
     store.close()
     with pytest.raises(sqlite3.ProgrammingError):
-        store.next_cluster_id(wait=wait)
+        store.reserve_clusters()
     assert JobStore(tmp_path / "queue.sqlite3").next_cluster_id() == handed + 1
 
 

@@ -56,27 +56,3 @@ def test_a_call_that_hangs_is_reported_after_the_timeout():
         caller.stop()
     assert isinstance(outcome.value, BackendUnavailable)
     assert "the slow backend did not answer hang within 0.2 s" in str(outcome.value)
-
-
-def test_a_method_marked_immediate_is_called_where_it_is_and_the_others_on_the_pool():
-    from backends.interface import immediate
-    from backends.local.backend import LocalBackend
-
-    class Backend:
-        @immediate
-        def begin(self):
-            return threading.current_thread().name
-
-        def commit(self):
-            return threading.current_thread().name
-
-    caller = BlockingCaller(reactor, 1, "test")
-    backend = Backend()
-    try:
-        answered = caller(backend.begin)
-        assert answered.called  # at once, no reactor turn needed
-        assert answered.result == threading.current_thread().name
-        assert "backend-test" in run(caller(backend.commit))
-    finally:
-        caller.stop()
-    assert LocalBackend.begin.immediate and not hasattr(LocalBackend.commit, "immediate")

@@ -18,7 +18,7 @@ rewrite cannot handle (a scoped reference other than ``MY.``) fetches every ad. 
 original constraint on the translated ads, which carry every attribute it names.
 
 **Transactions** are kept by the gateway until commit, then submitted as one schedd cluster per Birdbath cluster,
-followed by the changes to existing jobs; :meth:`HTCondorBackend.commit` says what is atomic and what is rolled
+followed by the changes to existing jobs (a change outside a transaction is a commit of that change alone); :meth:`HTCondorBackend.commit` says what is atomic and what is rolled
 back.  **Files** are staged in the state directory, which is the jobs' ``Iwd`` on the submit side, spooled to the
 schedd after submission, and their output comes back there with ``retrieve``.  Every bindings call runs on the
 backend's thread; a failure (the pool is unreachable, the schedd refused) is a :class:`BackendUnavailable` naming
@@ -33,7 +33,6 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -41,12 +40,17 @@ import classad2
 
 from backends import evaluation
 from backends.interface import (
+    ActionChange,
     BackendError,
     BackendInfo,
     BackendUnavailable,
+    Batch,
     Capability,
+    Change,
     FileInfo,
     InvalidState,
+    JobKey,
+    NewJob,
     UnknownJob,
 )
 from backends.spool import Spool
@@ -75,15 +79,6 @@ _GATEWAY_VIEW = {
 _ID_ATTRIBUTES = ("ClusterId", "ProcId", "BirdbathClusterId", "BirdbathProcId")
 _TOKEN = re.compile(r"""(?P<string>"(?:[^"\\]|\\.)*")|(?P<quoted>'(?:[^'\\]|\\.)*')|(?P<number>\d[\w.]*)"""
                     r"""|(?P<name>[A-Za-z_]\w*)|(?P<space>\s+)|(?P<other>.)""", re.S)
-
-
-@dataclass(eq=False)
-class PoolTransaction:
-    clusters: dict[int, list[classad2.ClassAd | None]] = field(default_factory=dict)
-    changes: list[tuple[str, int, int, Any]] = field(default_factory=list)  # (kind, cluster, proc, detail)
-    open: bool = True  # accepts work and may be committed (once)
-    committed: bool = False
-    aborted: bool = False
 
 
 class IdMap:
@@ -168,12 +163,14 @@ class HTCondorBackend:
             raise BackendUnavailable(f"the schedd did not complete {operation}: {exc}") from None
 
     # -- transactions -------------------------------------------------------------------------------
-    def begin(self) -> PoolTransaction:
-        return PoolTransaction()
+    def reserve_clusters(self) -> range:
+        """One gateway cluster id at a time: each is a row of the id map, the schedd's cluster filled in at commit."""
+        cluster = self._ids.allocate()
+        return range(cluster, cluster + 1)
 
-    def commit(self, txn: PoolTransaction) -> None:
-        """Submit the transaction's clusters, then apply its changes to existing jobs; on failure, undo what was
-        done and raise.
+    def commit(self, batch: Batch) -> None:
+        """Submit the batch's clusters, then apply its changes to existing jobs; on failure, undo what was done and
+        raise.
 
         A schedd has no transaction spanning several clusters and actions, so this is as close to "all or nothing"
         as the schedd allows, and no closer:
@@ -201,38 +198,56 @@ class HTCondorBackend:
         the schedd's history as removed (with RemoveReason "Birdbath transaction rolled back"); undone holds and
         releases leave their traces (``LastHoldReason``, ``NumHolds``, the job's event log).
         """
-        self._check_open(txn)
-        before = self._changed_jobs(txn)  # raises UnknownJob before anything is sent
-        txn.open = False  # one commit per transaction, successful or not; abort still discards its files
+        problems = [problem for problem in map(NewJob.id_problem, batch.jobs) if problem is not None]
+        if problems:
+            raise BackendError(problems[0])
+        changes = self._each_job(batch.changes)
+        before = self._changed_jobs(changes)  # raises UnknownJob before anything is sent
         submitted: list[tuple[int, int | None]] = []  # (gateway cluster, schedd cluster; None: unknown)
         undo: list[tuple[str, Callable[[], Any]]] = []
+        clusters: dict[int, list[tuple[int, classad2.ClassAd]]] = {}
+        for job in batch.jobs:
+            clusters.setdefault(job.cluster, []).append((job.proc, job.ad))
         try:
-            for cluster, ads in txn.clusters.items():
-                procs = [(proc, ad) for proc, ad in enumerate(ads) if ad is not None]
-                if procs:
-                    self._submit_cluster(cluster, procs, submitted)
-            for kind, cluster, proc, detail in sorted(txn.changes, key=lambda c: c[0] == "act" and
-                                                      c[3][0] is JobAction.REMOVE):
-                if kind == "act":
-                    self._act_in_commit(detail[0], cluster, proc, detail[1], before[cluster, proc], undo)
+            for cluster, procs in clusters.items():
+                self._submit_cluster(cluster, procs, submitted)
+            for change, key in sorted(changes, key=lambda c: isinstance(c[0], ActionChange) and
+                                      c[0].action is JobAction.REMOVE):
+                if isinstance(change, ActionChange):
+                    self._act_in_commit(change, *key, before[key], undo)
                 else:
-                    self._edit_in_commit(cluster, proc, detail[0], detail[1], before[cluster, proc], undo)
+                    self._edit_in_commit(*key, change.name, _text(change.value), before[key], undo)
         except Exception as exc:
+            if not submitted and not undo and isinstance(exc, BackendError):
+                raise  # nothing reached the schedd: the error as it is
             message = f"{exc}; {self._roll_back(submitted, undo)}"
             if isinstance(exc, BackendError):
                 raise type(exc)(message) from None
             raise BackendError(message) from exc
-        txn.committed = True
 
-    def _changed_jobs(self, txn: PoolTransaction) -> dict[tuple[int, int], classad2.ClassAd]:
-        """The current ads of the jobs the transaction changes; every one must still be in the queue."""
-        before: dict[tuple[int, int], classad2.ClassAd] = {}
-        for _, cluster, proc, _ in txn.changes:
-            if (cluster, proc) not in before:
-                ad = self.get_job(cluster, proc)
+    def check_changes(self, batch: Batch) -> None:
+        self._changed_jobs(self._each_job(batch.changes))
+
+    def _each_job(self, changes: Sequence[Change]) -> list[tuple[Change, JobKey]]:
+        """The changes, one per job they touch (a cluster's jobs are those queued now)."""
+        each = []
+        for change in changes:
+            if change.proc is not None:
+                each.append((change, (change.cluster, change.proc)))
+                continue
+            found = self.query(classad2.ExprTree(f"ClusterId == {change.cluster}"), ["ProcId"])
+            each += [(change, (change.cluster, ad.eval("ProcId"))) for ad in found]
+        return each
+
+    def _changed_jobs(self, changes: list[tuple[Change, JobKey]]) -> dict[JobKey, classad2.ClassAd]:
+        """The current ads of the jobs the changes touch; every one must still be in the queue."""
+        before: dict[JobKey, classad2.ClassAd] = {}
+        for _, key in changes:
+            if key not in before:
+                ad = self.get_job(*key)
                 if ad is None:
-                    raise UnknownJob(f"job {cluster}.{proc} is no longer in the queue; nothing was committed")
-                before[cluster, proc] = ad
+                    raise UnknownJob(f"job {key[0]}.{key[1]} is not in the queue; nothing was committed")
+                before[key] = ad
         return before
 
     def _submit_cluster(self, cluster: int, procs: list[tuple[int, classad2.ClassAd]],
@@ -257,9 +272,11 @@ class HTCondorBackend:
         if spool:
             self._call("spool", self._submitter.spool, results)
 
-    def _act_in_commit(self, action: JobAction, cluster: int, proc: int, reason: str | None,
-                       before: classad2.ClassAd, undo: list[tuple[str, Callable[[], Any]]]) -> None:
-        self._act_now(action, cluster, proc, reason)
+    def _act_in_commit(self, change: ActionChange, cluster: int, proc: int, before: classad2.ClassAd,
+                       undo: list[tuple[str, Callable[[], Any]]]) -> None:
+        action = change.action
+        if not self._act_now(action, cluster, proc, change.reason, skip_bad=change.proc is None):
+            return  # a job of the cluster the action does not apply to
         inverse = _INVERSE.get(action)
         if inverse is None:
             return
@@ -311,58 +328,30 @@ class HTCondorBackend:
             return summary + " incompletely: " + "; ".join(left)
         return summary
 
-    def abort(self, txn: PoolTransaction) -> None:
-        if txn.committed or txn.aborted:
-            return
-        txn.open = False
-        txn.aborted = True
-        for cluster, procs in txn.clusters.items():
-            for proc in range(len(procs)):
-                self._spool.discard(cluster, proc)
-
-    # -- building jobs ------------------------------------------------------------------------------
-    def new_cluster(self, txn: PoolTransaction) -> int:
-        self._check_open(txn)
-        cluster = self._ids.allocate()
-        txn.clusters[cluster] = []
-        return cluster
-
-    def new_proc(self, txn: PoolTransaction, cluster: int) -> int:
-        self._check_open(txn)
-        if cluster not in txn.clusters:
-            raise BackendError(f"cluster {cluster} was not created in this transaction")
-        txn.clusters[cluster].append(None)
-        proc = len(txn.clusters[cluster]) - 1
-        self._spool.create(cluster, proc)
-        return proc
-
     def spool_directory(self, cluster: int, proc: int) -> str:
         return str(self._spool.directory(cluster, proc))
 
-    def submit(self, txn: PoolTransaction, cluster: int, proc: int, ad: classad2.ClassAd) -> None:
-        self._new_job(txn, cluster, proc)
-        txn.clusters[cluster][proc] = copy_ad(ad)
-
     # -- files ----------------------------------------------------------------------------------------
-    def stage_file(self, txn: PoolTransaction, cluster: int, proc: int, name: str) -> None:
-        self._new_job(txn, cluster, proc)
+    def stage_file(self, cluster: int, proc: int, name: str) -> None:
+        self._spool.create(cluster, proc)
         self._spool.stage(cluster, proc, name)
 
-    def write_file(self, txn: PoolTransaction, cluster: int, proc: int, name: str, offset: int,
-                   data: bytes) -> None:
-        self._new_job(txn, cluster, proc)
+    def write_file(self, cluster: int, proc: int, name: str, offset: int, data: bytes) -> None:
         self._spool.write(cluster, proc, name, offset, data)
 
-    def file_md5(self, txn: PoolTransaction, cluster: int, proc: int, name: str) -> str:
-        self._new_job(txn, cluster, proc)
+    def file_md5(self, cluster: int, proc: int, name: str) -> str:
         return self._spool.md5(cluster, proc, name)
 
-    def list_files(self, txn: PoolTransaction | None, cluster: int, proc: int) -> Sequence[FileInfo]:
+    def discard(self, jobs: Sequence[JobKey]) -> None:
+        for cluster, proc in jobs:
+            if self._ids.schedd_cluster(cluster) is None:  # (never one of a committed cluster)
+                self._spool.discard(cluster, proc)
+
+    def list_files(self, cluster: int, proc: int) -> Sequence[FileInfo]:
         self._retrieve(cluster, proc)
         return self._spool.list(cluster, proc)
 
-    def read_file(self, txn: PoolTransaction | None, cluster: int, proc: int, name: str, offset: int,
-                  length: int) -> bytes:
+    def read_file(self, cluster: int, proc: int, name: str, offset: int, length: int) -> bytes:
         if name not in {info.name for info in self._spool.list(cluster, proc)}:
             self._retrieve(cluster, proc)
         return self._spool.read(cluster, proc, name, offset, length)
@@ -413,19 +402,8 @@ class HTCondorBackend:
         shown = [ad for ad in map(self._translated, found) if ad is not None]
         return shown[0] if shown else None
 
-    def act(self, txn: PoolTransaction | None, action: JobAction, cluster: int, proc: int | None,
-            reason: str | None, *, system: bool = False) -> int:
-        keys = [(cluster, proc)] if proc is not None else [
-            (cluster, ad.eval("ProcId")) for ad in self.query(classad2.ExprTree(f"ClusterId == {cluster}"),
-                                                              ["ProcId"])]
-        if txn is None:
-            return sum(self._act_now(action, c, p, reason, skip_bad=proc is None) for c, p in keys)
-        self._check_open(txn)
-        for c, p in keys:
-            if self.get_job(c, p) is None:
-                raise UnknownJob(f"job {c}.{p} is not in the queue")
-            txn.changes.append(("act", c, p, (action, reason)))
-        return len(keys)
+    def job_in_memory(self, cluster: int, proc: int) -> classad2.ClassAd | None:
+        return None  # every ad is the schedd's: asked on a thread
 
     def _act_now(self, action: JobAction, cluster: int, proc: int, reason: str | None, skip_bad: bool = False) -> int:
         """One ``Schedd.act`` on one job.  The reason goes as ``(reason, 0)``: ``htcondor2.Schedd.act`` (24.0) keeps
@@ -446,22 +424,6 @@ class HTCondorBackend:
         if skip_bad:
             return 0
         raise InvalidState(f"job {cluster}.{proc} cannot be {action.value}d in its state")
-
-    def set_attribute(self, txn: PoolTransaction | None, cluster: int, proc: int, name: str,
-                      value: str | classad2.ExprTree) -> None:
-        text = classad2.quote(value) if isinstance(value, str) else source_text(value)  # the client's own text
-        if txn is None:
-            self._edit_now(cluster, proc, name, text)
-            return
-        self._check_open(txn)
-        if self.get_job(cluster, proc) is None:
-            raise UnknownJob(f"job {cluster}.{proc} is not in the queue")
-        txn.changes.append(("edit", cluster, proc, (name, text)))
-
-    def _edit_now(self, cluster: int, proc: int, name: str, text: str) -> None:
-        if self.get_job(cluster, proc) is None:
-            raise UnknownJob(f"job {cluster}.{proc} is not in the queue")
-        self._call("edit", self._schedd.edit, self._spec(cluster, proc), name, text)
 
     def reschedule(self) -> None:
         self._call("reschedule", self._schedd.reschedule)
@@ -495,15 +457,10 @@ class HTCondorBackend:
         shown["ProcId"] = ad.get("BirdbathProcId", ad.get("ProcId"))
         return shown
 
-    @staticmethod
-    def _check_open(txn: PoolTransaction) -> None:
-        if not txn.open:
-            raise BackendError("the transaction is no longer open")
 
-    def _new_job(self, txn: PoolTransaction, cluster: int, proc: int) -> None:
-        self._check_open(txn)
-        if proc >= len(txn.clusters.get(cluster, [])):
-            raise UnknownJob(f"job {cluster}.{proc} was not created in this transaction")
+def _text(value: str | classad2.ExprTree) -> str:
+    """An attribute's new value as the schedd's edit takes it: a string quoted, an expression as the client wrote it."""
+    return classad2.quote(value) if isinstance(value, str) else source_text(value)
 
 
 def schedd_constraint(constraint: classad2.ExprTree | None) -> tuple[str, bool]:

@@ -20,10 +20,9 @@ from typing import Any, Callable, Sequence, TypeVar
 import classad2
 from twisted.logger import Logger
 
-from backends.interface import BackendError, BackendInfo, Capability, FileInfo, WouldBlock, answering_at_once, immediate
+from backends.interface import BackendError, BackendInfo, Batch, Capability, FileInfo, JobKey
 from backends.spool import Spool
 from jobmodel import __version__
-from jobmodel.jobs import JobAction
 from jobmodel.pool import CLASSAD_LIFETIME, AdType
 
 from . import cgroups, jobtools
@@ -36,7 +35,7 @@ from .launchers import ForkServer
 from .machine import machine_ad
 from .owners import Accounts
 from .pool import LocalPool, PoolFacts
-from .queue import JobQueue, LocalTransaction
+from .queue import JobQueue
 from .scheduler import Scheduler
 from .store import JobStore
 from .trash import Trash
@@ -48,20 +47,10 @@ T = TypeVar("T")
 INTERFACE_VERSION = "8.6.13"
 
 
-def _serial(method: Callable[..., T]) -> Callable[..., T]:
-    """An interface method that changes or reads the queue's writable state: run one at a time (see
-    :meth:`LocalBackend.serially`)."""
-
-    @functools.wraps(method)
-    def serial(self: "LocalBackend", *args: Any, **kwargs: Any) -> T:
-        return self.serially(method, self, *args, **kwargs)
-
-    return serial
-
-
 class LocalBackend:
-    #: worker threads: calls run one at a time (``serially``), but as many as this can wait for their writes to
-    #: reach the disk together, so that commits made at once share one sync (group commit)
+    #: worker threads: commits run one at a time (``serially``), but as many as this can wait for their writes to
+    #: reach the disk together, so that commits made at once share one sync (group commit); staging and reading
+    #: files run beside them
     threads = 8
     call_timeout = None  # a local call always answers
     capabilities = frozenset({Capability.SERVICES, Capability.HISTORY, Capability.POOL})
@@ -121,15 +110,9 @@ class LocalBackend:
     def serially(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``function`` alone (nothing else changes the queue meanwhile: the backend's code is written for one
         thread), then, outside, wait until what it wrote is on disk: the caller hears of its change only once it is
-        durable, and the next call does not wait for this one's sync.
-
-        Called at once (an :func:`immediate` method on the reactor) it never waits: while another call has the queue
-        (a commit writing, a file being staged) it raises WouldBlock, and ``function`` itself declines what would
-        write (so there is nothing to wait for after it)."""
+        durable, and the next call does not wait for this one's sync."""
         store = self._queue.store
-        if not self._one_at_a_time.acquire(blocking=not answering_at_once()):
-            raise WouldBlock("another call is changing the queue")
-        try:
+        with self._one_at_a_time:
             if self._queue.deferred is not None:  # called from within a call (a method of ours): part of it
                 return function(*args, **kwargs)
             before = store.written
@@ -138,8 +121,6 @@ class LocalBackend:
                 result = function(*args, **kwargs)
             finally:
                 after, deferred, self._queue.deferred = store.written, self._queue.deferred, None
-        finally:
-            self._one_at_a_time.release()
         if after > before:
             try:
                 store.durable(after)
@@ -177,63 +158,36 @@ class LocalBackend:
             self._queue.trash.close()
 
     # -- the backend interface, answered by the queue ----------------------------------------------------
-    @immediate
-    def begin(self) -> LocalTransaction:
-        """A new transaction object: nothing is written or shared until its first change."""
-        return self._queue.begin()
+    def reserve_clusters(self) -> range:
+        return self._queue.reserve_clusters()
 
-    @_serial
-    def commit(self, txn: LocalTransaction) -> None:
-        self._queue.commit(txn)
+    def commit(self, batch: Batch) -> None:
+        self.serially(self._queue.commit, batch)
 
-    @immediate  # at once when nothing of it is on disk
-    @_serial
-    def abort(self, txn: LocalTransaction) -> None:
-        self._queue.abort(txn)
-
-    @immediate  # at once from the reserved block of ids
-    @_serial
-    def new_cluster(self, txn: LocalTransaction) -> int:
-        return self._queue.new_cluster(txn)
-
-    @immediate
-    @_serial
-    def new_proc(self, txn: LocalTransaction, cluster: int) -> int:
-        """At once too, although it makes the job's spool directory: a directory entry, never a sync (tens of
-        microseconds; measured at a few milliseconds at worst while the queue's syncs run)."""
-        return self._queue.new_proc(txn, cluster)
+    def check_changes(self, batch: Batch) -> None:
+        self._queue.check_changes(batch)
 
     def spool_directory(self, cluster: int, proc: int) -> str:
         return str(self._queue.spool.directory(cluster, proc))
 
-    @immediate
-    @_serial
-    def submit(self, txn: LocalTransaction, cluster: int, proc: int, ad: classad2.ClassAd) -> None:
-        self._queue.submit(txn, cluster, proc, ad)
+    def stage_file(self, cluster: int, proc: int, name: str) -> None:
+        self._queue.stage_file(cluster, proc, name)
 
-    @_serial
-    def stage_file(self, txn: LocalTransaction, cluster: int, proc: int, name: str) -> None:
-        self._queue.stage_file(txn, cluster, proc, name)
+    def write_file(self, cluster: int, proc: int, name: str, offset: int, data: bytes) -> None:
+        self._queue.write_file(cluster, proc, name, offset, data)
 
-    @_serial
-    def write_file(self, txn: LocalTransaction, cluster: int, proc: int, name: str, offset: int,
-                   data: bytes) -> None:
-        self._queue.write_file(txn, cluster, proc, name, offset, data)
+    def file_md5(self, cluster: int, proc: int, name: str) -> str:
+        return self._queue.file_md5(cluster, proc, name)
 
-    @_serial
-    def file_md5(self, txn: LocalTransaction, cluster: int, proc: int, name: str) -> str:
-        return self._queue.file_md5(txn, cluster, proc, name)
+    def discard(self, jobs: Sequence[JobKey]) -> None:
+        self._queue.discard_jobs(jobs)
 
-    @_serial
-    def list_files(self, txn: LocalTransaction | None, cluster: int, proc: int) -> Sequence[FileInfo]:
+    def list_files(self, cluster: int, proc: int) -> Sequence[FileInfo]:
         return self._queue.list_files(cluster, proc)
 
-    @_serial
-    def read_file(self, txn: LocalTransaction | None, cluster: int, proc: int, name: str, offset: int,
-                  length: int) -> bytes:
+    def read_file(self, cluster: int, proc: int, name: str, offset: int, length: int) -> bytes:
         return self._queue.read_file(cluster, proc, name, offset, length)
 
-    @_serial
     def read_job_file(self, cluster: int, proc: int, path: str, offset: int, length: int) -> tuple[int, bytes]:
         return self._queue.spool.read_job_file(cluster, proc, path, offset, length)
 
@@ -245,23 +199,14 @@ class LocalBackend:
                 budget: float | None = None) -> list[classad2.ClassAd]:
         return self._queue.history(constraint, limit, budget=budget)
 
-    @immediate  # at once unless its ad is still to be read from disk
     def get_job(self, cluster: int, proc: int) -> classad2.ClassAd | None:
         return self._queue.get_job(cluster, proc)
 
-    @_serial
-    def act(self, txn: LocalTransaction | None, action: JobAction, cluster: int, proc: int | None,
-            reason: str | None, *, system: bool = False) -> int:
-        return self._queue.act(txn, action, cluster, proc, reason, system=system)
+    def job_in_memory(self, cluster: int, proc: int) -> classad2.ClassAd | None:
+        return self._queue.job_in_memory(cluster, proc)
 
-    @_serial
-    def set_attribute(self, txn: LocalTransaction | None, cluster: int, proc: int, name: str,
-                      value: str | classad2.ExprTree) -> None:
-        self._queue.set_attribute(txn, cluster, proc, name, value)
-
-    @_serial
     def reschedule(self) -> None:
-        self._queue.reschedule()
+        self.serially(self._queue.reschedule)
 
     # -- the pool, as a collector answers it -------------------------------------------------------------------
     def pool_ads(self, ad_type: AdType, constraint: classad2.ExprTree | None, *, budget: float | None = None,

@@ -123,18 +123,19 @@ class QueueJobs:
         return "UNDEFINED" if expression is None else str(expression)
 
     def set_attributes(self, key: JobKey, values: dict[str, classad2.ExprTree]) -> None:
-        from .lifecycle import Transition
+        from backends.interface import AttributeChange, Batch, UnknownJob
 
-        txn = self._queue.begin()
-        self._queue.record(txn, key, Transition(dict(values)))
-        self._queue.commit(txn)
+        try:
+            self._queue.commit(Batch(changes=[AttributeChange(*key, name, value) for name, value in values.items()]))
+        except UnknownJob:
+            pass  # the job left the queue meanwhile: nothing to change
 
     def log_generic(self, key: JobKey, text: str) -> None:
         from .lifecycle import Transition
 
-        txn = self._queue.begin()
-        self._queue.record(txn, key, Transition({}, [lambda user_log: user_log.generic(text)]))
-        self._queue.commit(txn)
+        ad = self._queue.get_job(*key)
+        if ad is not None:
+            self._queue.write_transitions({key: (ad, Transition({}, [lambda user_log: user_log.generic(text)]))})
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """The local backend's job queue: transactions over the durable store, the jobs' spool, user logs, change notices.
 
-Transactions collect their changes in memory and write them in one durable SQLite transaction at commit, so an
-uncommitted job is invisible to every query and an aborted or expired one leaves nothing behind.  Every queue
-change goes through :meth:`JobQueue.write`, which also moves finished jobs into the history, writes the user-log
+A transaction arrives whole (a :class:`~backends.interface.Batch`, built by the gateway or the DAG runner) and is
+written in one durable SQLite transaction, so an uncommitted job is invisible to every query and an aborted or
+expired one leaves nothing behind but the files it staged, which the gateway discards.  Every queue change goes
+through :meth:`JobQueue.write`, which also moves finished jobs into the history, writes the user-log
 events and the gateway's job log, and tells the listener (the executor) what changed.
 """
 
@@ -12,7 +13,6 @@ import getpass
 import shutil
 import sqlite3
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -20,13 +20,13 @@ import classad2
 from twisted.logger import Logger
 
 from backends import evaluation
-from backends.interface import BackendError, FileInfo, UnknownJob, WouldBlock, answering_at_once
+from backends.interface import AttributeChange, BackendError, Batch, Change, FileInfo, UnknownJob
 from backends.spool import Spool
 from jobmodel.classads import matches, projected
-from jobmodel.jobs import JobAction, JobStatus, Universe
+from jobmodel.jobs import JobStatus, Universe
 
 from . import joblog, lifecycle
-from .lifecycle import Event, Transition, Updates, updated
+from .lifecycle import Event, Transition, updated
 from .owners import Account, Accounts, NoAccount, to_switch
 from .store import JobKey, JobStore
 from .trash import Trash
@@ -46,15 +46,6 @@ def _queue_errors() -> Iterator[None]:
         yield
     except sqlite3.Error as exc:
         raise BackendError(f"the job queue could not be written: {exc}") from None
-
-
-@dataclass(eq=False)
-class LocalTransaction:
-    next_proc: dict[int, int] = field(default_factory=dict)  # clusters created in this transaction
-    new_jobs: dict[JobKey, classad2.ClassAd | None] = field(default_factory=dict)
-    updates: dict[JobKey, Updates] = field(default_factory=dict)  # changes to committed jobs, in order
-    events: list[tuple[JobKey, Event]] = field(default_factory=list)
-    open: bool = True
 
 
 class JobQueue:
@@ -83,67 +74,61 @@ class JobQueue:
         return int(self._clock())
 
     # -- transactions -------------------------------------------------------------------------------
-    def begin(self) -> LocalTransaction:
-        return LocalTransaction()
+    def reserve_clusters(self) -> range:
+        with _queue_errors():
+            return self.store.reserve_clusters()
 
-    def commit(self, txn: LocalTransaction) -> None:
-        self._check_open(txn)
+    def commit(self, batch: Batch) -> None:
+        """Write a transaction's new jobs (their staged files synced, their spool given to their owner) and changes."""
+        ads, events = self._prepared(batch)
+        for job in batch.jobs:
+            self.spool.create(*job.key)
+            if job.files:
+                self.spool.sync(*job.key)
+            self._give_spool(job.key, ads[job.key])
+        self.write(ads, events)
+
+    def check_changes(self, batch: Batch) -> None:
+        self._prepared(batch)
+
+    def _prepared(self, batch: Batch) -> tuple[dict[JobKey, classad2.ClassAd], list[tuple[JobKey, Event]]]:
+        """The ads a batch writes and their user-log events: its jobs as they enter the queue, then its changes."""
         now = self.now()
         ads: dict[JobKey, classad2.ClassAd] = {}
         events: list[tuple[JobKey, Event]] = []
         host = f"<127.0.0.1:0?alias={self.schedd_name}>"
-        for key, ad in txn.new_jobs.items():
-            if ad is None:
-                self.discard(self.spool.directory(*key))  # a proc that never got a job ad is not a job
-                continue
-            ads[key] = self._enqueue(key, ad, now)
-            self.spool.sync(*key)
-            self._give_spool(key, ads[key])
-            events.append((key, lambda user_log: user_log.submitted(host)))
-        for key, updates in txn.updates.items():
-            base = ads[key] if key in ads else self.store.get(key)
-            if base is not None:
-                ads[key] = updated(base, updates)
-        self.write(ads, events + txn.events)
-        txn.open = False
+        for job in batch.jobs:
+            problem = job.id_problem()
+            if problem is not None:
+                raise BackendError(problem)
+            ads[job.key] = self._enqueue(job.key, updated(job.ad, {}), now)
+            events.append((job.key, lambda user_log: user_log.submitted(host)))
+        for change in batch.changes:
+            for key in self._keys(change, ads):
+                current = ads[key] if key in ads else self.store.get(key)
+                if current is None:
+                    raise UnknownJob(f"job {key[0]}.{key[1]} is not in the queue")
+                try:
+                    transition = self._transition(change, current, now)
+                except BackendError:
+                    if change.proc is None:
+                        continue  # a cluster removal skips the jobs that are already gone
+                    raise
+                ads[key] = updated(current, transition.updates)
+                events.extend((key, event) for event in transition.events)
+        return ads, events
 
-    def abort(self, txn: LocalTransaction) -> None:
-        if not txn.open:
-            return
-        if txn.new_jobs and self.trash is None and answering_at_once():
-            raise WouldBlock("removing the spool directories of the transaction's jobs")
-        txn.open = False
-        for key in txn.new_jobs:  # (into the trash: a rename each, as cheap as new_proc's mkdir)
-            self.discard(self.spool.directory(*key))
+    def _keys(self, change: Change, ads: dict[JobKey, classad2.ClassAd]) -> list[JobKey]:
+        if change.proc is not None:
+            return [(change.cluster, change.proc)]
+        pending = [key for key in ads if key[0] == change.cluster]
+        return sorted(set(self.store.keys_in_cluster(change.cluster)) | set(pending))
 
-    # -- building jobs ------------------------------------------------------------------------------
-    def new_cluster(self, txn: LocalTransaction) -> int:
-        self._check_open(txn)
-        with _queue_errors():
-            cluster = self.store.next_cluster_id(wait=not answering_at_once())
-        if cluster is None:
-            raise WouldBlock("reserving the next block of cluster ids")
-        txn.next_proc[cluster] = 0
-        return cluster
-
-    def new_proc(self, txn: LocalTransaction, cluster: int) -> int:
-        self._check_open(txn)
-        if cluster not in txn.next_proc:
-            raise BackendError(f"cluster {cluster} was not created in this transaction")
-        proc = txn.next_proc[cluster]
-        self.spool.create(cluster, proc)  # first: a spool that cannot be made (a full disk) uses up no proc id
-        txn.next_proc[cluster] = proc + 1
-        txn.new_jobs[(cluster, proc)] = None
-        return proc
-
-    def submit(self, txn: LocalTransaction, cluster: int, proc: int, ad: classad2.ClassAd) -> None:
-        self._new_job(txn, cluster, proc)
-        if ("ClusterId" in ad or "ProcId" in ad) and answering_at_once():
-            raise WouldBlock("evaluating the ad's ids wants the deep stack of a backend thread")
-        for name, expected in (("ClusterId", cluster), ("ProcId", proc)):
-            if name in ad and ad.eval(name) != expected:
-                raise BackendError(f"{name} must be {expected}, the id of this job")
-        txn.new_jobs[(cluster, proc)] = updated(ad, {})
+    @staticmethod
+    def _transition(change: Change, ad: classad2.ClassAd, now: int) -> Transition:
+        if isinstance(change, AttributeChange):
+            return Transition({change.name: change.value})
+        return lifecycle.user_action(change.action, ad, change.reason, change.system, now)
 
     def _enqueue(self, key: JobKey, ad: classad2.ClassAd, now: int) -> classad2.ClassAd:
         """Fill in what a schedd sets when a job enters the queue."""
@@ -192,19 +177,21 @@ class JobQueue:
         owner = ad.get("Owner")
         return self.accounts.of(owner if isinstance(owner, str) else None)
 
-    # -- files ----------------------------------------------------------------------------------------
-    def stage_file(self, txn: LocalTransaction, cluster: int, proc: int, name: str) -> None:
-        self._new_job(txn, cluster, proc)
+    # -- files of jobs not committed yet ----------------------------------------------------------------
+    def stage_file(self, cluster: int, proc: int, name: str) -> None:
+        self.spool.create(cluster, proc)
         self.spool.stage(cluster, proc, name)
 
-    def write_file(self, txn: LocalTransaction, cluster: int, proc: int, name: str, offset: int,
-                   data: bytes) -> None:
-        self._new_job(txn, cluster, proc)
+    def write_file(self, cluster: int, proc: int, name: str, offset: int, data: bytes) -> None:
         self.spool.write(cluster, proc, name, offset, data)
 
-    def file_md5(self, txn: LocalTransaction, cluster: int, proc: int, name: str) -> str:
-        self._new_job(txn, cluster, proc)
+    def file_md5(self, cluster: int, proc: int, name: str) -> str:
         return self.spool.md5(cluster, proc, name)
+
+    def discard_jobs(self, jobs: Iterable[JobKey]) -> None:
+        for key in jobs:  # (into the trash: a rename each)
+            if key not in self.store:
+                self.discard(self.spool.directory(*key))
 
     def list_files(self, cluster: int, proc: int) -> Sequence[FileInfo]:
         return self.spool.list(cluster, proc)
@@ -236,57 +223,15 @@ class JobQueue:
         return found
 
     def get_job(self, cluster: int, proc: int) -> classad2.ClassAd | None:
-        if answering_at_once() and not self.store.in_memory((cluster, proc)):
-            raise WouldBlock("reading the job's ad from disk")
         return self.store.get((cluster, proc))
 
-    # -- changing committed jobs ----------------------------------------------------------------------
-    def act(self, txn: LocalTransaction | None, action: JobAction, cluster: int, proc: int | None,
-            reason: str | None, *, system: bool = False) -> int:
-        own = txn is None
-        txn = txn or self.begin()
-        self._check_open(txn)
-        keys = self._cluster_keys(txn, cluster) if proc is None else [(cluster, proc)]
-        changed = 0
-        for key in keys:
-            current = self._view(txn, key)
-            if current is None:
-                raise UnknownJob(f"job {key[0]}.{key[1]} is not in the queue")
-            try:
-                transition = lifecycle.user_action(action, current, reason, system, self.now())
-            except BackendError:
-                if proc is None:
-                    continue  # a cluster removal skips the jobs that are already gone
-                raise
-            self.record(txn, key, transition)
-            changed += 1
-        if own:
-            self.commit(txn)
-        return changed
-
-    def set_attribute(self, txn: LocalTransaction | None, cluster: int, proc: int, name: str,
-                      value: str | classad2.ExprTree) -> None:
-        own = txn is None
-        txn = txn or self.begin()
-        self._check_open(txn)
-        if self._view(txn, (cluster, proc)) is None:
-            raise UnknownJob(f"job {cluster}.{proc} is not in the queue")
-        self.record(txn, (cluster, proc), Transition({name: value}))
-        if own:
-            self.commit(txn)
+    def job_in_memory(self, cluster: int, proc: int) -> classad2.ClassAd | None:
+        key = cluster, proc
+        return self.store.get(key) if self.store.in_memory(key) else None
 
     def reschedule(self) -> None:
         if self.listener is not None:
             self.listener({})
-
-    @staticmethod
-    def record(txn: LocalTransaction, key: JobKey, transition: Transition) -> None:
-        """Add a transition of a job to a transaction (applied, with its user-log events, at commit)."""
-        if txn.new_jobs.get(key) is not None:
-            txn.new_jobs[key] = updated(txn.new_jobs[key], transition.updates)
-        else:
-            txn.updates.setdefault(key, {}).update(transition.updates)
-        txn.events.extend((key, event) for event in transition.events)
 
     # -- writing queue changes ------------------------------------------------------------------------
     def write(self, ads: dict[JobKey, classad2.ClassAd], events: Iterable[tuple[JobKey, Event]],
@@ -346,27 +291,3 @@ class JobQueue:
             log.warn("not writing the user log {path} of job {job}: {error}", path=path, job=key, error=refused.reason)
         except OSError as exc:
             log.warn("cannot write to the user log {path} of job {job}: {error}", path=path, job=key, error=exc)
-
-    # -- helpers ------------------------------------------------------------------------------------
-    @staticmethod
-    def _check_open(txn: LocalTransaction) -> None:
-        if not txn.open:
-            raise BackendError("the transaction is no longer open")
-
-    def _new_job(self, txn: LocalTransaction, cluster: int, proc: int) -> None:
-        self._check_open(txn)
-        if (cluster, proc) not in txn.new_jobs:
-            raise UnknownJob(f"job {cluster}.{proc} was not created in this transaction")
-
-    def _cluster_keys(self, txn: LocalTransaction, cluster: int) -> list[JobKey]:
-        pending = [key for key, ad in txn.new_jobs.items() if key[0] == cluster and ad is not None]
-        return sorted(set(self.store.keys_in_cluster(cluster)) | set(pending))
-
-    def _view(self, txn: LocalTransaction, key: JobKey) -> classad2.ClassAd | None:
-        """A job as this transaction sees it: committed or created here, with the transaction's changes."""
-        base = txn.new_jobs.get(key)
-        if base is None:
-            base = self.store.get(key)
-        if base is None:
-            return None
-        return updated(base, txn.updates.get(key, {}))

@@ -214,21 +214,21 @@ class JobStore:
         return self._written
 
     # -- writes --------------------------------------------------------------------------------------
-    def next_cluster_id(self, wait: bool = True) -> int | None:
-        """Allocate a cluster id that is never handed out again, even if its transaction aborts or the gateway dies.
+    def next_cluster_id(self) -> int:
+        """One cluster id (see :meth:`reserve_clusters`)."""
+        return self.reserve_clusters(1)[0]
+
+    def reserve_clusters(self, most: int | None = None) -> range:
+        """Up to ``most`` cluster ids (at least one; None: the rest of the reserved block) that are never handed out again, even if their transactions
+        abort or the gateway dies.
 
         Ids are reserved durably :data:`CLUSTER_BLOCK` at a time (the counter holds the highest reserved) and handed
-        out from memory, so that a new cluster costs a synced write once per block and not every time; a restart
-        goes on after the last reserved id (the rest of that block is never used).  Without ``wait``, None instead
-        of waiting for the store's lock or for a block's synced write (the caller must not block)."""
-        if not self._lock.acquire(blocking=wait):
-            return None
-        try:
+        out from memory, so that new clusters cost a synced write once per block and not every time; a restart
+        goes on after the last reserved id (the rest of that block is never used)."""
+        with self._lock:
             if self._closing:  # close() gives back the ids not handed out: one handed out now would come again
                 raise sqlite3.ProgrammingError("the job queue is closed")
             if self._last_cluster >= self._reserved_cluster:
-                if not wait:
-                    return None
                 with self._transaction():
                     row = self._db.execute("SELECT value FROM counters WHERE name = 'cluster'").fetchone()
                     reserved = max(row[0] if row else 0, self._last_cluster) + CLUSTER_BLOCK
@@ -236,10 +236,9 @@ class JobStore:
                                      (reserved,))
                 self.durable(self._written)
                 self._reserved_cluster = reserved
-            self._last_cluster += 1
-            return self._last_cluster
-        finally:
-            self._lock.release()
+            block = range(self._last_cluster + 1, min(self._reserved_cluster, self._last_cluster + max(1, most or CLUSTER_BLOCK)) + 1)
+            self._last_cluster = block[-1]
+            return block
 
     def apply(self, ads: Mapping[JobKey, classad2.ClassAd], archived: Iterable[JobKey] = ()) -> int:
         """Write these ads and move the ``archived`` jobs into the history, atomically; then publish the result to

@@ -1,23 +1,35 @@
 """The Birdbath condorSchedd semantics (docs/birdbath.md §5-§7) over any backend, free of XML.
 
 Each public coroutine is one operation.  It runs the original's prologue (the caller's own transaction and its
-lease, then permission, then for an existing job the owner check), calls the backend off the reactor thread, and
-either returns plain Python values or raises :class:`~gateway.core.status.BirdbathError` with the status code and
-message the original used.
+lease, then permission, then for an existing job the owner check), does its work, and either returns plain Python
+values or raises :class:`~gateway.core.status.BirdbathError` with the status code and message the original used.
+
+A transaction is built here, on the reactor (``transactions.py``): beginTransaction, newCluster, newJob and submit
+call no backend (a new cluster takes an id from a block the backend reserved); the backend stages the declared
+files and gets the rest whole at commit.  What blocks (staging, commits, reads the backend cannot answer from
+memory) runs off the reactor thread.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import classad2
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
-from backends.interface import BackendError, FileInfo, QueryFailed, ScheddBackend, immediate, is_immediate
+from backends.interface import (
+    ActionChange,
+    AttributeChange,
+    BackendError,
+    Batch,
+    Change,
+    FileInfo,
+    QueryFailed,
+    ScheddBackend,
+)
 from jobmodel.classads import parse_constraint
 from jobmodel.expressions import ExpressionLimits, ExpressionRefused
 from jobmodel.exprtext import TextedAd
@@ -30,7 +42,7 @@ from .auth import AccessPolicy, Caller, NotOwner, Permission, replaced_at_submit
 from .queries import QueryRunner
 from .status import BirdbathError, StatusCode
 from .templates import TemplateError, input_files, job_template
-from .transactions import StagedFile, StagedJob, Transaction, TransactionRef, TransactionTable
+from .transactions import ClusterIds, StagedFile, StagedJob, Transaction, TransactionRef, TransactionTable
 
 log = Logger()
 
@@ -83,7 +95,8 @@ class TemplateResult:
 
 class BirdbathSchedd:
     def __init__(self, backend: ScheddBackend, call: CallInThread, policy: AccessPolicy, clock: IReactorTime,
-                 settings: ScheddSettings = ScheddSettings(), *, queries: QueryRunner | None = None) -> None:
+                 settings: ScheddSettings = ScheddSettings(), *, queries: QueryRunner | None = None,
+                 clusters: ClusterIds | None = None) -> None:
         self.backend = backend
         self._call = call
         self.queries = queries or QueryRunner(call)  # without a pool of their own, queries share the backend's
@@ -91,8 +104,8 @@ class BirdbathSchedd:
         self._clock = clock
         self.settings = settings
         self.transactions = TransactionTable(clock, self._expired)
-        #: step 5 alone, answered at once where the backend's get_job is (see _owned)
-        self._owned_call = immediate(partial(self._owned)) if is_immediate(backend.get_job) else self._owned
+        #: the ids of new clusters, from blocks the backend reserved (shared with the submission API)
+        self.clusters = clusters or ClusterIds(lambda: call(backend.reserve_clusters))
 
     # -- the prologue -------------------------------------------------------------------------------
     def _enter(self, caller: Caller, ref: TransactionRef | None, permission: Permission,
@@ -103,33 +116,53 @@ class BirdbathSchedd:
 
     # -- the owner check (stub_prefix step 5) --------------------------------------------------------
     def _owned(self, caller: Caller, cluster: int, proc: int) -> classad2.ClassAd | None:
-        """The committed job (None when there is none), once the caller may act on its owner; else ``FAIL "Not job
-        owner"``.  On the backend's thread, or at once when the backend's get_job is immediate (``_owned_call``)."""
-        ad = self.backend.get_job(cluster, proc)
+        """On the backend's thread: the committed job (None when there is none), once the caller may act on its
+        owner; else ``FAIL "Not job owner"``."""
+        return self._may_act(caller, self.backend.get_job(cluster, proc))
+
+    def _may_act(self, caller: Caller, ad: classad2.ClassAd | None) -> classad2.ClassAd | None:
         if ad is not None and not self.policy.may_act(caller, ad.get("Owner")):
             raise BirdbathError.fail(NOT_JOB_OWNER)
         return ad
 
-    def _as_owner(self, caller: Caller, cluster: int, proc: int, function: Callable[..., T], *args: Any,
-                  **kwargs: Any) -> T:
+    async def _owned_job(self, caller: Caller, cluster: int, proc: int,
+                         lane: CallInThread | None = None) -> classad2.ClassAd | None:
+        """Step 5 alone: from the backend's memory where it can answer so, else on a thread (``lane``, by default the
+        backend's)."""
+        ad = self.backend.job_in_memory(cluster, proc)
+        if ad is None:
+            return await (lane or self._call)(self._owned, caller, cluster, proc)
+        return self._may_act(caller, ad)
+
+    def _as_owner(self, caller: Caller, cluster: int, proc: int, function: Callable[..., T], *args: Any) -> T:
         """On the backend's thread: step 5, then ``function``, in one backend call, so that no job can enter the
         queue between the check and the work."""
         self._owned(caller, cluster, proc)
-        return function(*args, **kwargs)
+        return function(*args)
 
-    def _job_call(self, caller: Caller, txn: Transaction | None, cluster: int, proc: int,
-                  function: Callable[..., T], *args: Any, **kwargs: Any) -> "Deferred[T]":
-        """Call ``function`` off the reactor, after step 5 unless this transaction created the job (such a job is
-        not in the committed queue: its cluster id is new)."""
-        if txn is not None and (cluster, proc) in txn.jobs:
-            return self._call(function, *args, **kwargs)
-        return self._call(self._as_owner, caller, cluster, proc, function, *args, **kwargs)
+    async def _change(self, caller: Caller, txn: Transaction | None, change: Change, failure: str) -> None:
+        """A change to a job (or with ``proc=None`` to a cluster): outside a transaction committed at once; inside
+        one checked now against the transaction as it stands and applied at its commit.  After step 5 (for a
+        cluster, on each of its committed jobs) unless the transaction created the job."""
+        work = (self.backend.commit, Batch(changes=[change])) if txn is None else \
+            (self.backend.check_changes, txn.batch(change))
+        try:
+            if change.proc is None:
+                await self._call(self._as_cluster_owner, caller, change.cluster, *work)
+            elif txn is not None and (change.cluster, change.proc) in txn.jobs:
+                await self._call(*work)
+            else:
+                await self._call(self._as_owner, caller, change.cluster, change.proc, *work)
+        except BackendError as exc:
+            raise BirdbathError.fail(f"{failure} ({exc})") from None
+        if txn is not None:
+            txn.changes.append(change)
 
     def _spool_call(self, caller: Caller, txn: Transaction | None, cluster: int, proc: int,
                     function: Callable[..., T], *args: Any) -> "Deferred[T]":
-        """Like :meth:`_job_call`, for reading a job's spool: a job that is neither committed nor of this transaction
-        is UNKNOWNJOB, since its files are another client's until that client commits (step 5 alone would pass,
-        finding no committed job to own)."""
+        """Read a job's spool off the reactor: a job of this transaction, or a committed one after step 5; any
+        other is UNKNOWNJOB, since its files are another client's until that client commits (step 5 alone would
+        pass, finding no committed job to own)."""
         if txn is not None and (cluster, proc) in txn.jobs:
             return self._call(function, *args)
         return self._call(self._from_committed, caller, cluster, proc, function, *args)
@@ -139,8 +172,7 @@ class BirdbathSchedd:
             raise BirdbathError(StatusCode.UNKNOWNJOB, "Unknown job")
         return function(*args)
 
-    def _as_cluster_owner(self, caller: Caller, cluster: int, function: Callable[..., T], *args: Any,
-                          **kwargs: Any) -> T:
+    def _as_cluster_owner(self, caller: Caller, cluster: int, function: Callable[..., T], *args: Any) -> T:
         """On the backend's thread: refuse unless the caller may act on every committed job of the cluster, then
         ``function``."""
         jobs = self.backend.query(parse_constraint(f"ClusterId == {int(cluster)}"), ["ClusterId", "ProcId", "Owner"])
@@ -148,12 +180,16 @@ class BirdbathSchedd:
             if not self.policy.may_act(caller, ad.get("Owner")):
                 raise BirdbathError.fail(
                     f"Not cluster owner: job {cluster}.{ad.get('ProcId')} of cluster {cluster} has another owner")
-        return function(*args, **kwargs)
+        return function(*args)
 
     def _expired(self, txn: Transaction) -> None:
         log.info("transaction {id} expired after {duration}s idle; rolling back", id=txn.id, duration=txn.duration)
-        self._call(self.backend.abort, txn.backend_txn).addErrback(
+        self._discard(txn.staged()).addErrback(
             lambda failure: log.failure("rolling back expired transaction {id}", failure, id=txn.id))
+
+    def _discard(self, jobs: list[tuple[int, int]]) -> "Deferred[None]":
+        """Remove what was staged for jobs that will never be committed (no backend call when there is nothing)."""
+        return self._call(self.backend.discard, jobs) if jobs else succeed(None)
 
     def _now(self) -> int:
         return int(self._clock.seconds())
@@ -161,7 +197,7 @@ class BirdbathSchedd:
     async def abort_all(self) -> None:
         """Roll back every open transaction (at shutdown: an uncommitted transaction never survives)."""
         for txn in self.transactions.close_all():
-            await self._call(self.backend.abort, txn.backend_txn)
+            await self._discard(txn.staged())
 
     # -- information --------------------------------------------------------------------------------
     def version_string(self) -> str:
@@ -175,13 +211,7 @@ class BirdbathSchedd:
         self.policy.check(caller, Permission.WRITE)
         self._check_room(caller)
         duration = self._clamp(duration, "Unable to begin transaction")
-        backend_txn = await self._call(self.backend.begin)
-        try:
-            self._check_room(caller)  # the caller's other begins may have ended while the backend answered
-        except BirdbathError:
-            await self._call(self.backend.abort, backend_txn)
-            raise
-        return self.transactions.open(duration, backend_txn, caller)
+        return self.transactions.open(duration, caller)
 
     def _check_room(self, caller: Caller) -> None:
         limit = self.settings.max_transactions_per_caller
@@ -204,19 +234,22 @@ class BirdbathSchedd:
         txn = self._enter(caller, ref, Permission.WRITE, required=True)
         for (cluster, proc), staged in txn.jobs.items():
             if staged.submitted:
-                await self._check_files(txn, cluster, proc, staged, "Commit refused (the transaction is still open: "
+                await self._check_files(cluster, proc, staged, "Commit refused (the transaction is still open: "
                                         "send what is missing and commit again, or abort it)")
         self.transactions.close(txn)
+        batch = txn.batch()
         try:
-            await self._call(self.backend.commit, txn.backend_txn)
+            if batch.jobs or batch.changes:
+                await self._call(self.backend.commit, batch)
         except BackendError as exc:
-            await self._call(self.backend.abort, txn.backend_txn)
+            await self._discard(txn.staged())
             raise BirdbathError.fail(f"Commit failed, transaction rolled back: {exc}") from None
+        await self._discard([key for key in txn.staged() if not txn.jobs[key].submitted])
 
     async def abort_transaction(self, caller: Caller, ref: TransactionRef | None) -> None:
         txn = self._enter(caller, ref, Permission.WRITE, required=True)
         self.transactions.close(txn)
-        await self._call(self.backend.abort, txn.backend_txn)
+        await self._discard(txn.staged())
 
     async def extend_transaction(self, caller: Caller, ref: TransactionRef | None, duration: int) -> Transaction:
         txn = self._enter(caller, ref, Permission.WRITE, required=True)
@@ -227,10 +260,10 @@ class BirdbathSchedd:
     async def new_cluster(self, caller: Caller, ref: TransactionRef | None) -> int:
         txn = self._enter(caller, ref, Permission.WRITE, required=True)
         try:
-            cluster = await self._call(self.backend.new_cluster, txn.backend_txn)
+            cluster = await self.clusters.next()
         except BackendError as exc:
             raise BirdbathError.fail(f"Could not create new cluster: {exc}") from None
-        txn.active_cluster = cluster
+        txn.active_cluster, txn.next_proc = cluster, 0
         return cluster
 
     async def new_job(self, caller: Caller, ref: TransactionRef | None, cluster: int) -> int:
@@ -238,10 +271,8 @@ class BirdbathSchedd:
         if cluster != txn.active_cluster:
             raise BirdbathError.fail(
                 f"Could not create new job: cluster {cluster} is not the cluster this transaction created")
-        try:
-            proc = await self._call(self.backend.new_proc, txn.backend_txn, cluster)
-        except BackendError as exc:
-            raise BirdbathError.fail(f"Could not create new job: {exc}") from None
+        proc = txn.next_proc
+        txn.next_proc += 1
         txn.jobs[(cluster, proc)] = StagedJob()
         return proc
 
@@ -251,13 +282,8 @@ class BirdbathSchedd:
         staged = txn.jobs.get((cluster, proc))
         if staged is None:
             raise BirdbathError(StatusCode.UNKNOWNJOB, "Unknown cluster or job")
-        await self._check_files(txn, cluster, proc, staged, f"Failed to submit job {cluster}.{proc}")
-        ad = self._job_ad(caller, cluster, proc, staged, list(attrs or ()))
-        try:
-            await self._call(self.backend.submit, txn.backend_txn, cluster, proc, ad)
-        except BackendError as exc:
-            raise BirdbathError.fail(f"Failed to submit job {cluster}.{proc}: {exc}") from None
-        staged.submitted = True
+        await self._check_files(cluster, proc, staged, f"Failed to submit job {cluster}.{proc}")
+        staged.ad = self._job_ad(caller, cluster, proc, staged, list(attrs or ()))
 
     def _job_ad(self, caller: Caller, cluster: int, proc: int, staged: StagedJob,
                 attrs: list[Attr]) -> classad2.ClassAd:
@@ -293,8 +319,7 @@ class BirdbathSchedd:
         except NotOwner as exc:
             raise BirdbathError.fail(f"Failed to set job {cluster}.{proc}'s Owner attribute: {exc}") from None
 
-    async def _check_files(self, txn: Transaction, cluster: int, proc: int, staged: StagedJob,
-                           failure: str) -> None:
+    async def _check_files(self, cluster: int, proc: int, staged: StagedJob, failure: str) -> None:
         """Refuse (FAIL, naming the file) a job whose declared files have not fully arrived or do not match their
         declared MD5; a file verified once is read again only after another chunk was written to it."""
         for name, file in staged.files.items():
@@ -305,7 +330,7 @@ class BirdbathSchedd:
             if file.md5 is None or file.verified:
                 continue
             try:
-                actual = await self._call(self.backend.file_md5, txn.backend_txn, cluster, proc, name)
+                actual = await self._call(self.backend.file_md5, cluster, proc, name)
             except BackendError as exc:
                 raise BirdbathError.fail(f"{failure}: {exc}") from None
             if actual.lower() != file.md5.lower():
@@ -337,14 +362,7 @@ class BirdbathSchedd:
 
     async def _act(self, caller: Caller, txn: Transaction | None, action: JobAction, cluster: int, proc: int | None,
                    reason: str | None, failure: str, system: bool = False) -> None:
-        act = (self.backend.act, txn.backend_txn if txn else None, action, cluster, proc, reason)
-        try:
-            if proc is None:
-                await self._call(self._as_cluster_owner, caller, cluster, *act, system=system)
-            else:
-                await self._job_call(caller, txn, cluster, proc, *act, system=system)
-        except BackendError as exc:
-            raise BirdbathError.fail(f"{failure} ({exc})") from None
+        await self._change(caller, txn, ActionChange(action, cluster, proc, reason, system), failure)
 
     # -- queries ------------------------------------------------------------------------------------
     async def get_job_ads(self, caller: Caller, ref: TransactionRef | None, constraint: str | None) -> "JobAdStructs":
@@ -358,7 +376,7 @@ class BirdbathSchedd:
 
     async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> JobAdStruct:
         self._enter(caller, ref, Permission.READ, required=False)
-        ad = await self.queries.read(self._owned_call, caller, cluster, proc)
+        ad = await self._owned_job(caller, cluster, proc, self.queries.read)
         if ad is None:
             raise BirdbathError(StatusCode.UNKNOWNJOB, "Specified job is unknown")
         return JobAdStruct(ad, self._now())
@@ -376,8 +394,9 @@ class BirdbathSchedd:
             raise BirdbathError.fail(f"Invalid size {size} for file '{name}': a size must not be negative")
         if name in staged.files:
             raise BirdbathError(StatusCode.ALREADYEXISTS, f"File '{name}' already declared.")
+        staged.staged = True
         try:
-            await self._call(self.backend.stage_file, txn.backend_txn, cluster, proc, name)
+            await self._call(self.backend.stage_file, cluster, proc, name)
         except BackendError as exc:
             raise BirdbathError.fail(f"Failed to open '{name}' for writing, reason: {exc}") from None
         staged.files[name] = StagedFile(size, md5 or None)
@@ -399,7 +418,7 @@ class BirdbathSchedd:
                                      f"{file.size} bytes")
         file.verified = False
         try:
-            await self._call(self.backend.write_file, txn.backend_txn, cluster, proc, name, offset, data)
+            await self._call(self.backend.write_file, cluster, proc, name, offset, data)
         except BackendError as exc:
             file.received.remove(offset, end)  # what that range holds now is unknown: it must be sent again
             raise BirdbathError.fail(str(exc)) from None
@@ -410,7 +429,7 @@ class BirdbathSchedd:
         is "Not job owner", as in the original), then UNKNOWNJOB."""
         staged = txn.jobs.get((cluster, proc))
         if staged is None:
-            await self._call(self._owned_call, caller, cluster, proc)
+            await self._owned_job(caller, cluster, proc)
             raise BirdbathError(StatusCode.UNKNOWNJOB, "Unknown job")
         return staged
 
@@ -421,10 +440,9 @@ class BirdbathSchedd:
             raise BirdbathError.fail("LENGTH must be >= 0")
         if offset < 0:
             raise BirdbathError.fail(f"Failed to seek to offset {offset} in file '{name}'")
-        backend_txn = txn.backend_txn if txn else None
         try:
-            return await self._spool_call(caller, txn, cluster, proc, self.backend.read_file, backend_txn, cluster,
-                                          proc, name or "", offset, length)
+            return await self._spool_call(caller, txn, cluster, proc, self.backend.read_file, cluster, proc,
+                                          name or "", offset, length)
         except BackendError as exc:
             raise BirdbathError.fail(str(exc)) from None
 
@@ -432,19 +450,14 @@ class BirdbathSchedd:
                          proc: int) -> Sequence[FileInfo]:
         txn = self._enter(caller, ref, Permission.READ, required=False)
         try:
-            return await self._spool_call(caller, txn, cluster, proc, self.backend.list_files,
-                                          txn.backend_txn if txn else None, cluster, proc)
+            return await self._spool_call(caller, txn, cluster, proc, self.backend.list_files, cluster, proc)
         except BackendError as exc:
             raise BirdbathError.fail(str(exc)) from None
 
     async def close_spool(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> None:
         txn = self._enter(caller, ref, Permission.WRITE, required=False)
-        try:
-            await self._job_call(caller, txn, cluster, proc, self.backend.set_attribute,
-                                 txn.backend_txn if txn else None, cluster, proc, "FilesRetrieved",
-                                 classad2.ExprTree("true"))
-        except BackendError as exc:
-            raise BirdbathError.fail(f"Failed to set FilesRetrieved attribute. ({exc})") from None
+        await self._change(caller, txn, AttributeChange(cluster, proc, "FilesRetrieved", classad2.ExprTree("true")),
+                           "Failed to set FilesRetrieved attribute.")
 
     # -- scheduling and templates -------------------------------------------------------------------
     async def request_reschedule(self, caller: Caller) -> None:

@@ -30,7 +30,16 @@ import classad2
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-from backends.interface import BackendError, Capability, ScheddBackend, UnknownJob
+from backends.interface import (
+    ActionChange,
+    AttributeChange,
+    BackendError,
+    Batch,
+    Capability,
+    NewJob,
+    ScheddBackend,
+    UnknownJob,
+)
 from jobmodel.classads import job_status, literal_int, parse_constraint
 from jobmodel.expressions import ExpressionLimits, ExpressionRefused
 from jobmodel.exprtext import TextedAd, expression_text
@@ -42,6 +51,7 @@ from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, typed_value
 from .auth import AccessPolicy, Caller, NotOwner, OwnerUse, Permission, replaced_at_submit, schedd_owned
 from .queries import QueryRunner
 from .status import BirdbathError
+from .transactions import ClusterIds
 
 log = Logger()
 
@@ -155,9 +165,12 @@ class SubmissionSettings:
 
 class SubmissionService:
     def __init__(self, backend: ScheddBackend, call: Callable[..., Any], policy: AccessPolicy, clock: IReactorTime,
-                 settings: SubmissionSettings, *, queries: QueryRunner | None = None) -> None:
+                 settings: SubmissionSettings, *, queries: QueryRunner | None = None,
+                 clusters: ClusterIds | None = None) -> None:
         self._backend = backend
         self._call = call
+        #: the ids of new clusters (shared with the Birdbath service, so ids go up across both)
+        self._clusters = clusters or ClusterIds(lambda: call(backend.reserve_clusters))
         self._queries = queries or QueryRunner(call)  # without a pool of their own, queries share the backend's
         self._policy = policy
         self._clock = clock
@@ -201,25 +214,27 @@ class SubmissionService:
         ad = self._job_ad(caller, attrs, spooled=area is not None)
         if area is not None and "Submission" not in ad and area.submission:
             ad["Submission"] = area.submission
-        return await self._run(self._submit_in_backend, ad, area)
-
-    def _submit_in_backend(self, ad: classad2.ClassAd, area: StagingArea | None) -> str:
-        """begin .. commit of the job in one call on the backend's thread, so that a submit waits for that thread
-        once and not five times behind everyone else's work; aborted if any step fails."""
-        backend = self._backend
-        txn = backend.begin()
         try:
-            cluster = backend.new_cluster(txn)
-            proc = backend.new_proc(txn, cluster)
+            cluster = await self._clusters.next()
+        except BackendError as exc:
+            raise fail(f"Could not create a new cluster: {exc}") from None
+        return await self._run(self._submit_in_backend, cluster, ad, area)
+
+    def _submit_in_backend(self, cluster: int, ad: classad2.ClassAd, area: StagingArea | None) -> str:
+        """Staging and commit of the job in one call on the backend's thread, so that a submit waits for that thread
+        once; what was staged is discarded if it fails."""
+        proc, files = 0, ()
+        try:
             if area is not None:
-                self._spool_staged(txn, cluster, proc, area)
-                self._spooled_defaults(ad, backend.spool_directory(cluster, proc), area)
+                self._spool_staged(cluster, proc, area)
+                self._spooled_defaults(ad, self._backend.spool_directory(cluster, proc), area)
+                files = tuple(area.files)
             if "Submission" not in ad:
                 ad["Submission"] = f"{self.settings.schedd_name}#{cluster}"
-            backend.submit(txn, cluster, proc, ad)
-            backend.commit(txn)
+            self._backend.commit(Batch([NewJob(cluster, proc, ad, files)]))
         except BaseException:
-            backend.abort(txn)
+            if area is not None:
+                self._backend.discard([(cluster, proc)])
             raise
         return f"{self.settings.schedd_name}#{cluster}.{proc}"
 
@@ -246,14 +261,14 @@ class SubmissionService:
                 ad[name] = default
         return ad
 
-    def _spool_staged(self, txn: object, cluster: int, proc: int, area: StagingArea) -> None:
+    def _spool_staged(self, cluster: int, proc: int, area: StagingArea) -> None:
         """Copy a staging area's files into the new job's spool (on the backend's thread)."""
         for name in area.files:
-            self._backend.stage_file(txn, cluster, proc, name)
+            self._backend.stage_file(cluster, proc, name)
             with open(area.directory / name, "rb") as stream:
                 offset = 0
                 for block in iter(lambda: stream.read(1 << 20), b""):
-                    self._backend.write_file(txn, cluster, proc, name, offset, block)
+                    self._backend.write_file(cluster, proc, name, offset, block)
                     offset += len(block)
 
     def _spooled_defaults(self, ad: classad2.ClassAd, spool: str, area: StagingArea) -> None:
@@ -362,8 +377,8 @@ class SubmissionService:
         self._check(caller, Permission.WRITE)
         ref = JobRef.parse(job)
         try:
-            await self._call(self._as_owner, caller, ref, self._backend.act, None, action, ref.cluster, ref.proc,
-                             reason)
+            await self._call(self._as_owner, caller, ref, self._backend.commit,
+                             Batch(changes=[ActionChange(action, ref.cluster, ref.proc, reason)]))
         except UnknownJob as exc:
             raise ApiError(ApiStatus.NO_MATCH, str(exc)) from None
         except BackendError as exc:
@@ -380,8 +395,8 @@ class SubmissionService:
         if schedd_owned(name):
             raise fail(f"{name} is set by the schedd and cannot be changed")
         parsed = self._typed(name, type_ or AttrType.EXPRESSION, value)
-        await self._run(self._as_owner, caller, ref, self._backend.set_attribute, None, ref.cluster, ref.proc, name,
-                        parsed)
+        await self._run(self._as_owner, caller, ref, self._backend.commit,
+                        Batch(changes=[AttributeChange(ref.cluster, ref.proc, name, parsed)]))
 
     def _typed(self, name: str, type_: AttrType, value: str) -> Any:
         """A client's value as its type says, or FAIL naming the attribute and the type."""

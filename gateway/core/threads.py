@@ -12,7 +12,7 @@ from twisted.internet.threads import deferToThreadPool
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
-from backends.interface import BackendUnavailable, WouldBlock, call_at_once, is_immediate
+from backends.interface import BackendUnavailable
 
 T = TypeVar("T")
 
@@ -54,18 +54,6 @@ class BlockingCaller:
         self._pool.start()
 
     def __call__(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> "Deferred[T]":
-        if is_immediate(function):  # answers from memory at once: no hop to a thread and back
-            try:
-                result = call_at_once(function, *args, **kwargs)
-            except WouldBlock:
-                pass  # not this time: on a thread, where it may block
-            except Exception:
-                return defer.fail()
-            else:
-                return result if isinstance(result, Deferred) else defer.succeed(result)
-        return self._in_thread(function, *args, **kwargs)
-
-    def _in_thread(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> "Deferred[T]":
         called = deferToThreadPool(self._reactor, self._pool, function, *args, **kwargs)
         if self._timeout:
             called.addTimeout(self._timeout, self._reactor)

@@ -1,8 +1,11 @@
-"""Birdbath transactions as idle leases (docs/birdbath.md §6).
+"""Birdbath transactions as idle leases (docs/birdbath.md §6), built here and handed to the backend whole.
 
-A lease is armed for ``duration`` seconds at begin; every call that carries the transaction re-arms it with the
-``duration`` carried *in that call*; when it fires, the owner's expiry callback aborts the backend transaction so
-everything uncommitted is rolled back.  The clock is injected so tests drive expiry without sleeping.
+A transaction is the gateway's record of what a client builds (clusters, jobs with their ads and declared files,
+changes to queued jobs); the backend sees it only at commit, as one :class:`~backends.interface.Batch`, and before
+that only stages the files sent for its jobs.  A lease is armed for ``duration`` seconds at begin; every call that
+carries the transaction re-arms it with the ``duration`` carried *in that call*; when it fires, the owner's expiry
+callback discards the transaction and its staged files.  The clock is injected so tests drive expiry without
+sleeping.
 
 A transaction belongs to the caller that began it (host, user and how it was identified): its id comes from
 ``secrets``, so it cannot be guessed from one's own, and anyone else who sends it is told it does not exist.
@@ -15,8 +18,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
+import classad2
+from twisted.internet.defer import Deferred, DeferredLock
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
+from backends.interface import Batch, Change, JobKey, NewJob
 from jobmodel.files import ByteRanges
 
 from .auth import Caller
@@ -52,23 +58,66 @@ class StagedFile:
 
 @dataclass
 class StagedJob:
-    """A job created by ``newJob`` in this transaction, with the files declared for it (in declaration order)."""
+    """A job created by ``newJob`` in this transaction, with the files declared for it (in declaration order) and,
+    once submitted, its ad."""
 
     files: dict[str, StagedFile] = field(default_factory=dict)
-    submitted: bool = False
+    ad: classad2.ClassAd | None = None
+    staged: bool = False  # the backend was asked to stage a file for it (there may be something to discard)
+
+    @property
+    def submitted(self) -> bool:
+        return self.ad is not None
 
 
 @dataclass(eq=False)
 class Transaction:
-    """One open Birdbath transaction: the lease plus the per-transaction queue-management state."""
+    """One open Birdbath transaction: the lease plus everything the client built in it."""
 
     id: int
     duration: int
-    backend_txn: object
     caller: Caller  # who began it: the only caller that may use it
     active_cluster: int | None = None
-    jobs: dict[tuple[int, int], StagedJob] = field(default_factory=dict)
+    next_proc: int = 0  # of the active cluster
+    jobs: dict[JobKey, StagedJob] = field(default_factory=dict)
+    changes: list[Change] = field(default_factory=list)  # to queued jobs (or its own), applied at commit in order
     timer: IDelayedCall | None = None
+
+    def batch(self, *more: Change) -> Batch:
+        """What the backend commits: the submitted jobs, then the changes (and ``more`` after them)."""
+        return Batch([NewJob(cluster, proc, job.ad, tuple(job.files)) for (cluster, proc), job in self.jobs.items()
+                      if job.ad is not None], [*self.changes, *more])
+
+    def staged(self) -> list[JobKey]:
+        """Its jobs for which files were staged (what an abort, or a commit that leaves them out, discards)."""
+        return [key for key, job in self.jobs.items() if job.staged]
+
+
+class ClusterIds:
+    """Cluster ids for new clusters, handed out from blocks the backend reserved (``reserve``: a Deferred of one),
+    so that a new cluster costs the backend a call once per block."""
+
+    def __init__(self, reserve: Callable[[], "Deferred[range]"]) -> None:
+        self._reserve = reserve
+        self._block: range = range(0)
+        self._next = 0
+        self._refill = DeferredLock()  # one reservation at a time; the others wait for it
+
+    async def next(self) -> int:
+        if self._next >= len(self._block):
+            await self._refill.acquire()
+            try:
+                while self._next >= len(self._block):  # (another caller may have refilled it meanwhile)
+                    self._block, self._next = await self._reserve(), 0
+                return self._take()
+            finally:
+                self._refill.release()
+        return self._take()
+
+    def _take(self) -> int:
+        cluster = self._block[self._next]
+        self._next += 1
+        return cluster
 
 
 #: the largest transaction id (ids are 1 .. MAX_ID)
@@ -88,13 +137,16 @@ class TransactionTable:
     def __len__(self) -> int:
         return len(self._open)
 
+    def __contains__(self, txn: object) -> bool:
+        return isinstance(txn, Transaction) and self._open.get(txn.id) is txn
+
     def held_by(self, caller: Caller) -> int:
         """How many open transactions ``caller`` began (for the per-caller limit)."""
         return self._held[caller]
 
-    def open(self, duration: int, backend_txn: object, caller: Caller) -> Transaction:
+    def open(self, duration: int, caller: Caller) -> Transaction:
         """Register a new transaction of ``caller`` and arm its lease."""
-        txn = Transaction(self._new_id(), duration, backend_txn, caller)
+        txn = Transaction(self._new_id(), duration, caller)
         self._open[txn.id] = txn
         self._held[caller] += 1
         self._arm(txn, duration)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import classad2
 
-from backends.interface import BackendError, InvalidState
+from backends.interface import BackendError, Batch, InvalidState, NewJob
 from jobmodel.classads import evaluate_string, job_status
 from jobmodel.jobs import JobStatus
 
@@ -104,13 +104,11 @@ class NodeJobs:
         node = dag.nodes[name]
         directory = dag.directory_of(node)
         macros = {**node.variables, "JOB": name, "DAG_NODE_NAME": name, "RETRY": str(retry)}
-        queue = self._queue
-        txn = queue.begin()
-        cluster = queue.new_cluster(txn)
+        cluster = self._queue.store.next_cluster_id()
         try:
             ads = node_ads(_under(directory, node.submit_file), directory, macros, cluster, account)
-            for job in ads:
-                proc = queue.new_proc(txn, cluster)
+            jobs = []
+            for proc, job in enumerate(ads):
                 job["ProcId"] = proc
                 job["DAGManJobId"] = dag_key[0]
                 job["DAGNodeName"] = name
@@ -124,11 +122,10 @@ class NodeJobs:
                         del job[attribute]
                 if isinstance(dag_ad.get("Submission"), str):
                     job["Submission"] = dag_ad["Submission"]
-                queue.submit(txn, cluster, proc, job)
+                jobs.append(NewJob(cluster, proc, job))
+            self._queue.commit(Batch(jobs))
         except (SubmitError, BackendError) as exc:
-            queue.abort(txn)
             raise SubmitError(f"node {name}: {exc}") from None
-        queue.commit(txn)
         return cluster, len(ads)
 
     def node_job_states(self, cluster: int) -> tuple[int, dict[int, classad2.ClassAd]]:
@@ -147,14 +144,11 @@ class NodeJobs:
 
     def remove_node_jobs(self, dag_cluster: int, reason: str) -> int:
         """Remove every queued job of a DAG (what OtherJobRemoveRequirements does for condor_dagman)."""
-        txn = self._queue.begin()
-        removed = 0
-        for key, ad in self._queue.store.ads():
-            if ad.get("DAGManJobId") == dag_cluster and job_status(ad) not in ENDED:
-                self._queue.record(txn, key, lifecycle.remove(ad, reason, self._queue.now()))
-                removed += 1
-        self._queue.commit(txn)
-        return removed
+        now = self._queue.now()
+        removed = {key: (ad, lifecycle.remove(ad, reason, now)) for key, ad in self._queue.store.ads()
+                   if ad.get("DAGManJobId") == dag_cluster and job_status(ad) not in ENDED}
+        self._queue.write_transitions(removed)
+        return len(removed)
 
     def save_dag_state(self, dag_cluster: int, state: str) -> None:
         self._queue.store.save_dag_state(dag_cluster, state)
