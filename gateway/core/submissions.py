@@ -494,6 +494,10 @@ class SubmissionService:
     async def fetch(self, caller: Caller, job: str, file: str, start: int, end: int) -> bytes:
         """Bytes of a file in the job's spool (its Out, Err, UserLog when they lie there, or a spool file by name),
         with QMF's (start, end) range rules; only for a caller that may act on the job's owner."""
+        return (await self.job_file(caller, job, file, start, end)).data
+
+    async def job_file(self, caller: Caller, job: str, file: str, start: int, end: int) -> JobFile:
+        """:meth:`fetch`'s bytes with the file's name and whole size (Aviary's GetJobData answers both)."""
         self._check(caller, Permission.READ)
         ref = JobRef.parse(job)
         ad = await self._find(ref)
@@ -502,7 +506,16 @@ class SubmissionService:
         size, _ = await self._run(self._backend.read_job_file, ref.cluster, ref.proc, path, 0, 0)
         offset, length = _range(start, end, size)
         _, data = await self._run(self._backend.read_job_file, ref.cluster, ref.proc, path, offset, length)
-        return data
+        return JobFile(path, size, data)
+
+
+@dataclass(frozen=True)
+class JobFile:
+    """Part of a job's file: its name, its whole size and the bytes read."""
+
+    name: str
+    size: int
+    data: bytes
 
 
 def _check_name(name: str) -> None:
