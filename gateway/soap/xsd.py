@@ -205,7 +205,7 @@ class DateTime:
         return element.text or ""
 
     def write(self, value: int) -> str:
-        return datetime.datetime.fromtimestamp(int(value), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return datetime.datetime.fromtimestamp(int(value), datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(eq=False)
