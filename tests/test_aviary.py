@@ -267,6 +267,27 @@ def test_job_data_reads_a_staged_out_file(gateway, query, tmp_path):
     assert unknown.status.code == "NO_MATCH"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="reading with the owner's rights needs a gateway running as root")
+def test_job_data_reads_out_err_and_log_in_the_iwd_with_the_owners_rights(job, query, tmp_path):
+    (tmp_path / "job.out").write_text("hello from the job\n")
+    (tmp_path / "job.log").write_text("000 (001.000.000) submitted\n")
+    (tmp_path / "job.err").symlink_to(tmp_path / "job.out")  # a link in its place is never followed
+    job_id = submit(job, tmp_path, extra=[{"name": name, "type": "STRING", "value": value} for name, value in
+                                          (("Out", "job.out"), ("Err", "job.err"), ("UserLog", "job.log"))])
+
+    def data(kind: str, **options):
+        return query.getJobData(data={"id": {"job": job_id}, "type": kind}, **options)
+
+    out = data("OUT", max_bytes=5)
+    assert (out.status.code, out.content, out.file_size, out.file_name) == \
+        ("OK", "hello", 19, str(tmp_path / "job.out"))
+    assert data("OUT", max_bytes=4, from_end=True).content == "job\n"
+    assert data("OUT").content == "hello from the job\n"  # max_bytes defaults to 1024
+    assert data("LOG", max_bytes=3).content == "000"
+    err = data("ERR", max_bytes=5)
+    assert err.status.code == "FAIL" and "symbolic link" in err.status.text and err.content is None
+
+
 # -- suds -------------------------------------------------------------------------------------------------------
 def test_suds_calls_every_operation(suds_clients, tmp_path):
     job, query = suds_clients
