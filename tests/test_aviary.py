@@ -5,10 +5,8 @@ calling every operation of a real gateway, Aviary's status codes for bad input, 
 from __future__ import annotations
 
 import getpass
-import http.client
 import json
 import os
-import pwd
 import urllib.request
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 import zeep
 from lxml import etree
 
+from tests.as_user import post_as
 from tests.conftest import DATA, QUEUE_ONLY, ROOT, module_gateway
 
 AVIARY = DATA / "aviary"
@@ -180,35 +179,6 @@ def test_another_user_cannot_submit_for_me_nor_hold_my_job(gateway, job, tmp_pat
                      envelope(JOB_NS, "HoldJob", f"<id><job>{job_id}</job></id><reason>mine now</reason>"))
     status = etree.fromstring(answer).find(".//status")
     assert status.findtext("code") == "FAIL" and "Not job owner" in status.findtext("text")
-
-
-def post_as(user: str, port: int, path: str, body: str) -> bytes:
-    """A POST made by a forked child running as ``user`` (a real other caller: identified by its socket's
-    owner), its answer read back through a pipe."""
-    account = pwd.getpwnam(user)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: switch user, call, hand the answer back, and never return into pytest
-        code = 1
-        try:
-            os.close(read)
-            os.setgroups([])
-            os.setgid(account.pw_gid)
-            os.setuid(account.pw_uid)
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            connection.request("POST", path, body, {"Content-Type": "text/xml"})
-            answer = memoryview(connection.getresponse().read())
-            while answer:
-                answer = answer[os.write(write, answer):]
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    with os.fdopen(read, "rb") as stream:
-        answer = stream.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, answer
-    return answer
 
 
 # -- the query service ------------------------------------------------------------------------------------------

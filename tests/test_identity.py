@@ -7,10 +7,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
-import http.client
 import json
 import os
-import pwd
 import socket
 import sys
 import urllib.request
@@ -29,6 +27,7 @@ from gateway.identity.callers import Connection, Identification, Refusal, basic_
 from gateway.identity.mapfile import SSL, CertificateMap, MapFileError
 from gateway.identity.passwords import PasswordFile, PasswordFileError, RememberedPasswords
 from gateway.identity.tls import SHORT_NAMES, subject_oneline
+from tests.as_user import post_as
 from tests.test_logging import wait_for_line
 from tests.test_tls import JSON_JOB
 
@@ -474,33 +473,8 @@ def test_the_log_names_the_user_and_how_it_was_identified():
 
 # -- end to end: a loopback caller is the user owning its socket ---------------------------------------------
 def request_as(user: str, port: int, operation: str, **params) -> dict:
-    """A JSON call to the submission API made by a forked child running as ``user`` (it cannot exec Python: the
-    interpreter is not readable by other users everywhere), its answer read back through a pipe."""
-    account = pwd.getpwnam(user)
-    body = json.dumps(params)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: switch user, call, hand the answer back, and never return into pytest
-        status = 1
-        try:
-            os.close(read)
-            os.setgroups([])
-            os.setgid(account.pw_gid)
-            os.setuid(account.pw_uid)
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            connection.request("POST", f"/submission/json/{operation}", body, {"Content-Type": "application/json"})
-            answer = memoryview(connection.getresponse().read())
-            while answer:
-                answer = answer[os.write(write, answer):]
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write)
-    with os.fdopen(read, "rb") as stream:
-        answer = stream.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, answer
-    return json.loads(answer)
+    """A JSON call to the submission API made as ``user`` (``tests.as_user``)."""
+    return json.loads(post_as(user, port, f"/submission/json/{operation}", json.dumps(params), "application/json"))
 
 
 def call(port: int, operation: str, **params) -> dict:

@@ -20,8 +20,16 @@ from typing import Any, Callable, Sequence, TypeVar
 import classad2
 from twisted.logger import Logger
 
-from backends.interface import (BackendError, BackendInfo, Capability, FileInfo, UnknownJob, WouldBlock,
-                                answering_at_once, immediate)
+from backends.interface import (
+    BackendError,
+    BackendInfo,
+    Capability,
+    FileInfo,
+    UnknownJob,
+    WouldBlock,
+    answering_at_once,
+    immediate,
+)
 from backends.spool import Spool
 from jobmodel import __version__
 from jobmodel.classads import parse_constraint
