@@ -213,10 +213,11 @@ class ScheddBackend(Protocol):
         (anything else is a :class:`BackendError`)."""
 
     def read_job_file(self, cluster: int, proc: int, path: str, offset: int, length: int) -> tuple[int, bytes]:
-        """A file of a job's spool, as the submit side sees it: its size and up to ``length`` bytes from
-        ``offset``.  ``path`` is a plain name in the job's spool, read with :meth:`read_file`'s confinement; an
-        absolute path or any other name is a :class:`BackendError` (the gateway never reads a path a job's ad names
-        with its own rights)."""
+        """A file of a job, as the submit side sees it: its size and up to ``length`` bytes from ``offset``.
+        ``path`` is a plain name in the job's spool, read with :meth:`read_file`'s confinement, or an absolute path
+        the job's ad names (its Out, Err, UserLog), read with the job owner's rights, never the gateway's, and never
+        through a symbolic link in its place (a backend that cannot do that answers BackendError for it, as for any
+        other name)."""
 
     # -- queue ----------------------------------------------------------------------------------------
     def query(self, constraint: classad2.ExprTree | None, projection: Sequence[str] | None = None, *,

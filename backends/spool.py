@@ -155,8 +155,7 @@ class Spool:
         """A spool file's size and up to ``length`` bytes from ``offset``; ``name`` is a plain name in the job's
         spool (nothing outside it can be named)."""
         with self._open(cluster, proc, name, f"Failed to open file '{name}'") as (fd, size):
-            offset = max(0, offset)
-            return size, _read_at(fd, offset, min(length, size - offset))
+            return read_range(fd, size, offset, length)
 
     # -- confinement ------------------------------------------------------------------------------------
     @contextmanager
@@ -215,7 +214,13 @@ def _plain(name: str) -> str:
     return name
 
 
-def _read_at(fd: int, offset: int, length: int) -> bytes:
+def read_range(fd: int, size: int, offset: int, length: int) -> tuple[int, bytes]:
+    """A file's ``size`` and up to ``length`` bytes of it from ``offset`` (what every job-file read answers)."""
+    offset = max(0, offset)
+    return size, read_at(fd, offset, min(length, size - offset))
+
+
+def read_at(fd: int, offset: int, length: int) -> bytes:
     """Up to ``length`` bytes from ``offset`` (never a buffer larger than what the file had when it was opened)."""
     chunks = []
     while length > 0:

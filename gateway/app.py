@@ -24,6 +24,7 @@ from gateway.core.submissions import SubmissionService, SubmissionSettings
 from gateway.core.threads import BlockingCaller
 from gateway.daemon import sharedport
 from gateway.http import Endpoint, GatewayResource, GatewaySite, HandshakeLogging
+from gateway.soap.aviary import AviaryContext, job_service, query_service
 from gateway.soap.collector import CollectorContext, collector_service, query_answers
 from gateway.soap.collector_routing import ByOperation, CollectorOnly
 from gateway.soap.context import RequestContext
@@ -138,6 +139,7 @@ class Gateway:
                      content_type=b"application/json", body_for=lambda op, body: json_request(op.decode(), body)),
             Endpoint(b"/submission", SoapDispatcher(soap_application()), self._submission_context,
                      PublishedWsdl(wsdl_path("submission.wsdl")), b"submission.wsdl"),
+            *self._aviary_endpoints(),
             Endpoint(b"/condorCollector", services, self._request_context, collector_wsdl, b"condorCollector.wsdl"),
             Endpoint(b"", services, self._request_context, PublishedWsdl(wsdl_path("condorSchedd.wsdl")),
                      b"condorSchedd.wsdl"),
@@ -167,6 +169,22 @@ class Gateway:
             address = self.collector_port.getHost()
             log.info("condorCollector service listening on http://{host}:{port}/ (collector_port)", host=address.host,
                      port=address.port)
+
+    def _aviary_endpoints(self) -> list[Endpoint]:
+        """Aviary's job and query services at Axis2's paths (``/services/job/<operation>``), their WSDLs at
+        ``?wsdl`` and the schemas those import beside them (``/services/aviary-job.xsd``)."""
+        job, query = job_service(), query_service()
+        endpoints = [Endpoint(b"/services/job", job, self._aviary_context, PublishedWsdl(wsdl_path("aviary-job.wsdl")),
+                              b"aviary-job.wsdl"),
+                     Endpoint(b"/services/query", query, self._aviary_context,
+                              PublishedWsdl(wsdl_path("aviary-query.wsdl")), b"aviary-query.wsdl")]
+        for schema, service in (("aviary-job.xsd", job), ("aviary-query.xsd", query), ("aviary-common.xsd", query)):
+            endpoints.append(Endpoint(f"/services/{schema}".encode(), service, self._aviary_context,
+                                      PublishedWsdl(wsdl_path(schema)), schema.encode()))
+        return endpoints
+
+    def _aviary_context(self, caller: Caller) -> AviaryContext:
+        return AviaryContext(caller=caller, service=self.submissions)
 
     def _callers(self, scheme: str) -> str:
         """How the callers of one port are identified, for the start-up line."""

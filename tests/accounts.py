@@ -9,6 +9,7 @@ part, so tests running side by side never meet.  Needs root (the tests skip othe
 from __future__ import annotations
 
 import grp
+import http.client
 import os
 import pwd
 import shutil
@@ -115,6 +116,18 @@ def run_as(account: UserAccount, work: Callable[[], bytes]) -> bytes:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, answer.decode(errors="replace")
     return answer
+
+
+def post_as(user: str, port: int, path: str, body: str, content_type: str = "text/xml") -> bytes:
+    """A POST to a gateway on loopback made as ``user`` (a real other caller, identified by its socket's owner)."""
+    entry = pwd.getpwnam(user)
+
+    def work() -> bytes:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.request("POST", path, body, {"Content-Type": content_type})
+        return connection.getresponse().read()
+
+    return run_as(UserAccount(user, entry.pw_uid, entry.pw_gid, ()), work)
 
 
 @pytest.fixture

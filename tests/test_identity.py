@@ -7,11 +7,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
-import http.client
 import ipaddress
 import json
 import os
-import pwd
 import socket
 import time
 import urllib.request
@@ -30,9 +28,9 @@ from gateway.identity.callers import Connection, Identification, Refusal, basic_
 from gateway.identity.mapfile import SSL, CertificateMap, MapFileError
 from gateway.identity.passwords import PasswordFile, PasswordFileError, RememberedPasswords
 from gateway.identity.tls import SHORT_NAMES, subject_oneline
+from tests.accounts import post_as
 from tests.test_logging import wait_for_line
 from tests.test_tls import JSON_JOB
-from tests.accounts import UserAccount, run_as
 
 ALICE = "/C=US/O=Example/OU=People/CN=alice"
 
@@ -529,16 +527,8 @@ def test_the_log_names_the_user_and_how_it_was_identified():
 
 # -- end to end: a loopback caller is the user owning its socket ---------------------------------------------
 def request_as(user: str, port: int, operation: str, **params) -> dict:
-    """A JSON call to the submission API made by a forked child running as ``user`` (:func:`run_as`)."""
-    entry = pwd.getpwnam(user)
-    body = json.dumps(params)
-
-    def work() -> bytes:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        connection.request("POST", f"/submission/json/{operation}", body, {"Content-Type": "application/json"})
-        return connection.getresponse().read()
-
-    return json.loads(run_as(UserAccount(user, entry.pw_uid, entry.pw_gid, ()), work))
+    """A JSON call to the submission API made as ``user`` (:func:`tests.accounts.post_as`)."""
+    return json.loads(post_as(user, port, f"/submission/json/{operation}", json.dumps(params), "application/json"))
 
 
 def call(port: int, operation: str, **params) -> dict:

@@ -72,8 +72,10 @@ def test_the_wheel_ships_every_module_of_every_package_and_nothing_else(wheel):
 
 
 def test_the_wheel_ships_every_wsdl_file_unchanged(wheel):
-    shipped = sorted(name for name in wheel.namelist() if name.endswith(".wsdl"))
-    assert shipped == ["gateway/wsdl/condorCollector.wsdl", "gateway/wsdl/condorSchedd.wsdl",
+    shipped = sorted(name for name in wheel.namelist() if name.endswith((".wsdl", ".xsd")))
+    assert shipped == ["gateway/wsdl/aviary-common.xsd", "gateway/wsdl/aviary-job.wsdl", "gateway/wsdl/aviary-job.xsd",
+                       "gateway/wsdl/aviary-query.wsdl", "gateway/wsdl/aviary-query.xsd",
+                       "gateway/wsdl/condorCollector.wsdl", "gateway/wsdl/condorSchedd.wsdl",
                        "gateway/wsdl/submission.wsdl"]
     for name in shipped:
         assert wheel.read(name) == (ROOT / "wsdl" / Path(name).name).read_bytes()

@@ -157,6 +157,13 @@ def zeep_submission(example: Example, gateway: GatewayProcess, tmp_path: Path) -
     assert re.fullmatch(r"b'\s+1\s+2\s+11\\n'\n", output), output
 
 
+@runs("zeep-aviary")
+def zeep_aviary(example: Example, start_gateway: Callable[..., GatewayProcess], tmp_path: Path) -> None:
+    """On a fresh gateway, as the README's comment says: the first job is 1.0."""
+    output = run_python(example.at(start_gateway().url), tmp_path)
+    assert output == "OK 1.0\nHELD\n1\n", output
+
+
 @runs("curl")
 def curl(example: Example, gateway: GatewayProcess, tmp_path: Path) -> None:
     """On the shared gateway, whatever ids it gave before: the second request asks for the id the first got."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from backends.interface import BackendError
 from backends.local.owners import Accounts, NoAccount
 from backends.local.sandbox import ExecuteDir
 from jobmodel.classads import evaluate
@@ -267,3 +268,22 @@ def test_another_name_for_uid_0_never_runs_a_job_as_root(monkeypatch):
     with pytest.raises(NoAccount, match="denied_owners"):
         Accounts(["root"]).of("root")
     assert Accounts().of("root").uid == 0  # root's own jobs, unless denied
+
+
+@needs_root
+def test_a_jobs_own_files_are_read_with_its_owners_rights(world, home):
+    """fetch/GetJobData outside the spool: nobody's job reads what nobody can, and nothing more (a root-only file,
+    a link in the file's place)."""
+    (key,) = world.submit(**shell("echo hello > out.txt", Iwd=str(home), Out="out.txt"))
+    assert evaluate(world.run(key), "ExitCode") == 0
+    ad = world.queue.get_job(*key)
+    assert world.queue.read_owner_file(ad, str(home / "out.txt"), 0, 100) == (6, b"hello\n")
+    assert world.queue.read_owner_file(ad, str(home / "out.txt"), 2, 2) == (6, b"ll")
+    secret = world.iwd / "secret.txt"
+    secret.write_text("root's\n")
+    secret.chmod(0o600)
+    (home / "link.txt").symlink_to(home / "out.txt")
+    for path, reason in ((secret, "Permission denied"), (home / "link.txt", "symbolic link"),
+                         (home / "none.txt", "No such file")):
+        with pytest.raises(BackendError, match=reason):
+            world.queue.read_owner_file(ad, str(path), 0, 100)

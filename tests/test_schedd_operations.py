@@ -8,6 +8,7 @@ import hashlib
 import pytest
 
 from tests.birdbath import ad, as_dict, begin, expr, new_job, submit_job, values
+from tests.test_logging import wait_for_line
 
 NULL = None
 
@@ -434,6 +435,17 @@ def test_create_job_template_without_owner_omits_it(any_schedd):
     attrs = as_dict(answer.classAd)
     assert "Owner" not in attrs and attrs["JobUniverse"] == ("INTEGER-ATTR", "7")
     assert attrs["Requirements"] == ("BOOLEAN-ATTR", "TRUE")
+
+
+@pytest.mark.parametrize("requirements", ["Queue=150", "", "   ", "(((", "Memory >"])
+def test_create_job_template_drops_requirements_that_do_not_parse_as_htcondor_did(any_schedd, gateway, requirements):
+    """HTCondor's stub ignored a failed AssignExpr: SUCCESS, CreateJobAd's Requirements = true kept (8.x)."""
+    answer = any_schedd.createJobTemplate(1, 0, "carol", "VANILLA", "/bin/ls", NULL, requirements)
+    assert answer.status.code == "SUCCESS"
+    assert as_dict(answer.classAd)["Requirements"] == ("BOOLEAN-ATTR", "TRUE")
+    assert as_dict(answer.classAd)["Cmd"] == ("STRING-ATTR", "/bin/ls")
+    if requirements.strip():
+        wait_for_line(gateway.log, "createJobTemplate from", "dropped", "Requirements = true")
 
 
 def test_create_job_template_with_bad_arguments_fails_but_returns_the_ad(any_schedd):

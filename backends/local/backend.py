@@ -20,9 +20,10 @@ from typing import Any, Callable, Sequence, TypeVar
 import classad2
 from twisted.logger import Logger
 
-from backends.interface import BackendError, BackendInfo, Batch, Capability, FileInfo, JobKey
+from backends.interface import BackendError, BackendInfo, Batch, Capability, FileInfo, JobKey, UnknownJob
 from backends.spool import Spool
 from jobmodel import __version__
+from jobmodel.classads import parse_constraint
 from jobmodel.pool import CLASSAD_LIFETIME, AdType
 
 from . import cgroups, jobtools
@@ -189,7 +190,15 @@ class LocalBackend:
         return self._queue.read_file(cluster, proc, name, offset, length)
 
     def read_job_file(self, cluster: int, proc: int, path: str, offset: int, length: int) -> tuple[int, bytes]:
-        return self._queue.spool.read_job_file(cluster, proc, path, offset, length)
+        if not os.path.isabs(path):
+            return self._queue.spool.read_job_file(cluster, proc, path, offset, length)
+        ad = self._queue.get_job(cluster, proc)
+        if ad is None:
+            found = self._queue.history(parse_constraint(f"ClusterId == {cluster} && ProcId == {proc}"), 1)
+            ad = found[0] if found else None
+        if ad is None:
+            raise UnknownJob(f"job {cluster}.{proc} is not in the queue nor in the history")
+        return self._queue.read_owner_file(ad, path, offset, length)
 
     def query(self, constraint: classad2.ExprTree | None, projection: Sequence[str] | None = None, *,
               budget: float | None = None) -> list[classad2.ClassAd]:

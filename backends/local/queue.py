@@ -9,7 +9,9 @@ events and the gateway's job log, and tells the listener (the executor) what cha
 
 from __future__ import annotations
 
+import errno
 import getpass
+import os
 import shutil
 import sqlite3
 from contextlib import contextmanager
@@ -21,13 +23,13 @@ from twisted.logger import Logger
 
 from backends import evaluation
 from backends.interface import AttributeChange, BackendError, Batch, Change, FileInfo, UnknownJob
-from backends.spool import Spool
+from backends.spool import Spool, read_range
 from jobmodel.classads import matches, projected
 from jobmodel.jobs import JobStatus, Universe
 
 from . import joblog, lifecycle
 from .lifecycle import Event, Transition, updated
-from .owners import Account, Accounts, NoAccount, to_switch
+from .owners import Account, Accounts, NoAccount, open_regular_as, to_switch
 from .store import JobKey, JobStore
 from .trash import Trash
 from .userlog import UserLog, log_path
@@ -176,6 +178,26 @@ class JobQueue:
             return None
         owner = ad.get("Owner")
         return self.accounts.of(owner if isinstance(owner, str) else None)
+
+    # -- files the ads name ----------------------------------------------------------------------------------------
+    def read_owner_file(self, ad: classad2.ClassAd, path: str, offset: int, length: int) -> tuple[int, bytes]:
+        """A file a job's ad names (its Out, Err, UserLog), read with its owner's rights as the starter wrote it:
+        a regular file only, never through a symbolic link in its place, never blocking on a FIFO.  Only when the
+        gateway runs jobs as their owners (as root): otherwise it has no owner's rights to use but its own."""
+        if not self.accounts.switching:
+            raise BackendError(f"Cannot read '{path}': outside the job's spool a job's files are read with its "
+                               f"owner's rights, which a gateway that does not run as root does not have")
+        try:
+            fd = open_regular_as(self.account_of(ad), path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except NoAccount as exc:
+            raise BackendError(f"Failed to open file '{path}', reason: {exc}") from None
+        except OSError as exc:
+            reason = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
+            raise BackendError(f"Failed to open file '{path}', reason: {reason}") from None
+        try:
+            return read_range(fd, os.fstat(fd).st_size, offset, length)
+        finally:
+            os.close(fd)
 
     # -- files of jobs not committed yet ----------------------------------------------------------------
     def stage_file(self, cluster: int, proc: int, name: str) -> None:

@@ -475,17 +475,31 @@ class BirdbathSchedd:
 
     def create_job_template(self, caller: Caller, cluster: int, proc: int, owner: str | None, universe: Universe,
                             cmd: str | None, args: str | None, requirements: str | None) -> TemplateResult:
+        """The template HTCondor's stub made.  A ``requirements`` text that cannot be used (it does not parse, is
+        over the expression limits, or holds a literal the library would change) is dropped and logged, the
+        template keeping ``Requirements = true``: HTCondor's stub ignored its failed ``AssignExpr`` and answered
+        SUCCESS with CreateJobAd's ``true`` (8.x; 7.2.4's ad then had no Requirements at all)."""
         self.policy.check(caller, Permission.READ)
         info = self.backend.info()
         now = self._now()
+
+        def build(text: str | None) -> classad2.ClassAd:
+            return job_template(cluster, proc, owner, int(universe), cmd, args, text, now=now, version=info.version,
+                                platform=info.platform, leave_in_queue=self.settings.leave_in_queue,
+                                limits=self.settings.limits)
+
         try:
-            ad = job_template(cluster, proc, owner, int(universe), cmd, args, requirements, now=now,
-                              version=info.version, platform=info.platform,
-                              leave_in_queue=self.settings.leave_in_queue, limits=self.settings.limits)
+            try:
+                ad = build(requirements)
+            except TemplateError:
+                raise
+            except (ValueError, classad2.ClassAdException) as exc:
+                reason = str(exc) if isinstance(exc, ValueError) else "it does not parse"
+                log.warn("createJobTemplate from {host} ({user}): requirements {text} dropped ({reason}); the "
+                         "template keeps Requirements = true, as HTCondor's did", host=caller.host,
+                         user=caller.user or "anonymous",
+                         text=excerpt(requirements or ""), reason=reason)
+                ad = build(None)
         except TemplateError as exc:
             return TemplateResult(ad_to_struct(exc.ad, now), str(exc))
-        except ValueError as exc:
-            raise BirdbathError.fail(f"Invalid requirements expression: {exc}") from None
-        except classad2.ClassAdException:
-            raise BirdbathError.fail(f"Invalid requirements expression: {excerpt(requirements or '')}") from None
         return TemplateResult(ad_to_struct(ad, now))

@@ -3,8 +3,8 @@
 queries.  Protocol-free: the SOAP and JSON forms in ``gateway.soap.submission`` call this.
 
 Deliberate fixes of the originals' quirks (qmf.md §10): expressions keep their text on output; strings are never
-quote-trimmed; output retrieval is binary-safe and limited to files in the job's spool (its Out/Err/UserLog when they
-lie there, or a spool file by name); an unknown submission is NO_MATCH; SetJobAttribute honours a given type and
+quote-trimmed; output retrieval is binary-safe and limited to the job's Out/Err/UserLog (read with its owner's
+rights) and the files in its spool; an unknown submission is NO_MATCH; SetJobAttribute honours a given type and
 refuses the attributes the schedd owns; suspend/continue report whether they applied.  Values are strictly typed
 (``adstruct.typed_value``) at submit and setAttribute alike: one that does not parse as its type is refused, naming
 the attribute and the type, as QMF's "Failed to parse job ad attribute".
@@ -507,8 +507,12 @@ class SubmissionService:
 
     # -- output ---------------------------------------------------------------------------------------
     async def fetch(self, caller: Caller, job: str, file: str, start: int, end: int) -> bytes:
-        """Bytes of a file in the job's spool (its Out, Err, UserLog when they lie there, or a spool file by name),
-        with QMF's (start, end) range rules; only for a caller that may act on the job's owner."""
+        """Bytes of the job's Out, Err or UserLog (wherever they are, read with the owner's rights) or of a file in
+        its spool by name, with QMF's (start, end) range rules; only for a caller that may act on the job's owner."""
+        return (await self.job_file(caller, job, file, start, end)).data
+
+    async def job_file(self, caller: Caller, job: str, file: str, start: int, end: int) -> JobFile:
+        """:meth:`fetch`'s bytes with the file's name and whole size (Aviary's GetJobData answers both)."""
         self._check(caller, Permission.READ)
         ref = JobRef.parse(job)
         ad = await self._find(ref)
@@ -517,7 +521,16 @@ class SubmissionService:
         size, _ = await self._run(self._backend.read_job_file, ref.cluster, ref.proc, path, 0, 0)
         offset, length = _range(start, end, size)
         _, data = await self._run(self._backend.read_job_file, ref.cluster, ref.proc, path, offset, length)
-        return data
+        return JobFile(path, size, data)
+
+
+@dataclass(frozen=True)
+class JobFile:
+    """Part of a job's file: its name, its whole size and the bytes read."""
+
+    name: str
+    size: int
+    data: bytes
 
 
 def _check_name(name: str) -> None:
@@ -568,18 +581,20 @@ def _summary(ad: classad2.ClassAd) -> dict[str, Any]:
 
 
 def _spool_file(ad: classad2.ClassAd, name: str, spool: str) -> str:
-    """The plain name, in the job's spool, of the file ``name`` asks for: the job's Out, Err, UserLog or Log (by
-    attribute name or value) when it lies directly in the spool, else a plain spool file name.  Nothing outside
-    the spool: such a path is the job's to read, not the gateway's (the backend opens the name without following
-    symlinks)."""
+    """What the backend reads for the file ``name`` asks for: the job's Out, Err, UserLog or Log (by attribute
+    name or value) as a plain name when it lies directly in the spool, else as its absolute path (which the backend
+    reads with the job owner's rights, never the gateway's, and without following a link in its place), or a plain
+    spool file name."""
     iwd = ad.get("Iwd") if isinstance(ad.get("Iwd"), str) else spool
     for attribute in ("Out", "Err", "UserLog", "Log"):
         value = ad.get(attribute)
         if isinstance(value, str) and value not in ("", "/dev/null") and name in (attribute.upper(), attribute, value):
             path = os.path.normpath(os.path.join(iwd, value))  # an absolute value replaces iwd
-            if os.path.dirname(path) != os.path.normpath(spool) or not is_plain_name(os.path.basename(path)):
-                raise fail(f"only files in the job's spool can be fetched; the job's {attribute} is {value!r}")
-            return os.path.basename(path)
+            if os.path.dirname(path) == os.path.normpath(spool) and is_plain_name(os.path.basename(path)):
+                return os.path.basename(path)
+            if not os.path.isabs(path):
+                raise fail(f"the job's {attribute} {value!r} is not a path (its Iwd {iwd!r} is relative)")
+            return path
     _check_file_name(name)
     return name
 

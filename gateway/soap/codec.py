@@ -73,9 +73,9 @@ class ContractService:
         self.contract = contract
         self._handlers = handlers
         self._envelopes = {name: (_DECLARATION + f'<soap11env:Envelope xmlns:soap11env="{SOAP_ENV}" '
-                                  f'xmlns:tns="{contract.namespace}"><soap11env:Body><tns:{name}Response>',
-                                  f"</tns:{name}Response></soap11env:Body></soap11env:Envelope>")
-                           for name in contract.operations}
+                                  f'xmlns:tns="{contract.namespace}"><soap11env:Body><tns:{operation.response}>',
+                                  f"</tns:{operation.response}></soap11env:Body></soap11env:Envelope>")
+                           for name, operation in contract.operations.items()}
 
     # -- the wire ---------------------------------------------------------------------------------------------
     def read(self, body: bytes) -> Call:
@@ -94,6 +94,8 @@ class ContractService:
         """The answer document of ``operation`` holding ``value``."""
         found = self.contract.operations[operation]
         head, tail = self._envelopes[operation]
+        if found.answer_name is None:
+            return (head + (found.answer.write(value) or "") + tail).encode("utf-8")
         return (head + element(found.answer_name, found.answer.write(value)) + tail).encode("utf-8")
 
     def split(self, operation: str, value: Any, member: str) -> SplitAnswer:

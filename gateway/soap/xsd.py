@@ -12,6 +12,7 @@ structure is left out, as gSOAP 2.7 left out NULL pointers.
 from __future__ import annotations
 
 import base64
+import datetime
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
@@ -175,18 +176,55 @@ class Enumeration:
         return escape(str(getattr(value, "value", value)))
 
 
+@dataclass(frozen=True)
+class Double:
+    """``xsd:double``, written as Python writes a float (Aviary's answers only)."""
+
+    name: str = "double"
+
+    def read(self, element: etree._Element) -> float | None:
+        text = element.text
+        if text is None:
+            return None
+        try:
+            return float(text)
+        except ValueError:
+            raise invalid(text) from None
+
+    def write(self, value: float) -> str:
+        return repr(float(value))
+
+
+@dataclass(frozen=True)
+class DateTime:
+    """``xsd:dateTime``, written from seconds since the epoch as UTC (Aviary's job summaries); read as its text."""
+
+    name: str = "dateTime"
+
+    def read(self, element: etree._Element) -> str:
+        return element.text or ""
+
+    def write(self, value: int) -> str:
+        return datetime.datetime.fromtimestamp(int(value), datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 @dataclass(eq=False)
 class Struct:
     """A complex type with a sequence of members, read as a dict of the members present and written from a mapping
     in the sequence's order (null members left out).  ``members`` is filled once every type is known (a type may
-    hold itself: ``Status.next``)."""
+    hold itself: ``Status.next``).  A member in ``repeated`` (``maxOccurs="unbounded"`` beside other members, as
+    Aviary's schemas have them) is read as the list of its elements and written as one element per value; the
+    XML attributes named in ``attributes`` are read as their text (absent: left out)."""
 
     name: str
     members: dict[str, WireType] = field(default_factory=dict)
+    repeated: set[str] = field(default_factory=set)
+    attributes: tuple[str, ...] = ()
 
     def read(self, element: etree._Element) -> dict[str, Any]:
         values: dict[str, Any] = {}
         members = self.members
+        repeated = self.repeated
         twice: set[str] = set()
         for child in element:
             tag = child.tag
@@ -196,17 +234,26 @@ class Struct:
             kind = members.get(key)
             if kind is None:
                 continue
+            if key in repeated:
+                values.setdefault(key, []).append(read(kind, child))
+                continue
             if key in values:
                 twice.add(key)
             values[key] = None if child.get(NIL) else kind.read(child)
         if twice:  # (after every value is read: a value that cannot be read is the fault to answer first)
             key = next(key for key in members if key in twice)
             raise WireFault(f"{key!r} member does not respect frequency constraints.")
+        for name in self.attributes:
+            text = element.get(name)
+            if text is not None:
+                values[name] = text
         return values
 
     def write(self, value: Mapping[str, Any]) -> str | None:
-        parts = [element(name, kind.write(member)) for name, kind in self.members.items()
-                 if (member := value.get(name)) is not None]
+        repeated = self.repeated
+        parts = [element(name, kind.write(member)) if name not in repeated
+                 else "".join(element(name, kind.write(item)) for item in member)
+                 for name, kind in self.members.items() if (member := value.get(name)) is not None]
         return "".join(parts) or None
 
 
@@ -230,4 +277,7 @@ class Array:
 
 #: the XML Schema types the contracts use, by their ``xsd:`` name
 BUILTIN: dict[str, WireType] = {"int": Int("int", 32), "long": Int("long", 64), "boolean": Boolean(),
-                                "string": String(), "base64Binary": Base64Binary()}
+                                "string": String(), "base64Binary": Base64Binary(),
+                                # Aviary's: xsd:integer read as a long, as Axis2/C's ADB code did
+                                "integer": Int("integer", 64), "double": Double(), "dateTime": DateTime(),
+                                "anyURI": String("anyURI")}
