@@ -26,6 +26,7 @@ import pytest
 
 from gateway.testing import SOURCE_ROOT, GatewayProcess
 from jobmodel.arguments import join_v2
+from tests.accounts import Accounts
 from tests.conftest import zeep_client
 from tests.test_execution import job, status_is, submit, wait_for, wait_until
 
@@ -75,11 +76,19 @@ class Gateway:
 
 @pytest.fixture(scope="module")
 def account():
-    """A fresh unprivileged account, removed afterwards."""
-    name = f"bbctl{os.getpid() % 100000}"
-    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
-    yield pwd.getpwnam(name)
-    subprocess.run(["userdel", name], check=False)
+    """A fresh unprivileged account, removed afterwards; the gateway it runs needs this environment's packages, which
+    a 0700 directory (tox's ``.tox``, a clone under ``/root``) keeps from it: then only the root gateways are run
+    (``base_cgroup = ""`` still takes the subreaper path, as root)."""
+    with Accounts() as made:
+        user = made.user()
+        reach = subprocess.run(["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups", "env",
+                                f"PYTHONPATH={SOURCE_ROOT}:{PACKAGES}", PYTHON, "-c",
+                                "import twisted, classad2, gateway"],
+                               capture_output=True, text=True, check=False)
+        if reach.returncode != 0:
+            pytest.skip(f"another account cannot import this environment's packages ({PACKAGES}): "
+                        f"{reach.stderr.strip().splitlines()[-1] if reach.stderr.strip() else reach.returncode}")
+        yield pwd.getpwnam(user.name)
 
 
 def start(mode: str, account: pwd.struct_passwd | None) -> Gateway:
