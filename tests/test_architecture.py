@@ -11,6 +11,7 @@ so a circle hidden behind a lazy import fails too.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,47 @@ def test_the_import_reader_sees_relative_lazy_and_type_checking_imports(tmp_path
                       "def f():\n    from ..c import d\n")
     known = {"p.q.mod", "p.q.b", "p.c", "p.c.d"}
     assert imports_of("p.q.mod", source, known) == {"p.q.b", "p.c.d"}
+
+
+# -- the newcomer's map (docs/architecture.md) names only what the tree has -----------------------------------------
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+#: a path of the repository as prose names it (``gateway/http.py``, ``docs/architecture.md``, ``backends/local``)
+TREE_PATH = re.compile(r"(?<![\w/.-])((?:docs|gateway|backends|jobmodel|clients|wsdl|tests)/[\w./-]*\w)")
+#: a class name as prose names it (``ConnectionGuard``, ``BirdbathSchedd``): two or more capitalised words
+CLASS_NAME = re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b")
+
+
+def missing_paths(text: str) -> list[str]:
+    return sorted({path for path in TREE_PATH.findall(text) if not (ROOT / path).exists()})
+
+
+def defined_classes() -> set[str]:
+    return {node.name for path in modules().values() for node in ast.walk(ast.parse(path.read_text(), str(path)))
+            if isinstance(node, ast.ClassDef)}
+
+
+def test_the_architecture_document_names_only_files_that_exist():
+    text = ARCHITECTURE.read_text()
+    assert len(TREE_PATH.findall(text)) > 30  # the map names the tree's files, or this test checks nothing
+    assert not missing_paths(text), f"docs/architecture.md names files the tree lacks: {missing_paths(text)}"
+
+
+def test_the_architecture_document_names_only_classes_that_exist():
+    unknown = sorted(set(CLASS_NAME.findall(ARCHITECTURE.read_text())) - defined_classes())
+    assert not unknown, f"docs/architecture.md names classes the tree does not define: {unknown}"
+
+
+def test_module_texts_point_only_at_docs_that_exist():
+    dead = {f"{path.relative_to(ROOT)}: {name}" for top in (*PACKAGES, "clients") for path in (ROOT / top).rglob("*.py")
+            for name in missing_paths(path.read_text()) if name.startswith("docs/")}
+    assert not dead, "modules point at docs the repository lacks:\n" + "\n".join(sorted(dead))
+
+
+@pytest.mark.parametrize("text, missing", [
+    ("see docs/birdbath.md §5 and `gateway/http.py`", ["docs/birdbath.md"]),
+    ("(`gateway/nowhere.py`), backends/local/store.py.", ["gateway/nowhere.py"]),
+    ("a path inside another: /work/docs/x.md or mydocs/y.md", []),
+])
+def test_the_path_finder_finds_missing_paths(text, missing):
+    assert missing_paths(text) == missing

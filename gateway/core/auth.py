@@ -1,4 +1,4 @@
-"""Who may talk to the gateway, and whose jobs they may submit and act on (docs/birdbath.md §5.1, §9).
+"""Who may talk to the gateway, and whose jobs they may submit and act on (as HTCondor's schedd decided it for SOAP).
 
 Three host lists mirror HTCondor's knobs: ``allow_soap`` is checked when a request arrives (the SOAP level;
 by default loopback only), ``allow_read`` and ``allow_write`` per operation (a refusal is the original's

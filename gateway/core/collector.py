@@ -1,5 +1,5 @@
 """The operations behind the condorCollector service: querying the pool's ads and advertising new ones
-(docs/birdbath.md §12), over a backend that declares ``Capability.POOL``.
+(as HTCondor's collector answered them over SOAP), over a backend that declares ``Capability.POOL``.
 
 Who may do what follows HTCondor's collector: a query is a ``QUERY_*_ADS`` command, which needs READ
 (``allow_read``), and ``insertAd`` is an ``UPDATE_*_AD`` command, which needs the ``ADVERTISE_*`` level of its kind;

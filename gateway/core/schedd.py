@@ -1,4 +1,4 @@
-"""The Birdbath condorSchedd semantics (docs/birdbath.md §5-§7) over any backend, free of XML.
+"""The Birdbath condorSchedd semantics (HTCondor 6.8-8.6) over any backend, free of XML.
 
 Each public coroutine is one operation.  It runs the original's prologue (the caller's own transaction and its
 lease, then permission, then for an existing job the owner check), does its work, and either returns plain Python

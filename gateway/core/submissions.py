@@ -1,8 +1,8 @@
-"""The simplified submission API (QMF/Aviary-like, docs/qmf.md): ``submit(ad) -> id``, ``create() -> id`` and
+"""The simplified submission API (like MRG Grid's QMF and Aviary job APIs): ``submit(ad) -> id``, ``create() -> id`` and
 ``send(id, name, offset, data)`` for input staging, jobs grouped by their ``Submission`` attribute, job control and
 queries.  Protocol-free: the SOAP and JSON forms in ``gateway.soap.submission`` call this.
 
-Deliberate fixes of the originals' quirks (qmf.md §10): expressions keep their text on output; strings are never
+Deliberate fixes of the originals' quirks: expressions keep their text on output; strings are never
 quote-trimmed; output retrieval is binary-safe and limited to the job's Out/Err/UserLog (read with its owner's
 rights) and the files in its spool; an unknown submission is NO_MATCH; SetJobAttribute honours a given type and
 refuses the attributes the schedd owns; suspend/continue report whether they applied.  Values are strictly typed
@@ -110,7 +110,7 @@ class JobRef:
 
 
 def aviary_job(fields: dict[str, Any]) -> str:
-    """The job id an Aviary ``JobID`` structure (``{job, pool?, scheduler?, submission?}``, qmf.md §4.2) names: its
+    """The job id an Aviary ``JobID`` structure (``{job, pool?, scheduler?, submission?}``) names: its
     ``job``, the only part Aviary itself used (as the schedd part of ``schedd#cluster.proc`` is not checked either).
     A structure without a ``job`` text becomes a text that names it, for JobRef.parse to refuse."""
     job = fields.get("job")
@@ -600,7 +600,7 @@ def _spool_file(ad: classad2.ClassAd, name: str, spool: str) -> str:
 
 
 def _range(start: int, end: int, size: int) -> tuple[int, int]:
-    """QMF FetchJobData's rules (qmf.md §3.4), with the from-the-end length computed after clamping."""
+    """QMF FetchJobData's rules, with the from-the-end length computed after clamping."""
     if start >= 0:
         if end < start:
             raise ApiError(ApiStatus.INVALID_OFFSET, f"Invalid start and end values ({start}, {end})")

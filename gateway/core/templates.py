@@ -1,5 +1,5 @@
-"""The job template of ``createJobTemplate`` (docs/birdbath.md §7) and the file list of
-``discoverJobRequirements`` (§5.2), both computed without touching the queue."""
+"""The job template of ``createJobTemplate`` (as HTCondor's 6.8-8.6 schedd built it) and the file list of
+``discoverJobRequirements``, both computed without touching the queue."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from jobmodel.exprtext import SourceExpr, TextedAd
 from jobmodel.jobs import JobStatus
 from jobmodel.values import parse_expression
 
-#: the template's expressions, as the 8.x schedd wrote them (docs/birdbath.md §7)
+#: the template's expressions, as the 8.x schedd wrote them
 LEAVE_IN_QUEUE = "FilesRetrieved=?=FALSE"
 REQUEST_MEMORY = "ifthenelse(MemoryUsage isnt undefined,MemoryUsage,( ImageSize + 1023 ) / 1024)"
 NULL_FILES = ("", "/dev/null", "NUL")

@@ -1,4 +1,4 @@
-"""Birdbath transactions as idle leases (docs/birdbath.md §6), built here and handed to the backend whole.
+"""Birdbath transactions as idle leases (docs/architecture.md), built here and handed to the backend whole.
 
 A transaction is the gateway's record of what a client builds (clusters, jobs with their ads and declared files,
 changes to queued jobs); the backend sees it only at commit, as one :class:`~backends.interface.Batch`, and before

@@ -1,4 +1,4 @@
-"""The condorCollector SOAP service (docs/birdbath.md §12): ten operations that turn wire values into Python values,
+"""The condorCollector SOAP service: ten operations that turn wire values into Python values,
 call the core (:class:`gateway.core.collector.BirdbathCollector`), and turn its answer back into wire values.
 
 The shapes are the original's: a query answers ``<result>`` holding one ``item`` per ad (each a list of attribute

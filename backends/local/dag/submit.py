@@ -55,7 +55,7 @@ def node_ads(submit_file: Path, directory: Path, macros: dict[str, str], cluster
 
 def _translate(submit_file: str, directory: str, macros: dict[str, str], cluster: int) -> dict[str, object]:
     """What :func:`node_ads` does with the owner's rights: ``{"ads": [ad text...]}`` or ``{"error": message}``."""
-    import htcondor  # the v1 bindings: the only offline Submit(...).jobs() (see docs/toolchain.md)
+    import htcondor  # the v1 bindings: the only offline Submit(...).jobs() (htcondor2's raises NotImplementedError)
 
     path = Path(submit_file)
     try:
