@@ -21,6 +21,7 @@ from gateway.core.submissions import SubmissionService, SubmissionSettings
 from gateway.core.threads import BlockingCaller
 from gateway.daemon import sharedport
 from gateway.http import Endpoint, GatewayResource, GatewaySite, HandshakeLogging
+from gateway.monitoring.web import Monitor
 from gateway.soap.application import schedd_application
 from gateway.soap.collector import CollectorContext, collector_application, query_answers
 from gateway.soap.collector_routing import ByOperation, CollectorOnly
@@ -68,6 +69,7 @@ class Gateway:
                                           policy=config.policy(), identification=identification)
         self.collector_port: IListeningPort | None = None
         self._contact_text: str | None = None  # see _contact
+        self.monitor: Monitor | None = None  # /metrics, /healthz, /readyz: made in start()
 
     def listen(self) -> None:
         """Bind the plain port and the SSL port, those that are on (raises CannotListenError when one is taken)."""
@@ -119,7 +121,8 @@ class Gateway:
                                                 self.collector, config.state_dir / "carod")
             ensureDeferred(self.lowlatency.start()).addErrback(
                 lambda failure: log.failure("starting the low-latency (AMQP) front end", failure))
-        self.site.resource = GatewayResource([
+        self.monitor = Monitor(self)
+        self.site.resource = self.monitor.root(GatewayResource([
             Endpoint(b"/submission/json", SoapDispatcher(json_application()), self._submission_context,
                      content_type=b"application/json", body_for=lambda op, body: json_request(op.decode(), body)),
             Endpoint(b"/submission", SoapDispatcher(soap_application()), self._submission_context,
@@ -127,7 +130,7 @@ class Gateway:
             Endpoint(b"/condorCollector", services, self._request_context, collector_wsdl, b"condorCollector.wsdl"),
             Endpoint(b"", services, self._request_context, PublishedWsdl(wsdl_path("condorSchedd.wsdl")),
                      b"condorSchedd.wsdl"),
-        ])
+        ]))
         for port, scheme in ((self.port, "http"), (self.ssl_port, "https")):
             if port is not None:
                 address = port.getHost()
@@ -178,6 +181,8 @@ class Gateway:
         which tells the backend's services not to wait for running jobs to stop by themselves).
 
         The backend's threads are stopped whatever fails before, or they would keep the process alive."""
+        if self.monitor is not None:
+            self.monitor.stop()
         try:
             for port in (self.port, self.ssl_port, self.named_socket, self.collector_port):
                 if port is not None:
