@@ -124,3 +124,14 @@ def test_readyz_says_when_the_state_directory_is_full(start_gateway, small_disk)
     assert free < 64 * 1024
     filler.unlink()
     assert get(gateway.port, "/readyz")[0] == 200
+
+
+def test_a_job_the_gateway_cannot_start_is_held_with_the_code_the_alert_reads(monitored, schedd):
+    """BirdbathJobsHeldByGatewayFailures (README) fires on held jobs of any code but 1 (a user) and 3 (the job's own
+    policy): a job whose Iwd does not exist is held by the gateway with code 14 (IWD_ERROR)."""
+    before = scrape(monitored.port)
+    key, = submit(schedd, Cmd="/bin/true", Iwd="/nonexistent/directory")
+    wait_for(schedd, key, lambda job: job.get("JobStatus") == "5")
+    after = scrape(monitored.port)
+    assert moved(before, after, "birdbath_held_jobs", code="14") == 1
+    assert moved(before, after, "birdbath_job_transitions_total", state="held") == 1

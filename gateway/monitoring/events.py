@@ -12,6 +12,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from twisted.logger import LogLevel
 
+from jobmodel.jobs import JobStatus
+
 REQUESTS = "birdbath.request"
 JOBS = "birdbath.jobs"
 
@@ -58,6 +60,8 @@ class EventMetrics:
         self.submitted = Counter("birdbath_jobs_submitted", "Jobs submitted", registry=registry)
         self.run_time = Histogram("birdbath_job_run_duration_seconds", "Wall-clock time of runs that ended",
                                   buckets=RUN_TIME_BUCKETS, registry=registry)
+        for state in JobStatus:  # every state has a series from the start: a rule can see "none in 15 minutes"
+            self.transitions.labels(state.name.lower())
         self._operation = BoundedLabel()
         self._outcome = BoundedLabel()
 
