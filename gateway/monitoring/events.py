@@ -64,6 +64,8 @@ class EventMetrics:
             self.transitions.labels(state.name.lower())
         self._operation = BoundedLabel()
         self._outcome = BoundedLabel()
+        #: the series of each (operation, outcome) seen: prometheus_client's labels() costs more than the count
+        self._series: dict[tuple[object, object], tuple[Any, Any]] = {}
 
     def __call__(self, event: Mapping[str, Any]) -> None:
         namespace = event.get("log_namespace")
@@ -74,9 +76,15 @@ class EventMetrics:
 
     def _request(self, event: Mapping[str, Any]) -> None:
         if "outcome" in event and "ms" in event:
-            operation = self._operation(event.get("operation", "-"))
-            self.requests.labels(operation, self._outcome(event["outcome"])).inc()
-            self.latency.labels(operation).observe(event["ms"] / 1000)
+            key = (event.get("operation", "-"), event["outcome"])
+            series = self._series.get(key)
+            if series is None:
+                operation = self._operation(key[0])
+                series = (self.requests.labels(operation, self._outcome(key[1])), self.latency.labels(operation))
+                if len(self._series) < MAX_LABEL_VALUES * 4:
+                    self._series[key] = series
+            series[0].inc()
+            series[1].observe(event["ms"] / 1000)
         elif "code" in event and event.get("log_level") is LogLevel.warn:
             self.refused.labels(str(event["code"])).inc()
 
