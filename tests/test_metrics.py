@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import http.client
 import json
+import shutil
+import socket
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.testing import GatewayProcess
 from tests.birdbath import expr
 from tests.conftest import module_gateway, zeep_client
 from tests.test_execution import RUNNER, submit, wait_for
@@ -135,3 +139,45 @@ def test_a_job_the_gateway_cannot_start_is_held_with_the_code_the_alert_reads(mo
     after = scrape(monitored.port)
     assert moved(before, after, "birdbath_held_jobs", code="14") == 1
     assert moved(before, after, "birdbath_job_transitions_total", state="held") == 1
+
+
+@pytest.fixture
+def open_base():
+    """A world-traversable directory for a gateway's state: low-latency jobs run as nobody."""
+    path = Path(tempfile.mkdtemp(prefix="metrics-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_amqp_figures_and_readiness_follow_the_broker(amqp_broker, open_base):
+    from tests.test_lowlatency import carod_config, run, seed_job, wait_for_consumer
+
+    queue = "grid-metrics"
+    gateway = GatewayProcess(open_base / "state", carod_config(amqp_broker, carod_broker_queue=queue),
+                             tmp=open_base).start()
+    try:
+        wait_for_consumer(amqp_broker, queue)
+        before = scrape(gateway.port)
+        job = seed_job()
+        assert [reply.status for reply in run(amqp_broker, queue, [job])[job.message_id]] == [2, 4]
+        after = scrape(gateway.port)
+        assert after[("birdbath_amqp_connected", frozenset())] == 1
+        assert moved(before, after, "birdbath_amqp_messages_taken_total") == 1
+        assert moved(before, after, "birdbath_amqp_messages_finals_total") == 1
+        assert moved(before, after, "birdbath_amqp_messages_rejected_total") == 0
+        assert after[("birdbath_amqp_connections_total", frozenset())] == 1
+        assert get(gateway.port, "/readyz")[0] == 200
+    finally:
+        gateway.stop()
+
+
+def test_readyz_says_when_the_broker_is_away(start_gateway, open_base):
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    gateway = start_gateway(f"[carod]\nenable_carod = true\ncarod_broker_port = {port}\n",
+                            state_dir=open_base / "state")
+    status, _, body = get(gateway.port, "/readyz")
+    assert (status, json.loads(body)) == (503, {"ready": False, "problems": ["AMQP broker not connected"]})
+    assert scrape(gateway.port)[("birdbath_amqp_connected", frozenset())] == 0
