@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.testing import GatewayProcess
+from gateway.testing import GatewayProcess, TestPki
 from tests.birdbath import expr
 from tests.conftest import module_gateway, zeep_client
 from tests.test_execution import RUNNER, submit, wait_for
@@ -181,3 +181,27 @@ def test_readyz_says_when_the_broker_is_away(start_gateway, open_base):
     status, _, body = get(gateway.port, "/readyz")
     assert (status, json.loads(body)) == (503, {"ready": False, "problems": ["AMQP broker not connected"]})
     assert scrape(gateway.port)[("birdbath_amqp_connected", frozenset())] == 0
+
+
+def test_callers_refused_for_who_they_are_are_counted(start_gateway, tmp_path):
+    """A wrong password on the SSL port is refused (401) for the operations and for /metrics alike, and counted."""
+    import base64
+    import ssl
+
+    pki = TestPki(tmp_path / "pki")
+    pki.passwords({"alice": "wonderland"})
+    gateway = start_gateway(pki.config(certificates=False, passwords=True), ssl=True)
+    before = scrape(gateway.port)
+    context = ssl.create_default_context(cafile=str(pki.ca_file))
+    wrong = {"Authorization": "Basic " + base64.b64encode(b"alice:wrong").decode()}
+    for method, path, body in (("POST", "/", b"<x/>"), ("GET", "/metrics", None)):
+        connection = http.client.HTTPSConnection("127.0.0.1", gateway.ssl_port, context=context, timeout=30)
+        try:
+            connection.request(method, path, body=body, headers=wrong)
+            response = connection.getresponse()
+            assert response.status == 401 and response.getheader("www-authenticate", "").startswith("Basic")
+            response.read()
+        finally:
+            connection.close()
+    after = scrape(gateway.port)
+    assert moved(before, after, "birdbath_requests_refused_total", code="401") == 2

@@ -121,17 +121,24 @@ class Page(resource.Resource):
     def render_GET(self, request: Any) -> Any:
         refusal = getattr(request, "refusal", None)
         if refusal is not None:
-            return _json(request, refusal.code, {"error": refusal.message})
+            return self._refuse(request, refusal.code, refusal.message)
         if not self.monitor.policy.allow_read.allows(request.client_host):
-            requests_log.warn("GET {path} from {client} refused (403): host not in allow_read",
-                     path=request.path.decode("latin-1"), client=request.client_host, code=403)
-            return _json(request, 403, {"error": f"host {request.client_host} is not in allow_read"})
+            return self._refuse(request, 403, f"host {request.client_host} is not in allow_read")
         answer = ensureDeferred(self.answer(request))
         answer.addErrback(self._failed, request)
         return server.NOT_DONE_YET
 
     async def answer(self, request: server.Request) -> None:
         raise NotImplementedError
+
+    def _refuse(self, request: Any, code: int, message: str) -> bytes:
+        """Refuse, logged (and so counted) as the operations' refusals are."""
+        requests_log.warn("{method} {path} from {client} refused ({code}): {message}",
+                          method=request.method.decode("latin-1"), path=request.path.decode("latin-1"),
+                          client=request.client_host, code=code, message=message)
+        if code == 401:
+            request.setHeader(b"www-authenticate", b'Basic realm="birdbath", charset="UTF-8"')
+        return _json(request, code, {"error": message})
 
     def _failed(self, failure: Failure, request: server.Request) -> None:
         log.failure("answering {path}", failure, path=request.path.decode("latin-1"))
