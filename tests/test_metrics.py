@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import http.client
 import json
-import shutil
 import socket
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from gateway.testing import GatewayProcess, TestPki
 from tests.birdbath import expr
 from tests.conftest import module_gateway, zeep_client
 from tests.test_execution import RUNNER, submit, wait_for
+from tests.test_lowlatency import base as open_base  # noqa: F401 (a fixture: a directory jobs run as nobody reach)
 
 READERS = '[birdbath]\nallow_read = ["127.0.0.1"]\n'
 monitored = module_gateway(RUNNER + READERS)
@@ -141,20 +140,11 @@ def test_a_job_the_gateway_cannot_start_is_held_with_the_code_the_alert_reads(mo
     assert moved(before, after, "birdbath_job_transitions_total", state="held") == 1
 
 
-@pytest.fixture
-def open_base():
-    """A world-traversable directory for a gateway's state: low-latency jobs run as nobody."""
-    path = Path(tempfile.mkdtemp(prefix="metrics-", dir="/tmp"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def test_amqp_figures_and_readiness_follow_the_broker(amqp_broker, open_base):
+def test_amqp_figures_and_readiness_follow_the_broker(amqp_broker, open_base):  # noqa: F811
     from tests.test_lowlatency import carod_config, run, seed_job, wait_for_consumer
 
     queue = "grid-metrics"
-    gateway = GatewayProcess(open_base / "state", carod_config(amqp_broker, carod_broker_queue=queue),
+    gateway = GatewayProcess(open_base / "served", carod_config(amqp_broker, carod_broker_queue=queue),
                              tmp=open_base).start()
     try:
         wait_for_consumer(amqp_broker, queue)
@@ -172,12 +162,12 @@ def test_amqp_figures_and_readiness_follow_the_broker(amqp_broker, open_base):
         gateway.stop()
 
 
-def test_readyz_says_when_the_broker_is_away(start_gateway, open_base):
+def test_readyz_says_when_the_broker_is_away(start_gateway, open_base):  # noqa: F811
     with socket.socket() as unused:  # a port nothing listens on
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
     gateway = start_gateway(f"[carod]\nenable_carod = true\ncarod_broker_port = {port}\n",
-                            state_dir=open_base / "state")
+                            state_dir=open_base / "away")
     status, _, body = get(gateway.port, "/readyz")
     assert (status, json.loads(body)) == (503, {"ready": False, "problems": ["AMQP broker not connected"]})
     assert scrape(gateway.port)[("birdbath_amqp_connected", frozenset())] == 0
