@@ -2,9 +2,8 @@
 the rest as ``other``) and held by ``HoldReasonCode``; open transactions; the state directory's free space; the
 slots the Scheduler ad offers; the low-latency (AMQP) front end's counters.
 
-The backend is asked once per scrape (:meth:`QueueFigures.refresh`, off the reactor on the backend's worker
-thread, with the call timeout every operation has); :meth:`collect` then reports that snapshot, as
-prometheus_client calls collectors synchronously."""
+The backend is asked once per scrape (:func:`snapshot`, off the reactor on the query pool, as clients' queries
+are); :meth:`QueueFigures.collect` then reports that snapshot, as prometheus_client calls collectors synchronously."""
 
 from __future__ import annotations
 
@@ -40,7 +39,7 @@ class Snapshot:
 
 
 def snapshot(backend: ScheddBackend, contact: str | None) -> Snapshot:
-    """Read the queue (and the Scheduler ad's slots when the backend has a pool); runs on the backend's thread."""
+    """Read the queue (and the Scheduler ad's slots when the backend has a pool); runs on the query pool."""
     seen = Snapshot()
     owners: collections.Counter[str] = collections.Counter()
     for ad in backend.query(None, PROJECTION):

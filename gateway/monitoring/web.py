@@ -61,7 +61,8 @@ class Monitor:
     async def scrape(self) -> bytes:
         """The metrics in Prometheus' text format, the queue's figures read now."""
         gateway = self.gateway
-        self.figures.last = await gateway.calls(snapshot, gateway.backend, gateway._contact())
+        # on the query pool, as clients' queries: a scrape never waits behind the backend's writes, nor they behind it
+        self.figures.last = await gateway.queries.read(snapshot, gateway.backend, gateway._contact())
         return generate_latest(self.registry)
 
     async def problems(self) -> list[str]:
