@@ -195,3 +195,18 @@ def test_callers_refused_for_who_they_are_are_counted(start_gateway, tmp_path):
             connection.close()
     after = scrape(gateway.port)
     assert moved(before, after, "birdbath_requests_refused_total", code="401") == 2
+
+
+def test_pages_answer_only_what_they_serve(monitored):
+    """A POST to a page is not an operation's (405, and the gateway goes on); a query string changes nothing."""
+    connection = http.client.HTTPConnection("127.0.0.1", monitored.port, timeout=30)
+    try:
+        connection.request("POST", "/metrics", body=b"<x/>", headers={"Content-Type": "text/xml"})
+        response = connection.getresponse()
+        assert response.status == 405
+        response.read()
+    finally:
+        connection.close()
+    status, _, body = get(monitored.port, "/healthz?verbose=1&x=%00")
+    assert (status, json.loads(body)) == (200, {"status": "ok"})
+    assert get(monitored.port, "/metrics")[0] == 200
