@@ -24,6 +24,7 @@ from gateway.core.submissions import SubmissionService, SubmissionSettings
 from gateway.core.threads import BlockingCaller
 from gateway.daemon import sharedport
 from gateway.http import Endpoint, GatewayResource, GatewaySite, HandshakeLogging
+from gateway.monitoring.web import Monitor
 from gateway.soap.aviary import AviaryContext, job_service, query_service
 from gateway.soap.collector import CollectorContext, collector_service, query_answers
 from gateway.soap.collector_routing import ByOperation, CollectorOnly
@@ -76,6 +77,7 @@ class Gateway:
                                           identification=identification, deadlines=config.request_deadlines())
         self.collector_port: IListeningPort | None = None
         self._contact_text: str | None = None  # see _contact
+        self.monitor: Monitor | None = None  # /metrics, /healthz, /readyz: made in start()
 
     def listen(self) -> None:
         """Bind the plain port and the SSL port, those that are on (raises CannotListenError when one is taken)."""
@@ -134,7 +136,8 @@ class Gateway:
                                                 self.collector, config.state_dir / "carod")
             ensureDeferred(self.lowlatency.start()).addErrback(
                 lambda failure: log.failure("starting the low-latency (AMQP) front end", failure))
-        self.site.resource = GatewayResource([
+        self.monitor = Monitor(self)
+        self.site.resource = self.monitor.root(GatewayResource([
             Endpoint(b"/submission/json", SoapDispatcher(json_application()), self._submission_context,
                      content_type=b"application/json", body_for=lambda op, body: json_request(op.decode(), body)),
             Endpoint(b"/submission", SoapDispatcher(soap_application()), self._submission_context,
@@ -143,7 +146,7 @@ class Gateway:
             Endpoint(b"/condorCollector", services, self._request_context, collector_wsdl, b"condorCollector.wsdl"),
             Endpoint(b"", services, self._request_context, PublishedWsdl(wsdl_path("condorSchedd.wsdl")),
                      b"condorSchedd.wsdl"),
-        ])
+        ]))
         limits = self.gate.limits
         log.info("serving at most {total} connections, {per_caller} per caller, the last {reserved} for root and "
                  "queue_super_users on this machine (max_connections, max_connections_per_caller, "
@@ -221,6 +224,8 @@ class Gateway:
         which tells the backend's services not to wait for running jobs to stop by themselves).
 
         The backend's threads are stopped whatever fails before, or they would keep the process alive."""
+        if self.monitor is not None:
+            self.monitor.stop()
         try:
             for port in (self.port, self.ssl_port, self.named_socket, self.local_socket, self.collector_port):
                 if port is not None:

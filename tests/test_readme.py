@@ -251,6 +251,48 @@ def layout(example: Example) -> None:
     assert not modules - set(named), f"modules the layout does not describe: {sorted(modules - set(named))}"
 
 
+# -- monitoring: the pages answer as shown; the scrape configuration and the alert rules read what /metrics serves ---
+@runs("monitoring-curl")
+def monitoring_curl(example: Example, gateway: GatewayProcess, tmp_path: Path) -> None:
+    output = run_sh(example.at(gateway.url), tmp_path).splitlines()
+    assert json.loads(output[0]) == {"status": "ok"} and json.loads(output[1]) == {"ready": True, "problems": []}
+    assert 'birdbath_jobs{state="idle"}' in " ".join(output[2:])
+
+
+def served_metric_names(gateway: GatewayProcess) -> set[str]:
+    """The names of the families and samples a gateway's /metrics serves."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(gateway.url + "metrics") as answer:
+        families = list(text_string_to_metric_families(answer.read().decode()))
+    return {family.name for family in families} | {sample.name for family in families for sample in family.samples}
+
+
+@runs("prometheus-scrape")
+def prometheus_scrape(example: Example, gateway: GatewayProcess) -> None:
+    import yaml
+
+    job, = yaml.safe_load(example.body)["scrape_configs"]
+    target, = job["static_configs"][0]["targets"]
+    assert target.endswith(":1984")  # the gateway's default port
+    with urllib.request.urlopen(gateway.url.rstrip("/") + job["metrics_path"]) as answer:
+        assert answer.status == 200 and answer.headers["content-type"].startswith("text/plain; version=")
+
+
+@runs("prometheus-alerts")
+def prometheus_alerts(example: Example, gateway: GatewayProcess) -> None:
+    """Every metric a rule reads is one the gateway serves (a renamed metric would silence the alert)."""
+    import yaml
+
+    rules = yaml.safe_load(example.body)["groups"][0]["rules"]
+    assert [rule["alert"] for rule in rules] == ["BirdbathSchedulerNotCycling", "BirdbathStateDiskFilling",
+                                                 "BirdbathJobsHeldByGatewayFailures"]
+    served = served_metric_names(gateway)
+    for rule in rules:
+        read = set(re.findall(r"\b(birdbath_\w+)", rule["expr"]))
+        assert read and read <= served, f"{rule['alert']} reads metrics the gateway does not serve: {read - served}"
+
+
 @runs("java")
 def java(example: Example, gateway: GatewayProcess, tmp_path: Path) -> None:
     """From the repository, with the input files it ships (clients/java/examples)."""

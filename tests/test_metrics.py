@@ -1,0 +1,212 @@
+"""Operators' monitoring: /metrics scraped with prometheus_client's own parser moves by exactly what happened
+(a submit, a run, a hold, a refused caller); /healthz and /readyz answer, and /readyz says when the state
+directory's disk is full (a small tmpfs)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.testing import GatewayProcess, TestPki
+from tests.birdbath import expr
+from tests.conftest import module_gateway, zeep_client
+from tests.test_execution import RUNNER, submit, wait_for
+from tests.test_lowlatency import base as open_base  # noqa: F401 (a fixture: a directory jobs run as nobody reach)
+
+READERS = '[birdbath]\nallow_read = ["127.0.0.1"]\n'
+monitored = module_gateway(RUNNER + READERS)
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def get(port: int, path: str, source: str = "127.0.0.1") -> tuple[int, str, bytes]:
+    """GET ``path`` from the loopback address ``source``."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30, source_address=(source, 0))
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, response.getheader("content-type", ""), response.read()
+    finally:
+        connection.close()
+
+
+def scrape(port: int) -> Samples:
+    status, content_type, body = get(port, "/metrics")
+    assert status == 200 and content_type.startswith("text/plain; version=")
+    return {(sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(body.decode()) for sample in family.samples}
+
+
+def moved(before: Samples, after: Samples, name: str, **labels: str) -> float:
+    key = (name, frozenset(labels.items()))
+    return after.get(key, 0.0) - before.get(key, 0.0)
+
+
+@pytest.fixture(scope="module")
+def schedd(monitored):
+    return zeep_client(monitored.url + "condorSchedd.wsdl", monitored.url)
+
+
+def test_counters_move_by_what_happened(monitored, schedd):
+    before = scrape(monitored.port)
+    ran, = submit(schedd, Cmd="/bin/true")
+    wait_for(schedd, ran, lambda job: job.get("JobStatus") == "4")
+    parked, = submit(schedd, Cmd="/bin/true", Requirements=expr("FALSE"))
+    assert schedd.holdJob(None, *parked, "parked by the test", False, False, False).code == "SUCCESS"
+    status, _, answer = get(monitored.port, "/metrics", source="127.0.0.2")
+    assert status == 403 and "allow_read" in json.loads(answer)["error"]
+    after = scrape(monitored.port)
+
+    assert moved(before, after, "birdbath_jobs_submitted_total") == 2
+    assert moved(before, after, "birdbath_job_transitions_total", state="running") == 1
+    assert moved(before, after, "birdbath_job_transitions_total", state="completed") == 1
+    assert moved(before, after, "birdbath_job_transitions_total", state="held") == 1
+    assert moved(before, after, "birdbath_job_run_duration_seconds_count") == 1
+    assert moved(before, after, "birdbath_requests_total", operation="submit", outcome="SUCCESS") == 2
+    assert moved(before, after, "birdbath_requests_total", operation="holdJob", outcome="SUCCESS") == 1
+    assert moved(before, after, "birdbath_request_duration_seconds_count", operation="submit") == 2
+    assert moved(before, after, "birdbath_requests_refused_total", code="403") == 1
+    # the queue as it is now: read from the backend at the scrape
+    assert moved(before, after, "birdbath_jobs", state="held") == 1
+    assert moved(before, after, "birdbath_jobs", state="completed") == 1
+    assert moved(before, after, "birdbath_held_jobs", code="1") == 1  # HoldReasonCode 1: held by a user
+    assert after[("birdbath_slots", frozenset())] == 2
+    assert after[("birdbath_transactions_open", frozenset())] == 0
+    assert after[("birdbath_state_directory_free_bytes", frozenset())] > 0
+    assert after[("process_resident_memory_bytes", frozenset())] > 0
+
+
+def test_health_and_readiness(monitored):
+    status, content_type, body = get(monitored.port, "/healthz")
+    assert (status, content_type, json.loads(body)) == (200, "application/json", {"status": "ok"})
+    status, _, body = get(monitored.port, "/readyz")
+    assert (status, json.loads(body)) == (200, {"ready": True, "problems": []})
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/healthz", "/readyz"])
+def test_pages_refuse_hosts_outside_allow_read(monitored, path):
+    status, content_type, body = get(monitored.port, path, source="127.0.0.2")
+    assert (status, content_type) == (403, "application/json")
+    assert json.loads(body) == {"error": "host 127.0.0.2 is not in allow_read"}
+
+
+def test_operations_keep_every_other_path(monitored):
+    status, _, body = get(monitored.port, "/some/where/condorSchedd.wsdl")
+    assert status == 200 and b"definitions" in body
+    status, _, _ = get(monitored.port, "/metricsandmore")
+    assert status == 404  # an operation's path, answered as the operations answer a GET that is no WSDL
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 4 MiB tmpfs of its own, unmounted afterwards."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], check=True)
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def test_readyz_says_when_the_state_directory_is_full(start_gateway, small_disk):
+    gateway = start_gateway(RUNNER, state_dir=small_disk / "state")
+    assert get(gateway.port, "/readyz")[0] == 200
+    filler = small_disk / "filler"
+    full = subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], check=False, capture_output=True)
+    assert b"No space left" in full.stderr
+    status, _, body = get(gateway.port, "/readyz")
+    answer = json.loads(body)
+    assert status == 503 and answer["ready"] is False
+    assert [problem for problem in answer["problems"] if "does not take a write" in problem] == answer["problems"]
+    free = scrape(gateway.port)[("birdbath_state_directory_free_bytes", frozenset())]
+    assert free < 64 * 1024
+    filler.unlink()
+    assert get(gateway.port, "/readyz")[0] == 200
+
+
+def test_a_job_the_gateway_cannot_start_is_held_with_the_code_the_alert_reads(monitored, schedd):
+    """BirdbathJobsHeldByGatewayFailures (README) fires on held jobs of any code but 1 (a user) and 3 (the job's own
+    policy): a job whose Iwd does not exist is held by the gateway with code 14 (IWD_ERROR)."""
+    before = scrape(monitored.port)
+    key, = submit(schedd, Cmd="/bin/true", Iwd="/nonexistent/directory")
+    wait_for(schedd, key, lambda job: job.get("JobStatus") == "5")
+    after = scrape(monitored.port)
+    assert moved(before, after, "birdbath_held_jobs", code="14") == 1
+    assert moved(before, after, "birdbath_job_transitions_total", state="held") == 1
+
+
+def test_amqp_figures_and_readiness_follow_the_broker(amqp_broker, open_base):  # noqa: F811
+    from tests.test_lowlatency import carod_config, run, seed_job, wait_for_consumer
+
+    queue = "grid-metrics"
+    gateway = GatewayProcess(open_base / "served", carod_config(amqp_broker, carod_broker_queue=queue),
+                             tmp=open_base).start()
+    try:
+        wait_for_consumer(amqp_broker, queue)
+        before = scrape(gateway.port)
+        job = seed_job()
+        assert [reply.status for reply in run(amqp_broker, queue, [job])[job.message_id]] == [2, 4]
+        after = scrape(gateway.port)
+        assert after[("birdbath_amqp_connected", frozenset())] == 1
+        assert moved(before, after, "birdbath_amqp_messages_taken_total") == 1
+        assert moved(before, after, "birdbath_amqp_messages_finals_total") == 1
+        assert moved(before, after, "birdbath_amqp_messages_rejected_total") == 0
+        assert after[("birdbath_amqp_connections_total", frozenset())] == 1
+        assert get(gateway.port, "/readyz")[0] == 200
+    finally:
+        gateway.stop()
+
+
+def test_readyz_says_when_the_broker_is_away(start_gateway, open_base):  # noqa: F811
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    gateway = start_gateway(f"[carod]\nenable_carod = true\ncarod_broker_port = {port}\n",
+                            state_dir=open_base / "away")
+    status, _, body = get(gateway.port, "/readyz")
+    assert (status, json.loads(body)) == (503, {"ready": False, "problems": ["AMQP broker not connected"]})
+    assert scrape(gateway.port)[("birdbath_amqp_connected", frozenset())] == 0
+
+
+def test_callers_refused_for_who_they_are_are_counted(start_gateway, tmp_path):
+    """A wrong password on the SSL port is refused (401) for the operations and for /metrics alike, and counted."""
+    import base64
+    import ssl
+
+    pki = TestPki(tmp_path / "pki")
+    pki.passwords({"alice": "wonderland"})
+    gateway = start_gateway(pki.config(certificates=False, passwords=True), ssl=True)
+    before = scrape(gateway.port)
+    context = ssl.create_default_context(cafile=str(pki.ca_file))
+    wrong = {"Authorization": "Basic " + base64.b64encode(b"alice:wrong").decode()}
+    for method, path, body in (("POST", "/", b"<x/>"), ("GET", "/metrics", None)):
+        connection = http.client.HTTPSConnection("127.0.0.1", gateway.ssl_port, context=context, timeout=30)
+        try:
+            connection.request(method, path, body=body, headers=wrong)
+            response = connection.getresponse()
+            assert response.status == 401 and response.getheader("www-authenticate", "").startswith("Basic")
+            response.read()
+        finally:
+            connection.close()
+    after = scrape(gateway.port)
+    assert moved(before, after, "birdbath_requests_refused_total", code="401") == 2
+
+
+def test_pages_answer_only_what_they_serve(monitored):
+    """A POST to a page is not an operation's (405, and the gateway goes on); a query string changes nothing."""
+    connection = http.client.HTTPConnection("127.0.0.1", monitored.port, timeout=30)
+    try:
+        connection.request("POST", "/metrics", body=b"<x/>", headers={"Content-Type": "text/xml"})
+        response = connection.getresponse()
+        assert response.status == 405
+        response.read()
+    finally:
+        connection.close()
+    status, _, body = get(monitored.port, "/healthz?verbose=1&x=%00")
+    assert (status, json.loads(body)) == (200, {"status": "ok"})
+    assert get(monitored.port, "/metrics")[0] == 200
