@@ -201,6 +201,15 @@ def test_the_gateways_shutdown_ends_every_process_of_its_jobs(mode, fast, reques
         stop(running)
 
 
+def test_a_job_with_condor_submits_default_memory_request_runs(gateway):
+    """condor_submit's default RequestMemory follows the image size (a few MiB): the slot, and so the limit, is at
+    least one quantum, or no ordinary job could run."""
+    directory = gateway.workdir()
+    (key,) = submit(gateway.schedd, Cmd=PYTHON, Arguments=join_v2(["-S", "-c", "x = b'x' * (40 << 20)"]),
+                    RequestMemory=2, Iwd=str(directory), ShouldTransferFiles="NO")
+    assert wait_for(gateway.schedd, key, status_is(4), timeout=60)["ExitCode"] == "0"
+
+
 def test_a_job_over_its_memory_request_is_held(gateway):
     directory = gateway.workdir()
     grow = "import time\nx = b'x' * (300 << 20)\ntime.sleep(60)\n"
@@ -208,7 +217,8 @@ def test_a_job_over_its_memory_request_is_held(gateway):
                     Iwd=str(directory), ShouldTransferFiles="NO", UserLog=str(directory / "job.log"))
     held = wait_for(gateway.schedd, key, status_is(5), timeout=30)
     assert held["HoldReasonCode"] == "34" and held["HoldReasonSubCode"] == "0"
-    assert "memory limit of 64 megabytes" in held["HoldReason"], held["HoldReason"]
+    # (its slot's memory: the request rounded up to 128 MiB, as a partitionable slot provisions it)
+    assert "memory limit of 128 megabytes" in held["HoldReason"], held["HoldReason"]
     assert "Consider resubmitting with a higher request_memory" in held["HoldReason"]
     assert ("cgroup memory limit" in held["HoldReason"]) == (gateway.mode == "cgroup")
     log = (directory / "job.log").read_text()

@@ -355,10 +355,19 @@ def _write_reported(directory: ExecuteDir, cpu: tuple[float, float]) -> None:
         pass
 
 
+#: a partitionable slot gives a job its ``RequestMemory`` rounded up to this many MiB (HTCondor's default
+#: ``MODIFY_REQUEST_EXPR_REQUESTMEMORY = quantize(RequestMemory, {128})``): the memory it is provisioned and limited to
+MEMORY_QUANTUM_MB = 128
+
+
 def _request_memory(ad: classad2.ClassAd) -> int | None:
-    """``RequestMemory`` in MiB, None when the job asks for none (or for nothing a number can say)."""
+    """The memory the job's slot is provisioned with, in MiB: its ``RequestMemory`` quantized as a partitionable slot
+    does (condor_submit's default request follows the image size, a few MiB, which no real job fits in), None when
+    the job asks for none (or for nothing a number can say)."""
     value = evaluate_number(ad, "RequestMemory")
-    return min(MAX_MEMORY_MB, max(1, int(value))) if math.isfinite(value) and value > 0 else None
+    if not (math.isfinite(value) and value > 0):
+        return None
+    return min(MAX_MEMORY_MB, math.ceil(value / MEMORY_QUANTUM_MB) * MEMORY_QUANTUM_MB)
 
 
 def _starter_hold(reported: object) -> StarterHold | None:
