@@ -649,10 +649,9 @@ def test_fetch_close_and_rm_let_a_completed_staged_job_leave_the_queue(gateway, 
     assert "1 completed job(s) kept in the queue" in birdbath(gateway, "q", cluster).stdout  # the batch view too
     # another user may neither remove nor close them
     status, errors = birdbath_as("nobody", gateway, "rm", removed)
-    assert (status, errors.startswith(f"birdbath: job {removed}: ")) == (1, True), errors
-    assert "may not act on 'root'" in errors, errors
+    assert (status, "Not job owner" in errors) == (1, True), errors
     status, errors = birdbath_as("nobody", gateway, "rm", cluster)
-    assert status == 1, errors
+    assert (status, "Not job owner" in errors) == (1, True), errors
     assert queued(gateway, fetched) and queued(gateway, removed)
     # the owner: fetch -close, then rm
     closed = birdbath(gateway, "fetch", fetched, str(tmp_path / "out"), "-close")
