@@ -183,10 +183,12 @@ def cli(example: Example, gateway: GatewayProcess, tmp_path: Path) -> None:
     assert job, lines
     first = int(job[1])
     assert lines[1:3] == ["exit status 3", "0 4 3"]
-    assert sorted(lines[3:5]) == ["out/hello.out", "out/sh"]
-    sleepers = int(lines[7].split()[4])
+    assert lines[3] == (f"1 completed job(s) kept in the queue for their output ({first}.0): 'birdbath fetch ID DIR "
+                        f"-close' or 'birdbath rm ID' lets one leave.")
+    assert sorted(lines[4:6]) == ["out/hello.out", "out/sh"]
+    sleepers = int(lines[8].split()[4])
     assert sleepers > first
-    assert lines[5:] == ["hello", "3", f"All jobs in cluster {sleepers} have been held.", "0 not now", "1 not now",
+    assert lines[6:] == ["hello", "3", f"All jobs in cluster {sleepers} have been held.", "0 not now", "1 not now",
                          f"All jobs in cluster {sleepers} have been marked for removal."]
 
 

@@ -199,12 +199,17 @@ def test_a_finished_staged_job_stays_queued_for_the_output_retention(service, ba
                                Attr("Requirements", AttrType.EXPRESSION, "TRUE")], staging))
     ad = backend.get_job(1, 0)
     assert str(ad.lookup("LeaveJobInQueue")) == (
-        f"(JobStatus == 3 || JobStatus == 4) && (time() - EnteredCurrentStatus) < {RETENTION}")
+        f"FilesRetrieved is false && (JobStatus == 3 || JobStatus == 4) && (time() - EnteredCurrentStatus) < "
+        f"{RETENTION}")
+    assert ad["FilesRetrieved"] is False
     now = int(time.time())  # the expression reads the real clock through ClassAd time()
-    for status, entered, leaves in ((4, now - 10, False), (3, now - 10, False),
-                                    (4, now - RETENTION - 10, True), (3, now - RETENTION - 10, True)):
-        finished = lifecycle.updated(ad, {"JobStatus": status, "EnteredCurrentStatus": entered})
-        assert lifecycle.leaves_queue(finished) is leaves, (status, entered)
+    for status, entered, retrieved, leaves in (
+            (4, now - 10, False, False), (3, now - 10, False, False), (4, now - RETENTION - 10, False, True),
+            (3, now - RETENTION - 10, False, True),
+            (4, now - 10, True, True), (3, now - 10, True, True)):  # closeSpool: the output was retrieved
+        finished = lifecycle.updated(ad, {"JobStatus": status, "EnteredCurrentStatus": entered,
+                                          "FilesRetrieved": retrieved})
+        assert lifecycle.leaves_queue(finished) is leaves, (status, entered, retrieved)
     kept = [Attr("Cmd", AttrType.STRING, "run.sh"), Attr("Requirements", AttrType.EXPRESSION, "TRUE"),
             Attr("LeaveJobInQueue", AttrType.EXPRESSION, "false")]
     run(service.submit(ALICE, kept, staging))  # the client's own LeaveJobInQueue wins

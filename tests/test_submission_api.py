@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import io
 import json
 import os
+import pwd
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -18,8 +23,10 @@ from lxml import etree
 from twisted.python.failure import Failure
 
 from backends.interface import Capability
+from birdbath_client import cli
 from gateway.core.auth import AccessPolicy, Caller, HostList
 from gateway.core.submissions import ApiError, SubmissionService, SubmissionSettings
+from tests.accounts import UserAccount, run_as
 from tests.conftest import ROOT, module_gateway
 from tests.test_execution import RUNNER, process_group, wait_until
 from tests.test_wsdl import first_difference, shape
@@ -593,3 +600,68 @@ def test_aviary_job_id_structures_are_job_ids_in_json_and_soap(gateway, tmp_path
     http, answer = soap_post(gateway, "<c:getJobAd><c:id><c:pool>localhost</c:pool></c:id></c:getJobAd>")
     code, text = soap_status(answer)
     assert http == 200 and code == "FAIL" and "expected cluster.proc, schedd#cluster.proc or a JobID" in text
+
+
+def birdbath(gateway, *args: str) -> subprocess.CompletedProcess:
+    """The ``birdbath`` command against this gateway, as the test's own user."""
+    return subprocess.run([sys.executable, "-m", "birdbath_client.cli", "--url", gateway.url, *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def birdbath_as(user: str, gateway, *args: str) -> tuple[int, str]:
+    """The ``birdbath`` command run as another real user (in a forked child: the interpreter is root's), its exit
+    status and what it wrote on stderr."""
+    entry = pwd.getpwnam(user)
+
+    def work() -> bytes:
+        errors = io.StringIO()
+        with contextlib.redirect_stderr(errors), contextlib.redirect_stdout(io.StringIO()):
+            status = cli.main(["--url", gateway.url, *args])
+        return f"{status}\n{errors.getvalue()}".encode()
+
+    status, _, errors = run_as(UserAccount(user, entry.pw_uid, entry.pw_gid, ()), work).decode().partition("\n")
+    return int(status), errors
+
+
+def staged_job(gateway, tag: str) -> str:
+    """A job submitted from a staging area, completed: ``cluster.proc``."""
+    staging = call(gateway, "create", submission=tag)["id"]
+    ok(call(gateway, "send", staging=staging, name="in.txt", offset=0, data=base64.b64encode(b"staged\n").decode()))
+    answer = call(gateway, "submit", ad={"Cmd": "/bin/cat", "In": "in.txt", "Out": "out.txt",
+                                         "Requirements": {"TYPE": 0, "VALUE": "TRUE"}}, staging=staging)
+    ok(answer)
+    wait_until(lambda: status_of(gateway, answer["id"]) == 4, timeout=30)
+    return job_of(answer["id"])
+
+
+def queued(gateway, job: str) -> bool:
+    return birdbath(gateway, "q", job, "-af", "JobStatus").stdout.strip() != ""
+
+
+def test_fetch_close_and_rm_let_a_completed_staged_job_leave_the_queue(gateway, tmp_path):
+    fetched, removed = staged_job(gateway, "closed"), staged_job(gateway, "removed")
+    cluster = fetched.split(".")[0]
+    table = birdbath(gateway, "q", "-nobatch", fetched, removed)
+    assert table.returncode == 0, table.stderr
+    assert [line.split()[5] for line in table.stdout.splitlines()[1:3]] == ["C", "C"]  # condor_q's ST
+    assert (f"2 completed job(s) kept in the queue for their output ({fetched} {removed}): 'birdbath fetch ID DIR "
+            f"-close' or 'birdbath rm ID' lets one leave.") in table.stdout
+    assert "1 completed job(s) kept in the queue" in birdbath(gateway, "q", cluster).stdout  # the batch view too
+    # another user may neither remove nor close them
+    status, errors = birdbath_as("nobody", gateway, "rm", removed)
+    assert (status, "Not job owner" in errors) == (1, True), errors
+    status, errors = birdbath_as("nobody", gateway, "rm", cluster)
+    assert (status, "Not job owner" in errors) == (1, True), errors
+    assert queued(gateway, fetched) and queued(gateway, removed)
+    # the owner: fetch -close, then rm
+    closed = birdbath(gateway, "fetch", fetched, str(tmp_path / "out"), "-close")
+    assert closed.returncode == 0, closed.stderr
+    assert (tmp_path / "out" / "out.txt").read_text() == "staged\n"
+    assert not queued(gateway, fetched)
+    gone = birdbath(gateway, "rm", removed)
+    assert (gone.returncode, gone.stdout) == (0, f"Job {removed} was completed; it has left the queue.\n"), gone.stderr
+    assert not queued(gateway, removed)
+    history = birdbath(gateway, "history", fetched.split(".")[0], removed.split(".")[0], "-af", "JobStatus", "ExitCode")
+    assert history.stdout.split() == ["4", "0", "4", "0"]  # completed, as they were
+    again = birdbath(gateway, "rm", removed)
+    assert (again.returncode, again.stderr) == (1, f"birdbath: Job {removed} not found.\n")

@@ -51,6 +51,7 @@ from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, typed_value
 from .auth import AccessPolicy, Caller, NotOwner, OwnerUse, Permission, replaced_at_submit, schedd_owned
 from .queries import QueryRunner
 from .status import BirdbathError
+from .templates import LEAVE_IN_QUEUE
 from .transactions import ClusterIds
 
 log = Logger()
@@ -272,15 +273,19 @@ class SubmissionService:
                     offset += len(block)
 
     def _spooled_defaults(self, ad: classad2.ClassAd, spool: str, area: StagingArea) -> None:
-        """Staged input becomes the job's input, as in Birdbath: Iwd = spool, TransferInput = the files."""
+        """Staged input becomes the job's input, as in Birdbath: Iwd = spool, TransferInput = the files; the finished
+        job stays queued for its output until a client closes its spool, or output_retention passes."""
         if not isinstance(ad.get("Iwd"), str):
             ad["Iwd"] = spool
         if "TransferInput" not in ad:
             ad["TransferInput"] = ",".join(area.files)
         ad["ShouldTransferFiles"] = "YES"
         if "LeaveJobInQueue" not in ad:
+            # until its output was retrieved (closeSpool sets FilesRetrieved, as createJobTemplate's jobs use it),
+            # at most output_retention seconds
+            ad["FilesRetrieved"] = False
             ad["LeaveJobInQueue"] = classad2.ExprTree(
-                f"(JobStatus == 3 || JobStatus == 4) && (time() - EnteredCurrentStatus) < "
+                f"{LEAVE_IN_QUEUE} && (JobStatus == 3 || JobStatus == 4) && (time() - EnteredCurrentStatus) < "
                 f"{self.settings.output_retention}")
 
     # -- staging ------------------------------------------------------------------------------------

@@ -9,14 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .jobs import JobStatus
-from .tables import SUBMITTED, totals
+from .tables import SUBMITTED, is_dagman, totals
 
 Ad = Mapping[str, Any]
 HEADER = ("OWNER", "BATCH_NAME", "SUBMITTED", "DONE", "RUN", "IDLE", "HOLD", "TOTAL", "JOB_IDS")
-
-
-def is_dagman(ad: Ad) -> bool:
-    return ad.get("JobUniverse") == 7 and str(ad.get("Cmd", "")).endswith("condor_dagman")
 
 
 @dataclass

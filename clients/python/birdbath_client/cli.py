@@ -58,12 +58,15 @@ SPINNER = "|/-\\"
 @dataclass(frozen=True)
 class Action:
     """rm, hold or release: the Schedd method, condor_rm's word for it, and the states of the jobs a cluster,
-    owner or -all selection applies it to (as condor_hold skips held jobs, and condor_release acts on held ones)."""
+    owner or -all selection applies it to (as condor_hold skips held jobs, and condor_release acts on held ones);
+    ``clears``: whether it lets a job leave the queue instead (rm of a completed job kept for its output closes
+    its spool, as ``fetch -close`` does)."""
 
     name: str
     verb: str
     done: str
     acts_on: frozenset[JobStatus]
+    clears: Callable[[dict[str, Any]], bool] = lambda ad: False
 
     def default_reason(self) -> str:
         """The reason condor_rm gives when none is given, naming the tool and the user ("via condor_rm (by user
@@ -81,6 +84,13 @@ class Action:
         return f"Job {job} is already {state.label.lower()}."
 
 
+def kept_for_output(ad: dict[str, Any]) -> bool:
+    """A completed job that stays queued until its output is retrieved: one whose spool is still open
+    (``FilesRetrieved`` false, as spooled submits, createJobTemplate's template and the submission API's staged jobs
+    set it), not one with a plain ``LeaveJobInQueue = true``."""
+    return JobStatus.of(ad) is JobStatus.COMPLETED and ad.get("FilesRetrieved") is False
+
+
 def _user() -> str:
     """Who the caller is to the gateway, as far as the client knows: the password login's user, else the login name
     (an anonymous caller on loopback is the gateway's default owner, its own user)."""
@@ -88,7 +98,7 @@ def _user() -> str:
 
 
 ACTIONS = {
-    "rm": Action("rm", "remove", "marked for removal", frozenset(JobStatus) - FINAL_STATES),
+    "rm": Action("rm", "remove", "marked for removal", frozenset(JobStatus) - FINAL_STATES, kept_for_output),
     "hold": Action("hold", "hold", "held", frozenset(JobStatus) - FINAL_STATES - {JobStatus.HELD}),
     "release": Action("release", "release", "released", frozenset({JobStatus.HELD})),
 }
@@ -399,11 +409,22 @@ def _q(schedd: Schedd, args: argparse.Namespace) -> int:
         everyone = schedd.query() if constraint else ads
         for line in batches.view(ads, everyone, schedd.url):
             print(line)
+        _completed_note(ads)
         return 0
     _show(ads, args, columns)
     if not (args.long or args.autoformat or args.formats):
         print("\n" + tables.totals(ads))
+        _completed_note(ads)
     return 0
+
+
+def _completed_note(ads: list[dict[str, Any]]) -> None:
+    """Completed jobs kept in the queue for their output (ST "C", DONE), set apart with what lets them leave."""
+    done = [f"{ad.get('ClusterId')}.{ad.get('ProcId')}" for ad in ads if kept_for_output(ad)]
+    if done:
+        shown = " ".join(done[:5]) + (" ..." if len(done) > 5 else "")
+        print(f"\n{len(done)} completed job(s) kept in the queue for their output ({shown}): "
+              f"'birdbath fetch ID DIR -close' or 'birdbath rm ID' lets one leave.")
 
 
 def _analyze(schedd: Schedd, ads: list[dict[str, Any]]) -> None:
@@ -457,13 +478,17 @@ def _act_on(schedd: Schedd, action: Action, selection: Selection, reason: str | 
         return _act_on_job(schedd, action, selection.job, reason)
     found = schedd.query(selection.constraint())
     jobs = [JobId(ad["ClusterId"], ad["ProcId"]) for ad in found if JobStatus.of(ad) in action.acts_on]
-    if not jobs:
+    cleared = [JobId(ad["ClusterId"], ad["ProcId"]) for ad in found if action.clears(ad)]
+    if not jobs and not cleared:
         _error(f"no job {_group(selection)}to {action.verb}")
         return False
-    if action.verb == "remove" and selection.scope is Scope.CLUSTER:  # Birdbath's own call for it
+    ok = True
+    if jobs and action.verb == "remove" and selection.scope is Scope.CLUSTER:  # Birdbath's own call for it
         ok = _attempt(str(selection), lambda: schedd.remove_cluster(selection.cluster, reason))
-    else:
+    elif jobs:
         ok = all([_apply(schedd, action, job, reason) for job in jobs])  # a list: act on every job
+    cleared_each = [_clear(schedd, job) for job in cleared]  # every one, also after a failure
+    ok = ok and all(cleared_each)
     if ok:
         print(f"All jobs {_group(selection)}have been {action.done}.")
     return ok
@@ -510,6 +535,11 @@ def _act_on_job(schedd: Schedd, action: Action, job: JobId, reason: str | None) 
     ("Job 15.0 is already held.")."""
     current = schedd.job(job)
     state = None if current is None else JobStatus.of(current)
+    if current is not None and action.clears(current):
+        if _clear(schedd, job):
+            print(f"Job {job} was completed; it has left the queue.")
+            return True
+        return False
     if state not in action.acts_on:
         _error(action.refusal(job, state))
         return False
@@ -531,6 +561,18 @@ def _apply(schedd: Schedd, action: Action, job: JobId, reason: str | None) -> bo
             return True
         _error(f"job {job}: {exc}")
         return False
+
+
+def _clear(schedd: Schedd, job: JobId) -> bool:
+    """Let a finished job that stays queued for its output leave: close its spool (its output is retrieved, as
+    closeSpool says), which ends a ``LeaveJobInQueue`` that waits for ``FilesRetrieved``; False with the reason if
+    the gateway refuses (another user's job) or the job stays all the same."""
+    if not _attempt(f"job {job}", lambda: schedd.close_spool(job)):
+        return False
+    if schedd.job(job) is not None:
+        _error(f"Job {job} is completed, and its LeaveJobInQueue keeps it in the queue after its spool was closed.")
+        return False
+    return True
 
 
 def _attempt(what: str, call: Callable[[], None]) -> bool:

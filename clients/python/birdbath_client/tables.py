@@ -51,8 +51,22 @@ def duration(seconds: float) -> str:
 
 
 def _command(ad: Ad, now: float) -> str:
-    arguments = ad.get("Arguments", ad.get("Args")) or ""
-    return " ".join(part for part in (os.path.basename(str(ad.get("Cmd") or "")), str(arguments)) if part)
+    """condor_q's CMD: the job's description in parentheses when it has one (``JobDescription``), else the
+    executable's name and the arguments.  A DAGMan job's arguments name the DAG's files relative to its Iwd, as
+    condor_submit_dag writes them when run beside the DAG ("-Lockfile diamond.dag.lock ... -Dag diamond.dag")."""
+    description = ad.get("MATCH_EXP_JobDescription") or ad.get("JobDescription")
+    if isinstance(description, str) and description:
+        return f"({description})"
+    arguments = str(ad.get("Arguments", ad.get("Args")) or "")
+    if is_dagman(ad) and isinstance(ad.get("Iwd"), str):
+        prefix = ad["Iwd"].rstrip("/") + "/"
+        arguments = " ".join(word.removeprefix(prefix) for word in arguments.split(" "))
+    return " ".join(part for part in (os.path.basename(str(ad.get("Cmd") or "")), arguments) if part)
+
+
+def is_dagman(ad: Ad) -> bool:
+    """The DAGMan job of a DAG (scheduler universe, condor_dagman)."""
+    return ad.get("JobUniverse") == 7 and str(ad.get("Cmd", "")).endswith("condor_dagman")
 
 
 def _attribute(name: str) -> Callable[[Ad, float], str]:
