@@ -6,7 +6,7 @@ queries.  Evaluation never raises for a client's expression; undefined and error
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable
 
 import classad2
 
@@ -15,8 +15,10 @@ from .exprtext import TextedAd, carry_texts
 from .jobs import JobStatus
 
 
-def parse_constraint(text: str | None, limits: ExpressionLimits | None = None) -> classad2.ExprTree | None:
-    """Parse a query constraint once per request; ``None`` means "every ad", an unparsable one matches nothing.
+def parse_constraint(text: str | None, limits: ExpressionLimits | None = None,
+                     unparsable: Callable[[str], None] | None = None) -> classad2.ExprTree | None:
+    """Parse a query constraint once per request; ``None`` means "every ad", an unparsable one matches nothing (as
+    HTCondor's getJobAds answered it: SUCCESS, no ads), after ``unparsable(text)`` is told.
 
     A client's constraint is checked against ``limits`` first (raises ExpressionRefused)."""
     if text is None or not text.strip():
@@ -26,6 +28,8 @@ def parse_constraint(text: str | None, limits: ExpressionLimits | None = None) -
     try:
         constraint = classad2.ExprTree(text)
     except classad2.ClassAdException:
+        if unparsable is not None:
+            unparsable(text)
         return classad2.ExprTree("false")
     return None if str(constraint) == "true" else constraint  # the literal TRUE (getJobAds(TRUE)): nothing to evaluate
 

@@ -207,6 +207,13 @@ def test_get_job_ads_with_constraints(any_schedd):
     assert len(everything.classAdArray.item) >= 1
 
 
+def test_a_constraint_that_does_not_parse_is_an_empty_success_and_logged(schedd, gateway):
+    """As HTCondor's getJobAds answered it; the client learns nothing more, so the gateway's log says it."""
+    answer = schedd.getJobAds(NULL, "((( not a classad")
+    assert answer.status.code == "SUCCESS" and items(answer.classAdArray) == []
+    wait_for_line(gateway.log, "constraint does not parse", "((( not a classad")
+
+
 @pytest.mark.parametrize("constraint", ["ClusterId == -1", "NoSuchAttribute == 3", "((( not classad", "1/0"])
 def test_constraints_that_match_nothing_give_an_empty_success(any_schedd, constraint):
     answer = any_schedd.getJobAds(NULL, constraint)

@@ -17,6 +17,7 @@ from typing import Any, Callable, TypeVar
 import classad2
 from twisted.internet.defer import DeferredSemaphore
 from twisted.internet.interfaces import IReactorThreads
+from twisted.logger import Logger
 
 from jobmodel.classads import parse_constraint
 from jobmodel.expressions import ExpressionLimits
@@ -25,6 +26,12 @@ from .auth import Caller
 from .threads import BlockingCaller
 
 T = TypeVar("T")
+
+log = Logger(namespace="birdbath.queries")
+
+
+def _unparsable(text: str) -> None:
+    log.warn("a query's constraint does not parse, so it matches no job: {constraint}", constraint=text[:200])
 
 
 @dataclass(frozen=True)
@@ -50,8 +57,9 @@ class QueryRunner:
         return cls(BlockingCaller(reactor, settings.workers, "queries", stack=settings.limits.stack_bytes()), settings)
 
     def constraint(self, text: str | None) -> classad2.ExprTree | None:
-        """A client's constraint, parsed once checked against the limits (raises ExpressionRefused)."""
-        return parse_constraint(text, self.settings.limits)
+        """A client's constraint, parsed once checked against the limits (raises ExpressionRefused); one that does not
+        parse matches nothing, as HTCondor answered it, and the log says so (the client learns nothing else)."""
+        return parse_constraint(text, self.settings.limits, _unparsable)
 
     async def run(self, caller: Caller, function: Callable[..., T], *args: Any) -> T:
         turns = self._turns.get(caller)
