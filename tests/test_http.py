@@ -125,8 +125,10 @@ def test_hosts_outside_allow_soap_are_closed_at_accept_without_a_byte_read(start
                 pass
     with pytest.raises((ConnectionError, OSError)):
         post(gateway.port, GET_VERSION)
+    refused = "closing connections from 127.0.0.1 as they are accepted: not in allow_soap"
+    wait_for_line(gateway.log, refused)  # (written by the log's own thread, shortly after)
     log = gateway.log()
-    assert log.count("closing connections from 127.0.0.1 as they are accepted: not in allow_soap") == 1, log
+    assert log.count(refused) == 1, log
 
 
 def test_write_permission_is_checked_per_operation(start_gateway):
