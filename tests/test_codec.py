@@ -84,6 +84,7 @@ def test_gsoaps_leniencies():
     assert read("getJobAd", '<x:clusterId xmlns:x="urn:other" xsi:type="xsd:int"> 7 </x:clusterId><extra/>'
                             "<!-- c -->") == {"clusterId": 7}
     assert read("getJobAds", '<transaction xsi:nil="true"/><constraint/>') == {"transaction": None, "constraint": ""}
+    assert read("beginTransaction", "<duration>-2147483648</duration>") == {"duration": -2**31}  # xsd:int's least
     unqualified = b'<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body><newJob>' \
                   b'<clusterId>3</clusterId></newJob></s:Body></s:Envelope>'
     assert SCHEDD.read(unqualified).arguments == {"clusterId": 3}
@@ -92,7 +93,8 @@ def test_gsoaps_leniencies():
 @pytest.mark.parametrize("op, inner, message", [
     ("getJobAd", "<clusterId>abc</clusterId>", "Could not cast 'abc' to integer"),
     ("getJobAd", "<clusterId>2147483648</clusterId>", "The value 2147483648 could not be validated."),
-    ("getJobAd", "<clusterId>12345678901</clusterId>", "The value '12345678901' could not be validated."),
+    ("getJobAd", "<clusterId>-2147483649</clusterId>", "The value -2147483649 could not be validated."),
+    ("getJobAd", "<clusterId>123456789012</clusterId>", "The value '123456789012' could not be validated."),
     ("getJobAd", "<clusterId>1</clusterId><clusterId>1</clusterId>",
      "'clusterId' member does not respect frequency constraints."),
     ("declareFile", "<hashType>SHA</hashType>", "The value 'SHA' could not be validated."),

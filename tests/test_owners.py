@@ -285,7 +285,9 @@ def test_remove_cluster_needs_every_job_of_the_cluster(schedd, backend):
     own, _ = birdbath_submit(schedd, ALICE, procs=2)
     assert outcome(schedd.remove_cluster(ALICE, None, own, "done"))[0] is StatusCode.SUCCESS
     assert outcome(schedd.remove_cluster(CONDOR, None, cluster, "admin"))[0] is StatusCode.SUCCESS
-    assert outcome(schedd.remove_cluster(ALICE, None, 999, "nothing"))[0] is StatusCode.SUCCESS  # as the original
+    # as HTCondor's stub: an authenticated caller (soap->user) is told, an anonymous one has nothing to remove
+    assert outcome(schedd.remove_cluster(ALICE, None, 999, "nothing")) == (StatusCode.FAIL, "Cluster not found")
+    assert outcome(schedd.remove_cluster(ANONYMOUS, None, 999, "nothing"))[0] is StatusCode.SUCCESS
 
 
 @pytest.mark.parametrize("caller, owner, trusted, allowed", [

@@ -49,6 +49,17 @@ def test_begin_raises_a_duration_below_one_to_one(any_schedd):
     assert code(any_schedd.abortTransaction(answer.transaction)) == "SUCCESS"
 
 
+def test_a_negative_duration_is_one_second_and_logged_as_htcondor_raised_it(any_schedd, gateway):
+    """HTCondor's stub raised any duration below 1 to 1 at begin, and never checked extend's: SUCCESS, not FAIL."""
+    answer = any_schedd.beginTransaction(-5)
+    assert answer.status.code == "SUCCESS" and answer.transaction.id != 0 and answer.transaction.duration == 1
+    wait_for_line(gateway.log, "beginTransaction from", "the duration -5 is negative", "1 s")
+    extended = any_schedd.extendTransaction(answer.transaction, -7)
+    assert extended.status.code == "SUCCESS" and extended.transaction.duration == 1
+    wait_for_line(gateway.log, "extendTransaction from", "the duration -7 is negative")
+    assert code(any_schedd.abortTransaction(answer.transaction)) == "SUCCESS"
+
+
 @pytest.mark.parametrize("operation", ["commitTransaction", "abortTransaction", "newCluster"])
 def test_calls_that_need_a_transaction_refuse_a_null_one(any_schedd, operation):
     answer = getattr(any_schedd, operation)({"id": 0, "duration": 60})
@@ -270,13 +281,18 @@ def test_system_hold_is_recorded_as_such(any_schedd):
     assert held["HoldReasonCode"] == "0" and held["NumSystemHolds"] == "1"
 
 
-def test_remove_job_with_reason(any_schedd):
+def test_remove_job_with_reason(any_schedd, gateway):
     cluster, proc = submit_job(any_schedd, LeaveJobInQueue=True)
     assert code(any_schedd.removeJob(NULL, cluster, proc, "not needed", False)) == "SUCCESS"
     removed = values(any_schedd.getJobAd(NULL, cluster, proc).classAd)
     assert removed["JobStatus"] == "3" and removed["RemoveReason"] == "not needed"
+    # HTCondor's abortJob marked a job removed whatever its state: a second removeJob was SUCCESS; it changes nothing
     again = any_schedd.removeJob(NULL, cluster, proc, "again", True)
-    assert again.code == "FAIL" and again.message.startswith("Failed to abort job")
+    assert (again.code, again.message) == ("SUCCESS", "Success")
+    wait_for_line(gateway.log, "removeJob from", f"job {cluster}.{proc} is removed already")
+    assert values(any_schedd.getJobAd(NULL, cluster, proc).classAd)["RemoveReason"] == "not needed"
+    held = any_schedd.holdJob(NULL, cluster, proc, "x", False, False, False)  # no hold of a removed job
+    assert held.code == "FAIL" and held.message.startswith("Failed to hold job.")
 
 
 def test_a_removed_job_leaves_the_queue_unless_left_in_it(any_schedd):
@@ -308,7 +324,7 @@ def test_an_aborted_hold_changes_nothing(any_schedd):
     assert values(any_schedd.getJobAd(NULL, cluster, proc).classAd)["JobStatus"] == "1"
 
 
-def test_remove_cluster_removes_every_job_and_an_unknown_cluster_is_fine(any_schedd):
+def test_remove_cluster_removes_every_job_and_an_unknown_cluster_is_not_found(any_schedd):
     txn = begin(any_schedd)
     cluster = any_schedd.newCluster(txn).integer
     for _ in range(3):
@@ -318,7 +334,9 @@ def test_remove_cluster_removes_every_job_and_an_unknown_cluster_is_fine(any_sch
     assert code(any_schedd.removeCluster(NULL, cluster, "all of them")) == "SUCCESS"
     found = any_schedd.getJobAds(NULL, f"ClusterId == {cluster}").classAdArray.item
     assert [values(job)["JobStatus"] for job in found] == ["3", "3", "3"]
-    assert code(any_schedd.removeCluster(NULL, 999999, "none")) == "SUCCESS"
+    # the tests' loopback caller is identified (as HTCondor's authenticated soap->user): told, as HTCondor told it
+    unknown = any_schedd.removeCluster(NULL, 999999, "none")
+    assert (unknown.code, unknown.message) == ("FAIL", "Cluster not found")
 
 
 # -- files ---------------------------------------------------------------------------------------------------
@@ -417,6 +435,15 @@ def test_discover_job_requirements_lists_input_files_in_order(any_schedd):
     assert answer.requirements.item == ["a", "b", "stdin.txt", "prog"]
     no_exe = any_schedd.discoverJobRequirements(ad(Cmd="prog", TransferExecutable=False))
     assert no_exe.status.code == "SUCCESS" and items(no_exe.requirements) == []
+
+
+def test_discover_job_requirements_leaves_out_what_cannot_be_an_attribute_as_htcondor_did(any_schedd, gateway):
+    """HTCondor's convert_adStruct_to_ad ignored a failed Insert: the rest of the ad still answered."""
+    answer = any_schedd.discoverJobRequirements(ad(TransferInput="a", Broken=expr("Queue=150"), Cmd="prog",
+                                                   **{"not a name": "x"}))
+    assert answer.status.code == "SUCCESS" and answer.requirements.item == ["a", "prog"]
+    wait_for_line(gateway.log, "discoverJobRequirements from", "'Broken'", "left out")
+    wait_for_line(gateway.log, "discoverJobRequirements from", "'not a name'", "left out")
 
 
 def test_create_job_template(any_schedd):

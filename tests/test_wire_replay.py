@@ -71,6 +71,10 @@ SESSION = [
     "removeCluster", "requestReschedule", "discoverJobRequirements", "createJobTemplate",
 ]
 
+#: the session's answers that are not SUCCESS: its one job left the queue at removeJob (closeSpool had let it), so
+#: the cluster is gone, and the tests' loopback caller is identified (HTCondor's authenticated soap->user)
+ANSWERED = {"removeCluster": ("FAIL", "Cluster not found")}
+
 
 def retarget(body: bytes, ids: dict[str, int]) -> bytes:
     """Point a captured request at this session's transaction, cluster and job."""
@@ -104,8 +108,9 @@ def test_a_replayed_session_succeeds_in_gsoap_shape(gateway, client):
         response = wrapper.find("response")
         assert response is not None and [etree.QName(c).namespace for c in response.iter()] == \
             [None] * len(list(response.iter()))
-        code = response.findtext("status/code") if response.find("status") is not None else response.findtext("code")
-        assert code == "SUCCESS", (operation, etree.tostring(wrapper))
+        status_element = response.find("status") if response.find("status") is not None else response
+        outcome = (status_element.findtext("code"), status_element.findtext("message"))
+        assert outcome == ANSWERED.get(operation, ("SUCCESS", outcome[1])), (operation, etree.tostring(wrapper))
         if operation == "beginTransaction":
             ids["txn"] = int(response.findtext("transaction/id"))
         elif operation == "newCluster":

@@ -30,14 +30,23 @@ from backends.interface import (
     QueryFailed,
     ScheddBackend,
 )
-from jobmodel.classads import parse_constraint
+from jobmodel.classads import job_status, parse_constraint
 from jobmodel.expressions import ExpressionLimits, ExpressionRefused
 from jobmodel.exprtext import TextedAd
 from jobmodel.files import transfer_name_problem
-from jobmodel.jobs import JobAction, Universe
+from jobmodel.jobs import JobAction, JobStatus, Universe
 from jobmodel.values import excerpt
 
-from .adstruct import Attr, AttrType, BadAttribute, JobAdStruct, ad_to_struct, attribute_value, check_name, struct_to_ad
+from .adstruct import (
+    Attr,
+    AttrType,
+    BadAttribute,
+    JobAdStruct,
+    ad_to_struct,
+    attribute_value,
+    check_name,
+    struct_to_values,
+)
 from .auth import AccessPolicy, Caller, NotOwner, Permission, replaced_at_submit
 from .queries import QueryRunner
 from .status import BirdbathError, StatusCode
@@ -148,7 +157,8 @@ class BirdbathSchedd:
             (self.backend.check_changes, txn.batch(change))
         try:
             if change.proc is None:
-                await self._call(self._as_cluster_owner, caller, change.cluster, *work)
+                created = txn is not None and any(cluster == change.cluster for cluster, _ in txn.jobs)
+                await self._call(self._as_cluster_owner, caller, change.cluster, created, *work)
             elif txn is not None and (change.cluster, change.proc) in txn.jobs:
                 await self._call(*work)
             else:
@@ -172,10 +182,15 @@ class BirdbathSchedd:
             raise BirdbathError(StatusCode.UNKNOWNJOB, "Unknown job")
         return function(*args)
 
-    def _as_cluster_owner(self, caller: Caller, cluster: int, function: Callable[..., T], *args: Any) -> T:
+    def _as_cluster_owner(self, caller: Caller, cluster: int, created: bool, function: Callable[..., T],
+                          *args: Any) -> T:
         """On the backend's thread: refuse unless the caller may act on every committed job of the cluster, then
-        ``function``."""
+        ``function``.  A cluster without committed jobs (nor jobs of the caller's transaction, ``created``) is
+        ``FAIL "Cluster not found"`` for an identified caller and nothing to do for an anonymous one: HTCondor's
+        stub looked for its first job only when the caller had authenticated (``soap->user``)."""
         jobs = self.backend.query(parse_constraint(f"ClusterId == {int(cluster)}"), ["ClusterId", "ProcId", "Owner"])
+        if not jobs and not created and self.policy.identified(caller):
+            raise BirdbathError.fail("Cluster not found")
         for ad in jobs:
             if not self.policy.may_act(caller, ad.get("Owner")):
                 raise BirdbathError.fail(
@@ -210,7 +225,7 @@ class BirdbathSchedd:
     async def begin_transaction(self, caller: Caller, duration: int) -> Transaction:
         self.policy.check(caller, Permission.WRITE)
         self._check_room(caller)
-        duration = self._clamp(duration, "Unable to begin transaction")
+        duration = self._clamp(caller, "beginTransaction", duration)
         return self.transactions.open(duration, caller)
 
     def _check_room(self, caller: Caller) -> None:
@@ -220,11 +235,13 @@ class BirdbathSchedd:
                 f"Maximum number of transactions reached: this client already has {limit} open "
                 f"(max_transactions_per_caller in [birdbath]); commit or abort one first")
 
-    def _clamp(self, duration: int, failure: str) -> int:
-        """The lease a client asked for, within MAX_SOAP_TRANSACTION_DURATION and at least 1 s (0 asks for 1 s, as in
-        the original); a negative one is refused rather than quietly raised to 1."""
+    def _clamp(self, caller: Caller, operation: str, duration: int) -> int:
+        """The lease a client asked for, within MAX_SOAP_TRANSACTION_DURATION and at least 1 s, as HTCondor's stub
+        raised it: 0 and a negative duration ask for 1 s (a negative one is logged, it is a client's mistake)."""
         if duration < 0:
-            raise BirdbathError.fail(f"{failure}: the duration {duration} is negative (give seconds, at least 1)")
+            log.warn("{operation} from {host} ({user}): the duration {duration} is negative; the lease is 1 s, as "
+                     "HTCondor's was", operation=operation, host=caller.host, user=caller.user or "anonymous",
+                     duration=duration)
         limit = self.settings.max_transaction_duration
         if limit > 0:
             duration = min(duration, limit)
@@ -253,7 +270,7 @@ class BirdbathSchedd:
 
     async def extend_transaction(self, caller: Caller, ref: TransactionRef | None, duration: int) -> Transaction:
         txn = self._enter(caller, ref, Permission.WRITE, required=True)
-        txn.duration = self._clamp(duration, "Could not extend transaction")
+        txn.duration = self._clamp(caller, "extendTransaction", duration)
         return txn
 
     # -- clusters and jobs --------------------------------------------------------------------------
@@ -347,6 +364,13 @@ class BirdbathSchedd:
     async def remove_job(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
                          reason: str | None) -> None:
         txn = self._enter(caller, ref, Permission.WRITE, required=False)
+        if txn is None or (cluster, proc) not in txn.jobs:
+            ad = await self._owned_job(caller, cluster, proc)
+            if ad is not None and job_status(ad) is JobStatus.REMOVED:
+                log.info("removeJob from {host} ({user}): job {cluster}.{proc} is removed already; SUCCESS, as "
+                         "HTCondor's stub marked it removed again", host=caller.host, user=caller.user or "anonymous",
+                         cluster=cluster, proc=proc)
+                return
         await self._act(caller, txn, JobAction.REMOVE, cluster, proc, reason, "Failed to abort job")
 
     async def hold_job(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
@@ -465,11 +489,17 @@ class BirdbathSchedd:
         await self._call(self.backend.reschedule)
 
     def discover_job_requirements(self, caller: Caller, attrs: Iterable[Attr] | None) -> list[str]:
+        """The files the job would transfer in.  An attribute that cannot be part of a ClassAd is left out and
+        logged: HTCondor's ``convert_adStruct_to_ad`` ignored a failed ``Insert`` and the stub answered SUCCESS."""
         self.policy.check(caller, Permission.READ)
-        try:
-            ad = struct_to_ad(attrs or (), self.settings.limits)
-        except BadAttribute as exc:
-            raise BirdbathError.fail(f"Checking for requirements failed. ({exc})") from None
+        ad = TextedAd()
+        for attr in attrs or ():
+            try:
+                for name, value in struct_to_values((attr,), self.settings.limits):
+                    ad[name] = value
+            except BadAttribute as exc:
+                log.warn("discoverJobRequirements from {host} ({user}): {problem}; left out, as HTCondor did",
+                         host=caller.host, user=caller.user or "anonymous", problem=excerpt(str(exc), 400))
         ad["Iwd"] = "/tmp"
         return input_files(ad)
 

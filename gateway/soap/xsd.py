@@ -87,12 +87,12 @@ class Int:
 
     name: str
     bits: int
-    #: the longest text read (the digits of 2 ** bits) and the range of values
+    #: the longest text read (the digits of -2 ** bits: the smallest value has a sign) and the range of values
     characters: int = field(init=False)
     values: range = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "characters", len(str(2 ** self.bits)))
+        object.__setattr__(self, "characters", len(str(-(2 ** self.bits))))
         object.__setattr__(self, "values", range(-(2 ** (self.bits - 1)), 2 ** (self.bits - 1)))
 
     def read(self, element: etree._Element) -> int | None:
