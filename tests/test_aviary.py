@@ -217,7 +217,67 @@ def test_submission_ids_are_paged(job, query, tmp_path):
     assert rest.ids[0].name == names[2] and rest.remaining == 0
     assert first.remaining == len(rest.ids)  # the page's two, then the rest from the third on
     newest = query.getSubmissionID(size=1, mode="BEFORE")
-    assert len(newest.ids) == 1 and newest.remaining >= 3
+    assert len(newest.ids) == 1 and newest.remaining >= 2  # at least the two others just submitted
+
+
+def test_submission_ids_by_qdate_from_an_offset(job, query, tmp_path):
+    """AFTER and BEFORE walk by each submission's oldest QDate from the offset's (gateway.core.submission_pages has
+    the rules case by case); the offset itself is not answered again."""
+    submit(job, tmp_path, submission_name="aviary-qdate")
+    (mine,) = [entry for entry in query.getSubmissionID(size=1000, mode="BEFORE").ids if entry.name == "aviary-qdate"]
+    after = query.getSubmissionID(size=1000, mode="AFTER", offset={"qdate": mine.qdate - 1})
+    assert "aviary-qdate" in [entry.name for entry in after.ids] and after.remaining == 0
+    assert [entry.qdate for entry in after.ids] == sorted(entry.qdate for entry in after.ids)  # oldest first
+    before = query.getSubmissionID(size=1000, mode="BEFORE", offset={"name": "aviary-qdate", "qdate": mine.qdate})
+    assert "aviary-qdate" not in [entry.name for entry in before.ids]
+    assert all(entry.qdate <= mine.qdate for entry in before.ids) and before.remaining == 0
+    newest = query.getSubmissionID(size=1, mode="AFTER", offset={"qdate": mine.qdate})
+    assert [entry.qdate > mine.qdate for entry in newest.ids] == [True] * len(newest.ids)
+
+
+def test_submission_ids_for_hostile_pages(job, query, tmp_path):
+    submit(job, tmp_path, submission_name="aviary-hostile")
+    everything = query.getSubmissionID(size=2**31 - 1)  # a huge size: every submission, by name
+    names = [entry.name for entry in everything.ids]
+    assert everything.remaining == 0 and names == sorted(names) and "aviary-hostile" in names
+    negative = query.getSubmissionID(size=-1, offset={"name": "aviary-hostile"})  # no ids, the rest remaining
+    assert (negative.ids, negative.remaining) == ([], len(names) - names.index("aviary-hostile"))
+    for hostile in ({"size": 5, "offset": {"name": "no-such-submission"}},  # an unknown offset: nothing
+                    {"size": 5, "offset": {"name": "aviary-hostile", "owner": "no-such-owner"}},
+                    {"size": 5, "offset": {}},  # an offset without a name
+                    {"size": 5, "mode": "AFTER", "offset": {"qdate": 2**31 - 1}},
+                    {"size": 5, "mode": "BEFORE", "offset": {"qdate": -2**31}}):
+        answer = query.getSubmissionID(**hostile)
+        assert (answer.ids, answer.remaining) == ([], 0), hostile
+
+
+def test_a_scan_mode_the_schema_does_not_know_is_a_client_fault(gateway):
+    status, answer = post(gateway, "services/query/getSubmissionID", envelope(
+        QUERY_NS, "GetSubmissionID", "<size>1</size><mode>SIDEWAYS</mode>"))
+    assert status == 500 and b"could not be validated" in answer
+
+
+def test_partial_matches_are_accepted_and_ids_match_exactly_as_avarys_query_server_did(gateway, job, query, tmp_path):
+    """The original's query service read partialMatches and never used it: an id is a job's whole id, a submission
+    name a whole name, whatever the attribute says."""
+    job_id = submit(job, tmp_path, submission_name="aviary-partial-name")
+    cluster = job_id.partition(".")[0]
+    while not any(cluster in other.id.job and other.id.job != job_id for other in query.getJobStatus()):
+        submit(job, tmp_path)  # until another job's id holds this one's cluster (1.0 and 11.0, 21.0, ...)
+    for partial in (True, False, None):
+        options = {} if partial is None else {"partialMatches": partial}
+        for operation in (query.getJobStatus, query.getJobSummary, query.getJobDetails):
+            assert [entry.id.job for entry in operation(ids=[{"job": job_id}], **options)] == [job_id]
+        (prefix,) = query.getJobStatus(ids=[{"job": cluster}], **options)
+        assert prefix.status.code != "OK"
+        (exact,) = query.getSubmissionSummary(ids=[{"name": "aviary-partial-name"}], **options)
+        assert exact.status.code == "OK" and exact.id.name == "aviary-partial-name"
+        (part,) = query.getSubmissionSummary(ids=[{"name": "aviary-partial"}], **options)
+        assert part.status.code == "NO_MATCH"
+    status, answer = post(gateway, "services/query/getSubmissionSummary", envelope(
+        QUERY_NS, "GetSubmissionSummary", "<ids><name>aviary-partial</name></ids>").replace(
+        "<a:GetSubmissionSummary>", '<a:GetSubmissionSummary partialMatches="true">'))
+    assert status == 200 and etree.fromstring(answer).findtext(".//status/code") == "NO_MATCH"
 
 
 def test_job_data_reads_a_staged_out_file(gateway, query, tmp_path):
@@ -282,6 +342,16 @@ def test_suds_calls_every_operation(suds_clients, tmp_path):
     assert submission.removed == 1
     page = query.service.getSubmissionID(size=1, offset={"name": "aviary-suds"})
     assert page.ids[0].name == "aviary-suds"
+    qdate = page.ids[0].qdate
+    after = query.service.getSubmissionID(size=1000, mode="AFTER", offset={"qdate": qdate - 1})
+    assert "aviary-suds" in [entry.name for entry in after.ids] and after.remaining == 0
+    before = query.service.getSubmissionID(size=1000, mode="BEFORE", offset={"name": "aviary-suds", "qdate": qdate})
+    assert "aviary-suds" not in [entry.name for entry in getattr(before, "ids", [])]
+    assert query.service.getSubmissionID(size=-3, offset={"name": "aviary-suds"}).remaining >= 0
+    unknown = query.service.getSubmissionID(size=5, offset={"name": "no-such-submission"})
+    assert (getattr(unknown, "ids", []), unknown.remaining) == ([], 0)
+    (exact,) = query.service.getJobStatus(ids=[{"job": job_id}])  # suds leaves partialMatches out: still exact
+    assert exact.id.job == job_id
 
 
 # -- recorded exchanges -----------------------------------------------------------------------------------------

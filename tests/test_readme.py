@@ -8,6 +8,7 @@ directory), so that runs cannot collide.  A block without a runner, or a runner 
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import re
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+import zeep
 
 from backends.interface import ENTRY_POINT_GROUP
 from gateway.config import load
@@ -162,6 +164,20 @@ def zeep_aviary(example: Example, start_gateway: Callable[..., GatewayProcess], 
     """On a fresh gateway, as the README's comment says: the first job is 1.0."""
     output = run_python(example.at(start_gateway().url), tmp_path)
     assert output == "OK 1.0\nHELD\n1\n", output
+
+
+@runs("zeep-aviary-pages")
+def zeep_aviary_pages(example: Example, start_gateway: Callable[..., GatewayProcess], tmp_path: Path) -> None:
+    """On a fresh gateway with 23 submissions (most of them in the same second): each printed once, newest first."""
+    gateway = start_gateway()
+    job = zeep.Client(gateway.url + "services/job?wsdl").service
+    names = [f"nightly-{n:02}" for n in range(23)]
+    for name in names:
+        answer = job.submitJob(cmd="/bin/true", owner=getpass.getuser(), iwd=str(tmp_path), submission_name=name)
+        assert answer.status.code == "OK", answer
+    lines = [line.split() for line in run_python(example.at(gateway.url), tmp_path).splitlines()]
+    assert sorted(name for _, name, _ in lines) == names and len(lines) == len(names)
+    assert [(int(qdate), name) for qdate, name, _ in lines] == sorted(((int(q), n) for q, n, _ in lines), reverse=True)
 
 
 @runs("curl")

@@ -18,6 +18,7 @@ from twisted.logger import Logger
 
 from gateway.core.adstruct import Attr, AttrType
 from gateway.core.auth import Caller
+from gateway.core.submission_pages import PageOffset, ScanMode, submission_page
 from gateway.core.submissions import ApiError, ApiStatus, SubmissionInfo, SubmissionService, aviary_job
 from jobmodel.jobs import JobAction, JobStatus
 
@@ -307,29 +308,17 @@ def _submission_summary(context: AviaryContext, p: Wire) -> Maybe[Any]:
 
 
 def _submission_ids(context: AviaryContext, p: Wire) -> Maybe[Any]:
-    """A page of ``size`` submission ids: by name after (and from) ``offset``'s name, or with a ``mode`` by oldest
-    QDate, AFTER or BEFORE ``offset``'s qdate; ``remaining`` counts those beyond the page."""
+    """A page of submission ids (``gateway.core.submission_pages`` holds the original's rules)."""
     schedd = context.service.settings.schedd_name
-    size = max(p.get("size") or 0, 0)
-    offset = p.get("offset") or {}
-    mode = p.get("mode")
+    offset = p.get("offset")
+    start = None if offset is None else PageOffset(offset.get("name"), offset.get("owner"), offset.get("qdate") or 0)
+    mode = None if p.get("mode") is None else ScanMode(p["mode"])
 
-    def page(found: list[SubmissionInfo]) -> dict[str, Any]:
-        if mode is None:
-            ordered = sorted(found, key=lambda info: info.name)
-            name = offset.get("name")
-            if name:
-                ordered = [info for info in ordered if info.name >= name]
-        else:
-            ordered = sorted(found, key=lambda info: (info.qdate, info.name), reverse=mode == "BEFORE")
-            qdate = offset.get("qdate")
-            if qdate is not None:
-                ordered = [info for info in ordered
-                           if (info.qdate > qdate if mode == "AFTER" else info.qdate < qdate)]
-        return {"ids": [_submission_id(info, schedd) for info in ordered[:size]],
-                "remaining": max(len(ordered) - size, 0)}
+    def answer(found: list[SubmissionInfo]) -> dict[str, Any]:
+        page = submission_page(found, p.get("size") or 0, mode, start)
+        return {"ids": [_submission_id(info, schedd) for info in page.submissions], "remaining": page.remaining}
 
-    return _run(context, lambda s, c: s.submissions(c), page, lambda failed: {"remaining": 0})
+    return _run(context, lambda s, c: s.submissions(c), answer, lambda failed: {"remaining": 0})
 
 
 QUERY_HANDLERS: dict[str, Handler] = {
