@@ -10,6 +10,7 @@ import pytest
 from jobmodel.arguments import join_v2
 from tests.birdbath import ad, begin, expr, values
 from tests.conftest import module_gateway, zeep_client
+from tests.test_logging import wait_for_line
 
 RUNNER = "[backends.local]\nslots = 2\nkill_grace = 1.0\nperiodic_interval = 0.5\n"
 KEEP = {"LeaveJobInQueue": expr("FilesRetrieved =?= false"), "FilesRetrieved": False}
@@ -227,6 +228,19 @@ def test_hold_stops_a_running_job_and_release_runs_it_again(schedd, tmp_path):
     assert schedd.removeJob(None, *key, "enough", False).code == "SUCCESS"
     removed = wait_for(schedd, key, status_is(3))
     assert removed["RemoveReason"] == "enough"
+
+
+def test_removing_a_completed_job_kept_in_the_queue_succeeds_and_keeps_it_completed(runner, schedd):
+    """HTCondor's abortJob marked even a completed job removed (SUCCESS); the gateway answers SUCCESS, logs it and
+    keeps the job's completion; closeSpool still lets it leave."""
+    (key,) = submit(schedd, Cmd="/bin/true")
+    wait_for(schedd, key, lambda current: current.get("JobStatus") == "4")
+    answer = schedd.removeJob(None, *key, "clean up", False)
+    assert (answer.code, answer.message) == ("SUCCESS", "Success")
+    wait_for_line(runner.log, "removeJob from", f"job {key[0]}.{key[1]} is completed already", "SUCCESS")
+    assert job(schedd, key)["JobStatus"] == "4" and "RemoveReason" not in job(schedd, key)
+    assert schedd.closeSpool(None, *key).code == "SUCCESS"
+    wait_until(lambda: not job(schedd, key))
 
 
 def test_remove_honours_remove_kill_sig(schedd, tmp_path):

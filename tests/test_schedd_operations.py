@@ -289,7 +289,7 @@ def test_remove_job_with_reason(any_schedd, gateway):
     # HTCondor's abortJob marked a job removed whatever its state: a second removeJob was SUCCESS; it changes nothing
     again = any_schedd.removeJob(NULL, cluster, proc, "again", True)
     assert (again.code, again.message) == ("SUCCESS", "Success")
-    wait_for_line(gateway.log, "removeJob from", f"job {cluster}.{proc} is removed already")
+    wait_for_line(gateway.log, "removeJob from", f"job {cluster}.{proc} is removed already", "SUCCESS")
     assert values(any_schedd.getJobAd(NULL, cluster, proc).classAd)["RemoveReason"] == "not needed"
     held = any_schedd.holdJob(NULL, cluster, proc, "x", False, False, False)  # no hold of a removed job
     assert held.code == "FAIL" and held.message.startswith("Failed to hold job.")

@@ -366,10 +366,11 @@ class BirdbathSchedd:
         txn = self._enter(caller, ref, Permission.WRITE, required=False)
         if txn is None or (cluster, proc) not in txn.jobs:
             ad = await self._owned_job(caller, cluster, proc)
-            if ad is not None and job_status(ad) is JobStatus.REMOVED:
-                log.info("removeJob from {host} ({user}): job {cluster}.{proc} is removed already; SUCCESS, as "
-                         "HTCondor's stub marked it removed again", host=caller.host, user=caller.user or "anonymous",
-                         cluster=cluster, proc=proc)
+            if ad is not None and job_status(ad) in (JobStatus.REMOVED, JobStatus.COMPLETED):
+                log.info("removeJob from {host} ({user}): job {cluster}.{proc} is {status} already; SUCCESS and "
+                         "left as it is (HTCondor's abortJob marked any job removed)", host=caller.host,
+                         user=caller.user or "anonymous", cluster=cluster, proc=proc,
+                         status=job_status(ad).name.lower())
                 return
         await self._act(caller, txn, JobAction.REMOVE, cluster, proc, reason, "Failed to abort job")
 
