@@ -218,11 +218,26 @@ def test_get_job_ads_with_constraints(any_schedd):
     assert len(everything.classAdArray.item) >= 1
 
 
+@pytest.mark.parametrize("constraint, every", [
+    (NULL, True), ("", True), ("TRUE", True), ("1", True), ("2.5", True), ("ClusterId", True),  # non-zero: true
+    ("  ", False), ("0", False), ("0.0", False), ('"x"', False), ("UNDEFINED", False), ("ERROR", False),
+    ("NoSuchAttribute", False),
+])
+def test_get_job_ads_takes_a_constraint_as_the_schedds_job_queue_did(any_schedd, constraint, every):
+    """GetNextJobByConstraint: NULL and the empty text match every job, white space alone does not parse; EvalBool
+    takes true and non-zero numbers as a match, anything else (a string, undefined, error) as none."""
+    submit_job(any_schedd)
+    answer = any_schedd.getJobAds(NULL, constraint)
+    assert answer.status.code == "SUCCESS" and bool(items(answer.classAdArray)) is every
+
+
 def test_a_constraint_that_does_not_parse_is_an_empty_success_and_logged(schedd, gateway):
     """As HTCondor's getJobAds answered it; the client learns nothing more, so the gateway's log says it."""
     answer = schedd.getJobAds(NULL, "((( not a classad")
     assert answer.status.code == "SUCCESS" and items(answer.classAdArray) == []
     wait_for_line(gateway.log, "constraint does not parse", "((( not a classad")
+    assert items(schedd.getJobAds(NULL, " \t ").classAdArray) == []
+    wait_for_line(gateway.log, "constraint does not parse, so it matches no job:  \t")
 
 
 @pytest.mark.parametrize("constraint", ["ClusterId == -1", "NoSuchAttribute == 3", "((( not classad", "1/0"])

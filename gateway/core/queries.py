@@ -56,9 +56,15 @@ class QueryRunner:
         """The gateway's: ``settings.workers`` threads of their own, with stacks for the deepest ads allowed."""
         return cls(BlockingCaller(reactor, settings.workers, "queries", stack=settings.limits.stack_bytes()), settings)
 
-    def constraint(self, text: str | None) -> classad2.ExprTree | None:
+    def constraint(self, text: str | None, *, blank_is_every: bool = True) -> classad2.ExprTree | None:
         """A client's constraint, parsed once checked against the limits (raises ExpressionRefused); one that does not
-        parse matches nothing, as HTCondor answered it, and the log says so (the client learns nothing else)."""
+        parse matches nothing, as HTCondor answered it, and the log says so (the client learns nothing else).
+
+        Without ``blank_is_every``, white space alone is a constraint that does not parse, as the schedd's job queue
+        took it (only NULL and the empty text matched every job)."""
+        if not blank_is_every and text and not text.strip():
+            _unparsable(text)
+            return classad2.ExprTree("false")
         return parse_constraint(text, self.settings.limits, _unparsable)
 
     async def run(self, caller: Caller, function: Callable[..., T], *args: Any) -> T:

@@ -393,7 +393,7 @@ class BirdbathSchedd:
     async def get_job_ads(self, caller: Caller, ref: TransactionRef | None, constraint: str | None) -> "JobAdStructs":
         self._enter(caller, ref, Permission.READ, required=False)
         try:
-            parsed = self.queries.constraint(constraint)
+            parsed = self.queries.constraint(constraint, blank_is_every=False)
             ads = await self.queries.run(caller, self.backend.query, parsed)
         except (ExpressionRefused, QueryFailed) as exc:
             raise BirdbathError.fail(f"Query failed: {exc}") from None
