@@ -210,15 +210,13 @@ class IdTokens:
         """The claims of a valid token (raises InvalidToken saying why it is not)."""
         header, payload, signed, signature = split(token)
         algorithm = header.get("alg")
-        digest = ALGORITHMS.get(algorithm) if isinstance(algorithm, str) else None
-        if digest is None:
+        if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
             raise InvalidToken(f"the token's algorithm {algorithm!r} is not accepted (IDTOKENs are signed with "
                                f"HS256, HS384 or HS512)")
         kid = header.get("kid")
         if not isinstance(kid, str) or not kid:
             raise InvalidToken("the token names no signing key (kid)")
-        expected = hmac.new(jwt_key(self.keys.key(kid)), signed.encode("ascii"), digest).digest()
-        if not hmac.compare_digest(expected, signature):
+        if not hmac.compare_digest(sign(self.keys, kid, signed, algorithm), signature):
             raise InvalidToken(f"the token's signature does not match signing key {kid!r}")
         return self._checked(payload)
 
@@ -266,6 +264,12 @@ class IdTokens:
         return True
 
 
+def sign(keys: SigningKeys, kid: str, signed: str, algorithm: str = SIGNING_ALGORITHM) -> bytes:
+    """The signature of ``header.payload`` with key ``kid``: what HTCondor computes to check a token (it signs the
+    token's first two parts again and compares)."""
+    return hmac.new(jwt_key(keys.key(kid)), signed.encode("ascii"), ALGORITHMS[algorithm]).digest()
+
+
 def _number(payload: dict[str, Any], claim: str) -> float | None:
     value = payload.get(claim)
     if value is None:
@@ -292,5 +296,4 @@ def create(keys: SigningKeys, kid: str, issuer: str, subject: str, *, lifetime: 
     header = {"alg": SIGNING_ALGORITHM, "kid": kid}
     signed = (_b64(json.dumps(header, separators=(",", ":")).encode()) + "."
               + _b64(json.dumps(payload, sort_keys=True, separators=(",", ":")).replace("/", "\\/").encode()))
-    signature = hmac.new(jwt_key(keys.key(kid)), signed.encode("ascii"), hashlib.sha256).digest()
-    return f"{signed}.{_b64(signature)}"
+    return f"{signed}.{_b64(sign(keys, kid, signed))}"
