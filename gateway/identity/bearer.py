@@ -14,6 +14,7 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import classad2
 
@@ -22,7 +23,9 @@ from gateway.core.auth import Authentication, Caller
 from . import scopes
 from .idtokens import POOL, IdTokens, InvalidToken, SigningKeys, TokenPolicy, split
 from .mapfile import CertificateMap
-from .scitoken import SciTokens, SciTokenSettings, use_cache
+
+if TYPE_CHECKING:  # the scitokens library is imported only by gateways that accept SciTokens
+    from .scitoken import SciTokens
 
 #: the map file's methods for tokens, as HTCondor names them
 IDTOKENS = "IDTOKENS"
@@ -153,6 +156,8 @@ class TokenSettings:
                 if not issuer.startswith("https://"):
                     raise ValueError(f"scitokens_trusted_issuers: {issuer!r} is not an https:// URL (keys are "
                                      f"fetched from the issuer over HTTPS only)")
+            from .scitoken import SciTokens, SciTokenSettings, use_cache
+
             use_cache(cache_dir)
             sci = SciTokens(SciTokenSettings(self.scitokens_issuers, self.scitokens_audience))
         return BearerTokens(idtokens, sci, mapfile)
