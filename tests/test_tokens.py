@@ -222,7 +222,8 @@ def test_an_invalid_token_counts_as_a_failed_login_and_a_valid_one_waits_out_the
     assert refused[0].code == 429 and refused[0].retry_after == 2
     clock.advance(2)
     assert bad[0].code == 401 and bad[0].token_error and "signature does not match" in bad[0].message
-    assert attempt(good)[0] == Caller("192.0.2.7", "alice@birdbath.test", Authentication.IDTOKEN, None)
+    (caller,) = attempt(good)
+    assert caller == Caller("192.0.2.7", "alice@birdbath.test", Authentication.IDTOKEN) and caller.permissions is None
 
 
 def test_an_invalid_token_challenge_is_rfc_6750s():
@@ -238,8 +239,9 @@ def test_idtokens_rules_of_the_map_file_map_subjects_and_others_stay_as_they_are
     robot = idtokens.create(stored_keys, POOL, DOMAIN, "robot@birdbath.test")
     assert tokens.verify(robot, "h").caller.user == "carol"
     alice = idtokens.create(stored_keys, POOL, DOMAIN, "alice@birdbath.test", authorizations=("READ",))
-    assert tokens.verify(alice, "h").caller == Caller("h", "alice@birdbath.test", Authentication.IDTOKEN,
-                                                      frozenset({Permission.READ}))
+    caller = tokens.verify(alice, "h").caller
+    assert caller == Caller("h", "alice@birdbath.test", Authentication.IDTOKEN)
+    assert caller.permissions == {Permission.READ}
 
 
 # -- end to end ------------------------------------------------------------------------------------------------
@@ -507,3 +509,18 @@ def test_aviary_takes_the_token_and_its_scope(gateway, pki, keys):
     job = zeep.Client(gateway.https_url + "services/job?wsdl", transport=Transport(session=http)).service
     answer = job.submitJob(cmd="/bin/true", args="", owner="alice", iwd="/tmp")
     assert answer.status.code != "OK" and "condor:/WRITE" in answer.status.text
+
+
+def test_a_read_token_on_soap_reads_but_begins_no_transaction(gateway, pki, keys):
+    import zeep
+    from zeep.transports import Transport
+
+    token = idtokens.create(keys, POOL, DOMAIN, "alice@birdbath.test", lifetime=600, authorizations=("READ",))
+    http = requests.Session()
+    http.trust_env = False
+    http.verify = str(pki.ca_file)
+    http.headers["Authorization"] = f"Bearer {token}"
+    schedd = zeep.Client(gateway.https_url + "condorSchedd.wsdl", transport=Transport(session=http)).service
+    assert schedd.getJobAds(None, "TRUE").status.code == "SUCCESS"
+    refused = schedd.beginTransaction(60).status
+    assert refused.code == "FAIL" and "condor:/WRITE" in refused.message

@@ -75,12 +75,13 @@ class Caller:
     """The peer of one request: its address and, when known, its user name (``None`` = anonymous).
 
     ``user`` may be ``user@domain`` (a certificate map file's answer); the owner is the part before ``@``.
-    ``permissions``: what a token's scope bounds the caller to (None: not bounded, what its identity may do)."""
+    ``permissions``: what a token's scope bounds the caller to (None: not bounded, what its identity may do); not
+    part of who the caller is, so that its transactions, staging areas and limits are the same whatever it holds."""
 
     host: str
     user: str | None = None
     authentication: Authentication = Authentication.NONE
-    permissions: frozenset[Permission] | None = None
+    permissions: frozenset[Permission] | None = field(default=None, compare=False)
 
 
 class HostList:
