@@ -200,6 +200,8 @@ class Gateway:
                         f"{self.config.certificate_mapfile}")
         if self.config.password_file is not None:
             ways.append(f"HTTP Basic checked against {self.config.password_file}")
+        if self.config.token_settings().enabled():
+            ways.append(self.config.token_settings().described())
         return "; callers identified by " + " or ".join(ways)
 
     def _request_context(self, caller: Caller) -> RequestContext:

@@ -43,6 +43,13 @@ certificate_mapfile = "/etc/birdbath/certificate_mapfile"   # SSL "<regex on the
 password_file = "/etc/birdbath/passwords"               # user:bcrypt-hash lines (htpasswd -B); off when unset
 password_failure_delay = 1    # seconds a failed login's answer waits (per source and user), doubled per failure
 max_password_failure_delay = 60   # up to this; attempts during the wait get 429 with Retry-After
+trust_domain = "pool.example.org"   # the issuer (iss) of the gateway's IDTOKENs (default: this host's name)
+sec_token_pool_signing_key_file = "/etc/birdbath/tokens/POOL"   # the POOL key IDTOKENs (Bearer) are signed with
+sec_password_directory = "/etc/birdbath/tokens"   # the other signing keys, a file per key id (kid)
+sec_token_max_age = -1        # refuse IDTOKENs issued longer ago than this (seconds); -1: no limit
+sec_token_revocation_expr = ""   # ClassAd expression over a token's claims: true revokes it
+scitokens_trusted_issuers = ["https://issuer.example.org"]   # SciTokens (Bearer) accepted from these issuers
+scitokens_server_audience = ["https://birdbath.example.org"]   # a SciToken's aud must name one of these
 collector_port = 0            # condorCollector on a port of its own too (e.g. 9618); 0: only on the gateway's port
 
 [submission]                  # the simplified submission API
@@ -89,6 +96,7 @@ from gateway.core.auth import LOOPBACK, AccessPolicy, HostList
 from gateway.core.queries import QuerySettings
 from gateway.core.schedd import ScheddSettings
 from gateway.daemon import keepalive, sharedport
+from gateway.identity.bearer import TokenSettings
 from gateway.identity.callers import Identification, Offload
 from gateway.identity.mapfile import CertificateMap, MapFileError
 from gateway.identity.passwords import PasswordFile, PasswordFileError
@@ -164,6 +172,13 @@ class GatewayConfig:
     password_file: Path | None = None
     password_failure_delay: int = int(ThrottleSettings.first_delay)
     max_password_failure_delay: int = int(ThrottleSettings.max_delay)
+    trust_domain: str = ""  # "": this host's fully qualified name
+    sec_token_pool_signing_key_file: Path | None = None
+    sec_password_directory: Path | None = None
+    sec_token_max_age: int = -1
+    sec_token_revocation_expr: str = ""
+    scitokens_trusted_issuers: list[str] = field(default_factory=list)
+    scitokens_server_audience: list[str] = field(default_factory=list)
     use_shared_port: bool = False
     daemon_socket_dir: Path = Path("/var/lock/condor/daemon_sock")
     shared_port_id: str = "birdbath"
@@ -212,7 +227,8 @@ class GatewayConfig:
         if self.certificate_mapfile is None:
             asked = ClientCertificates.NOT_ASKED
         else:
-            asked = ClientCertificates.OPTIONAL if self.password_file is not None else ClientCertificates.REQUIRED
+            other_ways = self.password_file is not None or self.token_settings().enabled()
+            asked = ClientCertificates.OPTIONAL if other_ways else ClientCertificates.REQUIRED
         return TlsSettings(self.soap_ssl_server_keyfile, self.soap_ssl_server_keyfile_password or None,
                            self.soap_ssl_ca_file, self.soap_ssl_ca_dir, asked)
 
@@ -227,20 +243,29 @@ class GatewayConfig:
         """How callers are told apart: the map file and the password file, read and checked (raises ConfigError);
         with a ``clock``, failed logins are throttled on it.
 
-        Both serve the SSL port only, so without it neither is read."""
-        certificates = passwords = None
+        They serve the SSL port only, so without it none is read (nor are the token knobs' files)."""
+        certificates = passwords = tokens = None
         try:
             if self.enable_soap_ssl and self.certificate_mapfile is not None:
                 certificates = CertificateMap.load(self.certificate_mapfile)
             if self.enable_soap_ssl and self.password_file is not None:
                 passwords = PasswordFile.load(self.password_file)
+            if self.enable_soap_ssl:
+                tokens = self.token_settings().build(certificates, self.state_dir / "scitokens")
         except (MapFileError, PasswordFileError) as exc:
             raise ConfigError(str(exc)) from None
+        except ValueError as exc:
+            raise ConfigError(f"bearer tokens: {exc}") from None
         throttle = None
-        if passwords is not None and clock is not None:
+        if (passwords is not None or tokens is not None) and clock is not None:
             throttle = LoginThrottle(clock, ThrottleSettings(first_delay=float(self.password_failure_delay),
                                                             max_delay=float(self.max_password_failure_delay)))
-        return Identification(certificates, passwords, offload, throttle=throttle)
+        return Identification(certificates, passwords, offload, throttle=throttle, tokens=tokens)
+
+    def token_settings(self) -> TokenSettings:
+        return TokenSettings(self.trust_domain, self.sec_token_pool_signing_key_file, self.sec_password_directory,
+                             self.sec_token_max_age, self.sec_token_revocation_expr,
+                             tuple(self.scitokens_trusted_issuers), tuple(self.scitokens_server_audience))
 
     def connection_limits(self, descriptors: int) -> ConnectionLimits:
         """The connection caps for a process allowed ``descriptors`` open files (the knobs left at 0 computed)."""
@@ -274,7 +299,9 @@ _SECTIONS = {
                  "default_owner", "max_soap_transaction_duration", "soap_leave_in_queue", "max_transactions_per_caller",
                  "enable_soap_ssl", "soap_ssl_port", "soap_ssl_server_keyfile", "soap_ssl_server_keyfile_password",
                  "soap_ssl_ca_file", "soap_ssl_ca_dir", "certificate_mapfile", "password_file", "password_failure_delay",
-                 "max_password_failure_delay", "collector_port"),
+                 "max_password_failure_delay", "collector_port", "trust_domain", "sec_token_pool_signing_key_file",
+                 "sec_password_directory", "sec_token_max_age", "sec_token_revocation_expr",
+                 "scitokens_trusted_issuers", "scitokens_server_audience"),
     "daemon": ("use_shared_port", "daemon_socket_dir", "shared_port_id", "not_responding_timeout",
                "master_keepalive"),
 }
@@ -308,7 +335,8 @@ def load(path: Path | None) -> GatewayConfig:
 
 #: settings that name a file or directory (given as strings, ``~`` expanded)
 _PATHS = frozenset({"state_dir", "local_socket", "log_file", "soap_ssl_server_keyfile", "soap_ssl_ca_file",
-                    "soap_ssl_ca_dir", "certificate_mapfile", "password_file", "daemon_socket_dir"})
+                    "soap_ssl_ca_dir", "certificate_mapfile", "password_file", "daemon_socket_dir",
+                    "sec_token_pool_signing_key_file", "sec_password_directory"})
 
 
 def _set(config: GatewayConfig, key: str, value: Any, where: str) -> None:
@@ -427,9 +455,11 @@ def check_daemon(config: GatewayConfig) -> None:
 
 def check_ssl(config: GatewayConfig) -> None:
     """The SSL port's knobs are complete and their files usable (read, not kept: the gateway reads them again)."""
-    if config.certificate_mapfile is None and config.password_file is None:
+    if config.certificate_mapfile is None and config.password_file is None and not config.token_settings().enabled():
         raise ConfigError("enable_soap_ssl needs certificate_mapfile (client certificates), password_file "
-                          "(HTTP Basic), or both: otherwise no caller could be identified on the SSL port")
+                          "(HTTP Basic), bearer tokens (sec_token_pool_signing_key_file, sec_password_directory or "
+                          "scitokens_trusted_issuers), or several: otherwise no caller could be identified on the "
+                          "SSL port")
     if config.certificate_mapfile is not None and config.soap_ssl_ca_file is None and config.soap_ssl_ca_dir is None:
         raise ConfigError("client certificates (certificate_mapfile) need soap_ssl_ca_file (--ssl-ca-file) or "
                           "soap_ssl_ca_dir: the authorities they must chain to")

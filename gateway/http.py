@@ -277,8 +277,8 @@ class GatewayResource(resource.Resource):
                  path=request.path.decode("latin-1"), client=request.client_host,
                  code=refusal.code, message=refusal.message)
         request.setResponseCode(refusal.code)
-        if refusal.challenge:
-            request.setHeader(b"www-authenticate", b'Basic realm="birdbath", charset="UTF-8"')
+        for challenge in refusal.challenges():
+            request.responseHeaders.addRawHeader(b"www-authenticate", challenge)
         if refusal.retry_after is not None:
             request.setHeader(b"retry-after", b"%d" % refusal.retry_after)
         if endpoint.content_type == XML:

@@ -448,8 +448,12 @@ def test_basic_on_the_plain_port_is_refused_without_checking_the_password(identi
             run(identification.caller(plain(port=40001, identification=identification), credentials))
         assert refusal.value.code == 403 and "only on the SSL port" in refusal.value.message
     assert offload.checks == 0
+    # a bearer token is refused as clearly, whether or not the gateway accepts tokens on its SSL port
+    with pytest.raises(Refusal) as refusal:
+        run(identification.caller(plain(port=40001, identification=identification), b"Bearer abc"))
+    assert refusal.value.code == 403 and "Bearer tokens are accepted only on the SSL port" in refusal.value.message
     # other schemes mean nothing here and are not refused
-    assert run(identification.caller(plain(port=40001, identification=identification), b"Bearer abc")).user == \
+    assert run(identification.caller(plain(port=40001, identification=identification), b"Digest abc")).user == \
         "nobody"
 
 

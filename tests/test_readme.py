@@ -398,6 +398,44 @@ def curl_tls(example: Example, tmp_path: Path) -> None:
         process.stop()
 
 
+def tokens_config(directory: Path, tmp_path: Path) -> str:
+    """The TLS configuration with the token lines added to its [birdbath] section (paths moved under tmp_path)."""
+    text = examples()["config-tls"].body.replace("[birdbath]\n", "[birdbath]\n" + examples()["config-tokens"].body
+                                                 + "\n")
+    return text.replace("/etc/birdbath", str(directory)).replace("/var/lib/birdbath-gateway", str(tmp_path / "state"))
+
+
+@runs("config-tokens")
+def config_tokens(example: Example, tmp_path: Path) -> None:
+    """The lines belong to [birdbath] and switch IDTOKENs on (SciTokens stay off with no issuer)."""
+    path = tmp_path / "gateway.toml"
+    path.write_text(tokens_config(tmp_path, tmp_path))
+    settings = load(path).token_settings()
+    assert settings.enabled() and settings.domain() == "birdbath.example.org" and not settings.scitokens_issuers
+    assert settings.pool_signing_key_file == tmp_path / "tokens" / "POOL"
+
+
+@runs("tokens")
+def tokens(example: Example, tmp_path: Path) -> None:
+    """The key made by the first line, a gateway started with the README's TLS and token configuration, then the
+    token made and used by curl as the TLS example's note says to try on one machine (at localhost)."""
+    directory = tls_setup(tmp_path)
+    config = directory / "gateway.toml"
+    config.write_text(tokens_config(directory, tmp_path))
+    make_key, rest = example.body.replace("/etc/birdbath", str(directory)).split("\n", 1)
+    run_sh(make_key, directory)
+    process = GatewayProcess(tmp_path / "state", config.read_text(), tmp=tmp_path, ssl=True, plain=False).start()
+    try:
+        script = rest.replace("curl ", "curl -sS --fail -w '\\n' ") \
+            .replace("birdbath.example.org:1985/", f"localhost:{process.ssl_port}/")
+        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"  # birdbath
+        answer = run_sh(script, directory, PATH=path).splitlines()[-1]
+        assert json.loads(answer)["status"]["code"] == "OK"
+        assert "(alice@birdbath.example.org by idtoken)" in process.log()
+    finally:
+        process.stop()
+
+
 # -- running under condor_master and condor_shared_port ---------------------------------------------------------
 def condor_config_lines(body: str) -> dict[str, str]:
     return {key.strip(): value.strip() for key, _, value in (line.partition("=") for line in body.splitlines())}

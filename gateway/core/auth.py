@@ -66,17 +66,22 @@ class Authentication(enum.Enum):
     CERTIFICATE = "certificate"  # a client certificate, its subject mapped by the certificate map file
     PASSWORD = "password"  # HTTP Basic over TLS, checked against the password file
     BROKER = "broker"  # an AMQP message's user_id, which the broker checked against the publisher's login
+    IDTOKEN = "idtoken"  # an HTCondor IDTOKEN (a bearer token over TLS) signed with one of the gateway's keys
+    SCITOKEN = "scitoken"  # a SciToken (a bearer token over TLS) from a trusted issuer, mapped by the map file
 
 
 @dataclass(frozen=True)
 class Caller:
     """The peer of one request: its address and, when known, its user name (``None`` = anonymous).
 
-    ``user`` may be ``user@domain`` (a certificate map file's answer); the owner is the part before ``@``."""
+    ``user`` may be ``user@domain`` (a certificate map file's answer); the owner is the part before ``@``.
+    ``permissions``: what a token's scope bounds the caller to (None: not bounded, what its identity may do); not
+    part of who the caller is, so that its transactions, staging areas and limits are the same whatever it holds."""
 
     host: str
     user: str | None = None
     authentication: Authentication = Authentication.NONE
+    permissions: frozenset[Permission] | None = field(default=None, compare=False)
 
 
 class HostList:
@@ -171,6 +176,9 @@ class AccessPolicy:
         return self.allow_soap.allows(host)
 
     def check(self, caller: Caller, permission: Permission) -> None:
+        if caller.permissions is not None and permission not in caller.permissions:
+            raise BirdbathError.fail(f"Permission denied: the token's scope does not grant {permission.value} "
+                                     f"(condor:/{permission.value})")
         hosts = self.allow_read if permission is Permission.READ else self.allow_write
         # WRITE implies READ, as in HTCondor's authorisation levels.
         if hosts.allows(caller.host) or (permission is Permission.READ and self.allow_write.allows(caller.host)):

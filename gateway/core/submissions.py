@@ -183,8 +183,8 @@ class SubmissionService:
     def _check(self, caller: Caller, permission: Permission) -> None:
         try:
             self._policy.check(caller, permission)
-        except BirdbathError:
-            raise fail("Permission denied") from None
+        except BirdbathError as exc:  # "Permission denied", and why when a token's scope is what refused
+            raise fail(exc.status.message or "Permission denied") from None
 
     async def _run(self, function: Callable[..., Any], *args: Any, lane: Callable[..., Any] | None = None) -> Any:
         """``function(*args)`` on the backend's thread (or on ``lane``), its errors as statuses."""

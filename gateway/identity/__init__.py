@@ -6,5 +6,8 @@
 - :mod:`.passwords` reads the password file (bcrypt hashes) that HTTP Basic over TLS is checked against;
 - :mod:`.peers` finds the local user owning a client's socket on this machine (netlink ``sock_diag`` for TCP,
   ``SO_PEERCRED`` for the local Unix-domain socket);
+- :mod:`.bearer` checks ``Authorization: Bearer`` tokens over TLS: HTCondor IDTOKENs signed with the gateway's keys
+  (:mod:`.idtokens`) and SciTokens of trusted issuers (:mod:`.scitoken`), their ``condor:/`` scopes bounding the
+  core's permissions (:mod:`.scopes`); :mod:`.tokentool` is ``birdbath token create``;
 - :mod:`.callers` decides, per connection and request, which of these identifies the caller, or refuses it.
 """

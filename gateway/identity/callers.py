@@ -13,13 +13,18 @@ On the SSL port:
   - a client certificate (verified by the handshake) is mapped to a user by the certificate map file; a subject
     no rule maps is refused (403), even when the request also carries a password;
   - without a certificate, HTTP Basic credentials are checked against the password file; wrong ones get 401;
-  - a request with neither is refused (401 with a Basic challenge when passwords are accepted).
+  - or an ``Authorization: Bearer`` token (an HTCondor IDTOKEN or a SciToken, :mod:`.bearer`) is verified; an
+    invalid one gets 401 with ``WWW-Authenticate: Bearer error="invalid_token"`` and counts as a failed login for
+    the throttle, a valid one no map file rule maps gets 403; a token sent on the plain port is refused unchecked
+    (403), as a password is;
+  - a request with neither is refused (401 with a Basic and/or Bearer challenge, for the ways accepted).
 """
 
 from __future__ import annotations
 
 import binascii
 import socket
+import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
 
@@ -27,6 +32,8 @@ from cryptography import x509
 
 from gateway.core.auth import Address, Authentication, Caller
 from gateway.identity import peers
+from gateway.identity.bearer import BearerTokens, Unmapped, Verified, bearer_token, claimed_subject
+from gateway.identity.idtokens import InvalidToken
 from gateway.identity.mapfile import SSL, CertificateMap
 from gateway.identity.passwords import PasswordFile, RememberedPasswords
 from gateway.identity.throttle import LoginThrottle, Throttled
@@ -50,7 +57,8 @@ class PeerKernel(Protocol):
 class Refusal(Exception):
     """A request refused for who its caller is (or is not): the HTTP status and the reason to send back."""
 
-    def __init__(self, code: int, message: str, challenge: bool = False, retry_after: int | None = None) -> None:
+    def __init__(self, code: int, message: str, challenge: bool = False, retry_after: int | None = None,
+                 bearer: bool = False, token_error: bool = False) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -58,6 +66,30 @@ class Refusal(Exception):
         self.challenge = challenge
         #: seconds to send in ``Retry-After`` (a login refused during a penalty, :mod:`.throttle`)
         self.retry_after = retry_after
+        #: whether to answer with ``WWW-Authenticate: Bearer`` (the client may try again with a token), and whether
+        #: it names the token sent invalid (RFC 6750's ``error="invalid_token"``, the message its description)
+        self.bearer = bearer or token_error
+        self.token_error = token_error
+
+    def challenges(self) -> list[bytes]:
+        """The ``WWW-Authenticate`` values to answer with (none, Basic, Bearer, or both)."""
+        found = [BASIC_CHALLENGE] if self.challenge else []
+        if self.bearer:
+            found.append(bearer_challenge(self.message if self.token_error else None))
+        return found
+
+
+BASIC_CHALLENGE = b'Basic realm="birdbath", charset="UTF-8"'
+
+
+def bearer_challenge(description: str | None) -> bytes:
+    """RFC 6750's challenge; with a description, for an invalid token (quoted as its grammar allows: printable
+    ASCII without double quotes or backslashes)."""
+    if description is None:
+        return b'Bearer realm="birdbath"'
+    shown = "".join(char if " " <= char <= "~" and char not in '"\\' else "'" if char == '"' else "?"
+                    for char in description)
+    return f'Bearer realm="birdbath", error="invalid_token", error_description="{shown}"'.encode("ascii")
 
 
 @dataclass
@@ -78,6 +110,8 @@ class Connection:
     refusal: Refusal | None = None
     #: the last ``Authorization`` header that passed the password check on this connection, and its caller
     basic: tuple[bytes, Caller] | None = None
+    #: the last bearer token that passed on this connection, its caller, and when the token expires
+    bearer: tuple[bytes, Verified] | None = None
 
 
 def describe(caller: Caller) -> str:
@@ -119,8 +153,10 @@ class Identification:
 
     def __init__(self, certificates: CertificateMap | None = None, passwords: PasswordFile | None = None,
                  offload: Offload | None = None, kernel: PeerKernel = peers,  # type: ignore[assignment]
-                 throttle: LoginThrottle | None = None) -> None:
+                 throttle: LoginThrottle | None = None, tokens: BearerTokens | None = None) -> None:
         self.certificates = certificates
+        #: how bearer tokens are checked (none: they are refused)
+        self.tokens = tokens
         #: slows password guessing down (none: every attempt is checked at once)
         self.throttle = throttle
         self.passwords = passwords
@@ -141,10 +177,14 @@ class Identification:
 
     async def caller(self, connection: Connection, authorization: bytes | None) -> Caller:
         """The caller of one request on ``connection`` (raises :class:`Refusal`)."""
+        token = self._token(authorization)
         if not connection.secure:
             if is_basic(authorization):
                 raise Refusal(403, "HTTP Basic authentication is accepted only on the SSL port (enable_soap_ssl); "
                                    "the credentials sent in clear text were not checked")
+            if token is not None:
+                raise Refusal(403, "Bearer tokens are accepted only on the SSL port (enable_soap_ssl); "
+                                   "the token sent in clear text was not checked")
             if connection.refusal is not None:
                 raise connection.refusal
             if connection.caller is None:
@@ -154,7 +194,17 @@ class Identification:
             if connection.caller is None:
                 connection.caller = self._certificate_caller(connection)
             return connection.caller
+        if token is not None and self.tokens is not None:
+            assert authorization is not None
+            return await self._token_caller(connection, token, authorization)
         return await self._password_caller(connection, authorization)
+
+    def _token(self, authorization: bytes | None) -> str | None:
+        """The bearer token the request carries (None: none); a Bearer header holding none is refused."""
+        try:
+            return bearer_token(authorization)
+        except InvalidToken as exc:
+            raise Refusal(401, f"Invalid bearer token: {exc}", token_error=True) from None
 
     def _peer_caller(self, connection: Connection, sock: socket.socket | None) -> Caller:
         if connection.unix:
@@ -197,9 +247,14 @@ class Identification:
     async def _password_caller(self, connection: Connection, authorization: bytes | None) -> Caller:
         credentials = basic_credentials(authorization) if self.passwords is not None else None
         if credentials is None:
-            raise Refusal(401, "Authentication required: a client certificate"
-                               + (" or HTTP Basic credentials" if self.passwords is not None else ""),
-                          challenge=self.passwords is not None)
+            ways = ["a client certificate"] if self.certificates is not None else []
+            ways += ["HTTP Basic credentials"] if self.passwords is not None else []
+            ways += ["a bearer token"] if self.tokens is not None else []
+            unused = (" (bearer tokens are not accepted by this gateway: it has no sec_token_pool_signing_key_file, "
+                      "sec_password_directory or scitokens_trusted_issuers)") if self.tokens is None \
+                and bearer_token(authorization) is not None else ""
+            raise Refusal(401, "Authentication required: " + " or ".join(ways or ["a client certificate"]) + unused,
+                          challenge=self.passwords is not None, bearer=self.tokens is not None)
         assert self.passwords is not None and authorization is not None
         if connection.basic is not None and connection.basic[0] == authorization:
             return connection.basic[1]
@@ -219,3 +274,38 @@ class Identification:
             return await self.throttle.check(host, user, self._offload, self.passwords.check, user, password)
         except Throttled as exc:
             raise Refusal(429, str(exc), retry_after=exc.retry_after) from None
+
+    async def _token_caller(self, connection: Connection, token: str, authorization: bytes) -> Caller:
+        """The caller a bearer token proves; a token that passed on this connection is not checked again until it
+        expires."""
+        assert self.tokens is not None
+        if connection.bearer is not None and connection.bearer[0] == authorization:
+            expires = connection.bearer[1].expires
+            if expires is None or time.time() <= expires:
+                return connection.bearer[1].caller
+        outcome: list[Verified | Exception] = []
+        tokens = self.tokens
+
+        def check(token: str) -> bool:
+            """Whether the token is valid (an unmapped identity is: it is refused, not counted as a failure)."""
+            try:
+                outcome.append(tokens.verify(token, connection.peer_host))
+            except (InvalidToken, Unmapped) as exc:
+                outcome.append(exc)
+            return not isinstance(outcome[-1], InvalidToken)
+
+        if self.throttle is None:
+            await self._offload(check, token)
+        else:
+            try:
+                await self.throttle.check(connection.peer_host, claimed_subject(token), self._offload, check, token,
+                                          kind="Bearer token")
+            except Throttled as exc:
+                raise Refusal(429, str(exc), retry_after=exc.retry_after) from None
+        result = outcome[0]
+        if isinstance(result, InvalidToken):
+            raise Refusal(401, f"Invalid bearer token: {result}", token_error=True)
+        if isinstance(result, Exception):
+            raise Refusal(403, str(result))
+        connection.bearer = (authorization, result)
+        return result.caller

@@ -1,4 +1,5 @@
-"""Slowing password guessing down: HTTP Basic failures counted per source and per user name.
+"""Slowing password guessing down: HTTP Basic failures (and invalid bearer tokens) counted per source and per user
+name (a token's claimed subject).
 
 Each failure starts a penalty for its source (the client's address, or its IPv6 /64) and for the user name it
 tried: ``password_failure_delay`` seconds after the first failure in a row, twice that after the second, and so
@@ -109,9 +110,11 @@ class LoginThrottle:
         self.sources = _Records(settings.tracked, forget_after)
         self.users = _Records(settings.tracked, forget_after)
 
-    async def check(self, host: str, user: str, verify: Callable[..., Awaitable[bool]], *args: Any) -> bool:
-        """``await verify(*args)``, the password check of ``user`` from ``host``, unless a penalty stands (raises
-        :class:`Throttled`); a failure is recorded, logged, and returned when its penalty ends."""
+    async def check(self, host: str, user: str, verify: Callable[..., Awaitable[bool]], *args: Any,
+                    kind: str = "HTTP Basic login") -> bool:
+        """``await verify(*args)``, the password (or bearer token, ``kind``) check of ``user`` from ``host``,
+        unless a penalty stands (raises :class:`Throttled`); a failure is recorded, logged, and returned when its
+        penalty ends."""
         source, name = host_key(host), _user_key(user)
         now = self._clock.seconds()
         records = [found for found in (self.sources.get(source, now), self.users.get(name, now)) if found]
@@ -132,8 +135,8 @@ class LoginThrottle:
         by_source = self.sources.failed(source, now, self.settings)
         by_user = self.users.failed(name, now, self.settings)
         wait = max(by_source.until, by_user.until) - now
-        log.warn("HTTP Basic login of {user} from {source} failed ({source_failures} in a row from there, "
-                 "{user_failures} for that user); answered in {wait:g} s", user=_shown(user), source=source,
+        log.warn("{kind} of {user} from {source} failed ({source_failures} in a row from there, "
+                 "{user_failures} for that user); answered in {wait:g} s", kind=kind, user=_shown(user), source=source,
                  source_failures=by_source.failures, user_failures=by_user.failures, wait=wait)
         await deferLater(self._clock, wait)
         return False

@@ -17,13 +17,18 @@
     birdbath submit_dag FILE.dag [-owner NAME] [-wait]  submit a DAG (condor_submit_dag)
     birdbath status [-schedd | -submitters | -master | -any] [-constraint EXPR] [-long | -af ATTR...]
                                                         the pool's machines, schedulers, ... (condor_status)
+    birdbath token create -identity USER@DOMAIN [-key KEYID] [-authz AUTHZ]... [-lifetime S] [-token NAME | -file F]
+                                                        make an IDTOKEN with the gateway's key (condor_token_create;
+                                                        on the gateway's host, with the gateway installed)
     birdbath version
 
 A number is a cluster (all its jobs), CLUSTER.PROC one job, anything else an owner's jobs.  Every option may be
 spelled with one dash or two (-long, --long).  The gateway URL comes from -url, else BIRDBATH_URL, else the
 local socket of the gateway on this machine (one's own gateway's, else /var/lib/birdbath-gateway/birdbath.sock),
 where the kernel tells the gateway who you are, else http://127.0.0.1:1984/.  For an https URL, BIRDBATH_CA names the CA file that signed the gateway's certificate,
-BIRDBATH_CERT (and BIRDBATH_KEY) a client certificate, or BIRDBATH_USER and BIRDBATH_PASSWORD a password login.
+BIRDBATH_CERT (and BIRDBATH_KEY) a client certificate, or BIRDBATH_USER and BIRDBATH_PASSWORD a password login; a
+bearer token is sent over https when one is found as HTCondor finds it (BEARER_TOKEN, BEARER_TOKEN_FILE, else
+_CONDOR_SEC_TOKEN_DIRECTORY or ~/.condor/tokens.d).
 
 Exit status: 0 on success, 1 on an error (a message on stderr), 2 on a usage error.  wait (and submit_dag -wait)
 exits with the job's exit code, 128 + N if a signal N killed it, 1 if it was removed.  When the reader of the
@@ -287,9 +292,26 @@ def _parser() -> argparse.ArgumentParser:
     _option(amqp, "key", default="grid_key", help="its routing key on amq.direct (default: grid_key)")
     _option(amqp, "timeout", type=float, default=3600, metavar="S", help="give up after S seconds without a reply")
 
+    token = command("token", _token, "bearer tokens: 'token create ...' makes an IDTOKEN signed with the gateway's "
+                                     "key, as condor_token_create (see 'birdbath token create -help')",
+                    client=lambda url, credentials=None: None)
+    token.add_argument("action", choices=["create"], help="what to do")
+    token.add_argument("options", nargs=argparse.REMAINDER, help="condor_token_create's options")
+
     command("version", lambda schedd, args: print(schedd.version(), schedd.platform(), sep="\n"),
             "the gateway's version and platform")
     return parser
+
+
+def _token(_: None, args: argparse.Namespace) -> int:
+    """``birdbath token create``: the gateway's own tool, which signs with its keys on its host."""
+    try:
+        from gateway.identity.tokentool import main as create
+    except ImportError:
+        print("birdbath token create: runs where the gateway is installed (it signs with the gateway's keys)",
+              file=sys.stderr)
+        return 1
+    return create(args.options)
 
 
 def _selections(parser: argparse.ArgumentParser) -> None:

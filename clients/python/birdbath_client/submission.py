@@ -52,7 +52,7 @@ class SubmissionApi:
 
     def _post(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         request = urllib.request.Request(self.url + operation, data=json.dumps(params).encode(),
-                                         headers={"Content-Type": "application/json", **self.credentials.headers()})
+                                         headers={"Content-Type": "application/json", **self.credentials.headers(self.url)})
         try:
             with self._opener.open(request, timeout=self.timeout) as response:
                 return json.load(response)
