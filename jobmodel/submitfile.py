@@ -165,7 +165,11 @@ def _translate(statement: str, cluster: int, first_proc: int) -> list[classad2.C
 
 
 def _relative(ad: classad2.ClassAd, directory: str) -> classad2.ClassAd:
-    """The ad without what the schedd sets, and with the translation directory taken out of its paths."""
+    """The ad without what the schedd sets, and with the translation directory taken out of its paths.  A job whose
+    Iwd becomes its spool has its files there, so they are transferred (``IF_NEEDED`` is ``YES``), as
+    ``condor_submit -spool`` makes them."""
+    if ad.get("Iwd") == directory and ad.get("ShouldTransferFiles") == "IF_NEEDED":
+        ad["ShouldTransferFiles"] = "YES"
     for name in list(ad.keys()):
         value = ad.get(name)
         if name in SCHEDD_OWNED or value is classad2.Value.Undefined:

@@ -24,7 +24,7 @@ class Route:
 class Contract:
     def __init__(self, document: dict[str, Any]) -> None:
         self.document = document
-        self.text = json.dumps(document, indent=1).encode()
+        self.text = json.dumps(document).encode()
         self.routes = [Route(method.upper().encode(), _pattern(path), operation["operationId"])
                        for path, methods in document["paths"].items() for method, operation in methods.items()]
 
