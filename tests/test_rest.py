@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gzip
+import http.client
 import io
 import json
 import pwd
@@ -219,6 +220,23 @@ def test_a_cluster_takes_one_upload_for_all_its_jobs(runner):
         "result.txt"] == b"read C\n"
 
 
+def test_a_large_output_is_streamed_whole(runner):
+    """Several chunks of the spool's files, read while the connection drains (a client that reads slowly)."""
+    made = submit(runner.port, "executable = /bin/sh\narguments = \"-c 'yes abcdefg | head -c 3000000 > big.bin'\"\n"
+                               "should_transfer_files = YES\nqueue\n")
+    job = made["job_ids"][0]
+    assert wait_for(runner.port, job)["JobStatus"] == 4
+    connection = http.client.HTTPConnection("127.0.0.1", runner.port, timeout=60)
+    connection.request("GET", f"/api/v1/jobs/{job}/output")
+    response = connection.getresponse()
+    received = bytearray()
+    while block := response.read(256 * 1024):
+        received += block
+        time.sleep(0.01)
+    connection.close()
+    assert tar_members(bytes(received))["big.bin"] == (b"abcdefg\n" * 375000)[:3000000]
+
+
 def _tar_with(kind: str) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
@@ -279,8 +297,6 @@ def test_input_for_a_job_that_does_not_wait_for_any_is_a_problem(gateway):
 def as_user(account: UserAccount, port: int, method: str, path: str, body: bytes | dict | None = None,
             content_type: str = "application/json") -> Answer:
     """A request made by a real other user (identified by its socket's owner), checked against the contract."""
-    import http.client
-
     data = json.dumps(body).encode() if isinstance(body, dict) else body
 
     def work() -> bytes:

@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import classad2
-from twisted.internet.defer import ensureDeferred
+from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.interfaces import IPushProducer
 from twisted.internet.threads import deferToThread
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import resource, server
+from zope.interface import implementer
 
 from gateway.core.adstruct import Attr, AttrType, wire_value
 from gateway.core.auth import Caller
@@ -332,21 +334,25 @@ class RestApi(resource.Resource):
         request.setHeader(b"content-type", b"application/x-tar")
         request.setHeader(b"content-disposition", f'attachment; filename="job-{ident}-output.tar"'.encode())
         now = int(time.time())
-        for info in sorted(files, key=lambda info: info.name):
-            request.write(tarfiles.header(info.name, info.size, now))
-            offset = 0
-            while offset < info.size:
-                length = min(tarfiles.CHUNK, info.size - offset)
-                data = await self.schedd.get_file(caller, None, ident.cluster, ident.proc, info.name, offset, length)
-                data = data[:length] or b"\0" * length  # a file the job shortened meanwhile: zeros, as tar's size
-                request.write(data)
-                offset += len(data)
-                if request._disconnected:
-                    return
-            request.write(tarfiles.padding(info.size))
-        request.write(tarfiles.END)
+        flow = Backpressure(request)
+        try:
+            for info in sorted(files, key=lambda info: info.name):
+                request.write(tarfiles.header(info.name, info.size, now))
+                offset = 0
+                while offset < info.size:
+                    length = min(tarfiles.CHUNK, info.size - offset)
+                    data = await self.schedd.get_file(caller, None, ident.cluster, ident.proc, info.name, offset,
+                                                      length)
+                    data = data[:length] or b"\0" * length  # a file the job shortened meanwhile: zeros, as tar's size
+                    request.write(data)
+                    offset += len(data)
+                    if not await flow.sent():
+                        return  # the client went away
+                request.write(tarfiles.padding(info.size))
+            request.write(tarfiles.END)
+        finally:
+            flow.close()
         request.finish()
-        return
 
     # -- history, pool, contract ------------------------------------------------------------------------
     async def list_history(self, request: Any, caller: Caller) -> Reply:
@@ -368,6 +374,40 @@ class RestApi(resource.Resource):
 
     async def get_contract(self, request: Any, caller: Caller) -> Reply:
         return Reply(200, self.contract.document)
+
+
+@implementer(IPushProducer)
+class Backpressure:
+    """Waits between the pieces of a streamed answer while the connection's buffer is full (twisted pauses its
+    producer), so that a large output is never held in memory whole; tells whether the client is still there."""
+
+    def __init__(self, request: Any) -> None:
+        self._request = request
+        self._resumed: Deferred[None] | None = None
+        self._gone = False
+        request.registerProducer(self, True)
+
+    async def sent(self) -> bool:
+        if self._resumed is not None:
+            await self._resumed
+        return not self._gone and not self._request._disconnected
+
+    def pauseProducing(self) -> None:
+        if self._resumed is None:
+            self._resumed = Deferred()
+
+    def resumeProducing(self) -> None:
+        resumed, self._resumed = self._resumed, None
+        if resumed is not None:
+            resumed.callback(None)
+
+    def stopProducing(self) -> None:
+        self._gone = True
+        self.resumeProducing()
+
+    def close(self) -> None:
+        if not self._request._disconnected:
+            self._request.unregisterProducer()
 
 
 class ContractPage(resource.Resource):
