@@ -179,8 +179,8 @@ def curl(example: Example, gateway: GatewayProcess, tmp_path: Path) -> None:
 def rest_curl(example: Example, gateway: GatewayProcess, tmp_path: Path) -> None:
     """The REST session on the shared gateway (whatever ids it gives): each line answers as its comment says."""
     lines = run_sh(example.at(gateway.url), tmp_path).splitlines()
-    assert len(lines) == 12, lines
-    contract, made, uploaded, output, listed, patched, held, released, removed, history, pool, missing = lines
+    assert len(lines) == 13, lines
+    contract, made, uploaded, output, listed, patched, held, released, removed, history, pool, dag, missing = lines
     assert contract.startswith('{"openapi": "3.1.0"')
     made = json.loads(made)
     assert made["job_ids"] == made["awaiting_input"] == [f"{made['cluster_id']}.0"]
@@ -191,6 +191,7 @@ def rest_curl(example: Example, gateway: GatewayProcess, tmp_path: Path) -> None
         assert set(json.loads(answer)) == {"message", "job_id"}, answer
     assert json.loads(history)["jobs"][0]["RemoveReason"] == "changed my mind"
     assert json.loads(pool)["ads"] and all(set(ad) == {"Name", "Cpus", "Memory"} for ad in json.loads(pool)["ads"])
+    assert json.loads(dag)["awaiting_input"] == [] and len(json.loads(dag)["job_ids"]) == 1
     assert json.loads(missing)["status"] == 404
 
 

@@ -293,6 +293,36 @@ def test_input_for_a_job_that_does_not_wait_for_any_is_a_problem(gateway):
     problem(call(gateway.port, "GET", "/api/v1/jobs/999999.0/output"), 404)
 
 
+# -- DAGs ----------------------------------------------------------------------------------------------
+DAG = {"diamond.dag": "JOB A a.sub\nJOB B b.sub\nPARENT A CHILD B\n",
+       "a.sub": "executable = /bin/echo\narguments = A\noutput = a.out\nqueue\n",
+       "b.sub": "executable = /bin/sh\narguments = \"-c 'cat a.out; echo B'\"\noutput = b.out\nqueue\n"}
+
+
+def test_a_dag_and_its_node_files_run_as_one_dagman_job(runner):
+    made = call(runner.port, "POST", "/api/v1/dags?dag=diamond.dag", tar_of(DAG), "application/x-tar")
+    assert made.status == 201, made.body
+    job = made.json["job_ids"][0]
+    assert made.headers["location"] == f"/api/v1/jobs/{job}"
+    ad = wait_for(runner.port, job)
+    assert (ad["JobStatus"], ad["ExitCode"], ad["JobUniverse"]) == (4, 0, 7)
+    files = tar_members(call(runner.port, "GET", f"/api/v1/jobs/{job}/output").body)
+    assert files["b.out"] == b"A\nB\n" and "diamond.dag.dagman.out" in files
+
+
+@pytest.mark.parametrize(("query", "body", "words"), [
+    ("dag=other.dag", tar_of(DAG), ("does not hold the DAG file 'other.dag'",)),
+    ("dag=../diamond.dag", tar_of(DAG), ("path separator",)),
+    ("", tar_of(DAG), ("dag must name",)),
+    ("dag=diamond.dag", b"no tar here" * 50, ("not a tar archive",)),
+    ("dag=diamond.dag", _tar_with("symlink"), ("link",)),
+])
+def test_a_bad_dag_upload_is_a_problem_and_queues_nothing(gateway, query, body, words):
+    before = call(gateway.port, "GET", "/api/v1/jobs?limit=*&projection=ClusterId").json["total_returned"]
+    problem(call(gateway.port, "POST", f"/api/v1/dags?{query}", body, "application/x-tar"), 400, *words)
+    assert call(gateway.port, "GET", "/api/v1/jobs?limit=*&projection=ClusterId").json["total_returned"] == before
+
+
 # -- another user ------------------------------------------------------------------------------------
 def as_user(account: UserAccount, port: int, method: str, path: str, body: bytes | dict | None = None,
             content_type: str = "application/json") -> Answer:

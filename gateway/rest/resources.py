@@ -33,9 +33,11 @@ from gateway.core.schedd import BirdbathSchedd
 from gateway.core.submissions import SubmissionService
 from gateway.core.transactions import Transaction, TransactionRef
 from gateway.identity.callers import describe
+from jobmodel.dagman import dagman_ad
+from jobmodel.files import transfer_name_problem
 from jobmodel.jobs import JobAction
 from jobmodel.pool import AdType
-from jobmodel.submitfile import SubmitDescriptionError, cluster_ads, clusters
+from jobmodel.submitfile import SPOOLED_LEAVE_IN_QUEUE, SubmitDescriptionError, cluster_ads, clusters
 
 from . import tarfiles
 from .adjson import ad_to_json, attrs_to_json, json_to_attrs, json_value_type
@@ -113,7 +115,7 @@ class RestApi(resource.Resource):
             "holdJob": self._action(JobAction.HOLD), "releaseJob": self._action(JobAction.RELEASE),
             "suspendJob": self._action(JobAction.SUSPEND), "continueJob": self._action(JobAction.CONTINUE),
             "putJobInput": self.put_input, "getJobOutput": self.get_output, "listHistory": self.list_history,
-            "listPoolAds": self.list_pool, "getContract": self.get_contract}
+            "listPoolAds": self.list_pool, "submitDag": self.submit_dag, "getContract": self.get_contract}
         contract.check(self.handlers)
 
     # -- dispatch -----------------------------------------------------------------------------------
@@ -251,8 +253,7 @@ class RestApi(resource.Resource):
             ads = await deferToThread(cluster_ads, description, cluster)
         except SubmitDescriptionError as exc:
             raise Problem(400, str(exc), "SUBMIT_DESCRIPTION") from None
-        return [[Attr(name, *typed) for name, value in ad.items() if (typed := wire_value(ad, name, value))]
-                for ad in ads]
+        return [_attrs(ad) for ad in ads]
 
     def _forget_expired(self) -> None:
         """Drop the submissions whose transaction expired (rolled back by the core) before their input came."""
@@ -303,19 +304,9 @@ class RestApi(resource.Resource):
                          and (ident.proc is None or key[1] == ident.proc))
         if not targets:
             raise Problem(409, f"job {ident} is not waiting for input")
-        stream = request.content
-        stream.seek(0)
-        members = tarfiles.checked_members(stream, self.max_upload)
-        stream.seek(0)
+        members = self._archive(request)
         ref = pending.ref
-        for member, chunks in tarfiles.file_chunks(stream):
-            for cluster, proc in targets:
-                await self.schedd.declare_file(caller, ref, cluster, proc, member.name, member.size, None)
-            offset = 0
-            for chunk in chunks:
-                for cluster, proc in targets:
-                    await self.schedd.send_file(caller, ref, cluster, proc, member.name, offset, chunk)
-                offset += len(chunk)
+        await self._send_archive(request, caller, ref, targets)
         pending.waiting.difference_update(targets)
         queued: list[str] = []
         if not pending.waiting:
@@ -325,6 +316,50 @@ class RestApi(resource.Resource):
             queued = sorted(f"{cluster}.{proc}" for cluster, proc in pending.txn.jobs)
         return Reply(200, {"message": f"input of job {ident} received", "job_id": str(ident),
                            "files": [member.name for member in members], "queued": queued})
+
+    def _archive(self, request: Any) -> list[tarfiles.Member]:
+        """The files of the uploaded archive, checked before any is used."""
+        request.content.seek(0)
+        return tarfiles.checked_members(request.content, self.max_upload)
+
+    async def _send_archive(self, request: Any, caller: Caller, ref: TransactionRef,
+                            targets: list[tuple[int, int]]) -> None:
+        """Every file of the (checked) uploaded archive into the spool of each job of the transaction named."""
+        request.content.seek(0)
+        for member, chunks in tarfiles.file_chunks(request.content):
+            for cluster, proc in targets:
+                await self.schedd.declare_file(caller, ref, cluster, proc, member.name, member.size, None)
+            offset = 0
+            for chunk in chunks:
+                for cluster, proc in targets:
+                    await self.schedd.send_file(caller, ref, cluster, proc, member.name, offset, chunk)
+                offset += len(chunk)
+
+    async def submit_dag(self, request: Any, caller: Caller) -> Reply:
+        """A DAG: its .dag file and the node files in one archive, in the spool of one DAGMan job (as
+        condor_submit_dag makes it), committed in one transaction."""
+        dag = _arg(request, "dag") or ""
+        problem = transfer_name_problem(dag)
+        if problem is not None:
+            raise Problem(400, f"dag must name the .dag file in the archive: {problem}")
+        names = [member.name for member in self._archive(request)]
+        if dag not in names:
+            raise Problem(400, f"the archive does not hold the DAG file {dag!r} (it holds {', '.join(names) or 'nothing'})")
+        txn = await self.schedd.begin_transaction(caller, self.lease)
+        ref = TransactionRef(txn.id, txn.duration)
+        try:
+            cluster = await self.schedd.new_cluster(caller, ref)
+            proc = await self.schedd.new_job(caller, ref, cluster)
+            await self._send_archive(request, caller, ref, [(cluster, proc)])
+            ad = dagman_ad(dag, cluster, SPOOLED_LEAVE_IN_QUEUE)
+            await self.schedd.submit(caller, ref, cluster, proc, _attrs(ad))
+            await self.schedd.commit_transaction(caller, ref)
+        except BaseException:
+            if txn in self.schedd.transactions:
+                await self.schedd.abort_transaction(caller, ref)
+            raise
+        request.setHeader(b"location", f"/api/v1/jobs/{cluster}.{proc}".encode())
+        return Reply(201, {"cluster_id": cluster, "job_ids": [f"{cluster}.{proc}"], "awaiting_input": []})
 
     async def get_output(self, request: Any, caller: Caller, job: str) -> None:
         ident = JobId.parse(job, whole_cluster=False)
@@ -489,6 +524,11 @@ def _page_token(text: str) -> tuple[int, int]:
     if not (cluster.isdigit() and proc.isdigit()):
         raise Problem(400, f"page_token {text!r} is not a next_page_token this API gave")
     return int(cluster), int(proc)
+
+
+def _attrs(ad: classad2.ClassAd) -> list[Attr]:
+    """An ad the gateway built (a translated description, the DAGMan job) as the typed attributes submit takes."""
+    return [Attr(name, *typed) for name, value in ad.items() if (typed := wire_value(ad, name, value))]
 
 
 def _job_key(ad: classad2.ClassAd) -> tuple[int, int]:
