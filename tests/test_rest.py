@@ -12,10 +12,11 @@ import tarfile
 import time
 
 import pytest
+import requests
 from openapi_spec_validator import validate as validate_spec
 
 from gateway.rest.contract import Contract
-from gateway.testing import QUEUE_ONLY, module_gateway
+from gateway.testing import QUEUE_ONLY, TestPki, module_gateway
 from tests.accounts import UserAccount, run_as
 from tests.rest import CONTRACT, Answer, call, check, tar_members, tar_of, wait_for
 
@@ -365,6 +366,37 @@ def test_another_users_jobs_are_refused_and_its_own_are_its_own(gateway, account
     assert call(gateway.port, "GET", f"/api/v1/jobs/{job}?projection=Owner").json == {
         "Owner": pwd.getpwuid(eve.uid).pw_name}
     assert as_user(eve, gateway.port, "DELETE", f"/api/v1/jobs/{job}").status == 200
+
+
+# -- over TLS: the caller the site identified -----------------------------------------------------------------
+def test_over_tls_the_caller_is_the_certificates_or_passwords_user_and_a_bad_password_is_a_problem(
+        start_gateway, tmp_path):
+    pki = TestPki(tmp_path / "pki")
+    pki.passwords({"carol": "c4rol's secret"})
+    tls = start_gateway(pki.config(passwords=True) + QUEUE_ONLY, ssl=True, plain=False)
+    alice = pki.client("alice")
+
+    def https(method: str, path: str, auth: tuple[str, str] | None = None, client=None, **kwargs) -> Answer:
+        session = requests.Session()
+        session.trust_env, session.verify, session.auth = False, str(pki.ca_file), auth
+        if client is not None:
+            session.cert = (str(client.certificate), str(client.key))
+        response = session.request(method, tls.https_url.rstrip("/") + path, timeout=30, **kwargs)
+        answer = Answer(response.status_code, {key.lower(): value for key, value in response.headers.items()},
+                        response.content)
+        check(method, path, answer)
+        return answer
+
+    description = {"submit_file": "executable = /bin/true\nqueue\n"}
+    by_password = https("POST", "/api/v1/jobs", auth=("carol", "c4rol's secret"), json=description).json["job_ids"][0]
+    by_certificate = https("POST", "/api/v1/jobs", client=alice, json=description).json["job_ids"][0]
+    assert https("GET", f"/api/v1/jobs/{by_password}?projection=Owner", client=alice).status == 403
+    assert https("GET", f"/api/v1/jobs/{by_certificate}?projection=Owner", client=alice).json == {"Owner": "alice"}
+    assert https("GET", f"/api/v1/jobs/{by_password}?projection=Owner", auth=("carol", "c4rol's secret")).json == \
+        {"Owner": "carol"}
+    refused = https("GET", "/api/v1/jobs", auth=("carol", "wrong"))
+    problem(refused, 401)
+    assert refused.headers["www-authenticate"].startswith('Basic realm="birdbath"')
 
 
 # -- history and pool ------------------------------------------------------------------------------------
