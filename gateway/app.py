@@ -25,6 +25,8 @@ from gateway.core.threads import BlockingCaller
 from gateway.daemon import sharedport
 from gateway.http import Endpoint, GatewayResource, GatewaySite, HandshakeLogging
 from gateway.monitoring.web import Monitor
+from gateway.rest.contract import Contract
+from gateway.rest.resources import ContractPage, RestApi
 from gateway.soap.aviary import AviaryContext, job_service, query_service
 from gateway.soap.collector import CollectorContext, collector_service, query_answers
 from gateway.soap.collector_routing import ByOperation, CollectorOnly
@@ -147,13 +149,17 @@ class Gateway:
             Endpoint(b"", services, self._request_context, PublishedWsdl(wsdl_path("condorSchedd.wsdl")),
                      b"condorSchedd.wsdl"),
         ]))
+        contract = Contract.load()  # the REST face: /api/v1 and its OpenAPI document
+        self.site.resource.putChild(b"api", RestApi(contract, self.schedd, self.submissions, self.collector,
+                                                    lease=config.staging_lifetime, max_upload=config.max_request_bytes))
+        self.site.resource.putChild(b"openapi.json", ContractPage(contract))
         limits = self.gate.limits
         log.info("serving at most {total} connections, {per_caller} per caller, the last {reserved} for root and "
                  "queue_super_users on this machine (max_connections, max_connections_per_caller, "
                  "reserved_connections)", total=limits.max_connections, per_caller=limits.per_caller,
                  reserved=limits.reserved)
         if limits.max_connections >= descriptor_limit():
-            log.warn("max_connections ({total}) is not below the open files limit ({limit}): connections alone can "
+            log.warning("max_connections ({total}) is not below the open files limit ({limit}): connections alone can "
                      "exhaust the gateway's descriptors", total=limits.max_connections, limit=descriptor_limit())
         for port, scheme in ((self.port, "http"), (self.ssl_port, "https")):
             if port is not None:

@@ -191,6 +191,26 @@ def curl(example: Example, gateway: GatewayProcess, tmp_path: Path) -> None:
     assert '"code": "OK"' in submissions
 
 
+@runs("rest-curl")
+def rest_curl(example: Example, gateway: GatewayProcess, tmp_path: Path) -> None:
+    """The REST session on the shared gateway (whatever ids it gives): each line answers as its comment says."""
+    lines = run_sh(example.at(gateway.url), tmp_path).splitlines()
+    assert len(lines) == 13, lines
+    contract, made, uploaded, output, listed, patched, held, released, removed, history, pool, dag, missing = lines
+    assert contract.startswith('{"openapi": "3.1.0"')
+    made = json.loads(made)
+    assert made["job_ids"] == made["awaiting_input"] == [f"{made['cluster_id']}.0"]
+    assert json.loads(uploaded)["queued"] == made["job_ids"]
+    assert output == "hello REST"
+    assert {"ClusterId": made["cluster_id"], "ProcId": 0, "Cmd": "hello.sh"} in json.loads(listed)["jobs"]
+    for answer in (patched, held, released, removed):
+        assert set(json.loads(answer)) == {"message", "job_id"}, answer
+    assert json.loads(history)["jobs"][0]["RemoveReason"] == "changed my mind"
+    assert json.loads(pool)["ads"] and all(set(ad) == {"Name", "Cpus", "Memory"} for ad in json.loads(pool)["ads"])
+    assert json.loads(dag)["awaiting_input"] == [] and len(json.loads(dag)["job_ids"]) == 1
+    assert json.loads(missing)["status"] == 404
+
+
 @runs("cli")
 def cli(example: Example, gateway: GatewayProcess, tmp_path: Path) -> None:
     """The session as the README's comments tell it, on the shared gateway (its clusters are whatever they are)."""

@@ -1,0 +1,548 @@
+"""The REST face: jobs, their files, the history and the pool as HTTP resources under ``/api/v1``, with
+``/openapi.json`` describing them.  A thin adapter: every operation is a call of the core the SOAP and JSON APIs use
+(``BirdbathSchedd`` for the queue and its transactions, ``SubmissionService`` for job control, edits and history,
+``BirdbathCollector`` for the pool), with the caller the site identified, so owner checks and limits are theirs.
+
+Submitting is a Birdbath transaction: the jobs of a submit description are made and submitted in one; when none
+needs input from the client it is committed at once, else it stays open (its lease is ``staging_lifetime``) until
+the input of every job was PUT, and is committed then.  Until then the jobs are not in the queue, and a transaction
+that expires is rolled back as any other.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import classad2
+from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.interfaces import IPushProducer
+from twisted.internet.threads import deferToThread
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.web import resource, server
+from zope.interface import implementer
+
+from gateway.core.adstruct import Attr, AttrType, wire_value
+from gateway.core.auth import Caller
+from gateway.core.collector import BirdbathCollector
+from gateway.core.schedd import BirdbathSchedd
+from gateway.core.submissions import SubmissionService
+from gateway.core.transactions import Transaction, TransactionRef
+from gateway.identity.callers import describe
+from jobmodel.dagman import dagman_ad
+from jobmodel.files import transfer_name_problem
+from jobmodel.jobs import JobAction
+from jobmodel.pool import AdType
+from jobmodel.submitfile import SPOOLED_LEAVE_IN_QUEUE, SubmitDescriptionError, cluster_ads, clusters
+
+from . import tarfiles
+from .adjson import ad_to_json, attrs_to_json, json_to_attrs, json_value_type
+from .contract import Contract
+from .problems import CONTENT_TYPE as PROBLEM
+from .problems import Problem, from_core
+
+log = Logger()
+
+JSON = b"application/json"
+DEFAULT_LIMIT = 50
+#: PATCH's {type, value} names, as other HTCondor HTTP APIs send them
+EDIT_TYPES = {"string": AttrType.STRING, "integer": AttrType.INTEGER, "int": AttrType.INTEGER,
+              "real": AttrType.FLOAT, "float": AttrType.FLOAT, "boolean": AttrType.BOOLEAN, "bool": AttrType.BOOLEAN,
+              "raw": None, "expression": None}
+
+
+@dataclass(frozen=True)
+class JobId:
+    cluster: int
+    proc: int | None  # None: the whole cluster
+
+    @classmethod
+    def parse(cls, text: str, whole_cluster: bool = True) -> JobId:
+        cluster, _, proc = text.partition(".")
+        if not cluster.isdigit() or (proc and not proc.isdigit()) or (not proc and "." in text) \
+                or len(cluster) > 9 or len(proc) > 9 or int(cluster) == 0:
+            raise Problem(404, f"no job {text!r}: a job is cluster.proc" + (", a cluster its number" if whole_cluster
+                                                                              else ""))
+        if not proc and not whole_cluster:
+            raise Problem(400, f"{text!r} is a cluster: this operation takes one job, cluster.proc")
+        return cls(int(cluster), int(proc) if proc else None)
+
+    def __str__(self) -> str:
+        return f"{self.cluster}" if self.proc is None else f"{self.cluster}.{self.proc}"
+
+
+@dataclass
+class Pending:
+    """A submission waiting for its input: the open transaction and the jobs that have not had theirs."""
+
+    txn: Transaction
+    caller: Caller
+    waiting: set[tuple[int, int]] = field(default_factory=set)
+
+    @property
+    def ref(self) -> TransactionRef:
+        return TransactionRef(self.txn.id, self.txn.duration)
+
+
+@dataclass
+class Reply:
+    code: int
+    body: Any
+
+
+class RestApi(resource.Resource):
+    """``/api/...``: the operations the contract names, routed by it."""
+
+    isLeaf = True
+
+    def __init__(self, contract: Contract, schedd: BirdbathSchedd, submissions: SubmissionService,
+                 collector: BirdbathCollector, *, lease: int, max_upload: int) -> None:
+        super().__init__()
+        self.contract = contract
+        self.schedd = schedd
+        self.submissions = submissions
+        self.collector = collector
+        self.lease = lease
+        self.max_upload = max_upload
+        self._pending: dict[int, Pending] = {}  # by cluster
+        self.handlers: dict[str, Callable[..., Awaitable[Reply | None]]] = {
+            "listJobs": self.list_jobs, "submitJobs": self.submit_jobs, "getJob": self.get_job,
+            "removeJob": self.remove_job, "editJob": self.edit_job,
+            "holdJob": self._action(JobAction.HOLD), "releaseJob": self._action(JobAction.RELEASE),
+            "suspendJob": self._action(JobAction.SUSPEND), "continueJob": self._action(JobAction.CONTINUE),
+            "putJobInput": self.put_input, "getJobOutput": self.get_output, "listHistory": self.list_history,
+            "listPoolAds": self.list_pool, "submitDag": self.submit_dag, "getContract": self.get_contract}
+        contract.check(self.handlers)
+
+    # -- dispatch -----------------------------------------------------------------------------------
+    def render(self, request: Any) -> Any:
+        started = time.monotonic()
+        path = request.path.decode("utf-8", "replace")
+        refusal = getattr(request, "refusal", None)
+        if refusal is not None:
+            if refusal.challenge:
+                request.setHeader(b"www-authenticate", b'Basic realm="birdbath", charset="UTF-8"')
+            return self._problem(request, Problem(refusal.code, refusal.message))
+        found = self.contract.match(request.method, path.rstrip("/") or "/")
+        if found is None:
+            return self._problem(request, Problem(404, f"no resource {path}: see /openapi.json"))
+        if isinstance(found, list):
+            request.setHeader(b"allow", b", ".join(sorted(set(found))))
+            return self._problem(request, Problem(405, f"{path} takes {', '.join(m.decode() for m in found)}"))
+        operation, parameters = found
+        caller = request.caller
+        answer = ensureDeferred(self.handlers[operation](request, caller, **parameters))
+        answer.addCallbacks(self._reply, self._failed, callbackArgs=(request, operation, caller, started),
+                            errbackArgs=(request, operation, caller, started))
+        return server.NOT_DONE_YET
+
+    def _reply(self, reply: Reply | None, request: Any, operation: str, caller: Caller, started: float) -> None:
+        self._log(operation, caller, str(reply.code if reply else 200), started)
+        if reply is None or request.finished or request._disconnected:
+            return  # written as it went (a tar)
+        request.setResponseCode(reply.code)
+        request.setHeader(b"content-type", JSON)
+        request.write(json.dumps(reply.body).encode())
+        request.finish()
+
+    def _failed(self, failure: Failure, request: Any, operation: str, caller: Caller, started: float) -> None:
+        problem = from_core(failure.value)
+        if problem is None:
+            log.failure("unhandled error in REST {operation} for {client}", failure, operation=operation,
+                        client=caller.host)
+            problem = Problem(500, "Internal server error")
+        self._log(operation, caller, f"{problem.status} {problem.reason}: {problem.detail}", started)
+        if request.finished or request._disconnected:
+            return
+        if request.startedWriting:  # a streamed answer cut short: the status line is gone
+            request.channel.loseConnection()
+            return
+        request.write(self._problem(request, problem))
+        request.finish()
+
+    @staticmethod
+    def _problem(request: Any, problem: Problem) -> bytes:
+        request.setResponseCode(problem.status)
+        request.setHeader(b"content-type", PROBLEM)
+        return problem.document(request.uri.decode("utf-8", "replace"))
+
+    @staticmethod
+    def _log(operation: str, caller: Caller, outcome: str, started: float) -> None:
+        log.info("REST {operation} from {client}: {outcome} in {ms:.1f} ms ({who})", operation=operation,
+                 client=caller.host, outcome=outcome, ms=(time.monotonic() - started) * 1000, who=describe(caller))
+
+    # -- the queue ----------------------------------------------------------------------------------
+    async def list_jobs(self, request: Any, caller: Caller) -> Reply:
+        constraint, projection, limit = _query(request)
+        ads = (await self.schedd.get_job_ads(caller, None, constraint)).ads
+        ads = sorted(ads, key=_job_key)
+        token = _arg(request, "page_token")
+        if token is not None:
+            after = _page_token(token)
+            ads = [ad for ad in ads if _job_key(ad) > after]
+        page = ads if limit is None else ads[:limit]
+        now = int(time.time())
+        body: dict[str, Any] = {"jobs": [ad_to_json(ad, now, projection) for ad in page],
+                                "total_returned": len(page), "has_more": len(page) < len(ads)}
+        if body["has_more"]:
+            last_cluster, last_proc = _job_key(page[-1])
+            body["next_page_token"] = f"{last_cluster}.{last_proc}"
+        return Reply(200, body)
+
+    async def get_job(self, request: Any, caller: Caller, job: str) -> Reply:
+        ident = JobId.parse(job)
+        projection = _projection(request)
+        if ident.proc is None:
+            ads = (await self.schedd.get_job_ads(caller, None, f"ClusterId == {ident.cluster}")).ads
+            if not ads:
+                raise Problem(404, f"no cluster {ident.cluster} in the queue", "UNKNOWNCLUSTER")
+            now = int(time.time())
+            return Reply(200, {"jobs": [ad_to_json(ad, now, projection) for ad in sorted(ads, key=_job_key)]})
+        struct = await self.schedd.get_job_ad(caller, None, ident.cluster, ident.proc)
+        return Reply(200, attrs_to_json(struct, projection))
+
+    async def submit_jobs(self, request: Any, caller: Caller) -> Reply:
+        body = _json_body(request)
+        if not isinstance(body, dict) or ("submit_file" in body) == ("ad" in body) or len(body) != 1:
+            raise Problem(400, "send {\"submit_file\": \"<submit description>\"} or {\"ad\": {<ClassAd>}}")
+        if "submit_file" in body:
+            if not isinstance(body["submit_file"], str):
+                raise Problem(400, "submit_file must be the text of a submit description")
+            try:
+                made = clusters(body["submit_file"])
+            except SubmitDescriptionError as exc:
+                raise Problem(400, str(exc), "SUBMIT_DESCRIPTION") from None
+        else:
+            single = json_to_attrs(body["ad"])
+        txn = await self.schedd.begin_transaction(caller, self.lease)
+        pending = Pending(txn, caller)
+        ids: list[str] = []
+        first = 0
+        try:
+            for description in (made if "submit_file" in body else [None]):
+                cluster = await self.schedd.new_cluster(caller, pending.ref)
+                first = first or cluster
+                jobs = [single] if description is None else await self._translated(description, cluster)
+                for attrs in jobs:
+                    proc = await self.schedd.new_job(caller, pending.ref, cluster)
+                    await self.schedd.submit(caller, pending.ref, cluster, proc, attrs)
+                    ids.append(f"{cluster}.{proc}")
+                    if _needs_input(attrs):
+                        pending.waiting.add((cluster, proc))
+            if pending.waiting:
+                self._forget_expired()
+                for cluster in {cluster for cluster, _ in pending.waiting}:
+                    self._pending[cluster] = pending
+            else:
+                await self.schedd.commit_transaction(caller, pending.ref)
+        except BaseException:
+            if txn in self.schedd.transactions:
+                await self.schedd.abort_transaction(caller, pending.ref)
+            raise
+        waiting = [f"{cluster}.{proc}" for cluster, proc in sorted(pending.waiting)]
+        request.setHeader(b"location", f"/api/v1/jobs/{first}".encode())
+        return Reply(201, {"cluster_id": first, "job_ids": ids, "awaiting_input": waiting})
+
+    async def _translated(self, description: Any, cluster: int) -> list[list[Attr]]:
+        """A cluster's job ads from the submit description (translated off the reactor), as typed attributes."""
+        try:
+            ads = await deferToThread(cluster_ads, description, cluster)
+        except SubmitDescriptionError as exc:
+            raise Problem(400, str(exc), "SUBMIT_DESCRIPTION") from None
+        return [_attrs(ad) for ad in ads]
+
+    def _forget_expired(self) -> None:
+        """Drop the submissions whose transaction expired (rolled back by the core) before their input came."""
+        for cluster, pending in list(self._pending.items()):
+            if pending.txn not in self.schedd.transactions:
+                del self._pending[cluster]
+
+    async def remove_job(self, request: Any, caller: Caller, job: str) -> Reply:
+        ident = JobId.parse(job)
+        reason = _arg(request, "reason") or "Removed by the REST API"
+        if ident.proc is None:
+            await self.schedd.remove_cluster(caller, None, ident.cluster, reason)
+        else:
+            await self.submissions.act(caller, str(ident), JobAction.REMOVE, reason)
+        return Reply(200, {"message": f"job {ident} removed", "job_id": str(ident)})
+
+    async def edit_job(self, request: Any, caller: Caller, job: str) -> Reply:
+        ident = JobId.parse(job, whole_cluster=False)
+        body = _json_body(request)
+        attributes = body.get("attributes") if isinstance(body, dict) and set(body) == {"attributes"} else None
+        if not isinstance(attributes, dict) or not attributes:
+            raise Problem(400, "send {\"attributes\": {\"<name>\": <value>, ...}}")
+        for name, value in attributes.items():
+            type_, text = _edit_value(name, value)
+            await self.submissions.set_attribute(caller, str(ident), name, type_, text)
+        return Reply(200, {"message": f"job {ident} edited: {', '.join(attributes)}", "job_id": str(ident)})
+
+    def _action(self, action: JobAction) -> Callable[..., Awaitable[Reply]]:
+        async def act(request: Any, caller: Caller, job: str) -> Reply:
+            ident = JobId.parse(job, whole_cluster=False)
+            body = _json_body(request, empty={})
+            if not isinstance(body, dict) or set(body) - {"reason"} or not isinstance(body.get("reason", ""), str):
+                raise Problem(400, "send nothing, or {\"reason\": \"<why>\"}")
+            reason = body.get("reason")
+            await self.submissions.act(caller, str(ident), action, reason)
+            return Reply(200, {"message": f"job {ident}: {action.value} done", "job_id": str(ident)})
+        return act
+
+    # -- files --------------------------------------------------------------------------------------
+    async def put_input(self, request: Any, caller: Caller, job: str) -> Reply:
+        ident = JobId.parse(job)
+        self._forget_expired()
+        pending = self._pending.get(ident.cluster)
+        if pending is None or pending.caller != caller:
+            raise Problem(409, f"job {ident} is not waiting for input (input is taken between a submission that "
+                               f"needs it and the end of its lease, from the caller that submitted it)")
+        targets = sorted(key for key in pending.waiting if key[0] == ident.cluster
+                         and (ident.proc is None or key[1] == ident.proc))
+        if not targets:
+            raise Problem(409, f"job {ident} is not waiting for input")
+        members = self._archive(request)
+        ref = pending.ref
+        await self._send_archive(request, caller, ref, targets)
+        pending.waiting.difference_update(targets)
+        queued: list[str] = []
+        if not pending.waiting:
+            for cluster in [c for c, p in self._pending.items() if p is pending]:
+                del self._pending[cluster]
+            await self.schedd.commit_transaction(caller, ref)
+            queued = sorted(f"{cluster}.{proc}" for cluster, proc in pending.txn.jobs)
+        return Reply(200, {"message": f"input of job {ident} received", "job_id": str(ident),
+                           "files": [member.name for member in members], "queued": queued})
+
+    def _archive(self, request: Any) -> list[tarfiles.Member]:
+        """The files of the uploaded archive, checked before any is used."""
+        request.content.seek(0)
+        return tarfiles.checked_members(request.content, self.max_upload)
+
+    async def _send_archive(self, request: Any, caller: Caller, ref: TransactionRef,
+                            targets: list[tuple[int, int]]) -> None:
+        """Every file of the (checked) uploaded archive into the spool of each job of the transaction named."""
+        request.content.seek(0)
+        for member, chunks in tarfiles.file_chunks(request.content):
+            for cluster, proc in targets:
+                await self.schedd.declare_file(caller, ref, cluster, proc, member.name, member.size, None)
+            offset = 0
+            for chunk in chunks:
+                for cluster, proc in targets:
+                    await self.schedd.send_file(caller, ref, cluster, proc, member.name, offset, chunk)
+                offset += len(chunk)
+
+    async def submit_dag(self, request: Any, caller: Caller) -> Reply:
+        """A DAG: its .dag file and the node files in one archive, in the spool of one DAGMan job (as
+        condor_submit_dag makes it), committed in one transaction."""
+        dag = _arg(request, "dag") or ""
+        problem = transfer_name_problem(dag)
+        if problem is not None:
+            raise Problem(400, f"dag must name the .dag file in the archive: {problem}")
+        names = [member.name for member in self._archive(request)]
+        if dag not in names:
+            raise Problem(400, f"the archive does not hold the DAG file {dag!r} (it holds {', '.join(names) or 'nothing'})")
+        txn = await self.schedd.begin_transaction(caller, self.lease)
+        ref = TransactionRef(txn.id, txn.duration)
+        try:
+            cluster = await self.schedd.new_cluster(caller, ref)
+            proc = await self.schedd.new_job(caller, ref, cluster)
+            await self._send_archive(request, caller, ref, [(cluster, proc)])
+            ad = dagman_ad(dag, cluster, SPOOLED_LEAVE_IN_QUEUE)
+            await self.schedd.submit(caller, ref, cluster, proc, _attrs(ad))
+            await self.schedd.commit_transaction(caller, ref)
+        except BaseException:
+            if txn in self.schedd.transactions:
+                await self.schedd.abort_transaction(caller, ref)
+            raise
+        request.setHeader(b"location", f"/api/v1/jobs/{cluster}.{proc}".encode())
+        return Reply(201, {"cluster_id": cluster, "job_ids": [f"{cluster}.{proc}"], "awaiting_input": []})
+
+    async def get_output(self, request: Any, caller: Caller, job: str) -> None:
+        ident = JobId.parse(job, whole_cluster=False)
+        assert ident.proc is not None
+        files = await self.schedd.list_spool(caller, None, ident.cluster, ident.proc)
+        request.setResponseCode(200)
+        request.setHeader(b"content-type", b"application/x-tar")
+        request.setHeader(b"content-disposition", f'attachment; filename="job-{ident}-output.tar"'.encode())
+        now = int(time.time())
+        flow = Backpressure(request)
+        try:
+            for info in sorted(files, key=lambda info: info.name):
+                request.write(tarfiles.header(info.name, info.size, now))
+                offset = 0
+                while offset < info.size:
+                    length = min(tarfiles.CHUNK, info.size - offset)
+                    data = await self.schedd.get_file(caller, None, ident.cluster, ident.proc, info.name, offset,
+                                                      length)
+                    data = data[:length] or b"\0" * length  # a file the job shortened meanwhile: zeros, as tar's size
+                    request.write(data)
+                    offset += len(data)
+                    if not await flow.sent():
+                        return  # the client went away
+                request.write(tarfiles.padding(info.size))
+            request.write(tarfiles.END)
+        finally:
+            flow.close()
+        request.finish()
+
+    # -- history, pool, contract ------------------------------------------------------------------------
+    async def list_history(self, request: Any, caller: Caller) -> Reply:
+        constraint, projection, limit = _query(request)
+        found = await self.submissions.history(caller, constraint, limit)
+        return Reply(200, {"jobs": [attrs_to_json(attrs, projection) for _, attrs in found],
+                           "total_returned": len(found)})
+
+    async def list_pool(self, request: Any, caller: Caller) -> Reply:
+        constraint, projection, _ = _query(request)
+        kind = _arg(request, "type")
+        kind = "Any" if kind is None else kind
+        ad_type = next((ad_type for ad_type in AdType if ad_type.my_type.lower() == kind.lower()), None)
+        if ad_type is None:
+            raise Problem(400, f"no kind of ad {kind!r}: Machine, Scheduler, Submitter, DaemonMaster, Collector, "
+                               f"Negotiator, Generic or Any")
+        ads = await self.collector.query(caller, ad_type, constraint)
+        return Reply(200, {"ads": [attrs_to_json(attrs, projection) for attrs in ads]})
+
+    async def get_contract(self, request: Any, caller: Caller) -> Reply:
+        return Reply(200, self.contract.document)
+
+
+@implementer(IPushProducer)
+class Backpressure:
+    """Waits between the pieces of a streamed answer while the connection's buffer is full (twisted pauses its
+    producer), so that a large output is never held in memory whole; tells whether the client is still there."""
+
+    def __init__(self, request: Any) -> None:
+        self._request = request
+        self._resumed: Deferred[None] | None = None
+        self._gone = False
+        request.registerProducer(self, True)
+
+    async def sent(self) -> bool:
+        if self._resumed is not None:
+            await self._resumed
+        return not self._gone and not self._request._disconnected
+
+    def pauseProducing(self) -> None:
+        if self._resumed is None:
+            self._resumed = Deferred()
+
+    def resumeProducing(self) -> None:
+        resumed, self._resumed = self._resumed, None
+        if resumed is not None:
+            resumed.callback(None)
+
+    def stopProducing(self) -> None:
+        self._gone = True
+        self.resumeProducing()
+
+    def close(self) -> None:
+        if not self._request._disconnected:
+            self._request.unregisterProducer()
+
+
+class ContractPage(resource.Resource):
+    """``/openapi.json``: the document, to anyone who may connect."""
+
+    isLeaf = True
+
+    def __init__(self, contract: Contract) -> None:
+        super().__init__()
+        self.contract = contract
+
+    def render_GET(self, request: Any) -> bytes:
+        request.setHeader(b"content-type", JSON)
+        return self.contract.text
+
+
+def _arg(request: Any, name: str) -> str | None:
+    values = (request.args or {}).get(name.encode())
+    if not values:
+        return None
+    try:
+        return values[0].decode()
+    except UnicodeDecodeError:
+        raise Problem(400, f"the {name} parameter is not UTF-8") from None
+
+
+def _projection(request: Any) -> frozenset[str] | None:
+    text = _arg(request, "projection")
+    if not text or text.strip() == "*":
+        return None
+    return frozenset(name.strip().lower() for name in text.split(",") if name.strip())
+
+
+def _query(request: Any) -> tuple[str | None, frozenset[str] | None, int | None]:
+    """The constraint, projection and limit of a listing (limit ``*``: none; default 50)."""
+    text = _arg(request, "limit")
+    if text is None:
+        limit: int | None = DEFAULT_LIMIT
+    elif text == "*":
+        limit = None
+    elif text.isdigit() and int(text) > 0:
+        limit = int(text)
+    else:
+        raise Problem(400, f"limit must be a number above 0 or *, not {text!r}")
+    return _arg(request, "constraint") or None, _projection(request), limit
+
+
+def _json_body(request: Any, empty: Any = None) -> Any:
+    request.content.seek(0)
+    raw = request.content.read()
+    if not raw.strip() and empty is not None:
+        return empty
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Problem(400, f"the body is not JSON: {exc}") from None
+
+
+def _edit_value(name: str, value: Any) -> tuple[AttrType | None, str]:
+    """A PATCH value as the core's set_attribute takes it: a string is expression text (as condor_qedit takes
+    it), a number or boolean that literal, ``{type, value}`` the value of that type (``raw``: expression text)."""
+    if isinstance(value, dict):
+        kind, text = value.get("type"), value.get("value")
+        if set(value) != {"type", "value"} or not isinstance(kind, str) or kind.lower() not in EDIT_TYPES or not isinstance(text, str):
+            raise Problem(400, f"attribute {name!r}: a typed value is {{\"type\": string|integer|real|boolean|raw, "
+                               f"\"value\": \"<text>\"}}")
+        return EDIT_TYPES[kind.lower()], text
+    if isinstance(value, str):
+        return None, value
+    if value is None or isinstance(value, (list, dict)):
+        raise Problem(400, f"attribute {name!r}: a value is a string (expression text), a number, a boolean or "
+                           f"{{type, value}}")
+    return json_value_type(name, value)
+
+
+def _page_token(text: str) -> tuple[int, int]:
+    """The job a page ended with, from its ``next_page_token`` (``cluster.proc``)."""
+    cluster, _, proc = text.partition(".")
+    if not (cluster.isdigit() and proc.isdigit()):
+        raise Problem(400, f"page_token {text!r} is not a next_page_token this API gave")
+    return int(cluster), int(proc)
+
+
+def _attrs(ad: classad2.ClassAd) -> list[Attr]:
+    """An ad the gateway built (a translated description, the DAGMan job) as the typed attributes submit takes."""
+    return [Attr(name, *typed) for name, value in ad.items() if (typed := wire_value(ad, name, value))]
+
+
+def _job_key(ad: classad2.ClassAd) -> tuple[int, int]:
+    cluster, proc = ad.get("ClusterId"), ad.get("ProcId")
+    return (cluster if isinstance(cluster, int) else 0, proc if isinstance(proc, int) else 0)
+
+
+def _needs_input(attrs: list[Attr]) -> bool:
+    """Whether a job reads files the client must send: a relative executable it transfers, a relative standard
+    input, or transfer_input_files that are not URLs."""
+    values = {attr.name.lower(): attr.value for attr in attrs}
+    relative = [values.get("in", "/dev/null")]
+    if values.get("transferexecutable", "TRUE").upper() != "FALSE":
+        relative.append(values.get("cmd", "/"))
+    if any(value and value != "/dev/null" and not value.startswith("/") for value in relative):
+        return True
+    return any(name.strip() and "://" not in name for name in values.get("transferinput", "").split(","))
