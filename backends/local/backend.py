@@ -104,7 +104,7 @@ class LocalBackend:
         self._pool = LocalPool(PoolFacts(self._info, machine, self.options.slots, self._queue.uid_domain, int(clock())),
                                lambda: self.query(None), clock,
                                AdvertisedAds(clock, classad_lifetime, max_advertised_ads))
-        self._dags = NodeJobs(self._queue, state_dir)
+        self._dags = NodeJobs(self._queue, state_dir, control)
         self._executor: Executor | None = None
         self._one_at_a_time = threading.RLock()
 
