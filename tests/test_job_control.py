@@ -182,16 +182,30 @@ def test_every_process_of_a_job_ends_with_it(gateway, action):
     wait_until(lambda: not alive(first) and not alive(second), timeout=10)
 
 
+def daemonizing_dag(gateway: Gateway, directory: Path, first: str, second: str) -> tuple[tuple[int, int], Path]:
+    """A DAG whose only node's PRE script leaves a ``setsid`` daemon and a double-forked process behind it, records
+    its cgroups and waits for ``go`` (its exit); the node itself is a NOOP."""
+    from tests.dags import submit_dag, write_dag
+
+    pre = directory / "pre.sh"
+    pre.write_text(f"#!/bin/sh\nsetsid sleep {first} &\n( sleep {second} & ) &\ncat /proc/$$/cgroup > cgroup.txt\n"
+                   "echo ready > ready\nwhile [ ! -e go ]; do sleep 0.05; done\n")
+    pre.chmod(0o755)
+    dag = write_dag(directory, "JOB A A.sub NOOP\nSCRIPT PRE A pre.sh\n", {"A": "true"})
+    return submit_dag(gateway.schedd, dag), dag
+
+
 @pytest.mark.parametrize("fast", [False, True], ids=["sigterm", "sigquit"])
 @pytest.mark.parametrize("mode", MODES)
-def test_the_gateways_shutdown_ends_every_process_of_its_jobs(mode, fast, request):
+@pytest.mark.parametrize("leaver", [daemonizing_job, daemonizing_dag], ids=["job", "dag-script"])
+def test_the_gateways_shutdown_ends_every_process_of_its_jobs(leaver, mode, fast, request):
     account = request.getfixturevalue("account") if mode == "unprivileged" else None
     running = start(mode, account)
     try:
         directory = running.workdir()
         first, second = tokens()
-        daemonizing_job(running, directory, first, second)
-        wait_until(lambda: (directory / "ready").exists() and alive(first) and alive(second), timeout=20)
+        leaver(running, directory, first, second)
+        wait_until(lambda: (directory / "ready").exists() and alive(first) and alive(second), timeout=30)
         if fast:  # (condor_master's fast shut-down)
             running.process.process.send_signal(signal.SIGQUIT)
         running.process.stop()
@@ -298,19 +312,6 @@ def test_a_suspend_right_after_the_start_freezes_every_process(gateway):
 
 
 # -- a DAG's PRE and POST scripts are kept as jobs are ---------------------------------------------------------
-def daemonizing_dag(gateway: Gateway, directory: Path, first: str, second: str) -> tuple[tuple[int, int], Path]:
-    """A DAG whose only node's PRE script leaves a ``setsid`` daemon and a double-forked process behind it, records
-    its cgroups and waits for ``go`` (its exit); the node itself is a NOOP."""
-    from tests.dags import submit_dag, write_dag
-
-    pre = directory / "pre.sh"
-    pre.write_text(f"#!/bin/sh\nsetsid sleep {first} &\n( sleep {second} & ) &\ncat /proc/$$/cgroup > cgroup.txt\n"
-                   "echo ready > ready\nwhile [ ! -e go ]; do sleep 0.05; done\n")
-    pre.chmod(0o755)
-    dag = write_dag(directory, "JOB A A.sub NOOP\nSCRIPT PRE A pre.sh\n", {"A": "true"})
-    return submit_dag(gateway.schedd, dag), dag
-
-
 @pytest.mark.parametrize("action", ["rm", "exit"])
 def test_every_process_of_a_dag_script_ends_with_it(gateway, action):
     from tests.dags import dagman_out, wait_for_dag
@@ -327,22 +328,6 @@ def test_every_process_of_a_dag_script_ends_with_it(gateway, action):
         assert wait_for_dag(gateway.schedd, key)["ExitCode"] == "0"
         assert "PRE script of node A completed with status 0" in dagman_out(dag)
     wait_until(lambda: not alive(first) and not alive(second), timeout=10)
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_the_gateways_shutdown_ends_every_process_of_its_dag_scripts(mode, request):
-    account = request.getfixturevalue("account") if mode == "unprivileged" else None
-    running = start(mode, account)
-    try:
-        directory = running.workdir()
-        first, second = tokens()
-        daemonizing_dag(running, directory, first, second)
-        wait_until(lambda: (directory / "ready").exists() and alive(first) and alive(second), timeout=30)
-        running.process.stop()
-        assert running.process.process.returncode == 0
-        wait_until(lambda: not alive(first) and not alive(second), timeout=10)
-    finally:
-        stop(running)
 
 
 # -- request_cpus shares the CPU among jobs (cgroup v1's cpu.shares: the controller this machine gives) ---------

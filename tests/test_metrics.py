@@ -299,7 +299,31 @@ def test_the_pages_on_a_port_of_their_own(start_gateway):
 
 
 def test_metrics_port_must_be_a_port_of_its_own():
-    from gateway.config import ConfigError, GatewayConfig, check_ports
+    from gateway.config import ConfigError, GatewayConfig, validate
 
     with pytest.raises(ConfigError, match="metrics_port 1984 is another of the gateway's ports"):
-        check_ports(GatewayConfig(metrics_port=1984))
+        validate(GatewayConfig(metrics_port=1984))
+    with pytest.raises(ConfigError, match="metrics_port"):
+        validate(GatewayConfig(metrics_port=65536))
+
+
+def test_figures_add_up_across_processes():
+    """What a parent process of several workers does with their figures: adds them (a histogram's buckets too)."""
+    from jobmodel.figures import CYCLE_BOUNDS, Buckets, ExecutionFigures, JobFacts, Kind, tally
+    from jobmodel.jobs import JobStatus
+
+    one = tally([JobFacts("alice", JobStatus.IDLE, 5, 2, 0), JobFacts("bob", JobStatus.HELD, 5, 1, 14)])
+    two = tally([JobFacts("alice", JobStatus.RUNNING, 12, 0, 0), JobFacts("alice", JobStatus.IDLE, 5, 1, 0)])
+    both = one.merge(two)
+    assert both.count(JobStatus.IDLE) == 2 and both.count(JobStatus.IDLE, weighted=True) == 3
+    assert both.count(JobStatus.RUNNING, kind=Kind.SLOT) == 0 and both.count(JobStatus.RUNNING, kind=Kind.LOCAL) == 1
+    assert both.held_by_code == {14: 1} and both.owners() == ["alice", "bob"]
+    fast, slow = Buckets(CYCLE_BOUNDS), Buckets(CYCLE_BOUNDS)
+    fast.observe(0.0005)
+    slow.observe(3.0)
+    slow.observe(100.0)  # (above every bound: the +Inf bucket)
+    added = ExecutionFigures(slots=2, cycles=fast).merge(ExecutionFigures(slots=4, busy_slots=1, cycles=slow))
+    assert (added.slots, added.busy_slots, added.cycles.count, added.cycles.total) == (6, 1, 3, 103.0005)
+    assert added.cycles.counts[0] == 1 and added.cycles.counts[-1] == 1 and added.cycles.counts[-2] == 0
+    with pytest.raises(ValueError):
+        fast.merge(Buckets((1.0,)))
