@@ -338,7 +338,8 @@ def parse_port(text: str) -> int | str:
 # -- checking a configuration before anything is started ---------------------------------------------------
 #: inclusive bounds of the numeric settings (None: unbounded)
 _RANGES: dict[str, tuple[int, int | None]] = {
-    "soap_ssl_port": (0, 65535), "collector_port": (0, 65535), "metrics_port": (0, 65535), "max_request_bytes": (1, None), "staging_lifetime": (1, None), "output_retention": (0, None),
+    "soap_ssl_port": (0, 65535), "collector_port": (0, 65535), "metrics_port": (0, 65535),
+    "max_request_bytes": (1, None), "staging_lifetime": (1, None), "output_retention": (0, None),
     "max_transactions_per_caller": (1, None), "max_staging_areas_per_caller": (1, None),
     "max_expression_length": (16, None), "max_expression_depth": (8, 100000), "query_workers": (1, 64),
     "max_queries_per_caller": (1, None), "max_query_seconds": (1, None), "not_responding_timeout": (0, None),

@@ -371,3 +371,20 @@ def test_request_cpus_shares_the_cpu_among_jobs(gateway):
         seen[cpus] = int(shares), float(used)
     assert seen[2][0] == 2048 and seen[1][0] == 1024
     assert seen[2][1] > 1.5 * seen[1][1], seen  # (2:1 of what the two jobs' cgroups get of the core)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_dag_script_ends_with_a_gateway_that_dies(mode, request):
+    """A gateway killed outright cannot stop its DAGs' scripts: their keepers hear of its death and end them (the
+    DAG, resumed at the next start, runs its PRE script again: two copies must never run)."""
+    account = request.getfixturevalue("account") if mode == "unprivileged" else None
+    running = start(mode, account)
+    try:
+        directory = running.workdir()
+        first, second = tokens()
+        daemonizing_dag(running, directory, first, second)
+        wait_until(lambda: (directory / "ready").exists() and alive(first) and alive(second), timeout=30)
+        running.process.kill()
+        wait_until(lambda: not alive(first) and not alive(second), timeout=10)
+    finally:
+        stop(running)

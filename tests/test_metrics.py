@@ -16,9 +16,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.testing import GatewayProcess, TestPki
+from jobmodel.arguments import join_v2
 from tests.birdbath import expr
 from tests.conftest import module_gateway, zeep_client
-from jobmodel.arguments import join_v2
 from tests.test_execution import RUNNER, submit, wait_for, wait_until
 from tests.test_lowlatency import base as open_base  # noqa: F401 (a fixture: a directory jobs run as nobody reach)
 
