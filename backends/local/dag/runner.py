@@ -478,10 +478,10 @@ class DagRun:
 
 
 
-#: how a PRE or POST script starts: a shell (already its owner's, when it runs as the DAG's owner) takes the stack
-#: limit the gateway was started with, changes to the node's directory, then becomes the script -- so the script
-#: has its limits from its first instruction, not set from outside once it runs.  (Twisted changes directory before
-#: it switches user, which would let the script start in a directory its owner could not have entered.)
+#: how a PRE or POST script starts, under its keeper: a shell (already its owner's: the keeper's child switched
+#: before it executed the shell) takes the stack limit the gateway was started with, changes to the node's directory,
+#: then becomes the script -- so the script has its limits from its first instruction, not set from outside once it
+#: runs, and cannot start in a directory its owner could not have entered.
 _SHELL = "/bin/sh"
 _START = 'cd -- "$0" && exec "$@"'
 KEEPER = Path(__file__).with_name("keeper.py")
