@@ -68,6 +68,9 @@ class Capability(enum.Enum):
     #: update (it expires unless advertised again) and returns True when the ad is new; it raises
     #: :class:`BackendError` for an ad the pool refuses.  Both may be called from the query pool.
     POOL = ("pool_ads", "advertise")
+    #: ``figures()``: the backend's :class:`jobmodel.figures.BackendFigures` now -- its queue tallied as its
+    #: Scheduler ad counts it, and how it runs jobs -- for the gateway's metrics (called from the query pool)
+    FIGURES = ("figures",)
 
     @property
     def methods(self) -> tuple[str, ...]:

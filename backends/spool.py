@@ -72,6 +72,17 @@ class Spool:
                 removed.append((int(match["cluster"]), int(match["proc"])))
         return removed
 
+    def size(self) -> int:
+        """Bytes the spool's files take (their lengths; links are not followed), for the operators' figures."""
+        total = 0
+        for folder, _, names in os.walk(self.root):
+            for name in names:
+                try:
+                    total += os.lstat(os.path.join(folder, name)).st_size
+                except OSError:  # (removed meanwhile)
+                    continue
+        return total
+
     def give(self, cluster: int, proc: int, uid: int, gid: int) -> None:
         """Hand a job's spool directory and the regular files in it to the account the job runs as (only it may
         enter), as HTCondor's CHOWN_JOB_SPOOL_FILES does; nothing is followed through a link."""

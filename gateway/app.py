@@ -78,6 +78,10 @@ class Gateway:
         self.collector_site = GatewaySite(resource.Resource(), max_body=config.max_request_bytes,
                                           identification=identification, deadlines=config.request_deadlines())
         self.collector_port: IListeningPort | None = None
+        # /metrics, /healthz and /readyz on a port of their own (metrics_port), beside the gateway's
+        self.metrics_site = GatewaySite(resource.Resource(), max_body=config.max_request_bytes,
+                                        identification=identification, deadlines=config.request_deadlines())
+        self.metrics_port: IListeningPort | None = None
         self._contact_text: str | None = None  # see _contact
         self.monitor: Monitor | None = None  # /metrics, /healthz, /readyz: made in start()
 
@@ -97,6 +101,10 @@ class Gateway:
             self.collector_port = self.reactor.listenTCP(config.collector_port,
                                                          ConnectionGuard(self.collector_site, self.gate),
                                                          interface=config.listen)
+        if config.metrics_port:
+            self.metrics_port = self.reactor.listenTCP(config.metrics_port,
+                                                       ConnectionGuard(self.metrics_site, self.gate),
+                                                       interface=config.listen)
 
     def start(self) -> None:
         """Create the backend, start its services in the reactor and serve the operations on the bound port."""
@@ -139,6 +147,7 @@ class Gateway:
             ensureDeferred(self.lowlatency.start()).addErrback(
                 lambda failure: log.failure("starting the low-latency (AMQP) front end", failure))
         self.monitor = Monitor(self)
+        self.metrics_site.resource = self.monitor.pages()
         self.site.resource = self.monitor.root(GatewayResource([
             Endpoint(b"/submission/json", SoapDispatcher(json_application()), self._submission_context,
                      content_type=b"application/json", body_for=lambda op, body: json_request(op.decode(), body)),
@@ -177,6 +186,10 @@ class Gateway:
         if self.collector_port is not None:
             address = self.collector_port.getHost()
             log.info("condorCollector service listening on http://{host}:{port}/ (collector_port)", host=address.host,
+                     port=address.port)
+        if self.metrics_port is not None:
+            address = self.metrics_port.getHost()
+            log.info("/metrics, /healthz and /readyz also on http://{host}:{port}/ (metrics_port)", host=address.host,
                      port=address.port)
 
     def _aviary_endpoints(self) -> list[Endpoint]:
@@ -235,7 +248,8 @@ class Gateway:
         if self.monitor is not None:
             self.monitor.stop()
         try:
-            for port in (self.port, self.ssl_port, self.named_socket, self.local_socket, self.collector_port):
+            for port in (self.port, self.ssl_port, self.named_socket, self.local_socket, self.collector_port,
+                         self.metrics_port):
                 if port is not None:
                     await port.stopListening()
             if self.lowlatency is not None:

@@ -22,6 +22,8 @@ max_connections_per_caller = 0   # of those, held by one caller (local user or h
 reserved_connections = 0      # of those, kept for root and queue_super_users on this machine; 0: a sixteenth, <= 64
 max_header_seconds = 30       # a request's headers must arrive within this many seconds of its first byte
 max_body_seconds = 120        # and its body within this many seconds of its headers (else 408, connection closed)
+metrics_port = 0              # /metrics, /healthz, /readyz on a port of their own too (e.g. 9101); 0: only on
+                              # the gateway's port
 
 [birdbath]                    # HTCondor's knobs of the same names, in lower case
 allow_soap = ["127.0.0.0/8", "::1"]
@@ -185,6 +187,7 @@ class GatewayConfig:
     not_responding_timeout: int = 0  # 0: from HTCondor's configuration (keepalive.resolve_timeout)
     master_keepalive: str = ""  # HOST:PORT, or "" for none
     collector_port: int = 0  # 0: the collector is served on the gateway's own port only
+    metrics_port: int = 0  # 0: the monitoring pages are served on the gateway's own port only
     backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     carod: CarodSettings = field(default_factory=CarodSettings)  # the [carod] section
 
@@ -293,7 +296,8 @@ _SECTIONS = {
     "gateway": ("listen", "port", "state_dir", "local_socket", "backend", "max_request_bytes",
                 "max_expression_length", "max_expression_depth", "query_workers", "max_queries_per_caller",
                 "max_query_seconds", "log_file", "log_level", "max_file_descriptors", "max_connections",
-                "max_connections_per_caller", "reserved_connections", "max_header_seconds", "max_body_seconds"),
+                "max_connections_per_caller", "reserved_connections", "max_header_seconds", "max_body_seconds",
+                "metrics_port"),
     "submission": ("staging_lifetime", "output_retention", "max_staging_areas_per_caller"),
     "birdbath": ("allow_soap", "allow_read", "allow_write", "queue_all_users_trusted", "queue_super_users",
                  "default_owner", "max_soap_transaction_duration", "soap_leave_in_queue", "max_transactions_per_caller",
@@ -362,7 +366,8 @@ def parse_port(text: str) -> int | str:
 # -- checking a configuration before anything is started ---------------------------------------------------
 #: inclusive bounds of the numeric settings (None: unbounded)
 _RANGES: dict[str, tuple[int, int | None]] = {
-    "soap_ssl_port": (0, 65535), "collector_port": (0, 65535), "max_request_bytes": (1, None), "staging_lifetime": (1, None), "output_retention": (0, None),
+    "soap_ssl_port": (0, 65535), "collector_port": (0, 65535), "metrics_port": (0, 65535),
+    "max_request_bytes": (1, None), "staging_lifetime": (1, None), "output_retention": (0, None),
     "max_transactions_per_caller": (1, None), "max_staging_areas_per_caller": (1, None),
     "max_expression_length": (16, None), "max_expression_depth": (8, 100000), "query_workers": (1, 64),
     "max_queries_per_caller": (1, None), "max_query_seconds": (1, None), "not_responding_timeout": (0, None),
@@ -424,6 +429,11 @@ def check_ports(config: GatewayConfig) -> None:
                                                             config.soap_ssl_port if config.enable_soap_ssl else None):
         raise ConfigError(f"collector_port {config.collector_port} is the gateway's own port; the collector is "
                           f"served there anyway (collector_port = 0), or give it a port of its own")
+    if config.metrics_port and config.metrics_port in (config.plain_port, config.collector_port,
+                                                        config.soap_ssl_port if config.enable_soap_ssl else None):
+        raise ConfigError(f"metrics_port {config.metrics_port} is another of the gateway's ports; the monitoring "
+                          f"pages are served on the gateway's own port anyway (metrics_port = 0), or give them a "
+                          f"port of their own")
 
 
 def check_local_socket(config: GatewayConfig) -> None:

@@ -17,7 +17,7 @@ from twisted.python.failure import Failure
 
 from backends.local.dag import language
 from backends.local.dag.dagman import DagmanOptions
-from backends.local.dag.runner import DagRun, DagSetup, Outcome, StopReason
+from backends.local.dag.runner import KEEPER, DagRun, DagSetup, Outcome, StopReason
 from jobmodel.jobs import JobStatus
 
 DAG_KEY = (10, 0)
@@ -100,6 +100,11 @@ class Script:
     executable: str
     args: list[str]
     path: str
+
+    @property
+    def command(self) -> list[str]:
+        """What the keeper runs (after its ``--``)."""
+        return self.args[self.args.index("--") + 1:]
 
     def exit(self, code: int) -> None:
         reason = ProcessDone(0) if code == 0 else ProcessTerminated(exitCode=code)
@@ -371,14 +376,16 @@ def test_pre_and_post_scripts_run_around_the_node_job(tmp_path):
     dag = Driver(FakeHost(setup_for(tmp_path, "JOB A a.sub\nSCRIPT PRE A pre.sh $JOB\n"
                                               "SCRIPT POST A post.sh $RETURN $JOBID\n")))
     [pre] = dag.reactor.scripts
-    # a shell that takes the gateway's original stack limit, goes to the node's directory and becomes the script
-    assert pre.args[:2] == ["/bin/sh", "-c"] and pre.args[3:] == [str(tmp_path), str(tmp_path / "pre.sh"), "A"]
+    # under its keeper, a shell that takes the gateway's original stack limit, goes to the node's directory and
+    # becomes the script
+    assert pre.args[3] == str(KEEPER) and pre.args[5] == "--"
+    assert pre.command[:2] == ["/bin/sh", "-c"] and pre.command[3:] == [str(tmp_path), str(tmp_path / "pre.sh"), "A"]
     assert dag.host.submitted == []  # the job waits for its PRE script
     pre.exit(0)
     assert dag.host.names() == ["A"]
     dag.finish("A", exit_code=3)
     post = dag.reactor.scripts[1]
-    assert post.args[4:] == [str(tmp_path / "post.sh"), "3", "100.0"]
+    assert post.command[4:] == [str(tmp_path / "post.sh"), "3", "100.0"]
     assert not dag.outcome.called
     post.exit(0)  # the POST script decides: the node succeeds
     assert dag.result() == Outcome(0)

@@ -42,7 +42,8 @@ def test_capabilities_must_be_capabilities():
 def test_the_local_backend_is_complete(tmp_path):
     backend = LocalBackend(tmp_path, slots=0)
     try:
-        assert check(backend).capabilities == {Capability.SERVICES, Capability.HISTORY, Capability.POOL}
+        assert check(backend).capabilities == {Capability.SERVICES, Capability.HISTORY, Capability.POOL,
+                                               Capability.FIGURES}
     finally:
         backend.close()
 

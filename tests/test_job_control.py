@@ -182,16 +182,30 @@ def test_every_process_of_a_job_ends_with_it(gateway, action):
     wait_until(lambda: not alive(first) and not alive(second), timeout=10)
 
 
+def daemonizing_dag(gateway: Gateway, directory: Path, first: str, second: str) -> tuple[tuple[int, int], Path]:
+    """A DAG whose only node's PRE script leaves a ``setsid`` daemon and a double-forked process behind it, records
+    its cgroups and waits for ``go`` (its exit); the node itself is a NOOP."""
+    from tests.dags import submit_dag, write_dag
+
+    pre = directory / "pre.sh"
+    pre.write_text(f"#!/bin/sh\nsetsid sleep {first} &\n( sleep {second} & ) &\ncat /proc/$$/cgroup > cgroup.txt\n"
+                   "echo ready > ready\nwhile [ ! -e go ]; do sleep 0.05; done\n")
+    pre.chmod(0o755)
+    dag = write_dag(directory, "JOB A A.sub NOOP\nSCRIPT PRE A pre.sh\n", {"A": "true"})
+    return submit_dag(gateway.schedd, dag), dag
+
+
 @pytest.mark.parametrize("fast", [False, True], ids=["sigterm", "sigquit"])
 @pytest.mark.parametrize("mode", MODES)
-def test_the_gateways_shutdown_ends_every_process_of_its_jobs(mode, fast, request):
+@pytest.mark.parametrize("leaver", [daemonizing_job, daemonizing_dag], ids=["job", "dag-script"])
+def test_the_gateways_shutdown_ends_every_process_of_its_jobs(leaver, mode, fast, request):
     account = request.getfixturevalue("account") if mode == "unprivileged" else None
     running = start(mode, account)
     try:
         directory = running.workdir()
         first, second = tokens()
-        daemonizing_job(running, directory, first, second)
-        wait_until(lambda: (directory / "ready").exists() and alive(first) and alive(second), timeout=20)
+        leaver(running, directory, first, second)
+        wait_until(lambda: (directory / "ready").exists() and alive(first) and alive(second), timeout=30)
         if fast:  # (condor_master's fast shut-down)
             running.process.process.send_signal(signal.SIGQUIT)
         running.process.stop()
@@ -295,3 +309,82 @@ def test_a_suspend_right_after_the_start_freezes_every_process(gateway):
     ok(call(gateway.process, "remove", id=answer["id"]))  # (a frozen job: thawed to hear its kill signal)
     wait_for(gateway.schedd, (cluster, proc), lambda ad: ad.get("JobStatus", "3") == "3")  # (gone: it left)
     wait_until(lambda: not alive(first), timeout=10)
+
+
+# -- a DAG's PRE and POST scripts are kept as jobs are ---------------------------------------------------------
+@pytest.mark.parametrize("action", ["rm", "exit"])
+def test_every_process_of_a_dag_script_ends_with_it(gateway, action):
+    from tests.dags import dagman_out, wait_for_dag
+
+    directory = gateway.workdir()
+    first, second = tokens()
+    key, dag = daemonizing_dag(gateway, directory, first, second)
+    wait_until(lambda: (directory / "ready").exists() and alive(first) and alive(second), timeout=30)
+    check_tracking(gateway, directory)
+    if action == "rm":
+        assert gateway.schedd.removeJob(None, *key, "enough", False).code == "SUCCESS"
+    else:
+        (directory / "go").touch()
+        assert wait_for_dag(gateway.schedd, key)["ExitCode"] == "0"
+        assert "PRE script of node A completed with status 0" in dagman_out(dag)
+    wait_until(lambda: not alive(first) and not alive(second), timeout=10)
+
+
+# -- request_cpus shares the CPU among jobs (cgroup v1's cpu.shares: the controller this machine gives) ---------
+SPINNER = """import os, sys, time
+path = next(line.split(':', 2)[2] for line in open('/proc/self/cgroup').read().splitlines()
+            if 'cpu' in line.split(':')[1].split(','))
+mount = next(line.split()[4] for line in open('/proc/self/mountinfo')
+             if ' - cgroup ' in line and 'cpu' in line.split(' - ')[1].split()[2].split(','))
+shares = open(mount + path + '/cpu.shares').read().strip()
+os.sched_setaffinity(0, {0})
+go = sys.argv[1]
+while not os.path.exists(go):
+    time.sleep(0.01)
+start, end = time.process_time(), os.stat(go).st_mtime + 4
+while time.time() < end:
+    pass
+open('result', 'w').write(f'{shares} {time.process_time() - start}')
+"""
+
+
+def test_request_cpus_shares_the_cpu_among_jobs(gateway):
+    """Two jobs on one core, one asking for 2 CPUs and one for 1: the first gets about twice the CPU time of the
+    second (each job's cgroup has ``cpu.shares`` 1024 per requested CPU, as HTCondor weights a slot's)."""
+    if gateway.mode != "cgroup":
+        pytest.skip("CPU is shared by request_cpus only through a cgroup's cpu controller")
+    go = gateway.workdir() / "go"
+    jobs = {}
+    for cpus in (2, 1):
+        directory = gateway.workdir()
+        (key,) = submit(gateway.schedd, Cmd=PYTHON, Arguments=join_v2(["-S", "-c", SPINNER, str(go)]),
+                        RequestCpus=cpus, Iwd=str(directory), ShouldTransferFiles="NO")
+        jobs[cpus] = key, directory
+    for key, _ in jobs.values():
+        wait_for(gateway.schedd, key, status_is(2), timeout=20)
+    time.sleep(0.5)  # (both are in their waiting loops)
+    go.touch()
+    seen = {}
+    for cpus, (key, directory) in jobs.items():
+        wait_for(gateway.schedd, key, status_is(4), timeout=30)
+        shares, used = (directory / "result").read_text().split()
+        seen[cpus] = int(shares), float(used)
+    assert seen[2][0] == 2048 and seen[1][0] == 1024
+    assert seen[2][1] > 1.5 * seen[1][1], seen  # (2:1 of what the two jobs' cgroups get of the core)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_dag_script_ends_with_a_gateway_that_dies(mode, request):
+    """A gateway killed outright cannot stop its DAGs' scripts: their keepers hear of its death and end them (the
+    DAG, resumed at the next start, runs its PRE script again: two copies must never run)."""
+    account = request.getfixturevalue("account") if mode == "unprivileged" else None
+    running = start(mode, account)
+    try:
+        directory = running.workdir()
+        first, second = tokens()
+        daemonizing_dag(running, directory, first, second)
+        wait_until(lambda: (directory / "ready").exists() and alive(first) and alive(second), timeout=30)
+        running.process.kill()
+        wait_until(lambda: not alive(first) and not alive(second), timeout=10)
+    finally:
+        stop(running)

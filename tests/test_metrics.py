@@ -4,19 +4,22 @@ directory's disk is full (a small tmpfs)."""
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.testing import GatewayProcess, TestPki
+from jobmodel.arguments import join_v2
 from tests.birdbath import expr
 from tests.conftest import module_gateway, zeep_client
-from tests.test_execution import RUNNER, submit, wait_for
+from tests.test_execution import RUNNER, submit, wait_for, wait_until
 from tests.test_lowlatency import base as open_base  # noqa: F401 (a fixture: a directory jobs run as nobody reach)
 
 READERS = '[birdbath]\nallow_read = ["127.0.0.1"]\n'
@@ -210,3 +213,117 @@ def test_pages_answer_only_what_they_serve(monitored):
     status, _, body = get(monitored.port, "/healthz?verbose=1&x=%00")
     assert (status, json.loads(body)) == (200, {"status": "ok"})
     assert get(monitored.port, "/metrics")[0] == 200
+
+
+def test_execution_figures_move_by_what_happened(monitored, schedd, tmp_path):
+    """What BirdbathSchedulerNotCycling (README) reads: a job that cannot match any slot is idle but unmatchable (the
+    rule leaves it out), a job that can starts (a ``running`` transition) and holds a slot while it runs; each
+    run's launcher start and each negotiation cycle is timed."""
+    before = scrape(monitored.port)
+    parked, = submit(schedd, Cmd="/bin/true", Requirements=expr("FALSE"))
+    wait_until(lambda: moved(before, scrape(monitored.port), "birdbath_idle_jobs_unmatchable") == 1)
+    go = tmp_path / "go"
+    busy, = submit(schedd, Cmd="/bin/sh", Arguments="-c " + join_v2([f"while [ ! -e {go} ]; do sleep 0.05; done"]),
+                   Iwd=str(tmp_path), ShouldTransferFiles="NO")
+    wait_for(schedd, busy, lambda job: job.get("JobStatus") == "2")
+    running = scrape(monitored.port)
+    assert moved(before, running, "birdbath_slots_busy") == 1
+    assert running[("birdbath_slots_busy", frozenset())] < running[("birdbath_slots", frozenset())]
+    assert moved(before, running, "birdbath_jobs", state="idle") == 1  # the parked job, which is unmatchable:
+    assert moved(before, running, "birdbath_idle_jobs_unmatchable") == 1  # no idle job the rule would count
+    go.touch()
+    wait_for(schedd, busy, lambda job: job.get("JobStatus") == "4")
+    assert schedd.removeJob(None, *parked, "done", False).code == "SUCCESS"
+    wait_until(lambda: moved(before, scrape(monitored.port), "birdbath_idle_jobs_unmatchable") == 0)
+    after = scrape(monitored.port)
+    assert moved(before, after, "birdbath_job_transitions_total", state="running") == 1
+    assert moved(before, after, "birdbath_slots_busy") == 0
+    assert moved(before, after, "birdbath_launcher_start_duration_seconds_count") == 1
+    assert moved(before, after, "birdbath_launcher_start_duration_seconds_sum") > 0
+    assert moved(before, after, "birdbath_launcher_start_duration_seconds_bucket", le="+Inf") == 1
+    assert moved(before, after, "birdbath_negotiation_cycle_duration_seconds_count") >= 2  # (a start, an end)
+    assert moved(before, after, "birdbath_negotiation_cycle_duration_seconds_sum") > 0
+
+
+def test_staging_areas_and_the_spool_are_counted(monitored):
+    from tests.test_submission_api import call, ok
+
+    before = scrape(monitored.port)
+    staging = call(monitored, "create")["id"]
+    ok(call(monitored, "send", staging=staging, name="in.txt", offset=0, data=base64.b64encode(b"x" * 1000).decode()))
+    staged = scrape(monitored.port)
+    assert moved(before, staged, "birdbath_staging_areas") == 1
+    assert moved(before, staged, "birdbath_spool_bytes") == 0  # (a staging area is not the spool yet)
+    never = {"TYPE": 0, "VALUE": "FALSE"}
+    jobs = [call(monitored, "submit", staging=staging, ad={"Cmd": "/bin/true", "Requirements": never})["id"]
+            for _ in range(2)]  # (an area may be submitted from again, until it expires or is aborted)
+    submitted = scrape(monitored.port)
+    assert moved(before, submitted, "birdbath_staging_areas") == 1
+    assert moved(before, submitted, "birdbath_spool_bytes") == 2000
+    ok(call(monitored, "abort", staging=staging))
+    assert moved(before, scrape(monitored.port), "birdbath_staging_areas") == 0
+    for job in jobs:
+        ok(call(monitored, "remove", id=job))
+
+
+def test_status_and_the_scheduler_ad_show_the_figures_of_the_metrics(monitored, schedd):
+    """One source: ``birdbath status -schedd`` (the collector's Scheduler ad) and /metrics count the same jobs."""
+    held, = submit(schedd, Cmd="/bin/true", Requirements=expr("FALSE"))
+    assert schedd.holdJob(None, *held, "for the count", False, False, False).code == "SUCCESS"
+    idle, = submit(schedd, Cmd="/bin/true", Requirements=expr("FALSE"))
+    status = subprocess.run([sys.executable, "-m", "birdbath_client.cli", "--url", monitored.url, "status", "-schedd",
+                             "-af", "TotalIdleJobs", "TotalRunningJobs", "TotalHeldJobs", "TotalJobAds"],
+                            capture_output=True, text=True, timeout=120, check=True)
+    samples = scrape(monitored.port)
+    jobs = {state: int(samples[("birdbath_jobs", frozenset({("state", state)}))])
+            for state in ("idle", "running", "held")}
+    total = sum(int(value) for (name, _), value in samples.items() if name == "birdbath_jobs")
+    assert status.stdout.split() == [str(jobs["idle"]), str(jobs["running"]), str(jobs["held"]), str(total)]
+    assert jobs["idle"] >= 1 and jobs["held"] >= 1
+    for key in (held, idle):
+        schedd.removeJob(None, *key, "counted", False)
+
+
+def test_the_pages_on_a_port_of_their_own(start_gateway):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    gateway = start_gateway(f"[gateway]\nmetrics_port = {port}\n" + READERS)
+    samples = scrape(port)
+    assert samples[("birdbath_slots", frozenset())] > 0
+    assert get(port, "/readyz")[0] == 200 and get(port, "/healthz")[0] == 200
+    assert get(port, "/condorSchedd.wsdl")[0] == 404  # the pages only: no operation is served there
+    status, _, body = get(port, "/metrics", source="127.0.0.2")
+    assert status == 403 and json.loads(body) == {"error": "host 127.0.0.2 is not in allow_read"}
+    assert get(gateway.port, "/metrics")[0] == 200  # (and still on the gateway's own port)
+
+
+def test_metrics_port_must_be_a_port_of_its_own():
+    from gateway.config import ConfigError, GatewayConfig, validate
+
+    with pytest.raises(ConfigError, match="metrics_port 1984 is another of the gateway's ports"):
+        validate(GatewayConfig(metrics_port=1984))
+    with pytest.raises(ConfigError, match="metrics_port"):
+        validate(GatewayConfig(metrics_port=65536))
+
+
+def test_figures_add_up_across_processes():
+    """What a parent process of several workers does with their figures: adds them (a histogram's buckets too)."""
+    from jobmodel.figures import CYCLE_BOUNDS, Buckets, ExecutionFigures, JobFacts, Kind, tally
+    from jobmodel.jobs import JobStatus
+
+    one = tally([JobFacts("alice", JobStatus.IDLE, 5, 2, 0), JobFacts("bob", JobStatus.HELD, 5, 1, 14)])
+    two = tally([JobFacts("alice", JobStatus.RUNNING, 12, 0, 0), JobFacts("alice", JobStatus.IDLE, 5, 1, 0)])
+    both = one.merge(two)
+    assert both.count(JobStatus.IDLE) == 2 and both.count(JobStatus.IDLE, weighted=True) == 3
+    assert both.count(JobStatus.RUNNING, kind=Kind.SLOT) == 0 and both.count(JobStatus.RUNNING, kind=Kind.LOCAL) == 1
+    assert both.held_by_code == {14: 1} and both.owners() == ["alice", "bob"]
+    fast, slow = Buckets(CYCLE_BOUNDS), Buckets(CYCLE_BOUNDS)
+    fast.observe(0.0005)
+    slow.observe(3.0)
+    slow.observe(100.0)  # (above every bound: the +Inf bucket)
+    added = ExecutionFigures(slots=2, cycles=fast).merge(ExecutionFigures(slots=4, busy_slots=1, cycles=slow))
+    assert (added.slots, added.busy_slots, added.cycles.count, added.cycles.total) == (6, 1, 3, 103.0005)
+    assert added.cycles.counts[0] == 1 and added.cycles.counts[-1] == 1 and added.cycles.counts[-2] == 0
+    with pytest.raises(ValueError):
+        fast.merge(Buckets((1.0,)))

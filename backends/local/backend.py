@@ -24,6 +24,7 @@ from backends.interface import BackendError, BackendInfo, Batch, Capability, Fil
 from backends.spool import Spool
 from jobmodel import __version__
 from jobmodel.classads import parse_constraint
+from jobmodel.figures import BackendFigures, ExecutionFigures
 from jobmodel.pool import CLASSAD_LIFETIME, AdType
 
 from . import cgroups, jobtools
@@ -54,7 +55,7 @@ class LocalBackend:
     #: files run beside them
     threads = 8
     call_timeout = None  # a local call always answers
-    capabilities = frozenset({Capability.SERVICES, Capability.HISTORY, Capability.POOL})
+    capabilities = frozenset({Capability.SERVICES, Capability.HISTORY, Capability.POOL, Capability.FIGURES})
 
     """Options (``[backends.local]``): ``schedd_name``; ``slots``, ``kill_grace``, ``periodic_interval`` for running
     jobs; ``uid_domain``, the domain of every job's ``User`` (``Owner@uid_domain``, default the schedd's name);
@@ -104,7 +105,7 @@ class LocalBackend:
         self._pool = LocalPool(PoolFacts(self._info, machine, self.options.slots, self._queue.uid_domain, int(clock())),
                                lambda: self.query(None), clock,
                                AdvertisedAds(clock, classad_lifetime, max_advertised_ads))
-        self._dags = NodeJobs(self._queue, state_dir)
+        self._dags = NodeJobs(self._queue, state_dir, control)
         self._executor: Executor | None = None
         self._one_at_a_time = threading.RLock()
 
@@ -224,6 +225,20 @@ class LocalBackend:
 
     def advertise(self, ad_type: AdType, ad: classad2.ClassAd) -> bool:
         return self._pool.advertise(ad_type, ad)
+
+    # -- the operators' figures ---------------------------------------------------------------------------------
+    def figures(self) -> BackendFigures:
+        """The queue as the Scheduler ad counts it, and how jobs run (from the query pool: nothing here waits for
+        the queue's writes, and what the executor keeps is copied, never locked)."""
+        execution = ExecutionFigures(slots=self.options.slots,
+                                     unmatchable_idle=self._queue.store.idle.unmatched,
+                                     spool_bytes=self._queue.spool.size())
+        executor = self._executor
+        if executor is not None:
+            execution.busy_slots = executor.busy_cpus
+            execution.cycles = executor.cycle_times.copy()
+            execution.launcher_starts = executor.launcher_starts.copy()
+        return BackendFigures(self._pool.queue_figures(), execution)
 
 
 def _reachable_by_jobs(state_dir: Path, *ours: Path) -> None:

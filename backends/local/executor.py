@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -20,6 +21,7 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from jobmodel.classads import job_status
+from jobmodel.figures import CYCLE_BOUNDS, LAUNCHER_BOUNDS, Buckets
 from jobmodel.jobs import JobStatus, Universe
 
 from .chirp import ChirpService
@@ -96,6 +98,7 @@ class _Running:
     suspended: bool = False
     ended: bool = False  # the launcher is gone; the run's end is being recorded
     outbox: list[int] = field(default_factory=list)  # signals for the launcher, until it can hear them
+    spawned: float = 0.0  # when its launcher was asked for (time.time(), as the launcher's files are stamped)
 
 
 class Executor:
@@ -124,6 +127,9 @@ class Executor:
         self._heard: dict[JobKey, tuple[int | None, classad2.ClassAd]] = {}
         #: runs whose launcher is gone, to be recorded by the next cycle (with why the gateway ended them, if it did)
         self._ended: dict[JobKey, str | None] = {}
+        #: for the operators: how long each negotiation cycle's call took, and each launcher to be ready
+        self.cycle_times = Buckets(CYCLE_BOUNDS)
+        self.launcher_starts = Buckets(LAUNCHER_BOUNDS)
 
     # -- life cycle ---------------------------------------------------------------------------------
     def start(self) -> Deferred:
@@ -220,7 +226,8 @@ class Executor:
 
     @property
     def busy_cpus(self) -> int:
-        return sum(running.launch.cpus for running in self._running.values())
+        """The CPUs runs hold (read from any thread: the runs are copied in one step first)."""
+        return sum(running.launch.cpus for running in list(self._running.values()))
 
     # -- negotiation ----------------------------------------------------------------------------------
     def _start_cycle(self) -> None:
@@ -237,7 +244,9 @@ class Executor:
         try:
             while not self._stopped or self._ended:
                 self._again = False
+                began = time.perf_counter()
                 launches = await self._choose()
+                self.cycle_times.observe(time.perf_counter() - began)
                 if self._stopped:  # stop() came while the scheduler chose: these jobs never start
                     await self._requeue(launches)
                     continue  # (runs that ended meanwhile are recorded all the same)
@@ -280,7 +289,7 @@ class Executor:
                 await self._call(self._scheduler.finish_job, launch.key, SHUT_DOWN)
 
     def _spawn(self, launch: Launch) -> None:
-        running = _Running(launch)
+        running = _Running(launch, spawned=time.time())
         self._running[launch.key] = running
         if launch.dag:
             self._run_dag(running)
@@ -358,6 +367,9 @@ class Executor:
         running.ended = True
         if running.killer is not None and running.killer.active():
             running.killer.cancel()
+        ready = running.launch.directory.launcher_ready_at()
+        if ready is not None:  # (observed at the run's end, when the file is read anyway; none for a DAG run)
+            self.launcher_starts.observe(max(0.0, ready - running.spawned))
         pgid = running.launch.directory.pgid()
         if pgid:  # the launcher is gone: nothing the job left running in its session may outlive it
             try:

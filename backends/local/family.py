@@ -82,6 +82,13 @@ class ControlConfig:
         return Control(memory_mb, self.policy, cpus, self.update_interval, self.kill_grace, cgroup,
                        [str(path) for path in disk])
 
+    def for_process(self, name: str) -> Control:
+        """How a process the gateway starts for a job's sake but outside any job (a DAG's PRE or POST script) is
+        kept: every process it starts tracked, in a cgroup of its own named ``name`` where there are cgroups, and
+        not limited (HTCondor does not limit DAGMan's scripts)."""
+        cgroup = self.hierarchy.job(name).spec() if self.hierarchy else None
+        return Control(None, MemoryPolicy.NONE, 1, self.update_interval, self.kill_grace, cgroup)
+
 
 class Family:
     """Every process of one job (never the launcher itself)."""
@@ -352,10 +359,26 @@ def read_usage(control_dir: Path) -> dict[str, Any] | None:
 def end_leftovers(control_dir: Path) -> None:
     """Kill whatever is left in a job's cgroup and remove it (its launcher is gone: killed, or the gateway
     restarted).  A job without a cgroup has nothing here (its process group is killed by the caller)."""
-    control = Control.read(control_dir)
+    end_cgroup(Control.read(control_dir))
+
+
+def end_cgroup(control: Control | None) -> None:
+    """Kill whatever is left in the cgroup of a family whose keeper is gone, and remove it (no cgroup: nothing)."""
     if control is None or control.cgroup is None:
         return
     cgroup = JobCgroup.from_spec(control.cgroup)
     if any(directory.exists() for directory in cgroup.directories()):
         cgroup.kill()
         cgroup.remove()
+
+
+def reap_all() -> None:
+    """Reap every child left, once the family is dead (a subreaper's orphans are its zombies until reaped)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.005)

@@ -71,6 +71,8 @@ class IdleJobs:
         self._without_slot: list[Entry] = []  # sorted (scheduler and local universe)
         self._entries: dict[JobKey, Entry] = {}
         self._aside: set[JobKey] = set()  # entries not in the sorted lists: they did not match the machine
+        #: jobs that did not match the machine when last matched (also once reconsidered, until they change)
+        self._unmatched: set[JobKey] = set()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -114,6 +116,12 @@ class IdleJobs:
         if entry is not None and key not in self._aside:
             self._take_out(entry)
             self._aside.add(key)
+            self._unmatched.add(key)
+
+    @property
+    def unmatched(self) -> int:
+        """Idle jobs that matched no slot of this machine when last matched (until they change or leave)."""
+        return len(self._unmatched)
 
     def reconsider(self) -> None:
         """Put the jobs set aside back in order (the machine, or what a job's Requirements read, may have changed)."""
@@ -133,6 +141,7 @@ class IdleJobs:
         entry = self._entries.pop(key, None)
         if entry is None:
             return
+        self._unmatched.discard(key)
         if key in self._aside:
             self._aside.discard(key)
         else:

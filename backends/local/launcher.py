@@ -39,7 +39,7 @@ from typing import Any, Callable
 if not __package__:  # run as a script: import the package from its root (this directory's queue.py is no stdlib)
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from backends.local.family import KILL_NOW, Control, Family, Monitor, open_family  # noqa: E402 (after the path is right)
+from backends.local.family import KILL_NOW, Control, Family, Monitor, open_family, reap_all  # noqa: E402 (after the path is right)
 from backends.local.owners import Account  # noqa: E402
 from backends.local.parallel_launch import run_nodes  # noqa: E402
 from backends.local.starter import STREAMS, BadJob, collect, open_stream, open_streams, prepare  # noqa: E402
@@ -106,24 +106,12 @@ def _end_family(family: Family, monitor: Monitor, ended: dict[str, Any]) -> dict
     signal.setitimer(signal.ITIMER_REAL, 0)  # (a grace period still running is over)
     family.thaw()
     family.kill()
-    _reap_all()
+    reap_all()
     last = monitor.stop()
     family.close()
     return {"user_cpu": max(ended["user_cpu"], last["user_cpu"]), "sys_cpu": max(ended["sys_cpu"], last["sys_cpu"]),
             "max_rss_kb": max(ended["max_rss_kb"], last["peak_rss_kb"]), "disk_kb": last["disk_kb"],
             "memory_failure": family.memory_failure}
-
-
-def _reap_all() -> None:
-    """Reap every child left (the family is dead: a subreaper's orphans are its zombies)."""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            time.sleep(0.005)
 
 
 def _wait(child: int | None) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -22,6 +21,7 @@ import classad2
 from backends.evaluation import filtered
 from backends.interface import BackendInfo
 from jobmodel.classads import copy_ad, evaluate_number, evaluate_string, literal_int, literal_string
+from jobmodel.figures import Kind, QueueFigures, tally
 from jobmodel.jobs import JobStatus, Universe
 from jobmodel.pool import AdType
 
@@ -30,6 +30,8 @@ from .jobspec import request_cpus
 
 #: the states in which a job holds its slot
 ON_A_SLOT = (JobStatus.RUNNING, JobStatus.SUSPENDED)
+IDLE, RUNNING, HELD, REMOVED = JobStatus.IDLE, JobStatus.RUNNING, JobStatus.HELD, JobStatus.REMOVED
+SLOT = Kind.SLOT
 #: until the gateway says where it listens
 NO_CONTACT = "<127.0.0.1:0>"
 
@@ -47,6 +49,8 @@ class PoolFacts:
 
 @dataclass(frozen=True)
 class _Job:
+    """What the ads need of a job (a ``jobmodel.figures.CountedJob``: the Scheduler ad's totals are its tally)."""
+
     key: tuple[int, int]
     owner: str
     user: str
@@ -55,38 +59,7 @@ class _Job:
     cpus: int  # the CPUs it takes on a slot while it runs (0: it runs beside the schedd)
     started: int
     entered: int
-
-
-@dataclass(frozen=True)
-class _Counts:
-    idle: int = 0
-    running: int = 0
-    held: int = 0
-    removed: int = 0
-    local_idle: int = 0
-    local_running: int = 0
-    scheduler_idle: int = 0
-    scheduler_running: int = 0
-    weighted_idle: int = 0
-    weighted_running: int = 0
-
-
-def _count(jobs: Iterable[_Job]) -> _Counts:
-    """The schedd's tallies: vanilla-like jobs by state, local and scheduler universe jobs apart, as it publishes."""
-    tally: Counter[str] = Counter()
-    for job in jobs:
-        state = {JobStatus.IDLE: "idle", JobStatus.RUNNING: "running", JobStatus.HELD: "held",
-                 JobStatus.REMOVED: "removed"}.get(job.status)
-        if state is None:
-            continue
-        universe = {Universe.LOCAL: "local_", Universe.SCHEDULER: "scheduler_"}.get(job.universe, "")
-        if universe and state in ("idle", "running"):
-            tally[universe + state] += 1
-        elif not universe:
-            tally[state] += 1
-            if state in ("idle", "running"):
-                tally["weighted_" + state] += max(job.cpus, 1)
-    return _Counts(**tally)
+    hold_code: int
 
 
 class LocalPool:
@@ -161,8 +134,13 @@ class LocalPool:
                              literal_string(ad, "Owner"), literal_string(ad, "User") if on_slot else "", status, universe,
                              _cpus(ad, universe) if holds_cpus else 0,
                              literal_int(ad, "JobCurrentStartDate", 0) if on_slot else 0,
-                             literal_int(ad, "EnteredCurrentStatus", 0) if on_slot else 0))
+                             literal_int(ad, "EnteredCurrentStatus", 0) if on_slot else 0,
+                             literal_int(ad, "HoldReasonCode", 0) if status is JobStatus.HELD else 0))
         return jobs
+
+    def queue_figures(self) -> QueueFigures:
+        """The queue as the Scheduler and Submitter ads count it (the gateway's metrics read the same)."""
+        return tally(self._read_jobs())
 
     def _common(self, ad: classad2.ClassAd, kind: AdType, contact: str, now: int) -> classad2.ClassAd:
         """What every daemon's ad carries: its type, address, version, and when it was last heard from (now)."""
@@ -179,32 +157,36 @@ class LocalPool:
         return ad
 
     def _schedd(self, jobs: list[_Job], now: int) -> list[classad2.ClassAd]:
-        counts = _count(jobs)
+        figures = tally(jobs)
         ad = classad2.ClassAd()
         values: dict[str, object] = {
             "Name": self.facts.info.schedd_name, "HasSOAPInterface": True,
-            "TotalIdleJobs": counts.idle, "TotalRunningJobs": counts.running, "TotalHeldJobs": counts.held,
-            "TotalRemovedJobs": counts.removed, "TotalJobAds": len(jobs), "TotalFlockedJobs": 0,
-            "TotalLocalJobsIdle": counts.local_idle, "TotalLocalJobsRunning": counts.local_running,
-            "TotalSchedulerJobsIdle": counts.scheduler_idle, "TotalSchedulerJobsRunning": counts.scheduler_running,
-            "NumUsers": len({job.owner for job in jobs}), "MaxJobsRunning": self.facts.slots,
+            **_totals(figures, "Total", "Jobs"),
+            "TotalRemovedJobs": figures.count(REMOVED, kind=SLOT), "TotalJobAds": figures.total, "TotalFlockedJobs": 0,
+            "TotalLocalJobsIdle": figures.count(IDLE, kind=Kind.LOCAL),
+            "TotalLocalJobsRunning": figures.count(RUNNING, kind=Kind.LOCAL),
+            "TotalSchedulerJobsIdle": figures.count(IDLE, kind=Kind.SCHEDULER),
+            "TotalSchedulerJobsRunning": figures.count(RUNNING, kind=Kind.SCHEDULER),
+            "NumUsers": len(figures.owners()), "MaxJobsRunning": self.facts.slots,
             "UidDomain": self.facts.uid_domain}
         for name, value in values.items():
             ad[name] = value
         return [ad]
 
     def _submitters(self, jobs: list[_Job], now: int) -> list[classad2.ClassAd]:
+        figures = tally(jobs)
         ads = []
-        for owner in sorted({job.owner for job in jobs}):
-            counts = _count(job for job in jobs if job.owner == owner)
+        for owner in figures.owners():
             ad = classad2.ClassAd()
             values: dict[str, object] = {
                 "Name": f"{owner}@{self.facts.uid_domain}", "ScheddName": self.facts.info.schedd_name,
-                "IdleJobs": counts.idle, "RunningJobs": counts.running,
-                "HeldJobs": counts.held, "FlockedJobs": 0, "LocalJobsIdle": counts.local_idle,
-                "LocalJobsRunning": counts.local_running, "SchedulerJobsIdle": counts.scheduler_idle,
-                "SchedulerJobsRunning": counts.scheduler_running, "WeightedIdleJobs": counts.weighted_idle,
-                "WeightedRunningJobs": counts.weighted_running}
+                **_totals(figures, "", "Jobs", owner), "FlockedJobs": 0,
+                "LocalJobsIdle": figures.count(IDLE, owner=owner, kind=Kind.LOCAL),
+                "LocalJobsRunning": figures.count(RUNNING, owner=owner, kind=Kind.LOCAL),
+                "SchedulerJobsIdle": figures.count(IDLE, owner=owner, kind=Kind.SCHEDULER),
+                "SchedulerJobsRunning": figures.count(RUNNING, owner=owner, kind=Kind.SCHEDULER),
+                "WeightedIdleJobs": figures.count(IDLE, owner=owner, kind=SLOT, weighted=True),
+                "WeightedRunningJobs": figures.count(RUNNING, owner=owner, kind=SLOT, weighted=True)}
             for name, value in values.items():
                 ad[name] = value
             ads.append(ad)
@@ -278,12 +260,13 @@ class LocalPool:
     def _collector(self, jobs: list[_Job], now: int) -> list[classad2.ClassAd]:
         slots = self._slots(jobs, now) if self.facts.slots > 0 else []
         claimed = sum(1 for slot in slots if evaluate_string(slot, "State") == "Claimed")
-        counts = _count(jobs)
+        figures = tally(jobs)
         ad = classad2.ClassAd()
         for name, value in {"Name": f"birdbath-gateway@{evaluate_string(self.facts.machine, 'Machine')}",
                             "HostsTotal": len(slots), "HostsClaimed": claimed,
                             "HostsUnclaimed": len(slots) - claimed, "HostsOwner": 0,
-                            "RunningJobs": counts.running, "IdleJobs": counts.idle}.items():
+                            "RunningJobs": figures.count(RUNNING, kind=SLOT),
+                            "IdleJobs": figures.count(IDLE, kind=SLOT)}.items():
             ad[name] = value
         return [ad]
 
@@ -291,6 +274,12 @@ class LocalPool:
 #: the attribute in which each daemon publishes its address besides ``MyAddress``
 _ADDRESS_ATTRIBUTES = {AdType.STARTD: "StartdIpAddr", AdType.SCHEDD: "ScheddIpAddr", AdType.SUBMITTOR: "ScheddIpAddr",
                        AdType.MASTER: "MasterIpAddr", AdType.COLLECTOR: "CollectorIpAddr"}
+
+def _totals(figures: QueueFigures, prefix: str, suffix: str, owner: str | None = None) -> dict[str, int]:
+    """The jobs on slots by state, as a Scheduler (``TotalIdleJobs``) or a Submitter ad (``IdleJobs``) names them."""
+    return {f"{prefix}{name}{suffix}": figures.count(state, owner=owner, kind=SLOT)
+            for name, state in (("Idle", IDLE), ("Running", RUNNING), ("Held", HELD))}
+
 
 def _cpus(ad: classad2.ClassAd, universe: int) -> int:
     """The CPUs a job takes on a slot (``jobspec``'s rule: vanilla jobs their RequestCpus, others none), its literal

@@ -86,6 +86,13 @@ class ExecuteDir:
         except (OSError, ValueError):
             return None
 
+    def launcher_ready_at(self) -> float | None:
+        """When the launcher was ready to start the job (it writes its pgid file then; None: it never was)."""
+        try:
+            return self.pgid_file.stat().st_mtime
+        except OSError:
+            return None
+
 
 def prepare(job: Plan, directory: ExecuteDir, ad: classad2.ClassAd, machine: classad2.ClassAd,
             account: Account | None = None) -> ChirpPlan | None:

@@ -289,6 +289,11 @@ class SubmissionService:
                 f"{self.settings.output_retention}")
 
     # -- staging ------------------------------------------------------------------------------------
+    @property
+    def staging_areas(self) -> int:
+        """Staging areas held now (the operators' figure)."""
+        return len(self._staging)
+
     async def create(self, caller: Caller, submission: str | None = None) -> str:
         self._check(caller, Permission.WRITE)
         self._check_room(caller)

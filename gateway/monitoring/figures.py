@@ -1,60 +1,52 @@
 """The queue's and the gateway's figures, read when Prometheus scrapes: jobs by state, by owner (the busiest owners,
-the rest as ``other``) and held by ``HoldReasonCode``; open transactions; the state directory's free space; the
-slots the Scheduler ad offers; the low-latency (AMQP) front end's counters.
+the rest as ``other``) and held by ``HoldReasonCode``; slots and busy slots, idle jobs that match no slot, the
+negotiation cycle's and the launchers' times, the spool's bytes (a backend that runs jobs); open transactions,
+staging areas and the state directory's free space (the gateway's); the low-latency (AMQP) front end's counters.
 
-The backend is asked once per scrape (:func:`snapshot`, off the reactor on the query pool, as clients' queries
-are); :meth:`QueueFigures.collect` then reports that snapshot, as prometheus_client calls collectors synchronously."""
+The queue's figures are the backend's own (``Capability.FIGURES``: the local backend tallies them as its Scheduler
+ad counts them, so ``birdbath status -schedd`` and the metrics never disagree), else tallied here the same way
+(``jobmodel.figures``) from a query.  The backend is asked once per scrape (:func:`snapshot`, off the reactor on the
+query pool, as clients' queries are); :meth:`ScrapedFigures.collect` then reports that snapshot, as prometheus_client
+calls collectors synchronously."""
 
 from __future__ import annotations
 
-import collections
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from backends.interface import Capability, ScheddBackend
-from jobmodel.classads import job_status, literal_int, literal_string
+from jobmodel.classads import literal_int
+from jobmodel.figures import PROJECTION, BackendFigures, Buckets, ExecutionFigures, QueueFigures, facts_of, tally
 from jobmodel.jobs import JobStatus
 from jobmodel.pool import AdType
 
 #: the owners reported by name, most jobs first; the others are summed as "other"
 TOP_OWNERS = 20
-#: what the figures read of each job
-PROJECTION = ("JobStatus", "Owner", "HoldReasonCode")
+Metric = GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily
 
 
 @dataclass
 class Snapshot:
-    """The queue as one scrape saw it."""
+    """The backend as one scrape saw it; ``slots``: the Scheduler ad's, for a backend with no execution figures."""
 
-    by_state: collections.Counter[str] = field(default_factory=collections.Counter)
-    by_owner_state: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)
-    held_by_code: collections.Counter[int] = field(default_factory=collections.Counter)
+    figures: BackendFigures = field(default_factory=lambda: BackendFigures(QueueFigures()))
     slots: int | None = None
 
 
 def snapshot(backend: ScheddBackend, contact: str | None) -> Snapshot:
-    """Read the queue (and the Scheduler ad's slots when the backend has a pool); runs on the query pool."""
-    seen = Snapshot()
-    owners: collections.Counter[str] = collections.Counter()
-    for ad in backend.query(None, PROJECTION):
-        state = job_status(ad).name.lower()
-        owner = literal_string(ad, "Owner") or "?"
-        seen.by_state[state] += 1
-        owners[owner] += 1
-        seen.by_owner_state[owner, state] += 1
-        if job_status(ad) is JobStatus.HELD:
-            seen.held_by_code[literal_int(ad, "HoldReasonCode", 0)] += 1
-    top = {owner for owner, _ in owners.most_common(TOP_OWNERS)}
-    bounded: collections.Counter[tuple[str, str]] = collections.Counter()
-    for (owner, state), count in seen.by_owner_state.items():
-        bounded[owner if owner in top else "other", state] += count
-    seen.by_owner_state = bounded
+    """Read the backend's figures (a backend without: its queue, and the Scheduler ad's slots when it has a pool);
+    runs on the query pool."""
+    if Capability.FIGURES in backend.capabilities:
+        return Snapshot(backend.figures())  # type: ignore[attr-defined]
+    seen = Snapshot(BackendFigures(tally(facts_of(ad) for ad in backend.query(None, PROJECTION))))
     if Capability.POOL in backend.capabilities:
         schedds = backend.pool_ads(AdType.SCHEDD, None, contact=contact)  # type: ignore[attr-defined]
         if schedds:
@@ -62,36 +54,38 @@ def snapshot(backend: ScheddBackend, contact: str | None) -> Snapshot:
     return seen
 
 
-class QueueFigures(Collector):
+class ScrapedFigures(Collector):
     """A prometheus_client collector of the figures read at scrape time."""
 
-    def __init__(self, state_dir: Path, open_transactions: Callable[[], int],
+    def __init__(self, state_dir: Path, open_transactions: Callable[[], int], staging_areas: Callable[[], int],
                  lowlatency: Callable[[], Any]) -> None:
         self.state_dir = state_dir
         self._open_transactions = open_transactions
+        self._staging_areas = staging_areas
         self._lowlatency = lowlatency
         self.last = Snapshot()
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        last = self.last
+    def collect(self) -> Iterator[Metric]:
+        queue = self.last.figures.queue
         jobs = GaugeMetricFamily("birdbath_jobs", "Jobs in the queue by state", labels=["state"])
         for state in JobStatus:
-            jobs.add_metric([state.name.lower()], last.by_state.get(state.name.lower(), 0))
+            jobs.add_metric([state.name.lower()], queue.count(state))
         yield jobs
-        owners = GaugeMetricFamily("birdbath_owner_jobs", f"Jobs in the queue by owner (the {TOP_OWNERS} with "
-                                   "most jobs; the others as \"other\") and state", labels=["owner", "state"])
-        for (owner, state), count in sorted(last.by_owner_state.items()):
-            owners.add_metric([owner, state], count)
-        yield owners
+        yield _owners(queue)
         held = GaugeMetricFamily("birdbath_held_jobs", "Held jobs by HoldReasonCode", labels=["code"])
-        for code, count in sorted(last.held_by_code.items()):
+        for code, count in sorted(queue.held_by_code.items()):
             held.add_metric([str(code)], count)
         yield held
-        if last.slots is not None:
+        execution = self.last.figures.execution
+        if execution is not None:
+            yield from _execution(execution)
+        elif self.last.slots is not None:
             yield GaugeMetricFamily("birdbath_slots", "CPUs the schedd runs jobs on (MaxJobsRunning)",
-                                    value=last.slots)
+                                    value=self.last.slots)
         yield GaugeMetricFamily("birdbath_transactions_open", "Open SOAP transactions",
                                 value=self._open_transactions())
+        yield GaugeMetricFamily("birdbath_staging_areas", "Staging areas of the submission API (create/send) not "
+                                "yet submitted from or expired", value=self._staging_areas())
         try:
             disk = os.statvfs(self.state_dir)
         except OSError:
@@ -103,7 +97,7 @@ class QueueFigures(Collector):
                                     "system", value=disk.f_blocks * disk.f_frsize)
         yield from self._amqp()
 
-    def _amqp(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    def _amqp(self) -> Iterator[Metric]:
         service = self._lowlatency()
         if service is None:
             return
@@ -124,3 +118,39 @@ def amqp_connected(service: Any) -> bool:
     """Whether the low-latency service's broker connection is up now."""
     link = service.broker.link
     return link is not None and link.open and link.connection.is_open
+
+
+def _owners(queue: QueueFigures) -> GaugeMetricFamily:
+    """Jobs by owner and state: the owners with most jobs by name, the others summed as ``other``."""
+    top = {owner for owner, _ in queue.by_owner().most_common(TOP_OWNERS)}
+    bounded: Counter[tuple[str, str]] = Counter()
+    for (owner, state, _), count in queue.jobs.items():
+        if state is not None:
+            bounded[(owner or "?") if owner in top else "other", state.name.lower()] += count
+    owners = GaugeMetricFamily("birdbath_owner_jobs", f"Jobs in the queue by owner (the {TOP_OWNERS} with most "
+                               "jobs; the others as \"other\") and state", labels=["owner", "state"])
+    for (owner, state), count in sorted(bounded.items()):
+        owners.add_metric([owner, state], count)
+    return owners
+
+
+def _execution(execution: ExecutionFigures) -> Iterator[Metric]:
+    yield GaugeMetricFamily("birdbath_slots", "CPUs the schedd runs jobs on (MaxJobsRunning)", value=execution.slots)
+    yield GaugeMetricFamily("birdbath_slots_busy", "CPUs that running jobs hold", value=execution.busy_slots)
+    yield GaugeMetricFamily("birdbath_idle_jobs_unmatchable", "Idle jobs whose Requirements matched no slot when "
+                            "last matched (matched again when they change, and at each periodic evaluation)",
+                            value=execution.unmatchable_idle)
+    yield _histogram("birdbath_negotiation_cycle_duration_seconds", "Time the scheduler took to record the runs "
+                     "that ended and choose the jobs to start, per negotiation cycle", execution.cycles)
+    yield _histogram("birdbath_launcher_start_duration_seconds", "Time from a job's start to its launcher being "
+                     "ready to run it (observed when the run ends)", execution.launcher_starts)
+    yield GaugeMetricFamily("birdbath_spool_bytes", "Bytes of the files in the spool (jobs' input and output)",
+                            value=execution.spool_bytes)
+
+
+def _histogram(name: str, help: str, buckets: Buckets) -> HistogramMetricFamily:
+    cumulated, running = [], 0
+    for bound, count in zip((*map(floatToGoString, buckets.bounds), "+Inf"), buckets.counts):
+        running += count
+        cumulated.append((bound, running))
+    return HistogramMetricFamily(name, help, buckets=cumulated, sum_value=buckets.total)

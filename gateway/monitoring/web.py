@@ -21,7 +21,7 @@ from twisted.python.failure import Failure
 from twisted.web import resource, server
 
 from .events import EventMetrics
-from .figures import QueueFigures, amqp_connected, snapshot
+from .figures import ScrapedFigures, amqp_connected, snapshot
 
 log = Logger()
 #: refusals are logged as the operations' are (and counted with them)
@@ -44,8 +44,8 @@ class Monitor:
         self.policy = gateway.config.policy()
         self.registry = CollectorRegistry(auto_describe=True)
         self.events = EventMetrics(self.registry)
-        self.figures = QueueFigures(self.state_dir, lambda: len(gateway.schedd.transactions),
-                                    lambda: gateway.lowlatency)
+        self.figures = ScrapedFigures(self.state_dir, lambda: len(gateway.schedd.transactions),
+                                      lambda: gateway.submissions.staging_areas, lambda: gateway.lowlatency)
         self.registry.register(self.figures)
         ProcessCollector(registry=self.registry)
         globalLogPublisher.addObserver(self.events)
@@ -55,8 +55,15 @@ class Monitor:
 
     def root(self, operations: resource.Resource) -> resource.Resource:
         """The site's root: the three pages, and ``operations`` for every other path."""
-        return MonitoredRoot(operations, {b"metrics": MetricsPage(self), b"healthz": HealthPage(self),
-                                          b"readyz": ReadyPage(self)})
+        return MonitoredRoot(operations, self._pages())
+
+    def pages(self) -> resource.Resource:
+        """The root of a site of the pages alone (``metrics_port``): any other path is not found."""
+        return MonitoredRoot(resource.NoResource("Only /metrics, /healthz and /readyz are served here"),
+                             self._pages())
+
+    def _pages(self) -> dict[bytes, resource.Resource]:
+        return {b"metrics": MetricsPage(self), b"healthz": HealthPage(self), b"readyz": ReadyPage(self)}
 
     async def scrape(self) -> bytes:
         """The metrics in Prometheus' text format, the queue's figures read now."""

@@ -19,6 +19,7 @@ from jobmodel.classads import evaluate_string, job_status
 from jobmodel.jobs import JobStatus
 
 from .. import lifecycle
+from ..family import ControlConfig
 from ..jobspec import NULL_FILE
 from ..owners import NoAccount
 from ..queue import JobQueue
@@ -41,9 +42,10 @@ class NodeJobs:
     Whatever a DAG names is read and written as the DAGMan job's owner (the queue's account of the DAGMan job, as
     for every job of the backend), and its node jobs belong to that owner whatever their submit files say."""
 
-    def __init__(self, queue: JobQueue, state_dir: Path) -> None:
+    def __init__(self, queue: JobQueue, state_dir: Path, control: ControlConfig | None = None) -> None:
         self._queue = queue
         self._state_dir = state_dir
+        self._control = control if control is not None else ControlConfig()  # how scripts' processes are kept
 
     def dag_setup(self, key: JobKey) -> DagSetup:
         ad = self._queue.store.get(key)
@@ -60,7 +62,7 @@ class NodeJobs:
         except dagman.DagError as exc:
             return DagSetup(log_path=iwd / f"dagman-{key[0]}.dagman.out", account=account, error=str(exc))
         setup = DagSetup(log_path=dagman.dagman_log_path(ad, options.dag), options=options, ignored=options.ignored,
-                         account=account)
+                         account=account, control=self._control)
         try:
             for name in ("Out", "Err"):
                 target = evaluate_string(ad, name)

@@ -17,6 +17,8 @@ import enum
 import json
 import os
 import re
+import sys
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -30,6 +32,7 @@ from jobmodel.classads import job_status
 from jobmodel.jobs import JobStatus
 from jobmodel.stacklimit import shell_stack_limit
 
+from ..family import ControlConfig, end_cgroup
 from ..owners import Account, to_switch
 from . import dagman, files
 from .dagman import DagmanLog, DagmanOptions
@@ -85,7 +88,7 @@ class DagSetup:
     account here: the host has held it, and nothing may be read or written for it, not even the log).
 
     ``account`` is whose rights every file and script of the DAG is used with (None: the gateway's own, when it
-    is not root or the owner is its own user)."""
+    is not root or the owner is its own user); ``control`` how its scripts' processes are kept (``keeper.py``)."""
 
     log_path: Path | None = None
     account: Account | None = None
@@ -97,6 +100,9 @@ class DagSetup:
     rescued: int = 0
     ignored: tuple[str, ...] = ()
     error: str | None = None
+    control: ControlConfig = field(default_factory=ControlConfig)
+
+
 #: $RETURN for a node job that was removed instead of finishing (DAGMan reports it as a failure)
 REMOVED_RETURN = -1
 
@@ -376,21 +382,25 @@ class DagRun:
 
     async def _spawn_script(self, node: Node, kind: str, executable: str, arguments: list[str],
                             directory: Path) -> int:
+        """Run a script under its keeper (``keeper.py``): every process the script starts is killed with it."""
+        assert self._setup is not None
         protocol = _ScriptProcess()
         account = self._account
         command = [_SHELL, "-c", shell_stack_limit() + _START, str(directory), executable, *arguments]
-        if account is None:
-            process = self._reactor.spawnProcess(protocol, _SHELL, command,
-                                                 env=Account.current().environment(),  # never the gateway's own
-                                                 childFDs={0: "w", 1: "r", 2: "r"})
-        else:  # as the owner (Twisted sets the groups, the gid and the uid); see _START for the directory
-            process = self._reactor.spawnProcess(protocol, _SHELL, command, env=account.environment(),
-                                                 uid=account.uid, gid=account.gid, childFDs={0: "w", 1: "r", 2: "r"})
+        control = self._setup.control.for_process(f"dag_{self.cluster}_{uuid.uuid4().hex[:16]}")
+        setup = {"control": asdict(control), "account": account.as_spec() if account is not None else None}
+        # (the keeper switches to the owner before the shell starts; see _START for the directory)
+        process = self._reactor.spawnProcess(protocol, sys.executable,
+                                             [sys.executable, "-S", "-s", str(KEEPER), json.dumps(setup), "--",
+                                              *command],
+                                             env=(account or Account.current()).environment(),  # never the gateway's
+                                             childFDs={0: "w", 1: "r", 2: "r"})
         self._scripts.add(process)
         try:
             result = await protocol.ended
         finally:
             self._scripts.discard(process)
+            await self._call(end_cgroup, control)  # (a keeper that was killed could not end its script's processes)
         self._log(f"{kind} script of node {node.name} completed with status {result}")
         return int(result)
 
@@ -468,12 +478,13 @@ class DagRun:
 
 
 
-#: how a PRE or POST script starts: a shell (already its owner's, when it runs as the DAG's owner) takes the stack
-#: limit the gateway was started with, changes to the node's directory, then becomes the script -- so the script
-#: has its limits from its first instruction, not set from outside once it runs.  (Twisted changes directory before
-#: it switches user, which would let the script start in a directory its owner could not have entered.)
+#: how a PRE or POST script starts, under its keeper: a shell (already its owner's: the keeper's child switched
+#: before it executed the shell) takes the stack limit the gateway was started with, changes to the node's directory,
+#: then becomes the script -- so the script has its limits from its first instruction, not set from outside once it
+#: runs, and cannot start in a directory its owner could not have entered.
 _SHELL = "/bin/sh"
 _START = 'cd -- "$0" && exec "$@"'
+KEEPER = Path(__file__).with_name("keeper.py")
 
 
 def _expand(text: str, macros: dict[str, str]) -> str:
@@ -507,7 +518,8 @@ class _ScriptProcess(twisted_protocol.ProcessProtocol):
 
 
 def _kill(process: Any) -> None:
+    """Stop a script: its keeper kills every process of it, and ends."""
     try:
-        process.signalProcess("KILL")
+        process.signalProcess("TERM")
     except Exception:  # already gone
         pass
