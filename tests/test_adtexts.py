@@ -1,12 +1,15 @@
 """The job-ad texts kept between answers (``gateway.soap.adtexts``), keyed on the revisions backends promise: every
 answer has the bytes written straight from the ad, through every kind of change of a real local backend's jobs
 (the contract, ``backends/contract.py``, checks the revisions themselves for every backend); ads without a revision
-are never kept; the kept bytes stay within their budget, and the entries of jobs no longer asked for make room."""
+are never kept; the kept bytes stay within their budget, and the entries of jobs no longer asked for make room; a
+real gateway's answers follow a running job's every change (the scheduler's start and end, its usage while it runs,
+hold and release) while the same queries are asked again and again."""
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import classad2
 import pytest
@@ -17,8 +20,12 @@ from backends.local import LocalBackend
 from backends.local.store import JobStore
 from gateway.soap.adtexts import ENTRY_COST, KeptTexts
 from gateway.soap.adwriter import own_items
+from gateway.testing import module_gateway, zeep_client
+from jobmodel.arguments import join_v2
 from jobmodel.classads import parse_constraint
 from jobmodel.jobs import JobAction
+from tests.birdbath import expr, values
+from tests.test_execution import submit
 
 ROUNDS = 3  # writings of each state: the first leaves a marker, the second packs, the third unpacks
 
@@ -173,3 +180,43 @@ def test_threads_sharing_the_table_answer_every_ad_right():
         sys.setswitchinterval(interval)
     assert not failures
     assert texts.kept_bytes == texts.entries_cost() <= 30 * ENTRY_COST
+
+
+running = module_gateway("[backends.local]\nslots = 1\nkill_grace = 1.0\nperiodic_interval = 0.5\n"
+                         "starter_update_interval = 0.5\n")
+
+
+def test_a_running_jobs_every_change_is_answered_while_the_same_queries_are_asked(running, tmp_path):
+    """getJobAds and getJobAd asked every 20 ms (each state read many times, so answered from kept texts): the job is
+    seen idle, then running (the scheduler's start), with usage while it runs (its update every 0.5 s), held and
+    released by its owner, and completed (the scheduler's end)."""
+    schedd = zeep_client(running.url + "condorSchedd.wsdl", running.url)
+    go = tmp_path / "go"
+    tmp_path.chmod(0o777)
+    work = f"import os, time\nwhile time.process_time() < 0.6 or not os.path.exists({str(go)!r}): pass\n"
+    (key,) = submit(schedd, Cmd=sys.executable, Arguments=join_v2(["-S", "-c", work]), Iwd=str(tmp_path),
+                    Requirements=expr("TRUE"))
+    constraint = f"ClusterId == {key[0]} && ProcId == {key[1]}"
+    seen: list[dict[str, str]] = []
+
+    def until(condition, timeout: float = 30.0) -> dict[str, str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            (listed,) = schedd.getJobAds(None, constraint).classAdArray.item
+            one = values(schedd.getJobAd(None, *key).classAd)
+            assert values(listed) == one
+            seen.append(one)
+            if condition(one):
+                return one
+            time.sleep(0.02)
+        raise AssertionError(f"job {key} never got there; last seen {seen[-1]}")
+
+    until(lambda ad: ad["JobStatus"] in ("1", "2"))
+    until(lambda ad: ad["JobStatus"] == "2")
+    until(lambda ad: float(ad.get("RemoteUserCpu", 0)) + float(ad.get("RemoteSysCpu", 0)) >= 0.3)
+    assert schedd.holdJob(None, *key, "wait", False, False, False).code == "SUCCESS"
+    until(lambda ad: ad["JobStatus"] == "5" and ad.get("HoldReason") == "wait")
+    assert schedd.releaseJob(None, *key, "go on", False, False).code == "SUCCESS"
+    go.touch()
+    done = until(lambda ad: ad["JobStatus"] == "4")
+    assert done["ExitCode"] == "0"
