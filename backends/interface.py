@@ -52,7 +52,8 @@ _REVISION = "birdbath_revision"
 
 def stamp(ad: classad2.ClassAd, key: JobKey, number: int) -> classad2.ClassAd:
     """Give ``ad`` (a whole job ad a backend answers) its revision; the ad itself, for chaining.  A backend stamps
-    an ad once, before any reader sees it, and never changes a stamped ad: a change is a new ad with a new number."""
+    an ad before any reader sees it and never changes an ad a reader may hold: a change is a new ad, stamped with a
+    new number."""
     setattr(ad, _REVISION, Revision(key, number))
     return ad
 
@@ -267,8 +268,8 @@ class ScheddBackend(Protocol):
 
     def job_in_memory(self, cluster: int, proc: int) -> classad2.ClassAd | None:
         """The committed job's ad (with its :class:`Revision`) when the backend holds it in memory, at once and without
-        blocking (the gateway calls it on the reactor); ``None`` otherwise (no such job, or not in memory), and the gateway then asks
-        :meth:`get_job` on a thread."""
+        blocking (the gateway calls it on the reactor); ``None`` otherwise (no such job, or not in memory), and the
+        gateway then asks :meth:`get_job` on a thread."""
 
     def reschedule(self) -> None:
         """Ask the backend to start runnable jobs now."""

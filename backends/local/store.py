@@ -11,8 +11,8 @@ in an index of their own: a restart reads those (a few megabytes for 100,000 job
 thread of its own parses the stored ads in the background (:meth:`JobStore.get` parses one that is asked for before
 its turn).  Parsing every ad before answering took seconds per 100,000 jobs.
 
-Every ad the store holds carries its revision (``backends.interface.stamp``): the number of the write that stored it,
-or, for an ad read back from the file, the number the store drew when it opened.  Numbers come from one counter for
+Every ad the store holds carries its revision (``backends.interface.stamp``): a number drawn for the write that stored
+it, or, for an ad read back from the file, the number the store drew when it opened.  Numbers come from one counter for
 every store of the process, so no two writes, and no two stores, ever give one.  As ads are never changed in place
 (a change is a new ad, written by :meth:`JobStore.apply`), a number stands for one content.
 
