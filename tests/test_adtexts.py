@@ -200,16 +200,16 @@ def test_a_running_jobs_every_change_is_answered_while_the_same_queries_are_aske
     seen: list[dict[str, str]] = []
 
     def until(condition, timeout: float = 30.0) -> dict[str, str]:
+        """The job's ad once both queries answer it so (each asked until it does)."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            (listed,) = schedd.getJobAds(None, constraint).classAdArray.item
-            one = values(schedd.getJobAd(None, *key).classAd)
-            assert values(listed) == one
-            seen.append(one)
-            if condition(one):
-                return one
-            time.sleep(0.02)
-        raise AssertionError(f"job {key} never got there; last seen {seen[-1]}")
+        for ask in (lambda: values(schedd.getJobAds(None, constraint).classAdArray.item[0]),
+                    lambda: values(schedd.getJobAd(None, *key).classAd)):
+            while not condition(found := ask()):
+                seen.append(found)
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"job {key} never got there; last seen {seen[-1]}")
+                time.sleep(0.02)
+        return found
 
     until(lambda ad: ad["JobStatus"] in ("1", "2"))
     until(lambda ad: ad["JobStatus"] == "2")
