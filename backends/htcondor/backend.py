@@ -25,7 +25,8 @@ backend's thread; a failure (the pool is unreachable, the schedd refused) is a :
 the call.
 
 **Revisions.** The schedd numbers no change of a job's ad, so an ad's revision (``backends.interface.Revision``) is
-a digest of what it holds (its text and kept expression texts): equal only for equal ads, as the contract asks.
+a 64-bit digest of what it holds (its text and kept expression texts): equal for equal ads, and for different ones
+only by a 2**-64 chance; it costs printing each ad once more per query.
 
 **Reasons** go to ``htcondor2.Schedd.act`` as a ``(reason, 0)`` tuple: the 24.0 bindings keep a reason only in that
 form (or ``None``, for their default "Python-initiated action") and silently drop a plain string.
