@@ -13,7 +13,7 @@ A backend's test module subclasses :class:`BackendContract` and provides a ``bac
 
 The tests use only :mod:`backends.interface`: batches (committed whole, or refused with nothing changed), cluster
 ids, queries with constraints and projections, actions, staging and discarding files, output retrieval, error
-reporting.
+reporting, and the revisions every whole job ad carries (the gateway keeps what it wrote for an ad by them).
 They call the backend directly (as the gateway's worker threads do), with jobs that never need to run: their
 ``Requirements`` are false.
 """
@@ -39,6 +39,7 @@ from .interface import (
     NewJob,
     ScheddBackend,
     UnknownJob,
+    revision,
 )
 
 
@@ -136,6 +137,49 @@ class BackendContract:
         assert sorted(ad.eval("ProcId") for ad in found) == [1, 2]
         assert all(set(ad.keys()) <= {"ProcId", "Size"} and ad.eval("Size") == 5 for ad in found)
         assert backend.query(parse_constraint("NoSuchAttribute == 1")) == []
+
+    # -- revisions ------------------------------------------------------------------------------------
+    def test_every_whole_ad_answered_carries_its_jobs_revision(self, backend):
+        cluster, procs = submitted(backend, 2)
+        found = backend.query(parse_constraint(f"ClusterId == {cluster}"))
+        assert sorted(revision(ad).key for ad in found) == [(cluster, proc) for proc in procs]
+        ad = backend.get_job(cluster, 1)
+        assert revision(ad).key == (cluster, 1)
+        assert revision(backend.get_job(cluster, 1)) == revision(ad)  # unchanged: the same revision
+        in_memory = backend.job_in_memory(cluster, 1)
+        assert in_memory is None or revision(in_memory) == revision(ad)
+
+    def test_every_change_of_a_job_gives_it_a_revision_it_never_had_with_other_content(self, backend):
+        """Attribute changes (a string, an expression, back to an earlier value), hold, release and removal, each
+        alone and several in one batch: after each the job's revision differs from the one before, and one number
+        always stands for one text (a change to another job leaves this one's alone)."""
+        cluster, (proc, other) = submitted(backend, 2, LeaveJobInQueue=True)
+        texts: dict[int, str] = {}
+        numbers: list[int] = []
+
+        def read() -> None:
+            for ad in (backend.get_job(cluster, proc),
+                       *backend.query(parse_constraint(f"ClusterId == {cluster} && ProcId == {proc}"))):
+                found = revision(ad)
+                assert found is not None and found.key == (cluster, proc)
+                assert texts.setdefault(found.number, str(ad)) == str(ad), "one revision, two contents"
+            numbers.append(found.number)
+
+        read()
+        steps = [[AttributeChange(cluster, proc, "Note", "one")],
+                 [AttributeChange(cluster, proc, "Note", classad2.ExprTree("1 + 1"))],
+                 [AttributeChange(cluster, proc, "Note", "one")],
+                 [ActionChange(JobAction.HOLD, cluster, proc, "wait")],
+                 [ActionChange(JobAction.RELEASE, cluster, proc, "go")],
+                 [AttributeChange(cluster, proc, "Note", "two"), AttributeChange(cluster, proc, "Size", classad2.ExprTree("7"))],
+                 [ActionChange(JobAction.REMOVE, cluster, proc, "gone")]]
+        for changes in steps:
+            backend.commit(Batch(changes=changes))
+            read()
+            assert numbers[-1] != numbers[-2], f"{changes} left the revision as it was"
+        before = revision(backend.get_job(cluster, proc))
+        backend.commit(Batch(changes=[AttributeChange(cluster, other, "Note", "elsewhere")]))
+        assert revision(backend.get_job(cluster, proc)) == before
 
     # -- actions --------------------------------------------------------------------------------------
     def test_hold_release_remove_with_reasons(self, backend):

@@ -7,6 +7,10 @@ stages the files of the transaction's jobs.  Every method may block (SQLite, the
 calls it from a worker thread, never from the reactor, except those that answer from memory and never block:
 :meth:`ScheddBackend.info`, :meth:`ScheddBackend.spool_directory` and :meth:`ScheddBackend.job_in_memory`.
 
+Every whole job ad a backend answers (``query`` without a projection, ``get_job``, ``job_in_memory``) carries its
+:class:`Revision` (:func:`stamp`, read with :func:`revision`): the gateway keeps what it wrote for a job's ad by that,
+and answers it again while the revision stays.
+
 What a backend offers beyond the required methods it declares in ``capabilities`` (:class:`Capability`);
 :func:`check` verifies both when the backend is loaded, and names what is missing.
 
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import NamedTuple, Protocol, Sequence, runtime_checkable
 
 import classad2
 
@@ -28,6 +32,35 @@ ENTRY_POINT_GROUP = "birdbath.backends"
 
 #: a job's (cluster, proc)
 JobKey = tuple[int, int]
+
+
+class Revision(NamedTuple):
+    """Which content of a job's ad an ad holds: for one job (``key``, its cluster and proc as the ad names them), two
+    ads with the same ``number`` are the same ad, attribute for attribute and with the same kept expression texts.
+    Every change of a job's ad, whoever makes it (a client's batch, the backend's scheduler, a job's usage while it
+    runs, the pool behind the backend), gives the job a number it never had with another content, for as long as the
+    process lives.  Hashable: what the gateway keys the texts it keeps on (``gateway.soap.adtexts``)."""
+
+    key: JobKey
+    number: int
+
+
+#: the Python attribute of a ClassAd object that holds its :class:`Revision` (not a ClassAd attribute: it is never
+#: stored, evaluated or copied; a copy or a projection of an ad has none)
+_REVISION = "birdbath_revision"
+
+
+def stamp(ad: classad2.ClassAd, key: JobKey, number: int) -> classad2.ClassAd:
+    """Give ``ad`` (a whole job ad a backend answers) its revision; the ad itself, for chaining.  A backend stamps
+    an ad before any reader sees it and never changes an ad a reader may hold: a change is a new ad, stamped with a
+    new number."""
+    setattr(ad, _REVISION, Revision(key, number))
+    return ad
+
+
+def revision(ad: classad2.ClassAd) -> Revision | None:
+    """The revision a backend gave ``ad``; None for an ad without one (a projection, a copy, an ad of no job)."""
+    return getattr(ad, _REVISION, None)
 
 
 class BackendError(Exception):
@@ -225,7 +258,8 @@ class ScheddBackend(Protocol):
     # -- queue ----------------------------------------------------------------------------------------
     def query(self, constraint: classad2.ExprTree | None, projection: Sequence[str] | None = None, *,
               budget: float | None = None) -> list[classad2.ClassAd]:
-        """The committed job ads for which ``constraint`` is true (all when ``None``).
+        """The committed job ads for which ``constraint`` is true (all when ``None``); without a ``projection``, each
+        carries its :class:`Revision`.
 
         ``budget`` marks a client's query (its constraint is the client's text): the backend answers within that
         many seconds or raises :class:`QueryFailed`, and no constraint, however slow or deep, may stall or crash the
@@ -233,12 +267,12 @@ class ScheddBackend(Protocol):
         and with the backend's worker thread: ``query``, ``history`` and ``get_job`` must be safe to call so."""
 
     def get_job(self, cluster: int, proc: int) -> classad2.ClassAd | None:
-        """One committed job ad, or ``None``."""
+        """One committed job ad (with its :class:`Revision`), or ``None``."""
 
     def job_in_memory(self, cluster: int, proc: int) -> classad2.ClassAd | None:
-        """The committed job's ad when the backend holds it in memory, at once and without blocking (the gateway calls
-        it on the reactor); ``None`` otherwise (no such job, or not in memory), and the gateway then asks
-        :meth:`get_job` on a thread."""
+        """The committed job's ad (with its :class:`Revision`) when the backend holds it in memory, at once and without
+        blocking (the gateway calls it on the reactor); ``None`` otherwise (no such job, or not in memory), and the
+        gateway then asks :meth:`get_job` on a thread."""
 
     def reschedule(self) -> None:
         """Ask the backend to start runnable jobs now."""

@@ -24,6 +24,7 @@ BENCHMARKS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("job_ads_scale.py", (), ("--jobs", "5000", "--runs", "1")),
     ("queue_scale.py", (), ()),  # scheduler core and execution figures (issue #15 items 2, 3)
     ("soap_answers.py", (), ("--http-jobs", "200")),
+    ("submit_ad.py", (), ("--pairs", "50", "--runs", "1")),  # a 40-attribute submit: the codec's reader
     ("dag_diamond.py", (), ("--runs", "2")),
     ("load.py", ("--seconds", "30"), ("--seconds", "10")),
     ("lowlatency.py", (), ("--quick",)),  # AMQP low-latency jobs against SOAP and JSON (issue #28)

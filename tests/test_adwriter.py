@@ -92,7 +92,7 @@ def test_server_time_is_each_answers_own(answers):
 def test_a_changed_ad_is_answered_changed(answers):
     ad = classad2.parseOne("[A = 1]")
     assert b"<value>1</value>" in answers.write_job_ads([ad], NOW)
-    ad["A"] = 2  # a backend may change its ads in place: nothing is kept between answers
+    ad["A"] = 2  # an ad without a revision (a projection, a copy) is written anew at every answer
     assert b"<value>2</value>" in answers.write_job_ads([ad], NOW)
 
 

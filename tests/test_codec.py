@@ -11,7 +11,7 @@ from gateway.soap.codec import ContractService
 from gateway.soap.collector import collector_service
 from gateway.soap.contract import Contract
 from gateway.soap.schedd import OPERATIONS, schedd_service
-from gateway.soap.xsd import Array, Enumeration, Struct, WireFault
+from gateway.soap.xsd import Array, Enumeration, Struct, WireFault, read_element
 from tests.conftest import LEGACY_COLLECTOR_WSDL, LEGACY_WSDL, ROOT
 from tests.wire import assert_valid, body_element
 
@@ -90,6 +90,20 @@ def test_gsoaps_leniencies():
     assert SCHEDD.read(unqualified).arguments == {"clusterId": 3}
 
 
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "iso-8859-1"])
+def test_nulls_are_read_wherever_they_are_in_any_encoding(encoding):
+    """``xsi:nil`` on a member, an array's item and a field of one, with the namespace declared where it is used,
+    in encodings that write ``nil`` as ASCII and one that does not; an empty ``xsi:nil`` is no null."""
+    inner = ('<jobAd><item><name>A</name><type>STRING-ATTR</type><value>1</value></item>'
+             '<item xmlns:i="http://www.w3.org/2001/XMLSchema-instance" i:nil="1"/>'
+             '<item><name>B</name><type i:nil="true" xmlns:i="http://www.w3.org/2001/XMLSchema-instance"/>'
+             '<value xsi:nil="">2</value></item></jobAd><clusterId xsi:nil="true">4</clusterId>')
+    body = (f"<?xml version='1.0' encoding='{encoding}'?>\n" + envelope("submit", inner).decode()).encode(encoding)
+    assert SCHEDD.read(body).arguments == {
+        "jobAd": [{"name": "A", "type": "STRING-ATTR", "value": "1"}, None, {"name": "B", "type": None, "value": "2"}],
+        "clusterId": None}
+
+
 @pytest.mark.parametrize("op, inner, message", [
     ("getJobAd", "<clusterId>abc</clusterId>", "Could not cast 'abc' to integer"),
     ("getJobAd", "<clusterId>2147483648</clusterId>", "The value 2147483648 could not be validated."),
@@ -153,7 +167,7 @@ def test_answers_are_valid_gsoap_shaped_and_read_back(operation):
     sent = dict(ANSWERS[operation])
     if operation == "getFile":
         sent["data"] = "AP9oZWxsbw=="  # base64Binary is read as its text
-    assert SCHEDD.contract.operations[operation].answer.read(wrapper.find("response")) == sent
+    assert read_element(SCHEDD.contract.operations[operation].answer, wrapper.find("response")) == sent
 
 
 def test_empty_members_and_arrays():

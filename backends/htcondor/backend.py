@@ -24,12 +24,17 @@ schedd after submission, and their output comes back there with ``retrieve``.  E
 backend's thread; a failure (the pool is unreachable, the schedd refused) is a :class:`BackendUnavailable` naming
 the call.
 
+**Revisions.** The schedd numbers no change of a job's ad, so an ad's revision (``backends.interface.Revision``) is
+a 64-bit digest of what it holds (its text and kept expression texts): equal for equal ads, and for different ones
+only by a 2**-64 chance; it costs printing each ad once more per query.
+
 **Reasons** go to ``htcondor2.Schedd.act`` as a ``(reason, 0)`` tuple: the 24.0 bindings keep a reason only in that
 form (or ``None``, for their default "Python-initiated action") and silently drop a plain string.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sqlite3
 import threading
@@ -52,10 +57,11 @@ from backends.interface import (
     JobKey,
     NewJob,
     UnknownJob,
+    stamp,
 )
 from backends.spool import Spool
 from jobmodel.classads import copy_ad, projected
-from jobmodel.exprtext import old_syntax, source_text
+from jobmodel.exprtext import old_syntax, source_text, texts_record
 from jobmodel.jobs import JobAction
 from jobmodel.pool import AdType
 
@@ -373,7 +379,8 @@ class HTCondorBackend:
               budget: float | None = None) -> list[classad2.ClassAd]:
         text, _ = schedd_constraint(constraint)
         ads = self._call("query", self._schedd.query, text, schedd_projection(projection, constraint))
-        return self._answer(ads, constraint, projection, budget)
+        found = self._answer(ads, constraint, projection, budget)
+        return found if projection else [revised(ad) for ad in found]
 
     def history(self, constraint: classad2.ExprTree | None, limit: int | None = None,
                 projection: Sequence[str] | None = None, *, budget: float | None = None) -> list[classad2.ClassAd]:
@@ -400,7 +407,7 @@ class HTCondorBackend:
             return None
         found = self._call("query", self._schedd.query, self._spec(cluster, proc))
         shown = [ad for ad in map(self._translated, found) if ad is not None]
-        return shown[0] if shown else None
+        return revised(shown[0]) if shown else None
 
     def job_in_memory(self, cluster: int, proc: int) -> classad2.ClassAd | None:
         return None  # every ad is the schedd's: asked on a thread
@@ -456,6 +463,14 @@ class HTCondorBackend:
         shown["ClusterId"] = gateway_cluster
         shown["ProcId"] = ad.get("BirdbathProcId", ad.get("ProcId"))
         return shown
+
+
+def revised(ad: classad2.ClassAd) -> classad2.ClassAd:
+    """``ad`` stamped with its revision: a 64-bit digest of its text and kept texts (the schedd's ads are new objects
+    at every query; the digest is what lets the gateway know an unchanged one)."""
+    content = f"{ad}\0{texts_record(ad) or ''}".encode("utf-8", "surrogatepass")
+    digest = int.from_bytes(hashlib.blake2b(content, digest_size=8).digest(), "big")
+    return stamp(ad, (ad.get("ClusterId"), ad.get("ProcId")), digest)
 
 
 def _text(value: str | classad2.ExprTree) -> str:

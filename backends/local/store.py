@@ -11,6 +11,11 @@ in an index of their own: a restart reads those (a few megabytes for 100,000 job
 thread of its own parses the stored ads in the background (:meth:`JobStore.get` parses one that is asked for before
 its turn).  Parsing every ad before answering took seconds per 100,000 jobs.
 
+Every ad the store holds carries its revision (``backends.interface.stamp``): a number drawn for the write that stored
+it, or, for an ad read back from the file, the number the store drew when it opened.  Numbers come from one counter for
+every store of the process, so no two writes, and no two stores, ever give one.  As ads are never changed in place
+(a change is a new ad, written by :meth:`JobStore.apply`), a number stands for one content.
+
 Durability is group commit: a write is committed to the WAL without waiting for the disk, and :meth:`durable` waits
 until it is synced; one ``fsync`` covers every write made before it, so callers that commit at the same time share
 one (``sync_write`` gives the sequence number to wait for).
@@ -18,6 +23,7 @@ one (``sync_write`` gives the sequence number to wait for).
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 import threading
@@ -28,6 +34,7 @@ from typing import Callable, Iterable, Iterator, Mapping
 import classad2
 from twisted.logger import Logger
 
+from backends.interface import stamp
 from jobmodel.exprtext import restored, texts_record
 
 from . import idle
@@ -80,6 +87,8 @@ class JobStore:
         self._last_cluster = self._reserved_cluster = row[0] if row else 0
         #: every queued job; None for one whose ad is not parsed yet (the loader's or get's work)
         self._jobs: dict[JobKey, classad2.ClassAd | None] = {}
+        #: the revision number of every ad read back from the file (a write's ads get numbers of their own)
+        self._loaded_revision = next(REVISIONS)
         #: the idle jobs in the order they start (kept up to date by apply)
         self.idle = IdleJobs()
         entries = []
@@ -177,7 +186,7 @@ class JobStore:
         with self._lock:
             if key in self._jobs and self._jobs[key] is None:
                 row = self._db.execute("SELECT ad, texts FROM jobs WHERE cluster = ? AND proc = ?", key).fetchone()
-                self._jobs[key] = parsed(*row)
+                self._jobs[key] = stamp(parsed(*row), key, self._loaded_revision)
             return self._jobs.get(key)
 
     def _load_all(self) -> None:
@@ -195,8 +204,8 @@ class JobStore:
                                   "ORDER BY cluster, proc LIMIT ?", (*after, LOAD_CHUNK)).fetchall()
                 if not rows:
                     break
-                ads = [((cluster, proc), parsed(text, texts)) for cluster, proc, text, texts in rows
-                       if self._jobs.get((cluster, proc), False) is None]
+                ads = [((cluster, proc), stamp(parsed(text, texts), (cluster, proc), self._loaded_revision))
+                       for cluster, proc, text, texts in rows if self._jobs.get((cluster, proc), False) is None]
                 with self._lock:  # only what no write replaced since it was read
                     for key, ad in ads:
                         if key in self._jobs and self._jobs[key] is None:
@@ -242,7 +251,9 @@ class JobStore:
 
     def apply(self, ads: Mapping[JobKey, classad2.ClassAd], archived: Iterable[JobKey] = ()) -> int:
         """Write these ads and move the ``archived`` jobs into the history, atomically; then publish the result to
-        readers.  Returns the write's sequence number: it is on disk once :meth:`durable` of it returned."""
+        readers, each queued ad stamped with this write's revision number (the ads become the store's: callers hand
+        over new ads and never change them after).  Returns the write's sequence number: it is on disk once
+        :meth:`durable` of it returned."""
         archived = [key for key in archived if key in ads or key in self._jobs]
         queued = [(*_row(key, ad), *idle.columns(ad)) for key, ad in ads.items() if key not in archived]
         history = [_row(key, ads[key] if key in ads else self.get(key)) for key in archived]
@@ -253,7 +264,8 @@ class JobStore:
                 self._db.executemany("INSERT OR REPLACE INTO history (cluster, proc, ad, texts) VALUES (?, ?, ?, ?)",
                                      history)
                 self._db.executemany("DELETE FROM jobs WHERE cluster = ? AND proc = ?", archived)
-            self._jobs.update((key, ad) for key, ad in ads.items() if key not in archived)
+            number = next(REVISIONS)
+            self._jobs.update((key, stamp(ad, key, number)) for key, ad in ads.items() if key not in archived)
             for key in archived:
                 self._jobs.pop(key, None)
             for key in ads.keys() | set(archived):
@@ -344,6 +356,9 @@ def _add_texts_columns(db: sqlite3.Connection) -> None:
         if "texts" not in [row[1] for row in db.execute(f"PRAGMA table_info({table})")]:
             db.execute(f"ALTER TABLE {table} ADD COLUMN texts TEXT")
 
+
+#: the revision numbers of job ads (``backends.interface.Revision``), one counter for every store of the process
+REVISIONS = itertools.count(1)
 
 #: cluster ids reserved with one synced write
 CLUSTER_BLOCK = 100

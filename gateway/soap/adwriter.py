@@ -3,20 +3,21 @@
 A queue of many thousand jobs is answered at about a microsecond per attribute, streamed when it is large.  The
 envelope around the ads is cut once from the codec's own answer (an answer with an empty array, split where the
 items go), so only the ``item`` elements are written here.  Job ads are written straight from their ClassAds
-(:func:`own_items`, after the three synthetic items every answer starts with), at every query: nothing is kept
-between queries, so an answer is right whatever a backend does with its ads.
+(:func:`own_items`, after the three synthetic items every answer starts with), and that text is kept between
+queries by the job's revision, which its backend promises (``adtexts``).
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
 import classad2
 
 from gateway.core.adstruct import LEFT_OUT, LITERALS, Attr, AttrType, ad_to_struct, wire_value
 
+from .adtexts import KeptTexts
 from .xsd import SPECIAL, escape
 
 
@@ -103,10 +104,12 @@ class SplitAnswer:
 
 @dataclass(frozen=True)
 class AdAnswers:
-    """Writers for the answers that carry job ads: ClassAds as a job query answers them at ``server_time``."""
+    """Writers for the answers that carry job ads: ClassAds as a job query answers them at ``server_time``, each
+    ad's own items through ``texts`` (kept by the job's revision)."""
 
     job_ads: SplitAnswer  # getJobAdsResponse, around classAdArray
     job_ad: SplitAnswer  # getJobAdResponse, around classAd
+    texts: KeptTexts = field(default_factory=lambda: KeptTexts(own_items))
 
     def write_job_ads(self, ads: Iterable[classad2.ClassAd], server_time: int) -> bytes:
         return b"".join([self.job_ads.head, *self._items(ads, server_time), self.job_ads.tail])
@@ -128,9 +131,9 @@ class AdAnswers:
         yield b"".join(parts)
 
     def _items(self, ads: Iterable[classad2.ClassAd], server_time: int) -> Iterator[bytes]:
-        synthetic = synthetic_items(server_time)
+        synthetic, text = synthetic_items(server_time), self.texts.text
         for ad in ads:
-            yield b"".join((b"<item>", synthetic, own_items(ad), b"</item>"))
+            yield b"".join((b"<item>", synthetic, text(ad), b"</item>"))
 
     def write_job_ad(self, ad: classad2.ClassAd, server_time: int) -> bytes:
-        return b"".join((self.job_ad.head, synthetic_items(server_time), own_items(ad), self.job_ad.tail))
+        return b"".join((self.job_ad.head, synthetic_items(server_time), self.texts.text(ad), self.job_ad.tail))

@@ -23,7 +23,7 @@ from .adwriter import SplitAnswer
 from .answer import LOGGED_FAULT, Maybe, Prebuilt, SoapAnswer
 from .contract import Contract, Operation
 from .protocol import BODY, SOAP_ENV, parse_envelope
-from .xsd import NIL, WireFault, element, escape
+from .xsd import NIL, WireFault, element, escape, read_element
 
 log = Logger()
 
@@ -85,7 +85,7 @@ class ContractService:
             raise WireFault(f"The operation element {etree.QName(wrapper).localname} is nil")
         operation = self.contract.operations[etree.QName(wrapper).localname]
         try:
-            return Call(operation, operation.parameters.read(wrapper))
+            return Call(operation, read_element(operation.parameters, wrapper, body))
         except WireFault as exc:
             exc.operation = operation.name
             raise

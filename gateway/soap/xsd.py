@@ -3,7 +3,10 @@
 A contract (``contract.Contract``) is built from its shipped WSDL as a table of these types.  Reading follows the
 rules the gateway has always applied (``lenient`` says which of them go beyond the WSDL, as gSOAP did): children
 are matched by local name whatever their namespace, unknown children and comments are skipped, a member sent twice
-is a fault, ``xsi:nil`` (with any value) is a null, ``xsi:type`` is ignored.  A value that cannot be read is a
+is a fault, ``xsi:nil`` (with any value but the empty one) is a null, ``xsi:type`` is ignored.  The nulls of a request
+are found once, by one XPath over its operation element (:func:`read_element`), and handed down as a set of
+elements: asking every element for the attribute cost more than the rest of reading it; and most requests have none,
+which their bytes show without the XPath.  A value that cannot be read is a
 :class:`WireFault`, answered as a Client fault naming the value.  Writing gives an element's content as text, in
 gSOAP's shape (every child unqualified); ``None`` means an empty element (``<name/>``), and a null member of a
 structure is left out, as gSOAP 2.7 left out NULL pointers.
@@ -19,7 +22,14 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from lxml import etree
 
-NIL = "{http://www.w3.org/2001/XMLSchema-instance}nil"
+XSI = "http://www.w3.org/2001/XMLSchema-instance"
+NIL = f"{{{XSI}}}nil"
+#: the elements of a tree that say ``xsi:nil`` with a value (an empty one is no null, as the gateway always read it)
+_NILLED = etree.XPath("descendant-or-self::*[@xsi:nil != '']", namespaces={"xsi": XSI})
+
+#: the elements of one request that are null (lxml gives an element the same proxy object for as long as one is
+#: referenced, and this set references them, so membership is identity)
+Nilled = frozenset
 
 #: characters XML 1.0 cannot carry at all; they become U+FFFD rather than break the whole answer
 NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -65,19 +75,29 @@ class WireType(Protocol):
 
     name: str
 
-    def read(self, element: etree._Element) -> Any:
-        """The value of an element that is not nil (a comment reads as an element with no content)."""
+    def read(self, element: etree._Element, nilled: Nilled) -> Any:
+        """The value of an element that is not nil (a comment reads as an element with no content); ``nilled``: the
+        request's null elements, for a type with members."""
 
     def write(self, value: Any) -> str | None:
         """The content of an element holding ``value`` (not None)."""
 
 
-def read(kind: WireType, element: etree._Element) -> Any:
-    """An element's value: None when it says ``xsi:nil`` (any value but the empty one, as the gateway always read
-    it), else what its type reads."""
-    if element.get(NIL):
-        return None
-    return kind.read(element)
+def read_element(kind: WireType, element: etree._Element, source: bytes | None = None) -> Any:
+    """The value of ``element`` (itself not null) and everything in it, read as ``kind``.  ``source``: the bytes of
+    the document, when at hand: in an encoding that writes ASCII as ASCII, a document without the bytes ``nil``
+    has no ``xsi:nil`` (the name of an attribute is never escaped) and is not searched for one."""
+    if source is not None and b"nil" not in source and _ascii_compatible(element):
+        return kind.read(element, frozenset())
+    return kind.read(element, frozenset(_NILLED(element)))
+
+
+#: encodings that write every ASCII character as its ASCII byte (lxml's names for them, as the document declared them)
+_ASCII_COMPATIBLE = frozenset({"UTF-8", "US-ASCII", "ASCII", "ISO-8859-1", "LATIN1", "LATIN-1"})
+
+
+def _ascii_compatible(element: etree._Element) -> bool:
+    return (element.getroottree().docinfo.encoding or "UTF-8").upper() in _ASCII_COMPATIBLE
 
 
 @dataclass(frozen=True)
@@ -95,7 +115,7 @@ class Int:
         object.__setattr__(self, "characters", len(str(-(2 ** self.bits))))
         object.__setattr__(self, "values", range(-(2 ** (self.bits - 1)), 2 ** (self.bits - 1)))
 
-    def read(self, element: etree._Element) -> int | None:
+    def read(self, element: etree._Element, nilled: Nilled) -> int | None:
         text = element.text
         if text is None:
             return None
@@ -119,7 +139,7 @@ class Boolean:
 
     name: str = "boolean"
 
-    def read(self, element: etree._Element) -> bool | None:
+    def read(self, element: etree._Element, nilled: Nilled) -> bool | None:
         text = element.text
         return None if text is None else text.lower() in ("true", "1")
 
@@ -134,7 +154,7 @@ class String:
 
     name: str = "string"
 
-    def read(self, element: etree._Element) -> str:
+    def read(self, element: etree._Element, nilled: Nilled) -> str:
         return element.text or ""
 
     def write(self, value: str) -> str:
@@ -148,7 +168,7 @@ class Base64Binary:
 
     name: str = "base64Binary"
 
-    def read(self, element: etree._Element) -> str:
+    def read(self, element: etree._Element, nilled: Nilled) -> str:
         return element.text or ""
 
     def write(self, value: bytes) -> str:
@@ -164,7 +184,7 @@ class Enumeration:
     values: frozenset[str]
     aliases: Mapping[str, str] = field(default_factory=dict)
 
-    def read(self, element: etree._Element) -> str:
+    def read(self, element: etree._Element, nilled: Nilled) -> str:
         text = element.text
         if text is not None:
             text = self.aliases.get(text.strip(), text)
@@ -182,7 +202,7 @@ class Double:
 
     name: str = "double"
 
-    def read(self, element: etree._Element) -> float | None:
+    def read(self, element: etree._Element, nilled: Nilled) -> float | None:
         text = element.text
         if text is None:
             return None
@@ -201,11 +221,15 @@ class DateTime:
 
     name: str = "dateTime"
 
-    def read(self, element: etree._Element) -> str:
+    def read(self, element: etree._Element, nilled: Nilled) -> str:
         return element.text or ""
 
     def write(self, value: int) -> str:
         return datetime.datetime.fromtimestamp(int(value), datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+#: the tags a structure remembers, at most
+TAGS = 256
 
 
 @dataclass(eq=False)
@@ -220,34 +244,48 @@ class Struct:
     members: dict[str, WireType] = field(default_factory=dict)
     repeated: set[str] = field(default_factory=set)
     attributes: tuple[str, ...] = ()
+    #: each child's tag as met (qualified or not) -> its member's name and type (None: not a member); bounded, as
+    #: tags are the clients' words
+    _tags: dict[str, tuple[str, WireType | None]] = field(default_factory=dict, repr=False)
 
-    def read(self, element: etree._Element) -> dict[str, Any]:
+    def read(self, element: etree._Element, nilled: Nilled) -> dict[str, Any]:
         values: dict[str, Any] = {}
-        members = self.members
         repeated = self.repeated
-        twice: set[str] = set()
+        tags = self._tags
+        twice: set[str] | None = None
         for child in element:
             tag = child.tag
-            if type(tag) is not str:
-                continue  # a comment (the parser drops processing instructions)
-            key = tag.rpartition("}")[2]
-            kind = members.get(key)
+            found = tags.get(tag)
+            if found is None:
+                if type(tag) is not str:
+                    continue  # a comment (the parser drops processing instructions)
+                found = self._member(tag)
+            key, kind = found
             if kind is None:
                 continue
+            value = None if child in nilled else kind.read(child, nilled)
             if key in repeated:
-                values.setdefault(key, []).append(read(kind, child))
+                values.setdefault(key, []).append(value)
                 continue
             if key in values:
-                twice.add(key)
-            values[key] = None if child.get(NIL) else kind.read(child)
+                twice = (twice or set()) | {key}
+            values[key] = value
         if twice:  # (after every value is read: a value that cannot be read is the fault to answer first)
-            key = next(key for key in members if key in twice)
+            key = next(key for key in self.members if key in twice)
             raise WireFault(f"{key!r} member does not respect frequency constraints.")
         for name in self.attributes:
             text = element.get(name)
             if text is not None:
                 values[name] = text
         return values
+
+    def _member(self, tag: str) -> tuple[str, WireType | None]:
+        """The member a child's tag names (by its local name, whatever its namespace), remembered."""
+        key = tag.rpartition("}")[2]
+        if len(self._tags) >= TAGS:
+            self._tags.clear()
+        found = self._tags[tag] = key, self.members.get(key)
+        return found
 
     def write(self, value: Mapping[str, Any]) -> str | None:
         repeated = self.repeated
@@ -266,9 +304,9 @@ class Array:
     item: str
     member: WireType
 
-    def read(self, element: etree._Element) -> list[Any]:
+    def read(self, element: etree._Element, nilled: Nilled) -> list[Any]:
         member = self.member
-        return [read(member, child) for child in element]
+        return [None if child in nilled else member.read(child, nilled) for child in element]
 
     def write(self, values: Sequence[Any]) -> str | None:
         member, item = self.member, self.item
