@@ -30,11 +30,22 @@ from gateway.soap.collector import CollectorContext, collector_service, query_an
 from gateway.soap.collector_routing import ByOperation, CollectorOnly
 from gateway.soap.context import RequestContext
 from gateway.soap.dispatch import SoapDispatcher
+from gateway.soap.jsonapi import JSON, JsonApi
 from gateway.soap.schedd import job_ad_answers, schedd_service
-from gateway.soap.submission import SubmissionContext, json_application, json_request, soap_application
+from gateway.soap.submission import SubmissionContext, soap_application
 from gateway.soap.wsdl import PublishedWsdl, wsdl_path
 
 log = Logger()
+
+
+class JsonDispatch:
+    """The JSON API as an endpoint's dispatcher: (operation, body) in."""
+
+    def __init__(self, api: JsonApi) -> None:
+        self.api = api
+
+    def dispatch(self, request: Any, udc: SubmissionContext) -> Any:
+        return self.api.answer(*request, udc)
 
 
 class Gateway:
@@ -138,8 +149,8 @@ class Gateway:
                 lambda failure: log.failure("starting the low-latency (AMQP) front end", failure))
         self.monitor = Monitor(self)
         self.site.resource = self.monitor.root(GatewayResource([
-            Endpoint(b"/submission/json", SoapDispatcher(json_application()), self._submission_context,
-                     content_type=b"application/json", body_for=lambda op, body: json_request(op.decode(), body)),
+            Endpoint(b"/submission/json", JsonDispatch(JsonApi()), self._submission_context, content_type=JSON,
+                     body_for=lambda operation, body: (operation.decode("utf-8", "replace"), body)),
             Endpoint(b"/submission", SoapDispatcher(soap_application()), self._submission_context,
                      PublishedWsdl(wsdl_path("submission.wsdl")), b"submission.wsdl"),
             *self._aviary_endpoints(),

@@ -34,7 +34,7 @@ from gateway.core.auth import LOCAL_SOCKET_HOST, Caller
 from gateway.identity.callers import Connection, Identification, Refusal, describe
 from gateway.identity.tls import openssl_reason, peer_certificate
 from gateway.soap.answer import Dispatcher, SoapAnswer, started
-from gateway.soap.submission import fail_document
+from gateway.soap.jsonapi import fail_document
 from gateway.soap.wsdl import PublishedWsdl
 
 log = Logger(namespace="birdbath.request")
