@@ -53,10 +53,9 @@ class Monitor:
     def stop(self) -> None:
         globalLogPublisher.removeObserver(self.events)
 
-    def root(self, operations: resource.Resource) -> resource.Resource:
-        """The site's root: the three pages, and ``operations`` for every other path."""
-        return MonitoredRoot(operations, {b"metrics": MetricsPage(self), b"healthz": HealthPage(self),
-                                          b"readyz": ReadyPage(self)})
+    def pages(self) -> dict[str, resource.Resource]:
+        """The three pages by path, for the site's tree (:mod:`gateway.routes`)."""
+        return {"/metrics": MetricsPage(self), "/healthz": HealthPage(self), "/readyz": ReadyPage(self)}
 
     async def scrape(self) -> bytes:
         """The metrics in Prometheus' text format, the queue's figures read now."""
@@ -92,22 +91,6 @@ def _write_probe(state_dir: Path) -> None:
             os.fsync(probe.fileno())
     finally:
         path.unlink(missing_ok=True)
-
-
-class MonitoredRoot(resource.Resource):
-    """The pages by name; any other path is the operations' (which read the request's whole path)."""
-
-    def __init__(self, operations: resource.Resource, pages: dict[bytes, resource.Resource]) -> None:
-        super().__init__()
-        self.operations = operations
-        for name, page in pages.items():
-            self.putChild(name, page)
-
-    def getChild(self, path: bytes, request: server.Request) -> resource.Resource:
-        return self.operations
-
-    def render(self, request: server.Request) -> Any:  # "/" itself: still an operation's path
-        return self.operations.render(request)
 
 
 class Page(resource.Resource):
