@@ -67,16 +67,19 @@ class KnownLevels(LogLevelFilterPredicate):
 
 
 def line_of(event: Mapping[str, Any]) -> str | None:
-    """twisted's classic text line for an event (``textFileLogObserver``'s); none for an event without text (a
-    request's record for in-process observers, whose line the access log writes), at no cost."""
+    """twisted's classic text line for an event (``textFileLogObserver``'s), its time worked out once per second;
+    none for an event without text (a request's record for in-process observers, whose line the access log
+    writes), at no cost."""
     if event.get("log_format") is None and "log_failure" not in event:
         return None
-    return formatEventAsClassicLogText(event)
+    return formatEventAsClassicLogText(event, formatTime=log_time)
 
 
-def log_time(when: float) -> str:
+def log_time(when: float | None) -> str:
     """``formatTime(when)`` as the log's lines show it, worked out once per second (the access log writes a line
-    per request)."""
+    per request, and the time zone's work costs more than the rest of a line)."""
+    if when is None:
+        return formatTime(when)
     second = math.floor(when)
     stamped = _stamped
     if stamped[0] != second:
