@@ -23,18 +23,18 @@ from gateway.core.schedd import BirdbathSchedd
 from gateway.core.submissions import SubmissionService, SubmissionSettings
 from gateway.core.threads import BlockingCaller
 from gateway.daemon import sharedport
-from gateway.http import Endpoint, GatewayResource, GatewaySite, HandshakeLogging
+from gateway.http import GatewaySite, HandshakeLogging, Service
 from gateway.monitoring.web import Monitor
 from gateway.rest.contract import Contract
 from gateway.rest.resources import ContractPage, RestApi
+from gateway.routes import Routes, collector_routes, gateway_routes
 from gateway.soap.aviary import AviaryContext, job_service, query_service
 from gateway.soap.collector import CollectorContext, collector_service, query_answers
-from gateway.soap.collector_routing import ByOperation, CollectorOnly
 from gateway.soap.context import RequestContext
 from gateway.soap.dispatch import SoapDispatcher
+from gateway.soap.jsonapi import JsonApi
 from gateway.soap.schedd import job_ad_answers, schedd_service
-from gateway.soap.submission import SubmissionContext, json_application, json_request, soap_application
-from gateway.soap.wsdl import PublishedWsdl, wsdl_path
+from gateway.soap.submission import SubmissionContext, soap_application
 
 log = Logger()
 
@@ -84,6 +84,8 @@ class Gateway:
         self.metrics_port: IListeningPort | None = None
         self._contact_text: str | None = None  # see _contact
         self.monitor: Monitor | None = None  # /metrics, /healthz, /readyz: made in start()
+        #: the site's resource tree (gateway/routes.py), made in start(): ``routes.mount(path, resource)`` adds to it
+        self.routes: Routes | None = None
 
     def listen(self) -> None:
         """Bind the plain port and the SSL port, those that are on (raises CannotListenError when one is taken)."""
@@ -130,10 +132,8 @@ class Gateway:
         self.collector = BirdbathCollector(self.backend, self.calls, policy, self.reactor, self.queries,
                                            self._contact, limits)
         self._collector_answers = query_answers(collector)
-        services = ByOperation(schedd_wire, collector, self._collector_context)
-        collector_wsdl = PublishedWsdl(wsdl_path("condorCollector.wsdl"))
-        self.collector_site.resource = GatewayResource([
-            Endpoint(b"", CollectorOnly(collector), self._collector_context, collector_wsdl, b"condorCollector.wsdl")])
+        collector_service_ = Service(collector, self._collector_context)
+        self.collector_site.resource = collector_routes(collector_service_).root
         self.submissions = SubmissionService(self.backend, self.calls, policy, self.reactor, SubmissionSettings(
             schedd_name=self.backend.info().schedd_name, staging_root=config.state_dir / "staging",
             staging_lifetime=config.staging_lifetime, output_retention=config.output_retention,
@@ -147,29 +147,25 @@ class Gateway:
             ensureDeferred(self.lowlatency.start()).addErrback(
                 lambda failure: log.failure("starting the low-latency (AMQP) front end", failure))
         self.monitor = Monitor(self)
-        self.metrics_site.resource = self.monitor.pages()
-        self.site.resource = self.monitor.root(GatewayResource([
-            Endpoint(b"/submission/json", SoapDispatcher(json_application()), self._submission_context,
-                     content_type=b"application/json", body_for=lambda op, body: json_request(op.decode(), body)),
-            Endpoint(b"/submission", SoapDispatcher(soap_application()), self._submission_context,
-                     PublishedWsdl(wsdl_path("submission.wsdl")), b"submission.wsdl"),
-            *self._aviary_endpoints(),
-            Endpoint(b"/condorCollector", services, self._request_context, collector_wsdl, b"condorCollector.wsdl"),
-            Endpoint(b"", services, self._request_context, PublishedWsdl(wsdl_path("condorSchedd.wsdl")),
-                     b"condorSchedd.wsdl"),
-        ]))
+        self.routes = gateway_routes(
+            schedd=Service(schedd_wire, self._request_context), collector=collector_service_,
+            submission=Service(SoapDispatcher(soap_application()), self._submission_context), json_api=JsonApi(),
+            aviary_job=Service(job_service(), self._aviary_context),
+            aviary_query=Service(query_service(), self._aviary_context), pages=self.monitor.pages())
+        self.site.resource = self.routes.root
+        self.metrics_site.resource = self.monitor.pages_root()
         contract = Contract.load()  # the REST face: /api/v1 and its OpenAPI document
-        self.site.resource.putChild(b"api", RestApi(contract, self.schedd, self.submissions, self.collector,
-                                                    lease=config.staging_lifetime, max_upload=config.max_request_bytes))
-        self.site.resource.putChild(b"openapi.json", ContractPage(contract))
+        self.routes.mount("/api", RestApi(contract, self.schedd, self.submissions, self.collector,
+                                          lease=config.staging_lifetime, max_upload=config.max_request_bytes))
+        self.routes.mount("/openapi.json", ContractPage(contract))
         limits = self.gate.limits
         log.info("serving at most {total} connections, {per_caller} per caller, the last {reserved} for root and "
                  "queue_super_users on this machine (max_connections, max_connections_per_caller, "
                  "reserved_connections)", total=limits.max_connections, per_caller=limits.per_caller,
                  reserved=limits.reserved)
         if limits.max_connections >= descriptor_limit():
-            log.warning("max_connections ({total}) is not below the open files limit ({limit}): connections alone can "
-                     "exhaust the gateway's descriptors", total=limits.max_connections, limit=descriptor_limit())
+            log.warning("max_connections ({total}) is not below the open files limit ({limit}): connections alone "
+                        "can exhaust the gateway's descriptors", total=limits.max_connections, limit=descriptor_limit())
         for port, scheme in ((self.port, "http"), (self.ssl_port, "https")):
             if port is not None:
                 address = port.getHost()
@@ -191,19 +187,6 @@ class Gateway:
             address = self.metrics_port.getHost()
             log.info("/metrics, /healthz and /readyz also on http://{host}:{port}/ (metrics_port)", host=address.host,
                      port=address.port)
-
-    def _aviary_endpoints(self) -> list[Endpoint]:
-        """Aviary's job and query services at Axis2's paths (``/services/job/<operation>``), their WSDLs at
-        ``?wsdl`` and the schemas those import beside them (``/services/aviary-job.xsd``)."""
-        job, query = job_service(), query_service()
-        endpoints = [Endpoint(b"/services/job", job, self._aviary_context, PublishedWsdl(wsdl_path("aviary-job.wsdl")),
-                              b"aviary-job.wsdl"),
-                     Endpoint(b"/services/query", query, self._aviary_context,
-                              PublishedWsdl(wsdl_path("aviary-query.wsdl")), b"aviary-query.wsdl")]
-        for schema, service in (("aviary-job.xsd", job), ("aviary-query.xsd", query), ("aviary-common.xsd", query)):
-            endpoints.append(Endpoint(f"/services/{schema}".encode(), service, self._aviary_context,
-                                      PublishedWsdl(wsdl_path(schema)), schema.encode()))
-        return endpoints
 
     def _aviary_context(self, caller: Caller) -> AviaryContext:
         return AviaryContext(caller=caller, service=self.submissions)

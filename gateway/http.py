@@ -1,40 +1,44 @@
-"""The HTTP face of the gateway: one twisted.web resource for every path.
+"""The HTTP face of the gateway: its site, its requests, and the resources the tree is made of (the tree itself is
+built in :mod:`gateway.routes`).
 
-POST (any path, any SOAPAction, HTTP/1.0 or 1.1, chunked or not) is SOAP; GET ``/condorSchedd.wsdl`` or any
-``?wsdl`` serves the WSDL with this server's address (``/condorCollector.wsdl`` the collector's).  The same site serves the plain port and the SSL port.
 Peers outside ``allow_soap`` are closed when accepted, and requests too slow to arrive are cut off
 (:mod:`gateway.connections`); bodies over the size cap are refused while they arrive; then the caller is
 identified (:mod:`gateway.identity.callers`: the owner of a local peer's socket, worked out when its connection is
 accepted, the client certificate's mapped user, or HTTP Basic over TLS), and a caller refused there gets 401, 403 or
-429 (:mod:`gateway.identity.throttle`) with the
-reason in the endpoint's own form (a SOAP fault, or the JSON API's status).  Every request is logged with its
-operation, client, status (with the reason of a FAIL), duration and who the caller was.
+429 (:mod:`gateway.identity.throttle`) with the reason in the resource's own form (a SOAP fault, or the JSON API's
+status).  twisted.web then finds the resource by the path (``getChildForRequest``) and renders it.
+
+Every request is written to the access log by twisted.web itself when it finishes (:meth:`GatewaySite.log`), the
+line made by :func:`request_line` (an ``IAccessLogFormatter``): the operation, client, outcome (with the reason of
+a FAIL), duration and who the caller was.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
-from typing import Any, Callable, Iterator
+from typing import Any
 from xml.sax.saxutils import escape
 
 from OpenSSL import SSL
 from twisted.internet.address import UNIXAddress
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IProtocolNegotiationFactory, IPullProducer, ISSLTransport, ITransport
-from twisted.logger import Logger
+from twisted.logger import Logger, LogLevel
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
 from twisted.web import resource, server
-from zope.interface import implementer
+from twisted.web.iweb import IAccessLogFormatter
+from zope.interface import implementer, provider
 
 from gateway.connections import DEFAULT_DEADLINES, DeadlineChannel, RequestDeadlines
 from gateway.core.auth import LOCAL_SOCKET_HOST, Caller
 from gateway.identity.callers import Connection, Identification, Refusal, describe
 from gateway.identity.tls import openssl_reason, peer_certificate
-from gateway.soap.answer import Dispatcher, SoapAnswer, started
-from gateway.soap.submission import fail_document
+from gateway.logging import AccessLog, log_time
+from gateway.soap.answer import Dispatcher, Maybe, SoapAnswer, started
+from gateway.soap.jsonapi import JSON, JsonApi, fail_document
 from gateway.soap.wsdl import PublishedWsdl
 
 log = Logger(namespace="birdbath.request")
@@ -54,6 +58,15 @@ def fault_document(message: str) -> bytes:
     return FAULT % escape(message).encode("utf-8")
 
 
+@dataclass(frozen=True)
+class RequestOutcome:
+    """What an operation's answer said, for the access log: the operation, its status or fault, and why."""
+
+    operation: str
+    outcome: str
+    reason: str | None = None
+
+
 class GatewayRequest(server.Request):
     """A request that refuses oversized bodies before buffering them, and knows its caller (``caller``) or why it
     has none (``refusal``) before the resource sees it."""
@@ -67,6 +80,11 @@ class GatewayRequest(server.Request):
         self._refused = False
         self.caller: Caller | None = None
         self.refusal: Refusal | None = None
+        #: when the request was served (its body read and its caller identified), for the access log
+        self.started = 0.0
+        #: what an operation answered (None: the request was no operation, e.g. a WSDL)
+        self.outcome: RequestOutcome | None = None
+        self.access_logged = False
 
     @property
     def client_host(self) -> str:
@@ -96,7 +114,7 @@ class GatewayRequest(server.Request):
         """Identify the caller (a password check runs off the reactor thread), then serve the request."""
         try:
             identified = started(self.identification.caller(self.connection(), self.getHeader(b"authorization")))
-        except Exception:
+        except Exception:  # noqa: BLE001 - whatever identifying raises is answered, never a crash
             self._not_identified(Failure())
             return
         if isinstance(identified, Deferred):
@@ -128,7 +146,15 @@ class GatewayRequest(server.Request):
 
     def _serve(self) -> None:
         if not self._disconnected:
+            self.started = time.monotonic()
             super().process()
+
+    def cut_short(self) -> None:
+        """The client went away before the answer was written: twisted.web logs a request when it finishes, so this
+        one is logged here (once)."""
+        site = getattr(self, "site", None)
+        if site is not None and not self.finished:
+            site.log(self)
 
     def _refuse_size(self) -> None:
         self._refuse(413, b"Request Entity Too Large",
@@ -140,156 +166,89 @@ class GatewayRequest(server.Request):
             return
         self._refused = True
         body = fault_document(message)
-        log.warn("refused request from {client}: {message}", client=self.client_host or "?", message=message)
+        log.warn("refused request from {client}: {message}",  # noqa: G010 - twisted's Logger has no warning()
+                 client=self.client_host or "?", message=message)
         self.channel.transport.write(
             b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
             % (code, phrase, XML, len(body), body))
         self.channel.loseConnection()
 
 
-@dataclass
-class Endpoint:
-    """One service of the site: requests whose path starts with ``prefix`` (the empty prefix takes the rest)."""
+@dataclass(frozen=True)
+class Service:
+    """A front end as the tree serves it: its dispatcher, and how it makes a request's context from the caller."""
 
-    prefix: bytes
     dispatcher: Dispatcher
     context_for: Callable[[Caller], Any]
-    wsdl: PublishedWsdl | None = None
-    wsdl_name: bytes = b""
-    content_type: bytes = XML
-    #: turns (path below the prefix, body) into what the dispatcher reads; None = the body as it is
-    body_for: Callable[[bytes, bytes], bytes] | None = None
-
-    def matches(self, path: bytes) -> bool:
-        return path == self.prefix or path.startswith(self.prefix + b"/") or not self.prefix
 
 
-class GatewayResource(resource.Resource):
-    isLeaf = True
+#: what a GET of a path that serves no document answers
+NOT_FOUND = (b"Not found. WSDLs: GET /condorSchedd.wsdl (or /?wsdl), /condorCollector.wsdl and /submission?wsdl; "
+             b"POST SOAP requests to any path, JSON to /submission/json/<operation>.\n")
 
-    #: how many request paths the resource remembers the endpoint of (clients use a handful; any path is valid)
-    KNOWN_PATHS = 256
 
-    def __init__(self, endpoints: list[Endpoint], clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__()
-        self._endpoints = endpoints
-        self._clock = clock
-        self._by_path: dict[bytes, Endpoint] = {}
+class Answering(resource.Resource):
+    """A resource that answers with a front end's answers (:class:`SoapAnswer`), in its own form (``content_type``):
+    a caller refused when identified is answered here, and each answer records the request's outcome for the
+    access log."""
 
-    def _endpoint(self, request: server.Request) -> Endpoint:
-        """The endpoint serving the request's path, remembered for the first paths seen (matching the prefixes
-        again cost a small request several per cent of its time)."""
-        path = request.path
-        endpoint = self._by_path.get(path)
-        if endpoint is None:
-            stripped = path.rstrip(b"/")
-            endpoint = next(endpoint for endpoint in self._endpoints if endpoint.matches(stripped))
-            if len(self._by_path) < self.KNOWN_PATHS:
-                self._by_path[path] = endpoint
-        return endpoint
+    content_type = XML
 
     def render_GET(self, request: GatewayRequest) -> bytes:
-        path = request.path.rstrip(b"/").rsplit(b"/", 1)[-1]
-        # a WSDL asked for by its file name (condorCollector.wsdl) is its service's, whatever the path before it
-        endpoint = next((endpoint for endpoint in self._endpoints if endpoint.wsdl is not None
-                         and path == endpoint.wsdl_name), None) or self._endpoint(request)
         if request.refusal is not None:
-            return self._refuse(request, endpoint, request.refusal)
-        wants_wsdl = path == endpoint.wsdl_name or (request.args is not None and b"wsdl" in request.args) \
-            or request.uri.lower().endswith(b"?wsdl")
-        if endpoint.wsdl is None or not wants_wsdl:
-            request.setResponseCode(404)
-            request.setHeader(b"content-type", b"text/plain; charset=utf-8")
-            return (b"Not found. WSDLs: GET /condorSchedd.wsdl (or /?wsdl), /condorCollector.wsdl and "
-                    b"/submission?wsdl; "
-                    b"POST SOAP requests to any path, JSON to /submission/json/<operation>.\n")
-        request.setHeader(b"content-type", XML)
-        log.info("GET {path} (WSDL) from {client} ({who})", path=request.uri.decode("latin-1"),
-                 client=request.client_host, who=describe(request.caller))
-        return endpoint.wsdl.render(_base_url(request) + endpoint.prefix.decode().lstrip("/"))
+            return self.refuse(request, request.refusal)
+        return not_found(request)
 
     def render_HEAD(self, request: GatewayRequest) -> bytes:
         return self.render_GET(request)
 
-    def render_POST(self, request: GatewayRequest) -> int | bytes:
-        started = self._clock()
-        endpoint = self._endpoint(request)
-        if request.refusal is not None:
-            return self._refuse(request, endpoint, request.refusal)
-        caller = request.caller
-        udc = endpoint.context_for(caller)
-        body = request.content.read() if request.content is not None else b""
-        if endpoint.body_for is not None:
-            operation = request.path[len(endpoint.prefix):].strip(b"/")
-            try:
-                body = endpoint.body_for(operation, body)
-            except ValueError as exc:
-                code = getattr(exc, "http_status", 400)  # 404: a JSON path that names no operation
-                reason = f"Bad request: {exc}" if code == 400 else str(exc)
-                self._log_request(operation.decode("latin-1") or "-", caller, FAIL, reason, started)
-                request.setResponseCode(code)
-                request.setHeader(b"content-type", endpoint.content_type)
-                return fail_document(reason)
-        try:
-            answer = endpoint.dispatcher.dispatch(body, udc)
-            if not isinstance(answer, Deferred):
-                self._respond(answer, request, endpoint, udc, caller, started)
-                return server.NOT_DONE_YET
-        except Exception:
-            self._crashed(Failure(), request, caller)
-            return server.NOT_DONE_YET
-        answer.addCallback(self._respond, request, endpoint, udc, caller, started)
-        answer.addErrback(self._crashed, request, caller)
-        return server.NOT_DONE_YET
+    def refused_body(self, message: str) -> bytes:
+        return fault_document(message)
 
-    def _respond(self, answer: SoapAnswer, request: server.Request, endpoint: Endpoint, udc: Any, caller: Caller,
-                 started: float) -> None:
-        status = getattr(udc, "status", None)
-        outcome = answer.fault or answer.status or getattr(getattr(status, "code", status), "value", status) or "?"
-        logged = partial(self._log_request, answer.operation or "-", caller, outcome, answer.reason, started)
-        if request.finished or request._disconnected:
-            logged()
-            return
-        request.setResponseCode(answer.code)
-        request.setHeader(b"content-type", endpoint.content_type)
-        if answer.chunks is not None:
-            StreamedBody(request, answer.chunks, logged).start()
-            return
-        logged()
-        request.write(answer.body)
-        request.finish()
-
-    def _log_request(self, operation: str, caller: Caller, outcome: str, reason: str | None,
-                     started: float) -> None:
-        """One line per request; a FAIL says why, since that code alone explains nothing (the other codes name
-        the problem, and keep their text in the event's ``reason`` field)."""
-        fields = {"operation": operation, "client": caller.host, "outcome": outcome, "reason": reason,
-                  "ms": (self._clock() - started) * 1000, "who": describe(caller), "user": caller.user,
-                  "authentication": caller.authentication.value}
-        if outcome == FAIL and reason:
-            log.info("{operation} from {client}: {outcome} in {ms:.1f} ms ({who}): {reason}", **fields)
-        else:
-            log.info("{operation} from {client}: {outcome} in {ms:.1f} ms ({who})", **fields)
-
-    def _refuse(self, request: GatewayRequest, endpoint: Endpoint, refusal: Refusal) -> bytes:
-        """Answer a caller refused for who it is (or is not), in the endpoint's own form."""
-        log.warn("{method} {path} from {client} refused ({code}): {message}", method=request.method.decode("latin-1"),
-                 path=request.path.decode("latin-1"), client=request.client_host,
-                 code=refusal.code, message=refusal.message)
+    def refuse(self, request: GatewayRequest, refusal: Refusal) -> bytes:
+        """Answer a caller refused for who it is (or is not), in this resource's own form."""
+        log.warn("{method} {path} from {client} refused ({code}): {message}",  # noqa: G010 - twisted's Logger
+                 method=request.method.decode("latin-1"), path=request.path.decode("latin-1"),
+                 client=request.client_host, code=refusal.code, message=refusal.message)
         request.setResponseCode(refusal.code)
         for challenge in refusal.challenges():
             request.responseHeaders.addRawHeader(b"www-authenticate", challenge)
         if refusal.retry_after is not None:
             request.setHeader(b"retry-after", b"%d" % refusal.retry_after)
-        if endpoint.content_type == XML:
-            request.setHeader(b"content-type", XML)
-            return fault_document(refusal.message)
-        request.setHeader(b"content-type", endpoint.content_type)
-        return fail_document(refusal.message)
+        request.setHeader(b"content-type", self.content_type)
+        return self.refused_body(refusal.message)
 
-    def _crashed(self, failure: Any, request: server.Request, caller: Caller) -> None:
-        log.failure("unhandled error answering {client}", failure, client=caller.host)
+    def answer_with(self, answer: Maybe[SoapAnswer], request: GatewayRequest, context: Any) -> int:
+        """Write the answer, now or when it comes."""
+        if not isinstance(answer, Deferred):
+            self._respond(answer, request, context)
+            return server.NOT_DONE_YET
+        answer.addCallback(self._respond, request, context)
+        answer.addErrback(self._crashed, request)
+        return server.NOT_DONE_YET
+
+    def _respond(self, answer: SoapAnswer, request: GatewayRequest, context: Any) -> None:
+        outcome, reason = answer.fault or answer.status, answer.reason
+        status = getattr(context, "status", None)  # the status the operation recorded, when its answer has none
+        if outcome is None and status is not None:
+            outcome = getattr(getattr(status, "code", status), "value", status)
+            reason = getattr(status, "message", None) or reason
+        request.outcome = RequestOutcome(answer.operation or "-", str(outcome or "?"), reason)
         if request.finished or request._disconnected:
+            request.cut_short()
+            return
+        request.setResponseCode(answer.code)
+        request.setHeader(b"content-type", self.content_type)
+        if answer.chunks is not None:
+            StreamedBody(request, answer.chunks).start()
+            return
+        request.write(answer.body)
+        request.finish()
+
+    def _crashed(self, failure: Failure, request: GatewayRequest) -> None:
+        log.failure("unhandled error answering {client}", failure, client=request.client_host)
+        if request.finished or request._disconnected:
+            request.cut_short()
             return
         request.setResponseCode(500)
         request.setHeader(b"content-type", XML)
@@ -297,17 +256,113 @@ class GatewayResource(resource.Resource):
         request.finish()
 
 
+class SoapResource(Answering):
+    """A SOAP service at a path and every path below it (gSOAP's servers answered any path): POST is an operation;
+    GET with ``?wsdl``, or of its WSDL's file name, is the WSDL, its address set to the one the client used.
+
+    ``service`` picks the front end for a request's body (the schedd or the collector, on a port both share).  A
+    GET whose last segment names another service's WSDL (``/x/condorCollector.wsdl``) is that service's:
+    ``wsdl_files``, the site's table of them, shared by its resources."""
+
+    def __init__(self, service: Callable[[bytes], Service], wsdl: PublishedWsdl | None = None, location: str = "",
+                 file_name: bytes = b"", wsdl_files: dict[bytes, SoapResource] | None = None) -> None:
+        super().__init__()
+        self.service = service
+        self.wsdl = wsdl
+        self.location = location
+        self.file_name = file_name
+        self.wsdl_files = {} if wsdl_files is None else wsdl_files
+
+    def getChild(self, path: bytes, request: server.Request) -> resource.Resource:
+        """Any path below is this service's, but a WSDL's file name that ends the path (GET only)."""
+        return wsdl_by_name(self.wsdl_files, path, request) or self
+
+    def render_GET(self, request: GatewayRequest) -> bytes:
+        if request.refusal is not None:
+            return self.refuse(request, request.refusal)
+        last = request.path.rstrip(b"/").rsplit(b"/", 1)[-1]
+        wants_wsdl = last == self.file_name or (request.args is not None and b"wsdl" in request.args) \
+            or request.uri.lower().endswith(b"?wsdl")
+        if self.wsdl is None or not wants_wsdl:
+            return not_found(request)
+        request.setHeader(b"content-type", XML)
+        return self.wsdl.render(_base_url(request) + self.location)
+
+    def render_POST(self, request: GatewayRequest) -> int | bytes:
+        if request.refusal is not None:
+            return self.refuse(request, request.refusal)
+        body = request.content.read() if request.content is not None else b""
+        service = self.service(body)
+        context = service.context_for(request.caller)
+        try:
+            answer = service.dispatcher.dispatch(body, context)
+        except Exception:  # noqa: BLE001 - a bug in a front end: a Server fault, never a crash
+            self._crashed(Failure(), request)
+            return server.NOT_DONE_YET
+        return self.answer_with(answer, request, context)
+
+
+class JsonResource(Answering):
+    """The submission API's JSON form: ``POST <here>/<operation>``, the rest of the path naming the operation."""
+
+    isLeaf = True
+    content_type = JSON
+
+    def __init__(self, api: JsonApi, context_for: Callable[[Caller], Any]) -> None:
+        super().__init__()
+        self.api = api
+        self.context_for = context_for
+
+    def refused_body(self, message: str) -> bytes:
+        return fail_document(message)
+
+    def render_POST(self, request: GatewayRequest) -> int | bytes:
+        if request.refusal is not None:
+            return self.refuse(request, request.refusal)
+        body = request.content.read() if request.content is not None else b""
+        operation = b"/".join(request.postpath).strip(b"/").decode("utf-8", "replace")
+        context = self.context_for(request.caller)
+        return self.answer_with(self.api.answer(operation, body, context), request, context)
+
+
+class Branch(resource.Resource):
+    """A path segment that holds resources (``putChild``) and leaves every other name below it, and itself, to
+    ``fallback``: the site's root, and the segments on the way to a resource mounted deeper
+    (:meth:`gateway.routes.Routes.mount`)."""
+
+    def __init__(self, fallback: SoapResource) -> None:
+        super().__init__()
+        self.fallback = fallback
+
+    def getChild(self, path: bytes, request: server.Request) -> resource.Resource:
+        return wsdl_by_name(self.fallback.wsdl_files, path, request) or self.fallback
+
+    def render(self, request: server.Request) -> Any:
+        return self.fallback.render(request)
+
+
+def wsdl_by_name(files: dict[bytes, SoapResource], name: bytes, request: server.Request) -> SoapResource | None:
+    """The service whose WSDL file a GET's last path segment names (``/anything/condorCollector.wsdl``)."""
+    if request.method in (b"GET", b"HEAD") and not any(request.postpath):
+        return files.get(name)
+    return None
+
+
+def not_found(request: server.Request) -> bytes:
+    request.setResponseCode(404)
+    request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+    return NOT_FOUND
+
+
 @implementer(IPullProducer)
 class StreamedBody:
     """A streamed answer written a piece at a time, each when the connection has sent the one before (a pull
     producer): the whole answer is never in memory, and other requests are served between pieces.  Without a
-    Content-Length, twisted frames it with chunked encoding (HTTP/1.1) or closes the connection after it (1.0).
-    ``done`` runs once it is all written (or the client went away)."""
+    Content-Length, twisted frames it with chunked encoding (HTTP/1.1) or closes the connection after it (1.0)."""
 
-    def __init__(self, request: server.Request, chunks: Iterator[bytes], done: Callable[[], None]) -> None:
+    def __init__(self, request: GatewayRequest, chunks: Iterator[bytes]) -> None:
         self._request = request
         self._chunks = chunks
-        self._done: Callable[[], None] | None = done
 
     def start(self) -> None:
         self._request.registerProducer(self, False)
@@ -318,13 +373,12 @@ class StreamedBody:
         except StopIteration:
             self._request.unregisterProducer()
             self._request.finish()
-            self._finished()
             return
-        except Exception:  # a bug while writing: the status line is sent, so the answer can only be cut short
+        except Exception:  # noqa: BLE001 - a bug while writing: the status line is sent, the answer can only be cut
             log.failure("writing a streamed answer failed")
             self._request.unregisterProducer()
             self._request.channel.loseConnection()
-            self._finished()
+            self._request.cut_short()
             return
         self._request.write(chunk)
 
@@ -333,12 +387,7 @@ class StreamedBody:
         close = getattr(self._chunks, "close", None)
         if close is not None:
             close()
-        self._finished()
-
-    def _finished(self) -> None:
-        done, self._done = self._done, None
-        if done is not None:
-            done()
+        self._request.cut_short()
 
 
 def _base_url(request: server.Request) -> str:
@@ -377,11 +426,14 @@ class GatewaySite(server.Site):
     request's headers and body a deadline (``reactor``: twisted's, or a Clock in tests)."""
 
     def __init__(self, root: resource.Resource, *, max_body: int, identification: Identification,
-                 deadlines: RequestDeadlines = DEFAULT_DEADLINES, reactor: Any = None) -> None:
+                 deadlines: RequestDeadlines = DEFAULT_DEADLINES, reactor: Any = None,
+                 access_log: AccessLog | None = None) -> None:
         # bodies are SOAP or JSON, never forms: twisted would parse a form body into request.args (multipart ones in
         # memory), and works out every request's Content-Type with the email package, at a cost as large as a
         # short request's whole answer
-        super().__init__(root, parsePOSTFormSubmission=False, reactor=reactor)
+        super().__init__(root, logFormatter=request_line, parsePOSTFormSubmission=False, reactor=reactor)
+        #: where twisted.web's access log writes (the gateway's log, by its own thread)
+        self.access_log = access_log if access_log is not None else AccessLog.default
         self.identification = identification
         self.requestFactory = type("Request", (GatewayRequest,), {"max_body": max_body,
                                                                  "identification": identification})
@@ -395,8 +447,45 @@ class GatewaySite(server.Site):
         """HTTP/1.1 only: the deadlines are the HTTP/1.1 channel's."""
         return [b"http/1.1"]
 
+    def startFactory(self) -> None:
+        super().startFactory()
+        self.logFile = self.access_log  # not twisted's default, its legacy log (every line an event to format)
+
     def log(self, request: server.Request) -> None:
-        """Requests are logged by the resource, with their SOAP operation; no access log line twice."""
+        """twisted.web's access log (the line :func:`request_line` makes), once per request; and an operation's
+        outcome as a ``birdbath.request`` event without text, for in-process observers (the metrics count it)."""
+        if getattr(request, "access_logged", True):
+            return
+        request.access_logged = True
+        super().log(request)
+        outcome = request.outcome
+        if outcome is not None:
+            caller = request.caller
+            log.emit(LogLevel.info, None, operation=outcome.operation, outcome=outcome.outcome, reason=outcome.reason,
+                     ms=(time.monotonic() - request.started) * 1000, client=request.client_host,
+                     user=caller.user if caller is not None else None,
+                     authentication=caller.authentication.value if caller is not None else None)
+
+
+@provider(IAccessLogFormatter)
+def request_line(timestamp: str, request: server.Request) -> str:
+    """The access log's line for a request, as the gateway's log writes every line (time, ``[namespace#level]``):
+    ``submit from 127.0.0.1: SUCCESS in 1.2 ms (alice by socket)``, a FAIL with its reason after a colon; a request
+    that was no operation by its method, path and HTTP status.  (``timestamp``, twisted's Common Log Format time,
+    is not used: the line's time is the log's own.)"""
+    outcome: RequestOutcome | None = getattr(request, "outcome", None)
+    caller = getattr(request, "caller", None)
+    who = describe(caller) if caller is not None else "not identified"
+    ms = (time.monotonic() - request.started) * 1000 if getattr(request, "started", 0.0) else 0.0
+    client = request.client_host if isinstance(request, GatewayRequest) else "-"
+    if outcome is None:
+        text = (f"{request.method.decode('latin-1')} {request.uri.decode('latin-1')} from {client}: {request.code} "
+                f"in {ms:.1f} ms ({who})")
+    else:
+        text = f"{outcome.operation} from {client}: {outcome.outcome} in {ms:.1f} ms ({who})"
+        if outcome.outcome == FAIL and outcome.reason:
+            text += f": {outcome.reason}"
+    return f"{log_time(time.time())} [birdbath.request#info] {text}".replace("\n", "\n\t")
 
 
 class _HandshakeLogging(ProtocolWrapper):

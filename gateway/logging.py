@@ -14,12 +14,12 @@ from __future__ import annotations
 import atexit
 import math
 import queue
-import string
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any, Mapping
+from typing import IO, Any
 
 from twisted.logger import (
     FileLogObserver,
@@ -27,6 +27,7 @@ from twisted.logger import (
     ILogObserver,
     LogLevel,
     LogLevelFilterPredicate,
+    PredicateResult,
     formatEventAsClassicLogText,
     formatTime,
     globalLogBeginner,
@@ -37,10 +38,9 @@ LEVELS: dict[str, LogLevel] = {"debug": LogLevel.debug, "info": LogLevel.info, "
                                "error": LogLevel.error}
 
 
-def observer(stream: IO[str], level: str) -> ILogObserver:
-    """Text lines on ``stream`` for events at ``level`` or above (failures are critical, so always shown)."""
-    predicate = KnownLevels(defaultLogLevel=LEVELS[level])
-    return FilteringLogObserver(FileLogObserver(stream, ClassicLines().line), [predicate])
+def observer(stream: IO[str], predicate: KnownLevels) -> ILogObserver:
+    """Text lines on ``stream`` for the events ``predicate`` admits (failures are critical, so always shown)."""
+    return FilteringLogObserver(FileLogObserver(stream, line_of), [predicate])
 
 
 class KnownLevels(LogLevelFilterPredicate):
@@ -66,69 +66,57 @@ class KnownLevels(LogLevelFilterPredicate):
         super().clearLogLevels()
 
 
-class ClassicLines:
-    """twisted's classic text lines (``textFileLogObserver``'s, character for character) at a fraction of the cost:
-    every request writes one, and twisted's formatter spent as long on it as the gateway on a small operation.
+def line_of(event: Mapping[str, Any]) -> str | None:
+    """twisted's classic text line for an event (``textFileLogObserver``'s), its time worked out once per second;
+    none for an event without text (a request's record for in-process observers, whose line the access log
+    writes), at no cost."""
+    if event.get("log_format") is None and "log_failure" not in event:
+        return None
+    return formatEventAsClassicLogText(event, formatTime=log_time)
 
-    The time stamp has a resolution of a second, so it is made once per second rather than with time-zone work per
-    line; a format whose fields are all plain names (every format the gateway logs) is filled in with
-    ``str.format_map``, which reads them exactly as twisted's own formatter does.  Anything else (a traceback to
-    append, a field with an attribute, an index or a call, a format that fails) is left to twisted's formatter."""
 
-    #: formats remembered as plain or not, at most this many (log formats are literals, a handful of them)
-    KNOWN = 1024
+def log_time(when: float | None) -> str:
+    """``formatTime(when)`` as the log's lines show it, worked out once per second (the access log writes a line
+    per request, and the time zone's work costs more than the rest of a line)."""
+    if when is None:
+        return formatTime(when)
+    second = math.floor(when)
+    stamped = _stamped
+    if stamped[0] != second:
+        stamped = _stamped[:] = [second, formatTime(second)]
+    return stamped[1]
+
+
+_stamped: list[Any] = [None, ""]
+
+
+class AccessLog:
+    """The file twisted.web's access log writes to (``Site.logFile``): the gateway's log, written by its own thread,
+    when that log takes ``birdbath.request`` events at info (``log_level``).  Until :func:`begin`, lines go
+    nowhere, as events do until logging begins."""
+
+    #: the gateway's one access log (every site of the process writes to it)
+    default: AccessLog
 
     def __init__(self) -> None:
-        self._stamped: tuple[int | None, str] = (None, "")  # one tuple, read and replaced whole by any thread
-        self._plain: dict[str, bool] = {}
+        self._stream: IO[str] | None = None
+        self._predicate: KnownLevels | None = None
 
-    def line(self, event: Mapping[str, Any]) -> str | None:
-        """``formatEventAsClassicLogText(event)``."""
-        text = self._text(event)
-        if text is None:
-            return formatEventAsClassicLogText(event, formatTime=self.stamp)
-        if not text:
-            return None
-        system = event.get("log_system")
-        if system is None:
-            level = event.get("log_level")
-            system = f"{event.get('log_namespace', '-')}#{'-' if level is None else level.name}"
-        elif type(system) is not str:
-            return formatEventAsClassicLogText(event, formatTime=self.stamp)
-        return f"{self.stamp(event.get('log_time'))} [{system}] {text}".replace("\n", "\n\t") + "\n"
+    def start(self, stream: IO[str], predicate: KnownLevels) -> None:
+        self._stream, self._predicate = stream, predicate
 
-    def _text(self, event: Mapping[str, Any]) -> str | None:
-        """The event's text, or None where twisted's formatter must make the line."""
-        format = event.get("log_format")
-        if type(format) is not str or "log_failure" in event or "log_flattened" in event or not self._is_plain(format):
-            return None
-        try:
-            return format.format_map(event)
-        except Exception:  # twisted's formatter says why, in its own words
-            return None
+    def write(self, line: str) -> None:
+        stream, predicate = self._stream, self._predicate
+        if stream is not None and predicate is not None and predicate(_REQUEST_AT_INFO) is not PredicateResult.no:
+            stream.write(line)
 
-    def _is_plain(self, format: str) -> bool:
-        """Whether every field of ``format`` is a plain name (so twisted's call syntax and wrappers play no part)."""
-        plain = self._plain.get(format)
-        if plain is None:
-            try:
-                plain = all(name is None or (name.isidentifier() and "{" not in (spec or ""))
-                            for _, name, spec, _ in string.Formatter().parse(format))
-            except ValueError:
-                plain = False
-            if len(self._plain) < self.KNOWN:
-                self._plain[format] = plain
-        return plain
+    def close(self) -> None:
+        """Nothing to close: the stream is the log's."""
 
-    def stamp(self, when: float | None) -> str:
-        """``formatTime(when)``, made once per second."""
-        if when is None:
-            return formatTime(when)
-        second = math.floor(when)
-        stamped = self._stamped
-        if stamped[0] != second:
-            stamped = self._stamped = (second, formatTime(second))
-        return stamped[1]
+
+AccessLog.default = AccessLog()
+#: what the level filter is asked about an access log line
+_REQUEST_AT_INFO = {"log_namespace": "birdbath.request", "log_level": LogLevel.info}
 
 
 def open_log(path: Path | None) -> IO[str]:
@@ -195,7 +183,10 @@ class BackgroundWriter:
 
 
 def begin(stream: IO[str], level: str) -> None:
-    """Send every event from now on (and those buffered since start-up) to ``stream``, through a
-    :class:`BackgroundWriter`.  Standard output is not redirected: the backend's helpers and a foreground user may
-    still print there."""
-    globalLogBeginner.beginLoggingTo([observer(BackgroundWriter(stream), level)], redirectStandardIO=False)
+    """Send every event from now on (and those buffered since start-up), and the access log's lines, to ``stream``
+    through a :class:`BackgroundWriter`.  Standard output is not redirected: the backend's helpers and a foreground
+    user may still print there."""
+    writer = BackgroundWriter(stream)
+    predicate = KnownLevels(defaultLogLevel=LEVELS[level])
+    AccessLog.default.start(writer, predicate)
+    globalLogBeginner.beginLoggingTo([observer(writer, predicate)], redirectStandardIO=False)

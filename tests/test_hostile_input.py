@@ -348,6 +348,34 @@ def test_json_parameters_of_the_wrong_type_are_a_400_with_a_fail_status(json_api
                         "Bad request", http=400)
 
 
+@pytest.mark.parametrize("operation, params, words", [
+    ("getJobSummaries", {"ids": "1.0"}, "parameter ids: expected a list, not \"1.0\""),  # not three ids '1', '.', '0'
+    ("getJobSummaries", {"ids": [5]}, "parameter ids: expected a job id (a string or a JobID object), not 5"),
+    ("send", {"staging": "x", "name": "f", "offset": True, "data": ""}, "parameter offset: expected an integer"),
+    ("send", {"staging": "x", "name": "f", "offset": 1.0, "data": ""}, "parameter offset: expected an integer"),
+    ("getHistory", {"limit": 2**31}, "parameter limit: expected an integer from -2147483648 to 2147483647"),
+    ("submit", {"ad": "Cmd"}, "parameter ad: expected a job ad (a map of attributes)"),  # not attributes C, m, d
+    ("submit", {"ad": [None]}, "parameter ad: expected attributes as {name, type, value} strings, not null"),
+    ("submit", {"ad": [{"name": "A", "type": "INTEGER", "value": 3}]}, "parameter ad: expected attributes as"),
+    ("setAttribute", {"id": "1.0", "name": "A", "type": 3, "value": "x"}, "parameter type: expected a string, not 3"),
+    ("create", {"submission": ["x" * 100]}, "parameter submission: expected a string, not [\"xxxx"),
+])
+def test_json_parameters_of_the_wrong_json_type_are_a_400_naming_the_parameter(json_api, operation, params, words):
+    answer = json_api(operation, params)
+    assert json_refused(answer, "Bad request: ", words, http=400), answer
+    assert len(answer[1]["status"]["text"]) < 200  # a long value is cut short
+
+
+def test_a_json_job_ad_may_be_the_soap_forms_list_of_attributes(json_api):
+    ad = [{"name": name, "type": kind, "value": value} for name, kind, value in (
+        ("Cmd", "STRING", "/bin/true"), ("Iwd", "STRING", "/tmp"), ("Requirements", "EXPR", "FALSE"),
+        ("Count", "INTEGER", "3"), ("Untyped", None, "1 + 1"))]
+    code, answer = json_api("submit", {"ad": ad})
+    assert code == 200 and answer["status"]["code"] == "OK", answer
+    stored = json_api("getJobAd", {"id": answer["id"]})[1]["ad"]
+    assert stored["Count"] == {"TYPE": 1, "VALUE": "3"} and stored["Untyped"] == {"TYPE": 0, "VALUE": "1 + 1"}
+
+
 def test_json_text_that_is_not_unicode_is_a_400(json_api):
     for body in (b'{"ad": {"Cmd": "\\ud800", "Requirements": true, "Iwd": "/tmp"}}',
                  b'{"submission": "\\udfff"}', b'{"\\ud800": 1}'):

@@ -14,11 +14,13 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
+import pytest
 import zeep
 
 from backends.local.sandbox import ExecuteDir
@@ -207,48 +209,75 @@ class Unprintable:
         raise RuntimeError("no text")
 
 
-def test_the_log_lines_are_twisteds_classic_lines_character_for_character():
-    """The gateway's own line maker gives textFileLogObserver's lines for every kind of event: plain formats (the fast
-    way), and whatever twisted's formatter must make (calls, attributes, failures, formats that fail)."""
+def test_the_log_lines_are_twisteds_classic_lines_and_an_event_without_text_writes_none():
+    """Events are written by twisted's own formatter; a request's record for in-process observers (no format: the
+    access log writes its line) makes no line, unless it carries a failure."""
     from twisted.logger import LogLevel, formatEventAsClassicLogText
     from twisted.python.failure import Failure
 
-    from gateway.logging import ClassicLines
+    from gateway.logging import line_of
 
     try:
-        1 / 0
+        1 / 0  # noqa: B018 - a real failure to format
     except ZeroDivisionError:
         failure = Failure()
     base = {"log_namespace": "birdbath.request", "log_level": LogLevel.info, "log_time": 1700000000.75}
-    events = [
-        {"log_format": "{operation} from {client}: {outcome} in {ms:.1f} ms ({who})", "operation": "submit",
-         "client": "127.0.0.1", "outcome": "SUCCESS", "ms": 1.25, "who": "uid 1000 (alice), loopback"},
-        {"log_format": "{a!r} {b!s} {c!a} {d:>8} {{literal}}", "a": "x\n", "b": 3, "c": "é", "d": "right"},
-        {"log_format": "two\nlines {x}", "x": "and\nthree"},
-        {"log_format": "missing {nothing}"},
-        {"log_format": "positional {} {0}"},
-        {"log_format": "unbalanced {x"},
-        {"log_format": "{x.real} {y[0]} {z()}", "x": 3, "y": [1], "z": lambda: "called"},
-        {"log_format": "{x:{width}}", "x": 1, "width": 5},
-        {"log_format": "{bad}", "bad": Unprintable()},
-        {"log_format": "failed: {why}", "why": "oops", "log_failure": failure},
-        {"log_format": "{x}", "x": "", "log_system": "my system"},
-        {"log_format": "{x}", "x": "s", "log_system": 42},
-        {"log_format": "{x}", "x": ""},
-        {"log_format": b"bytes {x}", "x": 1},
-        {"log_format": None},
-        {"x": 1},
-        {"log_format": "no level", "log_level": None},
-        {"log_format": "no time", "log_time": None},
-        {"log_format": "no namespace", "log_namespace": None},
-        {"log_format": "another second", "log_time": 1700000001.0},
-        {"log_format": "back again", "log_time": 1700000000.1},
-        {"log_format": "before 1970", "log_time": -1.5},
-    ]
-    lines = ClassicLines()
-    for extra in events:
+    for extra in ({"log_format": "{a!r} {b:>4}", "a": "x\n", "b": 3}, {"log_format": "failed", "log_failure": failure},
+                  {"log_format": "{bad}", "bad": Unprintable()}, {"log_failure": failure}):
         event = {**base, **extra}
-        assert lines.line(event) == formatEventAsClassicLogText(event), event
+        assert line_of(event) == formatEventAsClassicLogText(event), event
+    assert line_of({**base, "operation": "submit", "outcome": "OK", "ms": 1.0}) is None
+    assert line_of({**base, "log_format": None}) is None
+
+
+def test_the_access_log_writes_what_the_level_admits_and_nothing_before_logging_begins():
+    import io
+
+    from twisted.logger import LogLevel
+
+    from gateway.logging import AccessLog, KnownLevels
+
+    quiet = AccessLog()
+    quiet.write("dropped\n")  # nowhere to write yet: as events before logging begins
+    for level, written in ((LogLevel.info, "a line\n"), (LogLevel.debug, "a line\n"), (LogLevel.warn, "")):
+        stream, access = io.StringIO(), AccessLog()
+        access.start(stream, KnownLevels(level))
+        access.write("a line\n")
+        access.close()
+        assert stream.getvalue() == written, level
+    stream, access = io.StringIO(), AccessLog()
+    predicate = KnownLevels(LogLevel.warn)
+    access.start(stream, predicate)
+    predicate.setLogLevelForNamespace("birdbath.request", LogLevel.info)  # the request lines alone, at info
+    access.write("admitted\n")
+    assert stream.getvalue() == "admitted\n"
+
+
+def test_every_request_is_one_line_of_the_access_log(gateway):
+    """Operations by their name and outcome, other requests by method, path and HTTP status; each once."""
+    token = os.urandom(4).hex()  # the gateway serves the whole module: its paths are this test's alone
+    with urllib.request.urlopen(gateway.url + f"condorSchedd.wsdl?n={token}", timeout=30) as response:
+        assert response.status == 200
+    with urllib.request.urlopen(gateway.url + f"healthz?n={token}", timeout=30) as response:
+        assert response.status == 200
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(gateway.url + f"no/such/{token}", timeout=30)
+    request = urllib.request.Request(gateway.url + "submission/json/getSubmissions", b"{}")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert json.load(response)["status"]["code"] == "OK"
+    bad = urllib.request.Request(gateway.url + "submission/json/getSubmissions", b"{nope")
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(bad, timeout=30)
+    expected = [f"GET /condorSchedd.wsdl?n={token} from 127.0.0.1: 200 in",
+                f"GET /healthz?n={token} from 127.0.0.1: 200 in", f"GET /no/such/{token} from 127.0.0.1: 404 in",
+                "getSubmissions from 127.0.0.1: OK in",
+                "getSubmissions from 127.0.0.1: FAIL in"]
+    for part in expected:
+        line = wait_for_line(gateway.log, part)
+        assert "[birdbath.request#info]" in line and f"({OWNER} by socket)" in line, line
+    assert wait_for_line(gateway.log, expected[-1]).split(f"({OWNER} by socket): ")[1].startswith("Bad request:")
+    log = gateway.log()
+    assert all(log.count(part) == 1 for part in expected[:3]), log
 
 
 def test_the_level_filter_remembers_levels_as_twisteds_works_them_out():

@@ -413,7 +413,10 @@ def curl_tls(example: Example, tmp_path: Path) -> None:
             .replace("--user carol", f"--user 'carol:{CAROL_PASSWORD}'")
         answers = run_sh(script, directory).splitlines()
         assert [json.loads(answer)["status"]["code"] for answer in answers] == ["OK", "OK"]
-        assert "(alice by certificate)" in process.log() and "(carol by password)" in process.log()
+        deadline = time.monotonic() + 30  # the log's own thread writes the request lines, shortly after the answers
+        while not ("(alice by certificate)" in process.log() and "(carol by password)" in process.log()):
+            assert time.monotonic() < deadline, process.log()
+            time.sleep(0.05)
     finally:
         process.stop()
 

@@ -53,17 +53,16 @@ class Monitor:
     def stop(self) -> None:
         globalLogPublisher.removeObserver(self.events)
 
-    def root(self, operations: resource.Resource) -> resource.Resource:
-        """The site's root: the three pages, and ``operations`` for every other path."""
-        return MonitoredRoot(operations, self._pages())
+    def pages(self) -> dict[str, resource.Resource]:
+        """The three pages by path, for the site's tree (:mod:`gateway.routes`)."""
+        return {"/metrics": MetricsPage(self), "/healthz": HealthPage(self), "/readyz": ReadyPage(self)}
 
-    def pages(self) -> resource.Resource:
+    def pages_root(self) -> resource.Resource:
         """The root of a site of the pages alone (``metrics_port``): any other path is not found."""
-        return MonitoredRoot(resource.NoResource("Only /metrics, /healthz and /readyz are served here"),
-                             self._pages())
-
-    def _pages(self) -> dict[bytes, resource.Resource]:
-        return {b"metrics": MetricsPage(self), b"healthz": HealthPage(self), b"readyz": ReadyPage(self)}
+        root = resource.Resource()
+        for path, page in self.pages().items():
+            root.putChild(path.strip("/").encode(), page)
+        return root
 
     async def scrape(self) -> bytes:
         """The metrics in Prometheus' text format, the queue's figures read now."""
@@ -99,22 +98,6 @@ def _write_probe(state_dir: Path) -> None:
             os.fsync(probe.fileno())
     finally:
         path.unlink(missing_ok=True)
-
-
-class MonitoredRoot(resource.Resource):
-    """The pages by name; any other path is the operations' (which read the request's whole path)."""
-
-    def __init__(self, operations: resource.Resource, pages: dict[bytes, resource.Resource]) -> None:
-        super().__init__()
-        self.operations = operations
-        for name, page in pages.items():
-            self.putChild(name, page)
-
-    def getChild(self, path: bytes, request: server.Request) -> resource.Resource:
-        return self.operations
-
-    def render(self, request: server.Request) -> Any:  # "/" itself: still an operation's path
-        return self.operations.render(request)
 
 
 class Page(resource.Resource):

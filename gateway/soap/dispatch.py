@@ -1,5 +1,6 @@
-"""Running one request of the submission API (SOAP, and its JSON form) through spyne, which generates that API's
-WSDL: bytes in, (HTTP status, bytes) out.  (The Birdbath services, whose WSDLs are fixed, are served by ``codec``.)
+"""Running one request of the submission API's SOAP form through spyne, which generates that API's WSDL: bytes in,
+(HTTP status, bytes) out.  (The Birdbath services, whose WSDLs are fixed, are served by ``codec``; the JSON form by
+``jsonapi``, without spyne's protocols.)
 
 spyne's own Twisted transport is not used: it mis-handles bytes on Python 3 (see ``compat``), parses every body
 as a form, and hides the request/response cycle we need for logging.  This module drives spyne's
@@ -51,7 +52,7 @@ class SoapDispatcher:
         if isinstance(result, Deferred):
             try:
                 result = await result
-            except Exception as exc:  # a bug in an operation: a Server fault, never a crash
+            except Exception as exc:  # noqa: BLE001 - a bug in an operation: a Server fault, never a crash
                 p_ctx.close()
                 return self.operation_failed(operation, exc)
             p_ctx.out_object = [result]
@@ -74,11 +75,6 @@ class SoapDispatcher:
         # gSOAP sent plain SOAP-ENV:Client / SOAP-ENV:Server; spyne adds subcodes ("Client.ValidationError")
         fault = Fault(fault.faultcode.split(".", 1)[0], fault.faultstring)
         described = f"{fault.faultcode}: {fault.faultstring}"[:LOGGED_FAULT]
-        answer_for = getattr(self._server.app.out_protocol, "fault_answer", None)
-        if answer_for is not None:  # a protocol whose faults are not SOAP faults (the JSON API's FAIL status)
-            code, body = answer_for(fault)
-            p_ctx.close()
-            return SoapAnswer(code, body, operation, status="FAIL", reason=described)
         p_ctx.out_error = fault
         p_ctx.out_document = None
         p_ctx.out_string = None

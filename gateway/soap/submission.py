@@ -1,23 +1,23 @@
-"""The simplified submission API as one spyne service, exposed twice: SOAP 1.1 (document/literal, namespace
-``urn:birdbath:submission``, WSDL in ``wsdl/submission.wsdl``) and JSON over HTTP (``POST /submission/json/<op>``
-with the parameters as a JSON object).  Every operation answers with a ``status`` (code and text); application
-errors are never faults.
+"""The simplified submission API as one spyne service: its operations, their parameters and answers, declared once.
 
-In JSON, job ads are typed maps as QMF's ``mrg.grid`` encoding had them, ``{"Cmd": {"TYPE": 3, "VALUE":
-"/bin/sleep"}}`` (0 EXPR, 1 INTEGER, 2 FLOAT, 3 STRING), and on input also native JSON values; binary data is
-base64.  In SOAP they are lists of typed attributes (name, type, value) with BOOLEAN as a fifth type.
+spyne serves its SOAP 1.1 form (document/literal, namespace ``urn:birdbath:submission``) and generates its WSDL
+(``wsdl/submission.wsdl``); the JSON form (``POST /submission/json/<op>``, :mod:`gateway.soap.jsonapi`) reads the
+same declaration and calls the same methods.  Every operation answers with a ``status`` (code and text);
+application errors are never faults.  In SOAP, job ads are lists of typed attributes (name, type, value) with
+BOOLEAN as a fifth type.
 """
 
+# spyne declares a model by a class attribute list (_type_info) and validators as static methods taking cls:
+# ruff: noqa: RUF012, PLW0211
 from __future__ import annotations
 
-import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from lxml import etree
-from spyne import Application, Array, ByteArray, ComplexModel, Enum, Fault, Integer32, Long, Service, Unicode, rpc
+from spyne import Application, Array, ByteArray, ComplexModel, Enum, Integer32, Long, Service, Unicode, rpc
 from spyne.model import SimpleModel
-from spyne.protocol.json import JsonDocument
 from spyne.protocol.soap import Soap11
 from twisted.internet.defer import Deferred
 
@@ -32,12 +32,6 @@ from .base64data import decode as decode_base64
 from .protocol import HardenedSoap11
 
 TNS = "urn:birdbath:submission"
-#: how deep a JSON request may nest (the API's own documents nest 4 levels at most)
-MAX_JSON_DEPTH = 32
-
-#: QMF's numeric type codes; a boolean travels as an expression, as in QMF
-QMF_CODES = {"EXPR": 0, "INTEGER": 1, "FLOAT": 2, "STRING": 3, "BOOLEAN": 0}
-FROM_QMF = {0: "EXPR", 1: "INTEGER", 2: "FLOAT", 3: "STRING"}
 
 
 class _Model(ComplexModel):
@@ -59,15 +53,9 @@ class AttributeType(Enum(*API_TYPES, type_name="AttributeType")):  # type: ignor
 class OpenEnums:
     """Protocol mixin: an enumeration's value read as its member when it is one, else as the text itself."""
 
-    @staticmethod
-    def _member(cls: Any, text: str | None) -> Any:
+    def enum_from_element(self, ctx: Any, cls: Any, element: Any) -> Any:
+        text = element.text
         return getattr(cls, text) if text in cls.__values__ else text
-
-    def enum_from_element(self, ctx: Any, cls: Any, element: Any) -> Any:  # the SOAP form
-        return self._member(cls, element.text)
-
-    def enum_base_from_bytes(self, cls: Any, value: Any) -> Any:  # the JSON form
-        return self._member(cls, value.decode() if isinstance(value, bytes) else value)
 
 
 class Status(_Model):
@@ -283,9 +271,8 @@ def _act(ctx: Any, job: str | None, action: JobAction, reason: str | None) -> De
                 StatusResult)
 
 
-OPERATIONS = ("submit", "create", "send", "abort", "hold", "release", "remove", "suspend", "continue",
-              "setAttribute", "getJobAd", "getJobSummaries", "getSubmissions", "getSubmissionJobs", "getHistory",
-              "fetch")
+#: the operations' names on the wire, in the declaration's order
+OPERATIONS = tuple(descriptor.operation_name for descriptor in SubmissionApi.public_methods.values())
 
 
 #: the parameters that hold a job id, and those that hold a list of them: each may also be an Aviary JobID
@@ -319,134 +306,6 @@ def _flatten_job_id(element: etree._Element) -> None:
 def soap_application() -> Application:
     return Application([SubmissionApi], tns=TNS, name="Submission", in_protocol=SubmissionSoap11(validator="soft"),
                        out_protocol=Soap11())
-
-
-class UnknownOperation(ValueError):
-    """A JSON request to a path that names no operation: HTTP 404, with a FAIL status listing the operations."""
-
-    http_status = 404
-
-    def __init__(self, operation: str) -> None:
-        super().__init__(f"unknown operation {excerpt(operation, 60)}; the operations are {', '.join(OPERATIONS)}")
-
-
-class TypedMapJson(OpenEnums, JsonDocument):
-    """JSON whose answers carry job ads as QMF typed maps (requests are converted by :func:`json_request`)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("ignore_wrappers", True)
-        super().__init__(**kwargs)
-
-    def create_out_string(self, ctx: Any, *args: Any, **kwargs: Any) -> Any:
-        ctx.out_document = _maps_for_ads(ctx.out_document)
-        return super().create_out_string(ctx, *args, **kwargs)
-
-    @staticmethod
-    def fault_answer(fault: Fault) -> tuple[int, bytes]:
-        """A request spyne could not read (a parameter of the wrong type, say) is answered like malformed JSON: HTTP
-        400 with a FAIL status; only a failure of the gateway itself is a 500."""
-        client = str(fault.faultcode).startswith("Client")
-        return (400 if client else 500), fail_document(f"Bad request: {excerpt(str(fault.faultstring), 300)}"
-                                                       if client else str(fault.faultstring))
-
-
-def fail_document(reason: str) -> bytes:
-    """The JSON API's answer that carries only a FAIL status."""
-    return json.dumps({"status": {"code": ApiStatus.FAIL.value, "text": reason}}).encode()
-
-
-def typed_map_to_attributes(ad: dict[str, Any]) -> list[dict[str, str]]:
-    items = []
-    for name, value in ad.items():
-        if isinstance(value, dict) and "TYPE" in value:
-            code = value["TYPE"]
-            kind = FROM_QMF.get(code) if isinstance(code, int) and not isinstance(code, bool) else None
-            # a code outside the set goes on as the text "TYPE <code>", for the operation to refuse naming it
-            items.append({"name": name, "type": kind or f"TYPE {json.dumps(code)}",
-                          "value": str(value.get("VALUE", ""))})
-        elif isinstance(value, bool):
-            items.append({"name": name, "type": "BOOLEAN", "value": "TRUE" if value else "FALSE"})
-        elif isinstance(value, int):
-            items.append({"name": name, "type": "INTEGER", "value": str(value)})
-        elif isinstance(value, float):
-            items.append({"name": name, "type": "FLOAT", "value": repr(value)})
-        elif isinstance(value, str):
-            items.append({"name": name, "type": "STRING", "value": value})
-        elif value is not None:
-            raise ValueError(f"attribute {name}: a JSON {type(value).__name__} is not a ClassAd value")
-    return items
-
-
-def _maps_for_ads(document: Any) -> Any:
-    """Turn every list of {name, type, value} (an ad) in an answer into a QMF typed map."""
-    if isinstance(document, tuple):
-        return tuple(_maps_for_ads(item) for item in document)
-    if isinstance(document, list):
-        if document and all(isinstance(i, dict) and set(i) == {"name", "type", "value"} for i in document):
-            return {i["name"]: {"TYPE": QMF_CODES.get(i["type"], 0), "VALUE": i["value"]} for i in document}
-        return [_maps_for_ads(item) for item in document]
-    if isinstance(document, dict):
-        return {key: _maps_for_ads(value) for key, value in document.items()}
-    return document
-
-
-def json_application() -> Application:
-    return Application([SubmissionApi], tns=TNS, name="Submission", in_protocol=TypedMapJson(validator="soft"),
-                       out_protocol=TypedMapJson())
-
-
-def json_request(operation: str, body: bytes) -> bytes:
-    """The spyne JSON document for ``POST /submission/json/<operation>`` with a parameter object; ValueError (an
-    HTTP 400) for a body that is not one, nests deeper than MAX_JSON_DEPTH or holds text that is not Unicode, and
-    UnknownOperation (404) for an operation the API does not have."""
-    if operation not in OPERATIONS:
-        raise UnknownOperation(operation)
-    try:
-        params = json.loads(body or b"{}")
-    except RecursionError:
-        raise ValueError(f"the JSON nests too deeply (at most {MAX_JSON_DEPTH} levels)") from None
-    _check_json_values(params)
-    if not isinstance(params, dict):
-        raise ValueError("the request body must be a JSON object of parameters")
-    if isinstance(params.get("ad"), dict):
-        params["ad"] = typed_map_to_attributes(params["ad"])
-    for name in ID_PARAMETERS & params.keys():
-        params[name] = _job_id(params[name])
-    for name in ID_LISTS & params.keys():
-        if isinstance(params[name], list):
-            params[name] = [_job_id(item) for item in params[name]]
-    return json.dumps({operation: params}).encode()
-
-
-def _job_id(value: Any) -> Any:
-    """A JSON job id: an Aviary JobID object becomes the id it names; anything else is spyne's to read."""
-    return aviary_job(value) if isinstance(value, dict) else value
-
-
-def _check_json_values(document: Any) -> None:
-    """ValueError when a parsed JSON document nests deeper than MAX_JSON_DEPTH, or holds a string with an unpaired
-    surrogate (``"\\ud800"``: valid JSON, but not text, and the ClassAd library crashes on it); walked without
-    recursion."""
-    pending = [(document, 1)]
-    while pending:
-        value, depth = pending.pop()
-        if isinstance(value, str):
-            _check_text(value)
-        elif isinstance(value, (dict, list)):
-            if depth > MAX_JSON_DEPTH:
-                raise ValueError(f"the JSON nests more than {MAX_JSON_DEPTH} levels deep")
-            items = list(value.items()) if isinstance(value, dict) else [(None, item) for item in value]
-            for key, item in items:
-                if key is not None:
-                    _check_text(key)
-                pending.append((item, depth + 1))
-
-
-def _check_text(text: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"the JSON string {excerpt(text, 40)} is not Unicode text (an unpaired surrogate)") from None
 
 
 def generated_wsdl(address: str = "http://localhost:1984/submission") -> bytes:
