@@ -18,6 +18,7 @@ from gateway.config import GatewayConfig
 from gateway.connections import ConnectionGate, ConnectionGuard, RefusalLog, descriptor_limit
 from gateway.core.auth import Caller
 from gateway.core.collector import BirdbathCollector, contact_address
+from gateway.core.described import DescribedSubmissions
 from gateway.core.queries import QueryRunner
 from gateway.core.schedd import BirdbathSchedd
 from gateway.core.submissions import SubmissionService, SubmissionSettings
@@ -155,7 +156,8 @@ class Gateway:
         self.site.resource = self.routes.root
         self.metrics_site.resource = self.monitor.pages_root()
         contract = Contract.load()  # the REST face: /api/v1 and its OpenAPI document
-        self.routes.mount("/api", RestApi(contract, self.schedd, self.submissions, self.collector,
+        described = DescribedSubmissions(self.schedd, config.staging_lifetime)
+        self.routes.mount("/api", RestApi(contract, self.schedd, self.submissions, self.collector, described,
                                           lease=config.staging_lifetime, max_upload=config.max_request_bytes))
         self.routes.mount("/openapi.json", ContractPage(contract))
         limits = self.gate.limits

@@ -19,6 +19,7 @@ from gateway.rest.contract import Contract
 from gateway.testing import QUEUE_ONLY, TestPki, module_gateway
 from tests.accounts import UserAccount, run_as
 from tests.rest import CONTRACT, Answer, call, check, tar_members, tar_of, wait_for
+from tests.test_logging import wait_until
 
 runner = module_gateway("[backends.local]\nslots = 2\n")
 
@@ -146,6 +147,17 @@ def test_a_bad_submit_description_is_a_problem_and_queues_nothing(gateway, descr
                                   b'{"submit_file": "queue", "ad": {}}', b'{"submit_file": "queue", "more": 1}'])
 def test_a_submission_that_is_neither_form_is_a_problem(gateway, body):
     problem(call(gateway.port, "POST", "/api/v1/jobs", body), 400)
+
+
+def test_each_request_is_one_access_log_line_with_its_operation_and_outcome(gateway):
+    def lines() -> list[str]:
+        return [line for line in gateway.log().splitlines() if "REST getJob from 127.0.0.1: 404 UNKNOWNJOB" in line]
+
+    before = len(lines())
+    problem(call(gateway.port, "GET", "/api/v1/jobs/999999.0"), 404)
+    wait_until(lambda: len(lines()) > before, "the request's access-log line")
+    assert len(lines()) == before + 1
+    assert "[birdbath.request#info]" in lines()[-1]
 
 
 # -- job control ---------------------------------------------------------------------------------------

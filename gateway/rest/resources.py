@@ -11,33 +11,35 @@ that expires is rolled back as any other.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import classad2
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.interfaces import IPushProducer
-from twisted.internet.threads import deferToThread
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import resource, server
 from zope.interface import implementer
 
-from gateway.core.adstruct import Attr, AttrType, wire_value
+from gateway.core.adstruct import AttrType
 from gateway.core.auth import Caller
 from gateway.core.collector import BirdbathCollector
+from gateway.core.described import DescribedSubmissions, InputNotAwaited, Submitted, ad_attrs
 from gateway.core.schedd import BirdbathSchedd
+from gateway.core.status import BirdbathError
 from gateway.core.submissions import SubmissionService
-from gateway.core.transactions import Transaction, TransactionRef
-from gateway.identity.callers import describe
+from gateway.core.transactions import TransactionRef
+from gateway.http import RequestOutcome
 from jobmodel.dagman import dagman_ad
 from jobmodel.files import transfer_name_problem
 from jobmodel.jobs import JobAction
 from jobmodel.pool import AdType
-from jobmodel.submitfile import SPOOLED_LEAVE_IN_QUEUE, SubmitDescriptionError, cluster_ads, clusters
+from jobmodel.submitfile import SPOOLED_LEAVE_IN_QUEUE, SubmitDescriptionError, clusters
 
 from . import tarfiles
 from .adjson import ad_to_json, attrs_to_json, json_to_attrs, json_value_type
@@ -76,19 +78,6 @@ class JobId:
 
 
 @dataclass
-class Pending:
-    """A submission waiting for its input: the open transaction and the jobs that have not had theirs."""
-
-    txn: Transaction
-    caller: Caller
-    waiting: set[tuple[int, int]] = field(default_factory=set)
-
-    @property
-    def ref(self) -> TransactionRef:
-        return TransactionRef(self.txn.id, self.txn.duration)
-
-
-@dataclass
 class Reply:
     code: int
     body: Any
@@ -100,7 +89,8 @@ class RestApi(resource.Resource):
     isLeaf = True
 
     def __init__(self, contract: Contract, schedd: BirdbathSchedd, submissions: SubmissionService,
-                 collector: BirdbathCollector, *, lease: int, max_upload: int) -> None:
+                 collector: BirdbathCollector, described: DescribedSubmissions, *, lease: int,
+                 max_upload: int) -> None:
         super().__init__()
         self.contract = contract
         self.schedd = schedd
@@ -108,7 +98,7 @@ class RestApi(resource.Resource):
         self.collector = collector
         self.lease = lease
         self.max_upload = max_upload
-        self._pending: dict[int, Pending] = {}  # by cluster
+        self.described = described
         self.handlers: dict[str, Callable[..., Awaitable[Reply | None]]] = {
             "listJobs": self.list_jobs, "submitJobs": self.submit_jobs, "getJob": self.get_job,
             "removeJob": self.remove_job, "editJob": self.edit_job,
@@ -120,7 +110,6 @@ class RestApi(resource.Resource):
 
     # -- dispatch -----------------------------------------------------------------------------------
     def render(self, request: Any) -> Any:
-        started = time.monotonic()
         path = request.path.decode("utf-8", "replace")
         refusal = getattr(request, "refusal", None)
         if refusal is not None:
@@ -136,12 +125,12 @@ class RestApi(resource.Resource):
         operation, parameters = found
         caller = request.caller
         answer = ensureDeferred(self.handlers[operation](request, caller, **parameters))
-        answer.addCallbacks(self._reply, self._failed, callbackArgs=(request, operation, caller, started),
-                            errbackArgs=(request, operation, caller, started))
+        answer.addCallbacks(self._reply, self._failed, callbackArgs=(request, operation),
+                            errbackArgs=(request, operation, caller))
         return server.NOT_DONE_YET
 
-    def _reply(self, reply: Reply | None, request: Any, operation: str, caller: Caller, started: float) -> None:
-        self._log(operation, caller, str(reply.code if reply else 200), started)
+    def _reply(self, reply: Reply | None, request: Any, operation: str) -> None:
+        self._log(request, operation, str(reply.code if reply else 200))
         if reply is None or request.finished or request._disconnected:
             return  # written as it went (a tar)
         request.setResponseCode(reply.code)
@@ -149,13 +138,13 @@ class RestApi(resource.Resource):
         request.write(json.dumps(reply.body).encode())
         request.finish()
 
-    def _failed(self, failure: Failure, request: Any, operation: str, caller: Caller, started: float) -> None:
+    def _failed(self, failure: Failure, request: Any, operation: str, caller: Caller) -> None:
         problem = from_core(failure.value)
         if problem is None:
             log.failure("unhandled error in REST {operation} for {client}", failure, operation=operation,
                         client=caller.host)
             problem = Problem(500, "Internal server error")
-        self._log(operation, caller, f"{problem.status} {problem.reason}: {problem.detail}", started)
+        self._log(request, operation, f"{problem.status} {problem.reason}: {problem.detail}")
         if request.finished or request._disconnected:
             return
         if request.startedWriting:  # a streamed answer cut short: the status line is gone
@@ -171,9 +160,9 @@ class RestApi(resource.Resource):
         return problem.document(request.uri.decode("utf-8", "replace"))
 
     @staticmethod
-    def _log(operation: str, caller: Caller, outcome: str, started: float) -> None:
-        log.info("REST {operation} from {client}: {outcome} in {ms:.1f} ms ({who})", operation=operation,
-                 client=caller.host, outcome=outcome, ms=(time.monotonic() - started) * 1000, who=describe(caller))
+    def _log(request: Any, operation: str, outcome: str) -> None:
+        """What the access log's line for this request says (twisted.web writes it when the request ends)."""
+        request.outcome = RequestOutcome(f"REST {operation}", outcome)
 
     # -- the queue ----------------------------------------------------------------------------------
     async def list_jobs(self, request: Any, caller: Caller) -> Reply:
@@ -216,50 +205,18 @@ class RestApi(resource.Resource):
                 made = clusters(body["submit_file"])
             except SubmitDescriptionError as exc:
                 raise Problem(400, str(exc), "SUBMIT_DESCRIPTION") from None
-        else:
-            single = json_to_attrs(body["ad"])
-        txn = await self.schedd.begin_transaction(caller, self.lease)
-        pending = Pending(txn, caller)
-        ids: list[str] = []
-        first = 0
-        try:
-            for description in (made if "submit_file" in body else [None]):
-                cluster = await self.schedd.new_cluster(caller, pending.ref)
-                first = first or cluster
-                jobs = [single] if description is None else await self._translated(description, cluster)
-                for attrs in jobs:
-                    proc = await self.schedd.new_job(caller, pending.ref, cluster)
-                    await self.schedd.submit(caller, pending.ref, cluster, proc, attrs)
-                    ids.append(f"{cluster}.{proc}")
-                    if _needs_input(attrs):
-                        pending.waiting.add((cluster, proc))
-            if pending.waiting:
-                self._forget_expired()
-                for cluster in {cluster for cluster, _ in pending.waiting}:
-                    self._pending[cluster] = pending
-            else:
-                await self.schedd.commit_transaction(caller, pending.ref)
-        except BaseException:
-            if txn in self.schedd.transactions:
-                await self.schedd.abort_transaction(caller, pending.ref)
-            raise
-        waiting = [f"{cluster}.{proc}" for cluster, proc in sorted(pending.waiting)]
-        request.setHeader(b"location", f"/api/v1/jobs/{first}".encode())
-        return Reply(201, {"cluster_id": first, "job_ids": ids, "awaiting_input": waiting})
+            return await self._submitted(request, self.described.submit(caller, descriptions=made))
+        return await self._submitted(request, self.described.submit(caller, ad=json_to_attrs(body["ad"])))
 
-    async def _translated(self, description: Any, cluster: int) -> list[list[Attr]]:
-        """A cluster's job ads from the submit description (translated off the reactor), as typed attributes."""
+    @staticmethod
+    async def _submitted(request: Any, submitting: Awaitable[Submitted]) -> Reply:
         try:
-            ads = await deferToThread(cluster_ads, description, cluster)
+            made = await submitting
         except SubmitDescriptionError as exc:
             raise Problem(400, str(exc), "SUBMIT_DESCRIPTION") from None
-        return [_attrs(ad) for ad in ads]
-
-    def _forget_expired(self) -> None:
-        """Drop the submissions whose transaction expired (rolled back by the core) before their input came."""
-        for cluster, pending in list(self._pending.items()):
-            if pending.txn not in self.schedd.transactions:
-                del self._pending[cluster]
+        request.setHeader(b"location", f"/api/v1/jobs/{made.first_cluster}".encode())
+        return Reply(201, {"cluster_id": made.first_cluster, "job_ids": made.job_ids,
+                           "awaiting_input": made.awaiting_input})
 
     async def remove_job(self, request: Any, caller: Caller, job: str) -> Reply:
         ident = JobId.parse(job)
@@ -295,25 +252,13 @@ class RestApi(resource.Resource):
     # -- files --------------------------------------------------------------------------------------
     async def put_input(self, request: Any, caller: Caller, job: str) -> Reply:
         ident = JobId.parse(job)
-        self._forget_expired()
-        pending = self._pending.get(ident.cluster)
-        if pending is None or pending.caller != caller:
-            raise Problem(409, f"job {ident} is not waiting for input (input is taken between a submission that "
-                               f"needs it and the end of its lease, from the caller that submitted it)")
-        targets = sorted(key for key in pending.waiting if key[0] == ident.cluster
-                         and (ident.proc is None or key[1] == ident.proc))
-        if not targets:
-            raise Problem(409, f"job {ident} is not waiting for input")
+        try:
+            awaited = self.described.awaited(caller, ident.cluster, ident.proc)
+        except InputNotAwaited as exc:
+            raise Problem(409, f"job {ident} is not waiting for input: {exc}") from None
         members = self._archive(request)
-        ref = pending.ref
-        await self._send_archive(request, caller, ref, targets)
-        pending.waiting.difference_update(targets)
-        queued: list[str] = []
-        if not pending.waiting:
-            for cluster in [c for c, p in self._pending.items() if p is pending]:
-                del self._pending[cluster]
-            await self.schedd.commit_transaction(caller, ref)
-            queued = sorted(f"{cluster}.{proc}" for cluster, proc in pending.txn.jobs)
+        await self._send_archive(request, caller, awaited.ref, awaited.jobs)
+        queued = await self.described.received(caller, awaited)
         return Reply(200, {"message": f"input of job {ident} received", "job_id": str(ident),
                            "files": [member.name for member in members], "queued": queued})
 
@@ -352,10 +297,10 @@ class RestApi(resource.Resource):
             proc = await self.schedd.new_job(caller, ref, cluster)
             await self._send_archive(request, caller, ref, [(cluster, proc)])
             ad = dagman_ad(dag, cluster, SPOOLED_LEAVE_IN_QUEUE)
-            await self.schedd.submit(caller, ref, cluster, proc, _attrs(ad))
+            await self.schedd.submit(caller, ref, cluster, proc, ad_attrs(ad))
             await self.schedd.commit_transaction(caller, ref)
         except BaseException:
-            if txn in self.schedd.transactions:
+            with contextlib.suppress(BirdbathError):  # a transaction a failed commit ended is gone already
                 await self.schedd.abort_transaction(caller, ref)
             raise
         request.setHeader(b"location", f"/api/v1/jobs/{cluster}.{proc}".encode())
@@ -526,23 +471,6 @@ def _page_token(text: str) -> tuple[int, int]:
     return int(cluster), int(proc)
 
 
-def _attrs(ad: classad2.ClassAd) -> list[Attr]:
-    """An ad the gateway built (a translated description, the DAGMan job) as the typed attributes submit takes."""
-    return [Attr(name, *typed) for name, value in ad.items() if (typed := wire_value(ad, name, value))]
-
-
 def _job_key(ad: classad2.ClassAd) -> tuple[int, int]:
     cluster, proc = ad.get("ClusterId"), ad.get("ProcId")
     return (cluster if isinstance(cluster, int) else 0, proc if isinstance(proc, int) else 0)
-
-
-def _needs_input(attrs: list[Attr]) -> bool:
-    """Whether a job reads files the client must send: a relative executable it transfers, a relative standard
-    input, or transfer_input_files that are not URLs."""
-    values = {attr.name.lower(): attr.value for attr in attrs}
-    relative = [values.get("in", "/dev/null")]
-    if values.get("transferexecutable", "TRUE").upper() != "FALSE":
-        relative.append(values.get("cmd", "/"))
-    if any(value and value != "/dev/null" and not value.startswith("/") for value in relative):
-        return True
-    return any(name.strip() and "://" not in name for name in values.get("transferinput", "").split(","))
