@@ -34,7 +34,7 @@ from gateway.core.schedd import BirdbathSchedd
 from gateway.core.status import BirdbathError
 from gateway.core.submissions import SubmissionService
 from gateway.core.transactions import TransactionRef
-from gateway.http import RequestOutcome
+from gateway.http import GatewayRequest, RequestOutcome
 from jobmodel.dagman import dagman_ad
 from jobmodel.files import transfer_name_problem
 from jobmodel.jobs import JobAction
@@ -109,7 +109,7 @@ class RestApi(resource.Resource):
         contract.check(self.handlers)
 
     # -- dispatch -----------------------------------------------------------------------------------
-    def render(self, request: Any) -> Any:
+    def render(self, request: GatewayRequest) -> Any:
         path = request.path.decode("utf-8", "replace")
         refusal = getattr(request, "refusal", None)
         if refusal is not None:
@@ -129,7 +129,7 @@ class RestApi(resource.Resource):
                             errbackArgs=(request, operation, caller))
         return server.NOT_DONE_YET
 
-    def _reply(self, reply: Reply | None, request: Any, operation: str) -> None:
+    def _reply(self, reply: Reply | None, request: GatewayRequest, operation: str) -> None:
         self._log(request, operation, str(reply.code if reply else 200))
         if reply is None or request.finished or request._disconnected:
             return  # written as it went (a tar)
@@ -138,7 +138,7 @@ class RestApi(resource.Resource):
         request.write(json.dumps(reply.body).encode())
         request.finish()
 
-    def _failed(self, failure: Failure, request: Any, operation: str, caller: Caller) -> None:
+    def _failed(self, failure: Failure, request: GatewayRequest, operation: str, caller: Caller) -> None:
         problem = from_core(failure.value)
         if problem is None:
             log.failure("unhandled error in REST {operation} for {client}", failure, operation=operation,
@@ -154,18 +154,18 @@ class RestApi(resource.Resource):
         request.finish()
 
     @staticmethod
-    def _problem(request: Any, problem: Problem) -> bytes:
+    def _problem(request: GatewayRequest, problem: Problem) -> bytes:
         request.setResponseCode(problem.status)
         request.setHeader(b"content-type", PROBLEM)
         return problem.document(request.uri.decode("utf-8", "replace"))
 
     @staticmethod
-    def _log(request: Any, operation: str, outcome: str) -> None:
+    def _log(request: GatewayRequest, operation: str, outcome: str) -> None:
         """What the access log's line for this request says (twisted.web writes it when the request ends)."""
         request.outcome = RequestOutcome(f"REST {operation}", outcome)
 
     # -- the queue ----------------------------------------------------------------------------------
-    async def list_jobs(self, request: Any, caller: Caller) -> Reply:
+    async def list_jobs(self, request: GatewayRequest, caller: Caller) -> Reply:
         constraint, projection, limit = _query(request)
         ads = (await self.schedd.get_job_ads(caller, None, constraint)).ads
         ads = sorted(ads, key=_job_key)
@@ -182,7 +182,7 @@ class RestApi(resource.Resource):
             body["next_page_token"] = f"{last_cluster}.{last_proc}"
         return Reply(200, body)
 
-    async def get_job(self, request: Any, caller: Caller, job: str) -> Reply:
+    async def get_job(self, request: GatewayRequest, caller: Caller, job: str) -> Reply:
         ident = JobId.parse(job)
         projection = _projection(request)
         if ident.proc is None:
@@ -194,7 +194,7 @@ class RestApi(resource.Resource):
         struct = await self.schedd.get_job_ad(caller, None, ident.cluster, ident.proc)
         return Reply(200, attrs_to_json(struct, projection))
 
-    async def submit_jobs(self, request: Any, caller: Caller) -> Reply:
+    async def submit_jobs(self, request: GatewayRequest, caller: Caller) -> Reply:
         body = _json_body(request)
         if not isinstance(body, dict) or ("submit_file" in body) == ("ad" in body) or len(body) != 1:
             raise Problem(400, "send {\"submit_file\": \"<submit description>\"} or {\"ad\": {<ClassAd>}}")
@@ -209,7 +209,7 @@ class RestApi(resource.Resource):
         return await self._submitted(request, self.described.submit(caller, ad=json_to_attrs(body["ad"])))
 
     @staticmethod
-    async def _submitted(request: Any, submitting: Awaitable[Submitted]) -> Reply:
+    async def _submitted(request: GatewayRequest, submitting: Awaitable[Submitted]) -> Reply:
         try:
             made = await submitting
         except SubmitDescriptionError as exc:
@@ -218,7 +218,7 @@ class RestApi(resource.Resource):
         return Reply(201, {"cluster_id": made.first_cluster, "job_ids": made.job_ids,
                            "awaiting_input": made.awaiting_input})
 
-    async def remove_job(self, request: Any, caller: Caller, job: str) -> Reply:
+    async def remove_job(self, request: GatewayRequest, caller: Caller, job: str) -> Reply:
         ident = JobId.parse(job)
         reason = _arg(request, "reason") or "Removed by the REST API"
         if ident.proc is None:
@@ -227,7 +227,7 @@ class RestApi(resource.Resource):
             await self.submissions.act(caller, str(ident), JobAction.REMOVE, reason)
         return Reply(200, {"message": f"job {ident} removed", "job_id": str(ident)})
 
-    async def edit_job(self, request: Any, caller: Caller, job: str) -> Reply:
+    async def edit_job(self, request: GatewayRequest, caller: Caller, job: str) -> Reply:
         ident = JobId.parse(job, whole_cluster=False)
         body = _json_body(request)
         attributes = body.get("attributes") if isinstance(body, dict) and set(body) == {"attributes"} else None
@@ -239,7 +239,7 @@ class RestApi(resource.Resource):
         return Reply(200, {"message": f"job {ident} edited: {', '.join(attributes)}", "job_id": str(ident)})
 
     def _action(self, action: JobAction) -> Callable[..., Awaitable[Reply]]:
-        async def act(request: Any, caller: Caller, job: str) -> Reply:
+        async def act(request: GatewayRequest, caller: Caller, job: str) -> Reply:
             ident = JobId.parse(job, whole_cluster=False)
             body = _json_body(request, empty={})
             if not isinstance(body, dict) or set(body) - {"reason"} or not isinstance(body.get("reason", ""), str):
@@ -250,7 +250,7 @@ class RestApi(resource.Resource):
         return act
 
     # -- files --------------------------------------------------------------------------------------
-    async def put_input(self, request: Any, caller: Caller, job: str) -> Reply:
+    async def put_input(self, request: GatewayRequest, caller: Caller, job: str) -> Reply:
         ident = JobId.parse(job)
         try:
             awaited = self.described.awaited(caller, ident.cluster, ident.proc)
@@ -262,12 +262,12 @@ class RestApi(resource.Resource):
         return Reply(200, {"message": f"input of job {ident} received", "job_id": str(ident),
                            "files": [member.name for member in members], "queued": queued})
 
-    def _archive(self, request: Any) -> list[tarfiles.Member]:
+    def _archive(self, request: GatewayRequest) -> list[tarfiles.Member]:
         """The files of the uploaded archive, checked before any is used."""
         request.content.seek(0)
         return tarfiles.checked_members(request.content, self.max_upload)
 
-    async def _send_archive(self, request: Any, caller: Caller, ref: TransactionRef,
+    async def _send_archive(self, request: GatewayRequest, caller: Caller, ref: TransactionRef,
                             targets: list[tuple[int, int]]) -> None:
         """Every file of the (checked) uploaded archive into the spool of each job of the transaction named."""
         request.content.seek(0)
@@ -280,7 +280,7 @@ class RestApi(resource.Resource):
                     await self.schedd.send_file(caller, ref, cluster, proc, member.name, offset, chunk)
                 offset += len(chunk)
 
-    async def submit_dag(self, request: Any, caller: Caller) -> Reply:
+    async def submit_dag(self, request: GatewayRequest, caller: Caller) -> Reply:
         """A DAG: its .dag file and the node files in one archive, in the spool of one DAGMan job (as
         condor_submit_dag makes it), committed in one transaction."""
         dag = _arg(request, "dag") or ""
@@ -306,7 +306,7 @@ class RestApi(resource.Resource):
         request.setHeader(b"location", f"/api/v1/jobs/{cluster}.{proc}".encode())
         return Reply(201, {"cluster_id": cluster, "job_ids": [f"{cluster}.{proc}"], "awaiting_input": []})
 
-    async def get_output(self, request: Any, caller: Caller, job: str) -> None:
+    async def get_output(self, request: GatewayRequest, caller: Caller, job: str) -> None:
         ident = JobId.parse(job, whole_cluster=False)
         assert ident.proc is not None
         files = await self.schedd.list_spool(caller, None, ident.cluster, ident.proc)
@@ -335,13 +335,13 @@ class RestApi(resource.Resource):
         request.finish()
 
     # -- history, pool, contract ------------------------------------------------------------------------
-    async def list_history(self, request: Any, caller: Caller) -> Reply:
+    async def list_history(self, request: GatewayRequest, caller: Caller) -> Reply:
         constraint, projection, limit = _query(request)
         found = await self.submissions.history(caller, constraint, limit)
         return Reply(200, {"jobs": [attrs_to_json(attrs, projection) for _, attrs in found],
                            "total_returned": len(found)})
 
-    async def list_pool(self, request: Any, caller: Caller) -> Reply:
+    async def list_pool(self, request: GatewayRequest, caller: Caller) -> Reply:
         constraint, projection, _ = _query(request)
         kind = _arg(request, "type")
         kind = "Any" if kind is None else kind
@@ -352,7 +352,7 @@ class RestApi(resource.Resource):
         ads = await self.collector.query(caller, ad_type, constraint)
         return Reply(200, {"ads": [attrs_to_json(attrs, projection) for attrs in ads]})
 
-    async def get_contract(self, request: Any, caller: Caller) -> Reply:
+    async def get_contract(self, request: GatewayRequest, caller: Caller) -> Reply:
         return Reply(200, self.contract.document)
 
 
@@ -361,7 +361,7 @@ class Backpressure:
     """Waits between the pieces of a streamed answer while the connection's buffer is full (twisted pauses its
     producer), so that a large output is never held in memory whole; tells whether the client is still there."""
 
-    def __init__(self, request: Any) -> None:
+    def __init__(self, request: GatewayRequest) -> None:
         self._request = request
         self._resumed: Deferred[None] | None = None
         self._gone = False
@@ -399,12 +399,12 @@ class ContractPage(resource.Resource):
         super().__init__()
         self.contract = contract
 
-    def render_GET(self, request: Any) -> bytes:
+    def render_GET(self, request: GatewayRequest) -> bytes:
         request.setHeader(b"content-type", JSON)
         return self.contract.text
 
 
-def _arg(request: Any, name: str) -> str | None:
+def _arg(request: GatewayRequest, name: str) -> str | None:
     values = (request.args or {}).get(name.encode())
     if not values:
         return None
@@ -414,14 +414,14 @@ def _arg(request: Any, name: str) -> str | None:
         raise Problem(400, f"the {name} parameter is not UTF-8") from None
 
 
-def _projection(request: Any) -> frozenset[str] | None:
+def _projection(request: GatewayRequest) -> frozenset[str] | None:
     text = _arg(request, "projection")
     if not text or text.strip() == "*":
         return None
     return frozenset(name.strip().lower() for name in text.split(",") if name.strip())
 
 
-def _query(request: Any) -> tuple[str | None, frozenset[str] | None, int | None]:
+def _query(request: GatewayRequest) -> tuple[str | None, frozenset[str] | None, int | None]:
     """The constraint, projection and limit of a listing (limit ``*``: none; default 50)."""
     text = _arg(request, "limit")
     if text is None:
@@ -435,7 +435,7 @@ def _query(request: Any) -> tuple[str | None, frozenset[str] | None, int | None]
     return _arg(request, "constraint") or None, _projection(request), limit
 
 
-def _json_body(request: Any, empty: Any = None) -> Any:
+def _json_body(request: GatewayRequest, empty: Any = None) -> Any:
     request.content.seek(0)
     raw = request.content.read()
     if not raw.strip() and empty is not None:
