@@ -6,6 +6,7 @@ from typing import Any
 
 from twisted.internet.defer import ensureDeferred
 from twisted.internet.interfaces import IListeningPort
+from twisted.internet.protocol import Factory
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
@@ -33,6 +34,7 @@ from gateway.soap.dispatch import SoapDispatcher
 from gateway.soap.schedd import job_ad_answers, schedd_service
 from gateway.soap.submission import SubmissionContext, json_application, json_request, soap_application
 from gateway.soap.wsdl import PublishedWsdl, wsdl_path
+from gateway.workers.parent import Front, WorkerPool
 
 log = Logger()
 
@@ -48,7 +50,8 @@ class Gateway:
     (:mod:`gateway.identity.callers`).  The SSL port's files (key, authorities, map file, password file) are read
     here, once; changing them takes a restart."""
 
-    def __init__(self, config: GatewayConfig, reactor: Any, backend: ScheddBackend | None = None) -> None:
+    def __init__(self, config: GatewayConfig, reactor: Any, backend: ScheddBackend | None = None,
+                 command_line: list[str] | None = None) -> None:
         self.config = config
         self.reactor = reactor
         self.backend = backend
@@ -78,23 +81,43 @@ class Gateway:
         self.collector_port: IListeningPort | None = None
         self._contact_text: str | None = None  # see _contact
         self.monitor: Monitor | None = None  # /metrics, /healthz, /readyz: made in start()
+        #: with ``workers = N``: the worker processes this (the core) process passes its connections to, started
+        #: with the gateway's ``command_line``
+        self.workers = (WorkerPool(reactor, config.workers, command_line or [], self._core_services)
+                        if config.workers else None)
 
     def listen(self) -> None:
         """Bind the plain port and the SSL port, those that are on (raises CannotListenError when one is taken)."""
         config = self.config
-        guarded = ConnectionGuard(self.site, self.gate)
+        guarded = self._front(Front.SITE)
         if config.plain_port is not None:
             self.port = self.reactor.listenTCP(config.plain_port, guarded, interface=config.listen)
         if self.tls is not None:  # the gate before TLS: a refused connection costs no handshake
-            tls = TLSMemoryBIOFactory(self.tls, False, HandshakeLogging(self.site))
-            self.ssl_port = self.reactor.listenTCP(config.soap_ssl_port, ConnectionGuard(tls, self.gate),
+            self.ssl_port = self.reactor.listenTCP(config.soap_ssl_port, self._front(Front.TLS),
                                                    interface=config.listen)
         if config.use_shared_port:
             self.named_socket = sharedport.listen(self.reactor, config.named_socket(), guarded)
         if config.collector_port:
-            self.collector_port = self.reactor.listenTCP(config.collector_port,
-                                                         ConnectionGuard(self.collector_site, self.gate),
+            self.collector_port = self.reactor.listenTCP(config.collector_port, self._front(Front.COLLECTOR),
                                                          interface=config.listen)
+
+    def protocol_factory(self, front: Front) -> Factory:
+        """What serves a connection of a front: the site, TLS around it, or the collector's site."""
+        if front is Front.TLS:
+            return TLSMemoryBIOFactory(self.tls, False, HandshakeLogging(self.site))
+        return self.collector_site if front is Front.COLLECTOR else self.site
+
+    def _front(self, front: Front) -> ConnectionGuard:
+        """A port's factory: the gate, then this process's own protocols, or with ``workers`` the hand-off of
+        the connection to a worker (which serves it with :meth:`protocol_factory`)."""
+        if self.workers is not None:
+            return ConnectionGuard(self.workers.factory(front), self.gate)
+        return ConnectionGuard(self.protocol_factory(front), self.gate)
+
+    def _core_services(self) -> dict[str, Any]:
+        """The core's services a worker calls (:class:`gateway.workers.link.CoreCalls`)."""
+        return {"schedd": self.schedd, "collector": self.collector, "submissions": self.submissions,
+                "monitor": self.monitor}
 
     def start(self) -> None:
         """Create the backend, start its services in the reactor and serve the operations on the bound port."""
@@ -110,20 +133,12 @@ class Gateway:
             self.backend.start(self.reactor, self.calls)
         local_socket = config.local_socket_path()
         if local_socket is not None:
-            self.local_socket = localsocket.listen(self.reactor, local_socket, ConnectionGuard(self.site, self.gate))
+            self.local_socket = localsocket.listen(self.reactor, local_socket, self._front(Front.SITE))
         policy = config.policy()
         self.schedd = BirdbathSchedd(self.backend, self.calls, policy, self.reactor, config.schedd_settings(),
                                      queries=self.queries)
-        schedd_wire = schedd_service()
-        self._answers = job_ad_answers(schedd_wire)
-        collector = collector_service()
         self.collector = BirdbathCollector(self.backend, self.calls, policy, self.reactor, self.queries,
                                            self._contact, limits)
-        self._collector_answers = query_answers(collector)
-        services = ByOperation(schedd_wire, collector, self._collector_context)
-        collector_wsdl = PublishedWsdl(wsdl_path("condorCollector.wsdl"))
-        self.collector_site.resource = GatewayResource([
-            Endpoint(b"", CollectorOnly(collector), self._collector_context, collector_wsdl, b"condorCollector.wsdl")])
         self.submissions = SubmissionService(self.backend, self.calls, policy, self.reactor, SubmissionSettings(
             schedd_name=self.backend.info().schedd_name, staging_root=config.state_dir / "staging",
             staging_lifetime=config.staging_lifetime, output_retention=config.output_retention,
@@ -136,17 +151,9 @@ class Gateway:
                                                 self.collector, config.state_dir / "carod")
             ensureDeferred(self.lowlatency.start()).addErrback(
                 lambda failure: log.failure("starting the low-latency (AMQP) front end", failure))
-        self.monitor = Monitor(self)
-        self.site.resource = self.monitor.root(GatewayResource([
-            Endpoint(b"/submission/json", SoapDispatcher(json_application()), self._submission_context,
-                     content_type=b"application/json", body_for=lambda op, body: json_request(op.decode(), body)),
-            Endpoint(b"/submission", SoapDispatcher(soap_application()), self._submission_context,
-                     PublishedWsdl(wsdl_path("submission.wsdl")), b"submission.wsdl"),
-            *self._aviary_endpoints(),
-            Endpoint(b"/condorCollector", services, self._request_context, collector_wsdl, b"condorCollector.wsdl"),
-            Endpoint(b"", services, self._request_context, PublishedWsdl(wsdl_path("condorSchedd.wsdl")),
-                     b"condorSchedd.wsdl"),
-        ]))
+        self.serve(self.schedd, self.collector, self.submissions, Monitor(self))
+        if self.workers is not None:
+            self.workers.start()
         limits = self.gate.limits
         log.info("serving at most {total} connections, {per_caller} per caller, the last {reserved} for root and "
                  "queue_super_users on this machine (max_connections, max_connections_per_caller, "
@@ -172,6 +179,30 @@ class Gateway:
             address = self.collector_port.getHost()
             log.info("condorCollector service listening on http://{host}:{port}/ (collector_port)", host=address.host,
                      port=address.port)
+
+    def serve(self, schedd: Any, collector: Any, submissions: Any, monitor: Any) -> None:
+        """Publish the core's services (here, or in a worker their :class:`gateway.workers.link.RemoteObject`) as
+        the sites' operations."""
+        self.schedd, self.collector, self.submissions, self.monitor = schedd, collector, submissions, monitor
+        schedd_wire = schedd_service()
+        self._answers = job_ad_answers(schedd_wire)
+        collector_wire = collector_service()
+        self._collector_answers = query_answers(collector_wire)
+        services = ByOperation(schedd_wire, collector_wire, self._collector_context)
+        collector_wsdl = PublishedWsdl(wsdl_path("condorCollector.wsdl"))
+        self.collector_site.resource = GatewayResource([
+            Endpoint(b"", CollectorOnly(collector_wire), self._collector_context, collector_wsdl,
+                     b"condorCollector.wsdl")])
+        self.site.resource = monitor.root(GatewayResource([
+            Endpoint(b"/submission/json", SoapDispatcher(json_application()), self._submission_context,
+                     content_type=b"application/json", body_for=lambda op, body: json_request(op.decode(), body)),
+            Endpoint(b"/submission", SoapDispatcher(soap_application()), self._submission_context,
+                     PublishedWsdl(wsdl_path("submission.wsdl")), b"submission.wsdl"),
+            *self._aviary_endpoints(),
+            Endpoint(b"/condorCollector", services, self._request_context, collector_wsdl, b"condorCollector.wsdl"),
+            Endpoint(b"", services, self._request_context, PublishedWsdl(wsdl_path("condorSchedd.wsdl")),
+                     b"condorSchedd.wsdl"),
+        ]))
 
     def _aviary_endpoints(self) -> list[Endpoint]:
         """Aviary's job and query services at Axis2's paths (``/services/job/<operation>``), their WSDLs at
@@ -230,6 +261,8 @@ class Gateway:
             for port in (self.port, self.ssl_port, self.named_socket, self.local_socket, self.collector_port):
                 if port is not None:
                     await port.stopListening()
+            if self.workers is not None:
+                await self.workers.stop()
             if self.lowlatency is not None:
                 await self.lowlatency.stop()
             if self.schedd is not None:
