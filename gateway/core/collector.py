@@ -11,8 +11,9 @@ original, and its reason is only logged (:class:`~gateway.core.status.BirdbathEr
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import classad2
 from twisted.internet.interfaces import IReactorTime
@@ -60,6 +61,8 @@ class BirdbathCollector:
         self.queries = queries
         self._contact = contact
         self._limits = limits
+        #: the backend's version and platform texts (getVersionString, getPlatformString), read once
+        self.backend_info = backend.info()
 
     @property
     def has_pool(self) -> bool:

@@ -10,8 +10,9 @@ by name or by C value as gSOAP accepted them, so that a value the WSDL does not 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from gateway.core.adstruct import Attr, AttrType
 from gateway.core.auth import Caller
@@ -117,8 +118,8 @@ def _query_handler(operation: str) -> Handler:
 
 #: each operation's handler: (the request's context, its parameters) -> its answer
 HANDLERS: dict[str, Handler] = {
-    "getVersionString": _info(lambda request: request.collector.backend.info().version),
-    "getPlatformString": _info(lambda request: request.collector.backend.info().platform),
+    "getVersionString": _info(lambda request: request.collector.backend_info.version),
+    "getPlatformString": _info(lambda request: request.collector.backend_info.platform),
     "insertAd": lambda request, parameters: _insert(request, parameters.get("type"), parameters.get("ad")),
     **{operation: _query_handler(operation) for operation in QUERIES},
 }

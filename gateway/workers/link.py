@@ -17,7 +17,8 @@ from __future__ import annotations
 import enum
 import inspect
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from twisted.internet.defer import Deferred, ensureDeferred, fail
 from twisted.internet.error import ConnectionLost
@@ -41,6 +42,12 @@ class Message(str, enum.Enum):
     CONNECTION = "connection"  # core -> worker: [CONNECTION, connection id, front end, address family] + socket
     CLOSED = "closed"  # worker -> core: [CLOSED, connection id]
     READY = "ready"  # worker -> core: [READY], once it serves
+    CONSTANTS = "constants"  # core -> worker, first: [CONSTANTS, {service: {attribute: value}}]
+
+
+#: the attributes of the core's services that front ends read, fixed once the core has started: sent to each worker
+#: when its link is made (every other use of a service is a call)
+CONSTANTS = {"collector": ("backend_info",), "submissions": ("settings",)}
 
 
 class Link(Protocol):
@@ -54,7 +61,7 @@ class Link(Protocol):
     def connectionMade(self) -> None:
         self.alive = True
 
-    def connectionLost(self, reason: Failure = Failure(ConnectionLost())) -> None:
+    def connectionLost(self, reason: Failure | None = None) -> None:
         self.alive = False
 
     def send(self, kind: Message, *message: Any) -> None:
@@ -95,7 +102,7 @@ class CallingLink(Link):
         self._pending[call_id] = answer
         try:
             self.send(Message.CALL, call_id, service, method, list(args), kwargs)
-        except Exception:
+        except Exception:  # noqa: BLE001 - an argument that cannot cross: the caller's failure
             del self._pending[call_id]
             return fail()
         return answer
@@ -107,7 +114,7 @@ class CallingLink(Link):
         else:
             answer.errback(Failure(value))
 
-    def connectionLost(self, reason: Failure = Failure(ConnectionLost())) -> None:
+    def connectionLost(self, reason: Failure | None = None) -> None:
         super().connectionLost(reason)
         pending, self._pending = self._pending, {}
         for answer in pending.values():
@@ -121,6 +128,9 @@ class RemoteObject:
     def __init__(self, link: CallingLink, service: str) -> None:
         self._link = link
         self._service = service
+
+    def set_constants(self, values: dict[str, Any]) -> None:
+        self.__dict__.update(values)
 
     def __getattr__(self, method: str) -> Callable[..., Deferred[Any]]:
         if method.startswith("_"):
@@ -141,13 +151,18 @@ class CoreCalls:
     def __init__(self, services: Callable[[], dict[str, Any]]) -> None:
         self._services = services
 
+    def constants(self) -> dict[str, dict[str, Any]]:
+        services = self._services()
+        return {service: {name: getattr(services[service], name) for name in names}
+                for service, names in CONSTANTS.items()}
+
     def run(self, service: str, method: str, args: list[Any], kwargs: dict[str, Any]) -> Deferred[Any]:
         target = self._services().get(service)
         if target is None or method.startswith("_") or not inspect.isfunction(getattr(type(target), method, None)):
             return fail(wire.RemoteFailure(f"no operation {service}.{method} in the core"))
         try:
             result = getattr(target, method)(*args, **kwargs)
-        except Exception:
+        except Exception:  # noqa: BLE001 - whatever the service raises is the call's answer
             return fail()
         if inspect.iscoroutine(result):
             return ensureDeferred(result)

@@ -16,7 +16,8 @@ import os
 import signal
 import socket
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ProcessDone
@@ -81,6 +82,10 @@ class CoreLink(Link):
         self.ready = False
         self.connections: dict[int, HandOff] = {}
 
+    def connectionMade(self) -> None:
+        super().connectionMade()
+        self.send(Message.CONSTANTS, self.worker.pool.calls.constants())
+
     def handle_call(self, call_id: int, service: str, method: str, args: list[Any], kwargs: dict[str, Any]) -> None:
         answer = self.worker.pool.calls.run(service, method, args, kwargs)
         answer.addCallbacks(self._answer, self._failed, callbackArgs=(call_id,), errbackArgs=(call_id,))
@@ -90,7 +95,7 @@ class CoreLink(Link):
             return  # the worker died meanwhile: what the call did is done, as for a client gone
         try:
             self.send(Message.RESULT, call_id, True, value)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a value that cannot cross: the call fails, logged
             self._failed(Failure(), call_id)
 
     def _failed(self, failure: Failure, call_id: int) -> None:
@@ -197,7 +202,7 @@ class WorkerPool:
         handed.id = self._next_id
         try:
             link.pass_connection(handed)
-        except Exception:
+        except Exception:  # noqa: BLE001 - that connection is closed, the gateway carries on
             log.failure("passing a connection to worker {index} failed", index=link.worker.index)
             link.connections.pop(handed.id, None)
             handed.transport.loseConnection()
@@ -216,7 +221,7 @@ class WorkerPool:
             self._failures[worker.index] = 0
         delay = RESTART_DELAYS[min(self._failures[worker.index], len(RESTART_DELAYS) - 1)]
         self._failures[worker.index] += 1
-        log.warn("worker {index} (pid {pid}) {how} after {lived:.1f} s; its connections were closed, nothing "
+        log.warning("worker {index} (pid {pid}) {how} after {lived:.1f} s; its connections were closed, nothing "
                  "committed is lost; starting another in {delay:g} s", index=worker.index, pid=worker.pid, how=how,
                  lived=lived, delay=delay)
         replacement = Worker(self, worker.index)

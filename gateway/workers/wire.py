@@ -13,22 +13,32 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Callable
 from pathlib import PurePath
-from typing import Any, Callable
+from typing import Any
 
 import classad2
 import msgpack
 
-from backends.interface import BackendError, BackendInfo, BackendUnavailable, FileInfo, InvalidState, QueryFailed
-from backends.interface import UnknownJob
+from backends.interface import (
+    BackendError,
+    BackendInfo,
+    BackendUnavailable,
+    FileInfo,
+    InvalidState,
+    QueryFailed,
+    UnknownJob,
+)
 from gateway.core.adstruct import Attr, AttrType, BadAttribute, JobAdStruct
 from gateway.core.auth import Authentication, Caller, NotOwner
 from gateway.core.collector import Inserted
 from gateway.core.schedd import JobAdStructs, TemplateResult
 from gateway.core.status import BirdbathError, Status, StatusCode
-from gateway.core.submissions import ApiError, ApiStatus, JobFile, JobRef, SubmissionInfo
+from gateway.core.submissions import ApiError, ApiStatus, JobFile, JobRef, SubmissionInfo, SubmissionSettings
 from gateway.core.transactions import Transaction, TransactionRef
+from jobmodel.expressions import ExpressionLimits
 from jobmodel.jobs import JobAction, Universe
+from jobmodel.pool import AdType
 
 
 class Unencodable(TypeError):
@@ -45,9 +55,9 @@ _TUPLE, _OBJECT, _ENUM, _CLASSAD, _ERROR, _PATH, _FROZENSET, _EXPR = range(1, 9)
 #: the classes rebuilt from their fields (dataclasses and named tuples), by name
 CLASSES: dict[str, type] = {cls.__name__: cls for cls in (
     Caller, TransactionRef, Status, Attr, JobAdStruct, JobAdStructs, TemplateResult, Inserted, FileInfo, BackendInfo, JobRef,
-    SubmissionInfo, JobFile)}
+    SubmissionInfo, JobFile, SubmissionSettings, ExpressionLimits)}
 ENUMS: dict[str, type[enum.Enum]] = {cls.__name__: cls for cls in (
-    Authentication, StatusCode, AttrType, ApiStatus, Universe, JobAction)}
+    Authentication, StatusCode, AttrType, ApiStatus, Universe, JobAction, AdType)}
 
 #: exceptions: name -> (class, its arguments from an instance, the instance from them)
 ERRORS: dict[str, tuple[type[BaseException], Callable[[Any], list[Any]], Callable[..., BaseException]]] = {

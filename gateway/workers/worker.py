@@ -62,6 +62,11 @@ class WorkerLink(CallingLink):
         self.reactor = reactor
         self.factories = factories
         self._descriptors: list[int] = []
+        self.services = {name: RemoteObject(self, name) for name in SERVICES}
+
+    def handle_constants(self, values: dict[str, dict[str, Any]]) -> None:
+        for service, constants in values.items():
+            self.services[service].set_constants(constants)
 
     def fileDescriptorReceived(self, descriptor: int) -> None:
         self._descriptors.append(descriptor)
@@ -117,7 +122,7 @@ def serve(reactor: Any, link_fd: int, index: int, argv: list[str]) -> None:
     logging.begin(logging.open_log(config.log_file), config.log_level)
     gateway = Gateway(config, reactor)
     link = WorkerLink(reactor, {})
-    services = {name: RemoteObject(link, name) for name in SERVICES}
+    services = link.services
     gateway.serve(services["schedd"], services["collector"], services["submissions"],
                   RemoteMonitor(services["monitor"], config.policy()))
     link.factories.update({front: gateway.protocol_factory(front) for front in Front
