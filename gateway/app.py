@@ -160,7 +160,7 @@ class Gateway:
                  "reserved_connections)", total=limits.max_connections, per_caller=limits.per_caller,
                  reserved=limits.reserved)
         if limits.max_connections >= descriptor_limit():
-            log.warning("max_connections ({total}) is not below the open files limit ({limit}): connections alone can "
+            log.warn("max_connections ({total}) is not below the open files limit ({limit}): connections alone can "
                      "exhaust the gateway's descriptors", total=limits.max_connections, limit=descriptor_limit())
         for port, scheme in ((self.port, "http"), (self.ssl_port, "https")):
             if port is not None:

@@ -74,7 +74,7 @@ def _port(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"not a port number, 0 or auto: {text!r}") from None
 
 
-def configure(args: argparse.Namespace) -> GatewayConfig:
+def configure(args: argparse.Namespace) -> "GatewayConfig":
     """The configuration file with the flags applied, checked (raises ConfigError; creates nothing)."""
     from gateway.config import ConfigError, load, validate
 

@@ -13,9 +13,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
@@ -81,7 +81,7 @@ class GatewayProcess:
             args += ["--config", str(config)]
         return args
 
-    def start(self) -> GatewayProcess:
+    def start(self) -> "GatewayProcess":
         port_files = self._port_files()
         for port_file in port_files.values():
             port_file.unlink(missing_ok=True)
@@ -118,7 +118,7 @@ class GatewayProcess:
             self.process.kill()
             self.process.wait()
 
-    def restart(self) -> GatewayProcess:
+    def restart(self) -> "GatewayProcess":
         self.stop()
         return self.start()
 

@@ -118,7 +118,7 @@ def wait_for_workers(gateway, count: int = 2, without: tuple[int, ...] = ()) -> 
         log = gateway.log()
         return len(pids) == count and all(f"(pid {pid}) serving" in log for pid in pids)
 
-    wait_until(serving, f"{count} workers serving\n{gateway.log()}", 30)
+    wait_until(serving, f"{count} workers serving\n{gateway.log()}", 90)  # a worker starts in seconds, more under load
     return workers_of(gateway)
 
 

@@ -11,9 +11,8 @@ original, and its reason is only logged (:class:`~gateway.core.status.BirdbathEr
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import classad2
 from twisted.internet.interfaces import IReactorTime

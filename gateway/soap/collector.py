@@ -10,9 +10,8 @@ by name or by C value as gSOAP accepted them, so that a value the WSDL does not 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from gateway.core.adstruct import Attr, AttrType
 from gateway.core.auth import Caller

@@ -9,8 +9,7 @@ with that status, never a fault.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
 from twisted.internet.defer import fail
 

@@ -43,6 +43,7 @@ class Message(str, enum.Enum):
     CLOSED = "closed"  # worker -> core: [CLOSED, connection id]
     READY = "ready"  # worker -> core: [READY], once it serves
     CONSTANTS = "constants"  # core -> worker, first: [CONSTANTS, {service: {attribute: value}}]
+    EVENT = "event"  # worker -> core: [EVENT, {field: value}], a request's log event for the core's metrics
 
 
 #: the attributes of the core's services that front ends read, fixed once the core has started: sent to each worker
@@ -66,7 +67,7 @@ class Link(Protocol):
 
     def send(self, kind: Message, *message: Any) -> None:
         data = wire.encode([kind.value, *message])
-        self.transport.writeSequence([_LENGTH.pack(len(data)), data])
+        self.transport.write(_LENGTH.pack(len(data)) + data)
 
     def dataReceived(self, data: bytes) -> None:
         buffer = self._buffer
@@ -150,6 +151,9 @@ class CoreCalls:
 
     def __init__(self, services: Callable[[], dict[str, Any]]) -> None:
         self._services = services
+
+    def service(self, name: str) -> Any:
+        return self._services().get(name)
 
     def constants(self) -> dict[str, dict[str, Any]]:
         services = self._services()

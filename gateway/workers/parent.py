@@ -22,10 +22,11 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ProcessDone
 from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
-from twisted.logger import Logger
+from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
 
 from gateway.workers.link import CoreCalls, Link, Message
+from gateway.workers.wire import error_fields
 
 log = Logger(namespace="birdbath.workers")
 
@@ -99,12 +100,16 @@ class CoreLink(Link):
             self._failed(Failure(), call_id)
 
     def _failed(self, failure: Failure, call_id: int) -> None:
-        from gateway.workers.wire import error_fields
-
         if error_fields(failure.value)[0] == "RemoteFailure":
             log.failure("a worker's call into the core failed", failure)
         if self.alive:
             self.send(Message.RESULT, call_id, False, failure.value)
+
+    def handle_event(self, fields: dict[str, Any]) -> None:
+        """A worker's request event, counted by the core's metrics as if it had happened here."""
+        monitor = self.worker.pool.calls.service("monitor")
+        if monitor is not None:
+            monitor.events({**fields, "log_level": LogLevel.levelWithName(fields["log_level"])})
 
     def handle_ready(self) -> None:
         self.ready = True
@@ -221,7 +226,7 @@ class WorkerPool:
             self._failures[worker.index] = 0
         delay = RESTART_DELAYS[min(self._failures[worker.index], len(RESTART_DELAYS) - 1)]
         self._failures[worker.index] += 1
-        log.warning("worker {index} (pid {pid}) {how} after {lived:.1f} s; its connections were closed, nothing "
+        log.warn("worker {index} (pid {pid}) {how} after {lived:.1f} s; its connections were closed, nothing "  # noqa: G010
                  "committed is lost; starting another in {delay:g} s", index=worker.index, pid=worker.pid, how=how,
                  lived=lived, delay=delay)
         replacement = Worker(self, worker.index)

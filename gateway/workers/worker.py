@@ -13,15 +13,17 @@ import argparse
 import os
 import socket
 import sys
+import threading
 from typing import Any
 
 from twisted.internet.interfaces import IFileDescriptorReceiver
 from twisted.internet.protocol import Factory
-from twisted.logger import Logger
+from twisted.logger import Logger, globalLogPublisher
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from gateway.monitoring.events import REQUESTS
 from gateway.workers.link import CallingLink, Message, RemoteObject
 from gateway.workers.parent import Front
 
@@ -91,6 +93,29 @@ class WorkerLink(CallingLink):
             self.reactor.stop()
 
 
+#: the fields of a request's log event the core's metrics read (gateway.monitoring.events)
+EVENT_FIELDS = ("log_namespace", "operation", "outcome", "ms", "code")
+
+
+class EventForwarder:
+    """Sends the core the log events of requests (answered or refused), which its /metrics counts."""
+
+    def __init__(self, link: WorkerLink) -> None:
+        self.link = link
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if event.get("log_namespace") != REQUESTS or not self.link.alive:
+            return
+        if not (("outcome" in event and "ms" in event) or "code" in event):
+            return
+        fields = {name: event[name] for name in EVENT_FIELDS if name in event}
+        fields["log_level"] = event["log_level"].name
+        if threading.current_thread() is threading.main_thread():
+            self.link.send(Message.EVENT, fields)
+        else:
+            self.link.reactor.callFromThread(self.link.send, Message.EVENT, fields)
+
+
 class RemoteMonitor:
     """The monitoring pages in a worker: /metrics and /readyz are answered by the core's Monitor."""
 
@@ -129,6 +154,7 @@ def serve(reactor: Any, link_fd: int, index: int, argv: list[str]) -> None:
                            if front is not Front.TLS or gateway.tls is not None})
     reactor.adoptStreamConnection(link_fd, socket.AF_UNIX, Factory.forProtocol(lambda: link))
     os.close(link_fd)
+    globalLogPublisher.addObserver(EventForwarder(link))
     link.send(Message.READY)
     log.info("worker {index} (pid {pid}) ready", index=index, pid=os.getpid())
 
