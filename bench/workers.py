@@ -16,7 +16,6 @@ each layout.  ``python bench/workers.py [--seconds 8] [--runs 3] [--jobs 2000] [
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import sys
 import tempfile
@@ -28,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from figures import Figure, print_figures  # noqa: E402
-from queue_scale import ONE_PERCENT, QUEUE_ONLY, Client, job_ad, submit_flow  # noqa: E402
+from queue_scale import ONE_PERCENT, QUEUE_ONLY, Client, job_ad, looped, submit_flow  # noqa: E402
 from servers import ENVELOPE, wrk_missing, wrk_rate  # noqa: E402
 
 from gateway.testing import GatewayProcess  # noqa: E402
@@ -37,29 +36,9 @@ from gateway.testing import GatewayProcess  # noqa: E402
 CONFIG = QUEUE_ONLY.replace("max_transactions_per_caller = 64", "max_transactions_per_caller = 256")
 
 
-def _poll_process(port: int, start: float, until: float, results: multiprocessing.Queue) -> None:
-    client, done = Client(port), 0
-    time.sleep(max(0.0, start - time.time()))
-    while time.time() < until:
-        client.count(ONE_PERCENT)
-        done += 1
-    results.put((done, time.time() - start))
-    client.close()
-
-
 def polls(port: int, clients: int, seconds: float) -> float:
     """getJobAds/s of ``clients`` processes polling the 1 % constraint for ``seconds``."""
-    context = multiprocessing.get_context("fork")
-    results = context.Queue()
-    start = time.time() + 0.3 + 0.02 * clients
-    processes = [context.Process(target=_poll_process, args=(port, start, start + seconds, results))
-                 for _ in range(clients)]
-    for process in processes:
-        process.start()
-    answers = [results.get(timeout=seconds + 600) for _ in processes]
-    for process in processes:
-        process.join()
-    return sum(done for done, _ in answers) / max(elapsed for _, elapsed in answers)
+    return looped(port, clients, seconds, lambda client: client.count(ONE_PERCENT))
 
 
 LAYOUT_FIGURES = ("submit flow, 1 client", "submit flow, 8 clients", "getVersionString, 16 connections",
@@ -71,7 +50,9 @@ def measure(workers: int, tmp: Path, seconds: float, jobs: int, figures: dict[st
     gateway = GatewayProcess(tmp / f"state-{workers}-{time.time_ns()}", CONFIG, tmp=tmp,
                              extra_args=("--workers", str(workers))).start()
     try:
-        time.sleep(2.0 if workers else 0.5)  # the workers' start
+        deadline = time.monotonic() + 120
+        while gateway.log().count(") serving") < workers and time.monotonic() < deadline:  # the workers' start
+            time.sleep(0.2)
         figures["submit flow, 1 client"].add(submit_flow(gateway.port, 1, seconds))
         figures["submit flow, 8 clients"].add(submit_flow(gateway.port, 8, seconds))
         if jobs:
