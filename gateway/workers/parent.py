@@ -131,7 +131,6 @@ class CoreLink(Link):
         connections, self.connections = self.connections, {}
         for handed in connections.values():
             handed.transport.loseConnection()
-        self.worker.link_lost()
 
 
 class Worker(ProcessProtocol):
@@ -160,9 +159,6 @@ class Worker(ProcessProtocol):
         finally:
             ours.close()
             theirs.close()
-
-    def link_lost(self) -> None:
-        """The worker's end closed: it is gone or going; its connections are closed already."""
 
     def processEnded(self, reason: Failure) -> None:
         link, self.link = self.link, None
