@@ -127,11 +127,12 @@ class Client:
         self.connection.close()
 
 
-def _flow_process(port: int, start: float, until: float, limit: int, results: multiprocessing.Queue) -> None:
-    client, ad, done = Client(port), job_ad(), 0
+def _loop_process(port: int, start: float, until: float, limit: int, step: Callable[[Client], object],
+                  results: multiprocessing.Queue) -> None:
+    client, done = Client(port), 0
     time.sleep(max(0.0, start - time.time()))
     while time.time() < until and done < limit:
-        client.submit_jobs(ad)
+        step(client)
         done += 1
     results.put((done, time.time() - start))
     client.close()
@@ -139,10 +140,17 @@ def _flow_process(port: int, start: float, until: float, limit: int, results: mu
 
 def submit_flow(port: int, clients: int, seconds: float, limit: int = 10 ** 9) -> float:
     """Jobs/s of ``clients`` processes looping the submit flow for ``seconds`` (or ``limit`` jobs each)."""
+    ad = job_ad()
+    return looped(port, clients, seconds, lambda client: client.submit_jobs(ad), limit)
+
+
+def looped(port: int, clients: int, seconds: float, step: Callable[[Client], object], limit: int = 10 ** 9) -> float:
+    """Steps/s of ``clients`` processes (forked), each on its own connection, looping ``step`` for ``seconds`` (or
+    ``limit`` steps each)."""
     context = multiprocessing.get_context("fork")
     results = context.Queue()
     start = time.time() + 0.3 + 0.02 * clients
-    processes = [context.Process(target=_flow_process, args=(port, start, start + seconds, limit, results))
+    processes = [context.Process(target=_loop_process, args=(port, start, start + seconds, limit, step, results))
                  for _ in range(clients)]
     for process in processes:
         process.start()

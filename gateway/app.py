@@ -6,6 +6,7 @@ from typing import Any
 
 from twisted.internet.defer import ensureDeferred
 from twisted.internet.interfaces import IListeningPort
+from twisted.internet.protocol import Factory
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
@@ -25,7 +26,7 @@ from gateway.core.submissions import SubmissionService, SubmissionSettings
 from gateway.core.threads import BlockingCaller
 from gateway.daemon import sharedport
 from gateway.http import GatewaySite, HandshakeLogging, Service
-from gateway.monitoring.web import Monitor
+from gateway.monitoring.web import Monitor, Watched, monitoring_pages, pages_root
 from gateway.rest.contract import Contract
 from gateway.rest.resources import ContractPage, RestApi
 from gateway.routes import Routes, collector_routes, gateway_routes
@@ -36,6 +37,7 @@ from gateway.soap.dispatch import SoapDispatcher
 from gateway.soap.jsonapi import JsonApi
 from gateway.soap.schedd import job_ad_answers, schedd_service
 from gateway.soap.submission import SubmissionContext, soap_application
+from gateway.workers.parent import Front, WorkerPool
 
 log = Logger()
 
@@ -51,7 +53,8 @@ class Gateway:
     (:mod:`gateway.identity.callers`).  The SSL port's files (key, authorities, map file, password file) are read
     here, once; changing them takes a restart."""
 
-    def __init__(self, config: GatewayConfig, reactor: Any, backend: ScheddBackend | None = None) -> None:
+    def __init__(self, config: GatewayConfig, reactor: Any, backend: ScheddBackend | None = None,
+                 command_line: list[str] | None = None) -> None:
         self.config = config
         self.reactor = reactor
         self.backend = backend
@@ -87,27 +90,47 @@ class Gateway:
         self.monitor: Monitor | None = None  # /metrics, /healthz, /readyz: made in start()
         #: the site's resource tree (gateway/routes.py), made in start(): ``routes.mount(path, resource)`` adds to it
         self.routes: Routes | None = None
+        #: with ``workers = N``: the worker processes this (the core) process passes its connections to, started
+        #: with the gateway's ``command_line``
+        self.workers = (WorkerPool(reactor, config.workers, command_line or [], self._core_services)
+                        if config.workers else None)
 
     def listen(self) -> None:
         """Bind the plain port and the SSL port, those that are on (raises CannotListenError when one is taken)."""
         config = self.config
-        guarded = ConnectionGuard(self.site, self.gate)
+        guarded = self._front(Front.SITE)
         if config.plain_port is not None:
             self.port = self.reactor.listenTCP(config.plain_port, guarded, interface=config.listen)
         if self.tls is not None:  # the gate before TLS: a refused connection costs no handshake
-            tls = TLSMemoryBIOFactory(self.tls, False, HandshakeLogging(self.site))
-            self.ssl_port = self.reactor.listenTCP(config.soap_ssl_port, ConnectionGuard(tls, self.gate),
+            self.ssl_port = self.reactor.listenTCP(config.soap_ssl_port, self._front(Front.TLS),
                                                    interface=config.listen)
         if config.use_shared_port:
             self.named_socket = sharedport.listen(self.reactor, config.named_socket(), guarded)
         if config.collector_port:
-            self.collector_port = self.reactor.listenTCP(config.collector_port,
-                                                         ConnectionGuard(self.collector_site, self.gate),
+            self.collector_port = self.reactor.listenTCP(config.collector_port, self._front(Front.COLLECTOR),
                                                          interface=config.listen)
         if config.metrics_port:
             self.metrics_port = self.reactor.listenTCP(config.metrics_port,
                                                        ConnectionGuard(self.metrics_site, self.gate),
                                                        interface=config.listen)
+
+    def protocol_factory(self, front: Front) -> Factory:
+        """What serves a connection of a front: the site, TLS around it, or the collector's site."""
+        if front is Front.TLS:
+            return TLSMemoryBIOFactory(self.tls, False, HandshakeLogging(self.site))
+        return self.collector_site if front is Front.COLLECTOR else self.site
+
+    def _front(self, front: Front) -> ConnectionGuard:
+        """A port's factory: the gate, then this process's own protocols, or with ``workers`` the hand-off of
+        the connection to a worker (which serves it with :meth:`protocol_factory`)."""
+        if self.workers is not None:
+            return ConnectionGuard(self.workers.factory(front), self.gate)
+        return ConnectionGuard(self.protocol_factory(front), self.gate)
+
+    def _core_services(self) -> dict[str, Any]:
+        """The core's services a worker calls (:class:`gateway.workers.link.CoreCalls`)."""
+        return {"schedd": self.schedd, "collector": self.collector, "submissions": self.submissions,
+                "described": self.described, "monitor": self.monitor}
 
     def start(self) -> None:
         """Create the backend, start its services in the reactor and serve the operations on the bound port."""
@@ -123,18 +146,12 @@ class Gateway:
             self.backend.start(self.reactor, self.calls)
         local_socket = config.local_socket_path()
         if local_socket is not None:
-            self.local_socket = localsocket.listen(self.reactor, local_socket, ConnectionGuard(self.site, self.gate))
+            self.local_socket = localsocket.listen(self.reactor, local_socket, self._front(Front.SITE))
         policy = config.policy()
         self.schedd = BirdbathSchedd(self.backend, self.calls, policy, self.reactor, config.schedd_settings(),
                                      queries=self.queries)
-        schedd_wire = schedd_service()
-        self._answers = job_ad_answers(schedd_wire)
-        collector = collector_service()
         self.collector = BirdbathCollector(self.backend, self.calls, policy, self.reactor, self.queries,
                                            self._contact, limits)
-        self._collector_answers = query_answers(collector)
-        collector_service_ = Service(collector, self._collector_context)
-        self.collector_site.resource = collector_routes(collector_service_).root
         self.submissions = SubmissionService(self.backend, self.calls, policy, self.reactor, SubmissionSettings(
             schedd_name=self.backend.info().schedd_name, staging_root=config.state_dir / "staging",
             staging_lifetime=config.staging_lifetime, output_retention=config.output_retention,
@@ -147,19 +164,10 @@ class Gateway:
                                                 self.collector, config.state_dir / "carod")
             ensureDeferred(self.lowlatency.start()).addErrback(
                 lambda failure: log.failure("starting the low-latency (AMQP) front end", failure))
-        self.monitor = Monitor(self)
-        self.routes = gateway_routes(
-            schedd=Service(schedd_wire, self._request_context), collector=collector_service_,
-            submission=Service(SoapDispatcher(soap_application()), self._submission_context), json_api=JsonApi(),
-            aviary_job=Service(job_service(), self._aviary_context),
-            aviary_query=Service(query_service(), self._aviary_context), pages=self.monitor.pages())
-        self.site.resource = self.routes.root
-        self.metrics_site.resource = self.monitor.pages_root()
-        contract = Contract.load()  # the REST face: /api/v1 and its OpenAPI document
-        described = DescribedSubmissions(self.schedd, config.staging_lifetime)
-        self.routes.mount("/api", RestApi(contract, self.schedd, self.submissions, self.collector, described,
-                                          lease=config.staging_lifetime, max_upload=config.max_request_bytes))
-        self.routes.mount("/openapi.json", ContractPage(contract))
+        self.serve(self.schedd, self.collector, self.submissions,
+                   DescribedSubmissions(self.schedd, config.staging_lifetime), Monitor(self))
+        if self.workers is not None:
+            self.workers.start()
         limits = self.gate.limits
         log.info("serving at most {total} connections, {per_caller} per caller, the last {reserved} for root and "
                  "queue_super_users on this machine (max_connections, max_connections_per_caller, "
@@ -190,6 +198,29 @@ class Gateway:
             address = self.metrics_port.getHost()
             log.info("/metrics, /healthz and /readyz also on http://{host}:{port}/ (metrics_port)", host=address.host,
                      port=address.port)
+
+    def serve(self, schedd: Any, collector: Any, submissions: Any, described: Any, monitor: Watched) -> None:
+        """Publish the core's services (here, or in a worker their :class:`gateway.workers.link.RemoteObject`) as
+        the sites' resource trees (:mod:`gateway.routes`)."""
+        self.schedd, self.collector, self.submissions, self.monitor = schedd, collector, submissions, monitor
+        self.described = described
+        schedd_wire = schedd_service()
+        self._answers = job_ad_answers(schedd_wire)
+        collector_wire = collector_service()
+        self._collector_answers = query_answers(collector_wire)
+        collector_service_ = Service(collector_wire, self._collector_context)
+        self.collector_site.resource = collector_routes(collector_service_).root
+        self.routes = gateway_routes(
+            schedd=Service(schedd_wire, self._request_context), collector=collector_service_,
+            submission=Service(SoapDispatcher(soap_application()), self._submission_context), json_api=JsonApi(),
+            aviary_job=Service(job_service(), self._aviary_context),
+            aviary_query=Service(query_service(), self._aviary_context), pages=monitoring_pages(monitor))
+        self.site.resource = self.routes.root
+        self.metrics_site.resource = pages_root(monitor)
+        contract = Contract.load()  # the REST face: /api/v1 and its OpenAPI document
+        self.routes.mount("/api", RestApi(contract, schedd, submissions, collector, described,
+                                          lease=self.config.staging_lifetime, max_upload=self.config.max_request_bytes))
+        self.routes.mount("/openapi.json", ContractPage(contract))
 
     def _aviary_context(self, caller: Caller) -> AviaryContext:
         return AviaryContext(caller=caller, service=self.submissions)
@@ -238,6 +269,8 @@ class Gateway:
                          self.metrics_port):
                 if port is not None:
                     await port.stopListening()
+            if self.workers is not None:
+                await self.workers.stop()
             if self.lowlatency is not None:
                 await self.lowlatency.stop()
             if self.schedd is not None:

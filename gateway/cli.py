@@ -29,7 +29,7 @@ EXIT_START = 1
 OVERRIDES = {"listen": "listen", "port": "port", "state_dir": "state_dir", "backend": "backend",
              "log_file": "log_file", "log_level": "log_level", "ssl_port": "soap_ssl_port",
              "ssl_keyfile": "soap_ssl_server_keyfile", "ssl_ca_file": "soap_ssl_ca_file",
-             "master_keepalive": "master_keepalive"}
+             "master_keepalive": "master_keepalive", "workers": "workers"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -58,6 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--master-keepalive", metavar="HOST:PORT",
                         help="send condor_master's DC_CHILDALIVE datagram to HOST:PORT every not_responding_timeout/3 "
                              "seconds (master_keepalive; under a master's CONDOR_INHERIT it is sent without this)")
+    parser.add_argument("--workers", type=int, metavar="N",
+                        help="worker processes serving the front ends around the core process (workers; 0: one "
+                             "process does everything)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser.parse_args(argv)
 
@@ -128,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     stack_warning = ensure_main_stack(config.expression_limits().stack_bytes())
     descriptors = raise_descriptor_limit(config.max_file_descriptors)
     try:
-        gateway = Gateway(config, reactor)
+        gateway = Gateway(config, reactor, command_line=sys.argv[1:] if argv is None else argv)
     except ConfigError as exc:  # a file of the SSL port changed since it was checked
         return refuse(exc, EXIT_CONFIG)
     try:

@@ -14,6 +14,7 @@ max_expression_depth = 1000     # levels it may nest (operators chained, bracket
 query_workers = 4             # queries (getJobAds, summaries, history) that run at once, apart from job control
 max_queries_per_caller = 2    # of those, how many one caller runs at once (more wait their turn)
 max_query_seconds = 20        # a query still evaluating then is stopped and answers FAIL
+workers = 0                   # processes doing the protocol work (HTTP, TLS, XML, JSON) around the core; 0: none
 log_file = "/var/log/birdbath-gateway.log"   # --log-file (default: standard error)
 log_level = "info"            # --log-level: debug, info, warn or error
 max_file_descriptors = 0      # the open files limit set at start (HTCondor's MAX_FILE_DESCRIPTORS); 0: the hard limit
@@ -144,6 +145,8 @@ class GatewayConfig:
     query_workers: int = QuerySettings.workers
     max_queries_per_caller: int = QuerySettings.per_caller
     max_query_seconds: int = int(QuerySettings.budget)
+    #: worker processes serving the front ends around this (the core) process; 0: one process does everything
+    workers: int = 0
     log_file: Path | None = None  # None: standard error
     log_level: str = "info"
     max_file_descriptors: int = 0  # 0: the hard limit
@@ -295,7 +298,7 @@ class GatewayConfig:
 _SECTIONS = {
     "gateway": ("listen", "port", "state_dir", "local_socket", "backend", "max_request_bytes",
                 "max_expression_length", "max_expression_depth", "query_workers", "max_queries_per_caller",
-                "max_query_seconds", "log_file", "log_level", "max_file_descriptors", "max_connections",
+                "max_query_seconds", "workers", "log_file", "log_level", "max_file_descriptors", "max_connections",
                 "max_connections_per_caller", "reserved_connections", "max_header_seconds", "max_body_seconds",
                 "metrics_port"),
     "submission": ("staging_lifetime", "output_retention", "max_staging_areas_per_caller"),
@@ -369,7 +372,7 @@ _RANGES: dict[str, tuple[int, int | None]] = {
     "soap_ssl_port": (0, 65535), "collector_port": (0, 65535), "metrics_port": (0, 65535),
     "max_request_bytes": (1, None), "staging_lifetime": (1, None), "output_retention": (0, None),
     "max_transactions_per_caller": (1, None), "max_staging_areas_per_caller": (1, None),
-    "max_expression_length": (16, None), "max_expression_depth": (8, 100000), "query_workers": (1, 64),
+    "max_expression_length": (16, None), "max_expression_depth": (8, 100000), "query_workers": (1, 64), "workers": (0, 256),
     "max_queries_per_caller": (1, None), "max_query_seconds": (1, None), "not_responding_timeout": (0, None),
     "max_file_descriptors": (0, None), "max_connections": (0, None), "max_connections_per_caller": (0, None),
     "reserved_connections": (0, None), "max_header_seconds": (1, None), "max_body_seconds": (1, None),

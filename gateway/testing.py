@@ -21,6 +21,9 @@ import pytest
 
 #: the directory that holds the ``gateway`` package (the repository in a checkout)
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
+#: ``BIRDBATH_TEST_WORKERS=2``: every gateway the tests start runs with that many worker processes (``--workers``),
+#: so that the same end-to-end tests run against both process layouts
+TEST_WORKERS = os.environ.get("BIRDBATH_TEST_WORKERS", "")
 
 #: a gateway whose local backend has no slots: vanilla jobs stay idle, as in a pool without matching machines,
 #: so tests of the queue itself see jobs exactly as submitted
@@ -70,6 +73,8 @@ class GatewayProcess:
         if self.ssl:
             args += ["--ssl-port", str(self.ssl_port or 0), "--ssl-port-file", str(port_files["ssl_port"])]
         args += self.extra_args
+        if TEST_WORKERS and "--workers" not in self.extra_args:
+            args += ["--workers", TEST_WORKERS]
         if self.config_text is not None:
             config = self.tmp / f"config-{id(self)}.toml"
             config.write_text(self.config_text)

@@ -60,6 +60,8 @@ class BirdbathCollector:
         self.queries = queries
         self._contact = contact
         self._limits = limits
+        #: the backend's version and platform texts (getVersionString, getPlatformString), read once
+        self.backend_info = backend.info()
 
     @property
     def has_pool(self) -> bool:

@@ -99,7 +99,7 @@ class DescribedSubmissions:
             raise
         return Submitted(first, ids, [f"{cluster}.{proc}" for cluster, proc in sorted(waiting.jobs)])
 
-    def awaited(self, caller: Caller, cluster: int, proc: int | None) -> AwaitedInput:
+    async def awaited(self, caller: Caller, cluster: int, proc: int | None) -> AwaitedInput:
         """The jobs of ``cluster`` (or its job ``proc``) waiting for input from ``caller`` (InputNotAwaited)."""
         self._forget_expired()
         waiting = self._waiting.get(cluster)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
 from twisted.internet.defer import ensureDeferred
@@ -53,17 +54,6 @@ class Monitor:
     def stop(self) -> None:
         globalLogPublisher.removeObserver(self.events)
 
-    def pages(self) -> dict[str, resource.Resource]:
-        """The three pages by path, for the site's tree (:mod:`gateway.routes`)."""
-        return {"/metrics": MetricsPage(self), "/healthz": HealthPage(self), "/readyz": ReadyPage(self)}
-
-    def pages_root(self) -> resource.Resource:
-        """The root of a site of the pages alone (``metrics_port``): any other path is not found."""
-        root = resource.Resource()
-        for path, page in self.pages().items():
-            root.putChild(path.strip("/").encode(), page)
-        return root
-
     async def scrape(self) -> bytes:
         """The metrics in Prometheus' text format, the queue's figures read now."""
         gateway = self.gateway
@@ -100,12 +90,35 @@ def _write_probe(state_dir: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+class Watched(Protocol):
+    """What the pages read: the core's Monitor in its own process, or a worker's stand-in that asks the core."""
+
+    policy: Any
+
+    def scrape(self) -> Awaitable[bytes]: ...
+
+    def problems(self) -> Awaitable[list[str]]: ...
+
+
+def monitoring_pages(monitor: Watched) -> dict[str, resource.Resource]:
+    """The three pages by path, for the site's tree (:mod:`gateway.routes`)."""
+    return {"/metrics": MetricsPage(monitor), "/healthz": HealthPage(monitor), "/readyz": ReadyPage(monitor)}
+
+
+def pages_root(monitor: Watched) -> resource.Resource:
+    """The root of a site of the pages alone (``metrics_port``): any other path is not found."""
+    root = resource.Resource()
+    for path, page in monitoring_pages(monitor).items():
+        root.putChild(path.strip("/").encode(), page)
+    return root
+
+
 class Page(resource.Resource):
     """A page only the hosts in ``allow_read`` read, and only callers the site identified."""
 
     isLeaf = True
 
-    def __init__(self, monitor: Monitor) -> None:
+    def __init__(self, monitor: Watched) -> None:
         super().__init__()
         self.monitor = monitor
 

@@ -253,7 +253,7 @@ class RestApi(resource.Resource):
     async def put_input(self, request: GatewayRequest, caller: Caller, job: str) -> Reply:
         ident = JobId.parse(job)
         try:
-            awaited = self.described.awaited(caller, ident.cluster, ident.proc)
+            awaited = await self.described.awaited(caller, ident.cluster, ident.proc)
         except InputNotAwaited as exc:
             raise Problem(409, f"job {ident} is not waiting for input: {exc}") from None
         members = self._archive(request)

@@ -117,8 +117,8 @@ def _query_handler(operation: str) -> Handler:
 
 #: each operation's handler: (the request's context, its parameters) -> its answer
 HANDLERS: dict[str, Handler] = {
-    "getVersionString": _info(lambda request: request.collector.backend.info().version),
-    "getPlatformString": _info(lambda request: request.collector.backend.info().platform),
+    "getVersionString": _info(lambda request: request.collector.backend_info.version),
+    "getPlatformString": _info(lambda request: request.collector.backend_info.platform),
     "insertAd": lambda request, parameters: _insert(request, parameters.get("type"), parameters.get("ad")),
     **{operation: _query_handler(operation) for operation in QUERIES},
 }

@@ -129,7 +129,8 @@ def _with_status(request: RequestContext, operation: Work, member: str | None = 
 
 
 async def _sync(value: Any) -> Any:
-    return value
+    """A core method that answers at once (or, called in a worker, a Deferred of its answer)."""
+    return await value if isinstance(value, Awaitable) else value
 
 
 def _transaction_answer(request: RequestContext, operation: Work) -> Maybe[Any]:
@@ -166,8 +167,8 @@ def _job(p: Wire) -> tuple[TransactionRef | None, int, int]:
 
 #: each operation's handler: (the request's context, its parameters) -> its answer
 HANDLERS: dict[str, Handler] = {
-    "getVersionString": _info(BirdbathSchedd.version_string),
-    "getPlatformString": _info(BirdbathSchedd.platform_string),
+    "getVersionString": _info(lambda schedd: schedd.version_string()),
+    "getPlatformString": _info(lambda schedd: schedd.platform_string()),
     "beginTransaction": lambda request, p: _transaction_answer(
         request, lambda s, r: s.begin_transaction(r.caller, _int(p.get("duration")))),
     "commitTransaction": lambda request, p: _status_only(

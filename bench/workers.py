@@ -1,0 +1,104 @@
+"""The single-process gateway (``workers = 0``) against the core with worker processes (``workers = 2``), issue #30.
+
+Both layouts are started in turn, ``--runs`` times (interleaved, so that a machine that slows down slows both), on
+a gateway whose jobs stay queued (no slots) and whose per-caller limits are raised for 8 clients.  Each run measures:
+
+- the submit flow (beginTransaction, newCluster, newJob, submit of 30 attributes, commitTransaction), 1 client and
+  8 clients, each on its own kept-alive connection in its own process;
+- small operations with 16 kept-alive connections (``wrk -t1 -c16``): getVersionString and getJobAd (30 attributes);
+- getJobAds polling over the queue the submit flows filled (plus ``--jobs`` more): 1 client and 8 clients looping
+  a constraint that matches 1 % of it.
+
+It prints each figure per layout, the workers' ratio to the single process, and 8 clients' ratio to one client in
+each layout.  ``python bench/workers.py [--seconds 8] [--runs 3] [--jobs 2000] [--workers 2]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from figures import Figure, print_figures  # noqa: E402
+from queue_scale import ONE_PERCENT, QUEUE_ONLY, Client, job_ad, looped, submit_flow  # noqa: E402
+from servers import ENVELOPE, wrk_missing, wrk_rate  # noqa: E402
+
+from gateway.testing import GatewayProcess  # noqa: E402
+
+#: QUEUE_ONLY's limits, with room for 16 connections of one caller holding transactions
+CONFIG = QUEUE_ONLY.replace("max_transactions_per_caller = 64", "max_transactions_per_caller = 256")
+
+
+def polls(port: int, clients: int, seconds: float) -> float:
+    """getJobAds/s of ``clients`` processes polling the 1 % constraint for ``seconds``."""
+    return looped(port, clients, seconds, lambda client: client.count(ONE_PERCENT))
+
+
+LAYOUT_FIGURES = ("submit flow, 1 client", "submit flow, 8 clients", "getVersionString, 16 connections",
+                  "getJobAd, 16 connections", "getJobAds 1 % polling, 1 client", "getJobAds 1 % polling, 8 clients")
+UNITS = ("jobs/s", "jobs/s", "req/s", "req/s", "queries/s", "queries/s")
+
+
+def measure(workers: int, tmp: Path, seconds: float, jobs: int, figures: dict[str, Figure]) -> None:
+    gateway = GatewayProcess(tmp / f"state-{workers}-{time.time_ns()}", CONFIG, tmp=tmp,
+                             extra_args=("--workers", str(workers))).start()
+    try:
+        deadline = time.monotonic() + 120
+        while gateway.log().count(") serving") < workers and time.monotonic() < deadline:  # the workers' start
+            time.sleep(0.2)
+        figures["submit flow, 1 client"].add(submit_flow(gateway.port, 1, seconds))
+        figures["submit flow, 8 clients"].add(submit_flow(gateway.port, 8, seconds))
+        if jobs:
+            submit_flow(gateway.port, 8, 600, limit=max(1, jobs // 8))
+        if not wrk_missing():
+            figures["getVersionString, 16 connections"].add(
+                wrk_rate(gateway.url, ENVELOPE.format(op="getVersionString", inner="").encode(), seconds))
+            client = Client(gateway.port)
+            cluster = client.submit_jobs(job_ad())
+            client.close()
+            body = ENVELOPE.format(op="getJobAd", inner=f"<clusterId>{cluster}</clusterId><jobId>0</jobId>").encode()
+            figures["getJobAd, 16 connections"].add(wrk_rate(gateway.url, body, seconds))
+        figures["getJobAds 1 % polling, 1 client"].add(polls(gateway.port, 1, seconds))
+        figures["getJobAds 1 % polling, 8 clients"].add(polls(gateway.port, 8, seconds))
+    finally:
+        gateway.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=8.0, help="length of each measurement (s)")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each layout, interleaved")
+    parser.add_argument("--jobs", type=int, default=2000, help="jobs added to the queue before the polling")
+    parser.add_argument("--workers", type=int, default=2, help="the multi-process layout's workers")
+    parser.add_argument("--quick", action="store_true", help="one short run of each (checks the harness)")
+    args = parser.parse_args()
+    if args.quick:
+        args.seconds, args.runs, args.jobs = 2.0, 1, 200
+    layouts = (0, args.workers)
+    figures = {workers: {name: Figure(f"{name} (workers = {workers})", unit)
+                         for name, unit in zip(LAYOUT_FIGURES, UNITS)} for workers in layouts}
+    print(f"workers = 0 against workers = {args.workers}: {args.runs} runs of {args.seconds:g} s, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(args.runs):
+            for workers in layouts:
+                measure(workers, Path(tmp), args.seconds, args.jobs, figures[workers])
+    single, multi = figures[0], figures[args.workers]
+    print_figures(f"workers = {args.workers} against the single process",
+                  [(multi[name], single[name]) for name in LAYOUT_FIGURES])
+    for workers in layouts:
+        print_figures(f"8 clients against 1 (workers = {workers})", [
+            (figures[workers]["submit flow, 8 clients"], figures[workers]["submit flow, 1 client"]),
+            (figures[workers]["getJobAds 1 % polling, 8 clients"], figures[workers]["getJobAds 1 % polling, 1 client"])])
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f} (other work on the machine shares its cores)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""The link between a worker and the core: length-prefixed messages on a Unix socket pair, each a list encoded by
+:mod:`gateway.workers.wire` whose first member says what it is (:class:`Message`).
+
+A worker calls the core's services through one generic mechanism: :class:`RemoteObject` stands for a service of
+the core (``schedd``, ``collector``, ``submissions``, ``monitor``) and turns each method call into a CALL message;
+the core runs that public method of the service (:class:`CoreCalls`) and answers RESULT with its value or the
+exception it raised.  The core passes each accepted connection to a worker as a CONNECTION message with the
+socket attached (SCM_RIGHTS); the worker says CLOSED when it has closed it, so that the core's per-caller counts
+of connections stay right across workers.
+
+The framing is our own rather than Twisted's ``Int32StringReceiver`` (which copies its whole buffer for every
+piece of a large message) or AMP (whose values are limited to 64 KiB, less than one getJobAds answer).
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet.defer import Deferred, ensureDeferred, fail
+from twisted.internet.error import ConnectionLost
+from twisted.internet.protocol import Protocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from gateway.workers import wire
+
+log = Logger(namespace="birdbath.workers")
+
+_LENGTH = struct.Struct("!I")
+
+#: the largest message either side accepts (a getJobAds answer of 100,000 jobs is about 150 MB)
+MAX_MESSAGE = 1 << 30
+
+
+class Message(str, enum.Enum):
+    CALL = "call"  # worker -> core: [CALL, id, service, method, args, kwargs]
+    RESULT = "result"  # core -> worker: [RESULT, id, ok, value or exception]
+    CONNECTION = "connection"  # core -> worker: [CONNECTION, connection id, front end, address family] + socket
+    CLOSED = "closed"  # worker -> core: [CLOSED, connection id]
+    READY = "ready"  # worker -> core: [READY], once it serves
+    CONSTANTS = "constants"  # core -> worker, first: [CONSTANTS, {service: {attribute: value}}]
+    EVENT = "event"  # worker -> core: [EVENT, {field: value}], a request's log event for the core's metrics
+
+
+#: the attributes of the core's services that front ends read, fixed once the core has started: sent to each worker
+#: when its link is made (every other use of a service is a call)
+CONSTANTS = {"collector": ("backend_info",), "submissions": ("settings",)}
+
+
+class Link(Protocol):
+    """One end of the link: frames messages and hands each to ``handle_<kind>``."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        #: true from the link's making to its loss
+        self.alive = False
+
+    def connectionMade(self) -> None:
+        self.alive = True
+
+    def connectionLost(self, reason: Failure | None = None) -> None:
+        self.alive = False
+
+    def send(self, kind: Message, *message: Any) -> None:
+        data = wire.encode([kind.value, *message])
+        self.transport.write(_LENGTH.pack(len(data)) + data)
+
+    def dataReceived(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        while len(buffer) >= _LENGTH.size:
+            (length,) = _LENGTH.unpack_from(buffer)
+            if length > MAX_MESSAGE:
+                log.error("a message of {length} bytes on the workers' link: closing it", length=length)
+                self.transport.loseConnection()
+                return
+            end = _LENGTH.size + length
+            if len(buffer) < end:
+                return
+            message = wire.decode(bytes(buffer[_LENGTH.size:end]))
+            del buffer[:end]
+            getattr(self, f"handle_{Message(message[0]).value}")(*message[1:])
+
+
+class CallingLink(Link):
+    """The worker's end: calls the core and matches each RESULT to its call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._next = 0
+        self._pending: dict[int, Deferred[Any]] = {}
+
+    def call(self, service: str, method: str, *args: Any, **kwargs: Any) -> Deferred[Any]:
+        if not self.alive:
+            return fail(ConnectionLost("the gateway's core is gone"))
+        self._next += 1
+        call_id = self._next
+        answer: Deferred[Any] = Deferred()
+        self._pending[call_id] = answer
+        try:
+            self.send(Message.CALL, call_id, service, method, list(args), kwargs)
+        except Exception:  # noqa: BLE001 - an argument that cannot cross: the caller's failure
+            del self._pending[call_id]
+            return fail()
+        return answer
+
+    def handle_result(self, call_id: int, ok: bool, value: Any) -> None:
+        answer = self._pending.pop(call_id)
+        if ok:
+            answer.callback(value)
+        else:
+            answer.errback(Failure(value))
+
+    def connectionLost(self, reason: Failure | None = None) -> None:
+        super().connectionLost(reason)
+        pending, self._pending = self._pending, {}
+        for answer in pending.values():
+            answer.errback(Failure(ConnectionLost("the gateway's core is gone")))
+
+
+class RemoteObject:
+    """A service of the core as a worker's front ends see it: each method call is a call over the link, answering
+    a Deferred (the front ends await the core's coroutines already)."""
+
+    def __init__(self, link: CallingLink, service: str) -> None:
+        self._link = link
+        self._service = service
+
+    def set_constants(self, values: dict[str, Any]) -> None:
+        self.__dict__.update(values)
+
+    def __getattr__(self, method: str) -> Callable[..., Deferred[Any]]:
+        if method.startswith("_"):
+            raise AttributeError(method)
+
+        def call(*args: Any, **kwargs: Any) -> Deferred[Any]:
+            return self._link.call(self._service, method, *args, **kwargs)
+
+        call.__name__ = method
+        self.__dict__[method] = call  # the next call finds it without __getattr__
+        return call
+
+
+class CoreCalls:
+    """The core's side of the calls: the services workers may call, and only their public methods (those the
+    service's class defines; attributes of an instance, such as its backend, are out of reach)."""
+
+    def __init__(self, services: Callable[[], dict[str, Any]]) -> None:
+        self._services = services
+
+    def service(self, name: str) -> Any:
+        return self._services().get(name)
+
+    def constants(self) -> dict[str, dict[str, Any]]:
+        services = self._services()
+        return {service: {name: getattr(services[service], name) for name in names}
+                for service, names in CONSTANTS.items()}
+
+    def run(self, service: str, method: str, args: list[Any], kwargs: dict[str, Any]) -> Deferred[Any]:
+        target = self._services().get(service)
+        if target is None or method.startswith("_") or not inspect.isfunction(getattr(type(target), method, None)):
+            return fail(wire.RemoteFailure(f"no operation {service}.{method} in the core"))
+        try:
+            result = getattr(target, method)(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - whatever the service raises is the call's answer
+            return fail()
+        if inspect.iscoroutine(result):
+            return ensureDeferred(result)
+        if isinstance(result, Deferred):
+            return result
+        answer: Deferred[Any] = Deferred()
+        answer.callback(result)
+        return answer

@@ -1,0 +1,253 @@
+"""The core process's side of the workers (``workers = N``): it binds every port, accepts each connection, admits it
+through the one :class:`~gateway.connections.ConnectionGate` (so that the limits per caller hold across workers)
+and passes its socket to the worker serving the fewest connections, which does all the protocol work.  It starts
+the workers, restarts one that dies, and stops them with the gateway.
+
+The core keeps its own copy of each passed socket, not read, until the worker says it closed it: when a worker
+dies, the core closes the copies of its connections, so their clients see them end (never a half-served request
+kept open) and the gate's counts stay right.  What a worker was doing in the core (an open transaction, a staging
+area) lives on in the core: a client may carry on over another connection, which another worker serves.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.error import ProcessDone
+from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
+from twisted.logger import Logger, LogLevel
+from twisted.python.failure import Failure
+
+from gateway.workers.link import CoreCalls, Link, Message
+from gateway.workers.wire import error_fields
+
+log = Logger(namespace="birdbath.workers")
+
+#: seconds before a worker that died is started again (doubling, up to the last, while they die young)
+RESTART_DELAYS = (0.2, 1.0, 5.0)
+#: a worker that served this many seconds died of something else than its start
+YOUNG = 10.0
+#: seconds the workers get to end at shutdown before they are killed
+STOP_GRACE = 10.0
+
+
+class Front(enum.Enum):
+    """Which of the worker's factories serves a connection: the site (plain port, local socket, shared port), the
+    SSL port's TLS, or the collector's own port."""
+
+    SITE = "site"
+    TLS = "tls"
+    COLLECTOR = "collector"
+
+
+class HandOff(Protocol):
+    """A connection the core accepted and passed on: it is not read here; closing it ends it for the worker too."""
+
+    def __init__(self, pool: WorkerPool, front: Front) -> None:
+        self.pool = pool
+        self.front = front
+        self.id = 0
+
+    def connectionMade(self) -> None:
+        self.transport.stopReading()
+        self.pool.hand(self)
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        self.pool.forget(self)
+
+
+class HandOffFactory(Factory):
+    noisy = False
+
+    def __init__(self, pool: WorkerPool, front: Front) -> None:
+        self.pool = pool
+        self.front = front
+
+    def buildProtocol(self, addr: Any) -> HandOff:
+        return HandOff(self.pool, self.front)
+
+
+class CoreLink(Link):
+    """The core's end of one worker's link: runs its calls, passes it connections, hears which it closed."""
+
+    def __init__(self, worker: Worker) -> None:
+        super().__init__()
+        self.worker = worker
+        self.ready = False
+        self.connections: dict[int, HandOff] = {}
+
+    def connectionMade(self) -> None:
+        super().connectionMade()
+        self.send(Message.CONSTANTS, self.worker.pool.calls.constants())
+
+    def handle_call(self, call_id: int, service: str, method: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+        answer = self.worker.pool.calls.run(service, method, args, kwargs)
+        answer.addCallbacks(self._answer, self._failed, callbackArgs=(call_id,), errbackArgs=(call_id,))
+
+    def _answer(self, value: Any, call_id: int) -> None:
+        if not self.alive:
+            return  # the worker died meanwhile: what the call did is done, as for a client gone
+        try:
+            self.send(Message.RESULT, call_id, True, value)
+        except Exception:  # noqa: BLE001 - a value that cannot cross: the call fails, logged
+            self._failed(Failure(), call_id)
+
+    def _failed(self, failure: Failure, call_id: int) -> None:
+        if error_fields(failure.value)[0] == "RemoteFailure":
+            log.failure("a worker's call into the core failed", failure)
+        if self.alive:
+            self.send(Message.RESULT, call_id, False, failure.value)
+
+    def handle_event(self, fields: dict[str, Any]) -> None:
+        """A worker's request event, counted by the core's metrics as if it had happened here."""
+        monitor = self.worker.pool.calls.service("monitor")
+        if monitor is not None:
+            monitor.events({**fields, "log_level": LogLevel.levelWithName(fields["log_level"])})
+
+    def handle_ready(self) -> None:
+        self.ready = True
+        log.info("worker {index} (pid {pid}) serving", index=self.worker.index, pid=self.worker.pid)
+
+    def handle_closed(self, connection_id: int) -> None:
+        handed = self.connections.pop(connection_id, None)
+        if handed is not None:
+            handed.transport.loseConnection()
+
+    def pass_connection(self, handed: HandOff) -> None:
+        self.connections[handed.id] = handed
+        transport = handed.transport
+        self.transport.sendFileDescriptor(transport.fileno())
+        self.send(Message.CONNECTION, handed.id, handed.front.value, int(transport.socket.family))
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        super().connectionLost(reason)
+        connections, self.connections = self.connections, {}
+        for handed in connections.values():
+            handed.transport.loseConnection()
+
+
+class Worker(ProcessProtocol):
+    """One worker process and its link."""
+
+    def __init__(self, pool: WorkerPool, index: int) -> None:
+        self.pool = pool
+        self.index = index
+        self.link: CoreLink | None = None
+        self.pid = 0
+        self.started = 0.0
+        self.ended: Deferred[None] = Deferred()
+
+    def spawn(self) -> None:
+        reactor = self.pool.reactor
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.link = CoreLink(self)
+            reactor.adoptStreamConnection(ours.fileno(), socket.AF_UNIX, Factory.forProtocol(lambda: self.link))
+            command = [sys.executable, "-m", "gateway.workers.worker", "--link-fd", "3", "--index", str(self.index),
+                       "--", *self.pool.command_line]
+            process = reactor.spawnProcess(self, sys.executable, command, env=os.environ.copy(),
+                                           childFDs={1: 1, 2: 2, 3: theirs.fileno()})
+            self.pid = process.pid
+            self.started = reactor.seconds()
+        finally:
+            ours.close()
+            theirs.close()
+
+    def processEnded(self, reason: Failure) -> None:
+        link, self.link = self.link, None
+        if link is not None and link.transport is not None:
+            link.transport.loseConnection()
+        self.pool.ended(self, reason)
+        self.ended.callback(None)
+
+
+class WorkerPool:
+    """``count`` workers, started with the gateway's own command line (``command_line``: its flags and
+    configuration file; each worker reads the same configuration)."""
+
+    def __init__(self, reactor: Any, count: int, command_line: list[str],
+                 services: Callable[[], dict[str, Any]]) -> None:
+        self.reactor = reactor
+        self.count = count
+        self.command_line = command_line
+        self.calls = CoreCalls(services)
+        self.workers: list[Worker] = []
+        self._next_id = 0
+        self._stopping = False
+        self._failures = [0] * count
+
+    def factory(self, front: Front) -> HandOffFactory:
+        return HandOffFactory(self, front)
+
+    def start(self) -> None:
+        self.workers = [Worker(self, index) for index in range(self.count)]
+        for worker in self.workers:
+            worker.spawn()
+        log.info("{count} worker processes serve the front ends (workers)", count=self.count)
+
+    def hand(self, handed: HandOff) -> None:
+        """Pass a new connection to the worker serving the fewest (those ready first); none alive: close it."""
+        links = [worker.link for worker in self.workers if worker.link is not None and worker.link.alive]
+        if not links:
+            handed.transport.loseConnection()
+            return
+        link = min(links, key=lambda link: (not link.ready, len(link.connections)))
+        self._next_id += 1
+        handed.id = self._next_id
+        try:
+            link.pass_connection(handed)
+        except Exception:  # noqa: BLE001 - that connection is closed, the gateway carries on
+            log.failure("passing a connection to worker {index} failed", index=link.worker.index)
+            link.connections.pop(handed.id, None)
+            handed.transport.loseConnection()
+
+    def forget(self, handed: HandOff) -> None:
+        for worker in self.workers:
+            if worker.link is not None:
+                worker.link.connections.pop(handed.id, None)
+
+    def ended(self, worker: Worker, reason: Failure) -> None:
+        if self._stopping:
+            return
+        lived = self.reactor.seconds() - worker.started
+        how = "exited" if reason.check(ProcessDone) else f"ended ({reason.value})"
+        if lived > YOUNG:
+            self._failures[worker.index] = 0
+        delay = RESTART_DELAYS[min(self._failures[worker.index], len(RESTART_DELAYS) - 1)]
+        self._failures[worker.index] += 1
+        log.warn("worker {index} (pid {pid}) {how} after {lived:.1f} s; its connections were closed, nothing "
+                 "committed is lost; starting another in {delay:g} s", index=worker.index, pid=worker.pid, how=how,
+                 lived=lived, delay=delay)
+        replacement = Worker(self, worker.index)
+        self.workers[worker.index] = replacement
+        self.reactor.callLater(delay, self._respawn, replacement)
+
+    def _respawn(self, worker: Worker) -> None:
+        if not self._stopping and self.workers[worker.index] is worker:
+            worker.spawn()
+
+    async def stop(self) -> None:
+        """End the workers (SIGTERM, then SIGKILL after :data:`STOP_GRACE` seconds)."""
+        self._stopping = True
+        running = [worker for worker in self.workers if worker.pid and not worker.ended.called]
+        for worker in running:
+            _signal(worker.pid, signal.SIGTERM)
+        killer = self.reactor.callLater(STOP_GRACE, lambda: [_signal(w.pid, signal.SIGKILL) for w in running])
+        for worker in running:
+            await worker.ended
+        if killer.active():
+            killer.cancel()
+
+
+def _signal(pid: int, number: int) -> None:
+    try:
+        os.kill(pid, number)
+    except ProcessLookupError:
+        pass

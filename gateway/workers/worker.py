@@ -1,0 +1,185 @@
+"""A worker process (``workers = N``): serves the connections the core passes it — HTTP, TLS, SOAP and JSON,
+identification and access checks, the request log — and calls the core's services over its link for everything
+else (:mod:`gateway.workers.link`).
+
+It reads the gateway's configuration from the same command line as the core (``--`` then the gateway's flags) and
+ends when its link ends: the core is gone, and with it the gateway.  Started by :mod:`gateway.workers.parent`:
+``python -m gateway.workers.worker --link-fd 3 --index N -- <the gateway's flags>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import threading
+from typing import Any
+
+from twisted.internet.interfaces import IFileDescriptorReceiver
+from twisted.internet.protocol import Factory
+from twisted.logger import Logger, globalLogPublisher
+from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from gateway.monitoring.events import REQUESTS
+from gateway.workers.link import CallingLink, Message, RemoteObject
+from gateway.workers.parent import Front
+
+log = Logger(namespace="birdbath.workers")
+
+#: the core's services a worker's front ends call
+SERVICES = ("schedd", "collector", "submissions", "described", "monitor")
+
+
+class _Tracked(ProtocolWrapper):
+    def connectionLost(self, reason: Failure) -> None:  # type: ignore[override]
+        super().connectionLost(reason)
+        self.factory.closed()
+
+
+class Tracked(WrappingFactory):
+    """One passed connection's factory: tells the core when the connection is closed."""
+
+    protocol = _Tracked
+    noisy = False
+
+    def __init__(self, wrapped: Factory, link: WorkerLink, connection_id: int) -> None:
+        super().__init__(wrapped)
+        self.link = link
+        self.connection_id = connection_id
+
+    def closed(self) -> None:
+        if self.link.alive:
+            self.link.send(Message.CLOSED, self.connection_id)
+
+
+@implementer(IFileDescriptorReceiver)
+class WorkerLink(CallingLink):
+    """The worker's end of its link: calls into the core, and the connections the core passes."""
+
+    def __init__(self, reactor: Any, factories: dict[Front, Factory]) -> None:
+        super().__init__()
+        self.reactor = reactor
+        self.factories = factories
+        self._descriptors: list[int] = []
+        self.services = {name: RemoteObject(self, name) for name in SERVICES}
+
+    def handle_constants(self, values: dict[str, dict[str, Any]]) -> None:
+        for service, constants in values.items():
+            self.services[service].set_constants(constants)
+
+    def fileDescriptorReceived(self, descriptor: int) -> None:
+        self._descriptors.append(descriptor)
+
+    def handle_connection(self, connection_id: int, front: str, family: int) -> None:
+        descriptor = self._descriptors.pop(0)
+        try:
+            self.reactor.adoptStreamConnection(descriptor, family,
+                                               Tracked(self.factories[Front(front)], self, connection_id))
+        except OSError as exc:  # the client went away while its socket was passed
+            log.info("a connection passed by the core could not be served: {reason}", reason=exc)
+            self.send(Message.CLOSED, connection_id)
+        finally:
+            os.close(descriptor)
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        super().connectionLost(reason)
+        for descriptor in self._descriptors:
+            os.close(descriptor)
+        if self.reactor.running:
+            log.info("the gateway's core is gone: this worker stops")
+            self.reactor.stop()
+
+
+#: the fields of a request's log event the core's metrics read (gateway.monitoring.events)
+EVENT_FIELDS = ("log_namespace", "operation", "outcome", "ms", "code")
+
+
+class EventForwarder:
+    """Sends the core the log events of requests (answered or refused), which its /metrics counts."""
+
+    def __init__(self, link: WorkerLink) -> None:
+        self.link = link
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if event.get("log_namespace") != REQUESTS or not self.link.alive:
+            return
+        if not (("outcome" in event and "ms" in event) or "code" in event):
+            return
+        fields = {name: event[name] for name in EVENT_FIELDS if name in event}
+        fields["log_level"] = event["log_level"].name
+        if threading.current_thread() is threading.main_thread():
+            self.link.send(Message.EVENT, fields)
+        else:
+            self.link.reactor.callFromThread(self.link.send, Message.EVENT, fields)
+
+
+class RemoteMonitor:
+    """The monitoring pages in a worker: /metrics and /readyz are answered by the core's Monitor."""
+
+    def __init__(self, core: RemoteObject, policy: Any) -> None:
+        self.core = core
+        self.policy = policy
+
+    def scrape(self) -> Any:
+        return self.core.scrape()
+
+    def problems(self) -> Any:
+        return self.core.problems()
+
+    def stop(self) -> None:
+        """Nothing of its own to stop."""
+
+
+def serve(reactor: Any, link_fd: int, index: int, argv: list[str]) -> None:
+    from gateway import logging
+    from gateway.app import Gateway
+    from gateway.cli import configure, parse_args
+
+    config = configure(parse_args(argv))
+    logging.begin(logging.open_log(config.log_file), config.log_level)
+    gateway = Gateway(config, reactor)
+    link = WorkerLink(reactor, {})
+    services = link.services
+    gateway.serve(services["schedd"], services["collector"], services["submissions"], services["described"],
+                  RemoteMonitor(services["monitor"], config.policy()))
+    link.factories.update({front: gateway.protocol_factory(front) for front in Front
+                           if front is not Front.TLS or gateway.tls is not None})
+    reactor.adoptStreamConnection(link_fd, socket.AF_UNIX, Factory.forProtocol(lambda: link))
+    os.close(link_fd)
+    globalLogPublisher.addObserver(EventForwarder(link))
+    link.send(Message.READY)
+    log.info("worker {index} (pid {pid}) ready", index=index, pid=os.getpid())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gateway.workers.worker")
+    parser.add_argument("--link-fd", type=int, required=True)
+    parser.add_argument("--index", type=int, required=True)
+    parser.add_argument("gateway_args", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
+    from twisted.internet import reactor
+
+    gateway_args = args.gateway_args[1:] if args.gateway_args[:1] == ["--"] else args.gateway_args
+    failed: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            serve(reactor, args.link_fd, args.index, gateway_args)
+        except BaseException as exc:  # noqa: BLE001 - said on stderr; the core starts another
+            failed.append(exc)
+            reactor.stop()
+
+    reactor.callWhenRunning(start)
+    reactor.run()
+    if failed:
+        print(f"birdbath-gateway worker {args.index}: cannot start: {failed[0]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

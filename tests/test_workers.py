@@ -1,0 +1,317 @@
+"""``workers = N``: worker processes doing the protocol work around one core process.
+
+Real processes throughout: a gateway started with ``--workers 2``, its workers found among its children, killed with
+SIGKILL in the middle of a transaction, of an upload and of a query; the core killed too.  What a client committed is
+never lost, what it had not committed is never half applied, and the connections a dead worker served fail.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from lxml import etree
+
+from tests.test_logging import wait_for_line, wait_until
+from tests.wire import body_element
+
+WORKERS = ("--workers", "2")
+ENVELOPE = ('<?xml version="1.0" encoding="UTF-8"?><SOAP-ENV:Envelope '
+            'xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/" xmlns:c="urn:condor"><SOAP-ENV:Body>'
+            '{}</SOAP-ENV:Body></SOAP-ENV:Envelope>')
+
+
+def request_body(operation: str, **parameters: object) -> bytes:
+    inner = "".join(f"<{name}>{value}</{name}>" for name, value in parameters.items())
+    return ENVELOPE.format(f"<c:{operation}>{inner}</c:{operation}>").encode()
+
+
+def txn(transaction_id: int) -> str:
+    return f"<id>{transaction_id}</id><duration>60</duration>"
+
+
+class Client:
+    """One keep-alive connection, speaking raw condorSchedd SOAP."""
+
+    def __init__(self, port: int) -> None:
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.connection.connect()
+
+    @property
+    def local_port(self) -> int:
+        return self.connection.sock.getsockname()[1]
+
+    def call(self, operation: str, **parameters: object) -> etree._Element:
+        self.connection.request("POST", "/", request_body(operation, **parameters),
+                                {"Content-Type": "text/xml; charset=utf-8"})
+        answer = self.connection.getresponse()
+        data = answer.read()
+        assert answer.status == 200, data
+        return body_element(data)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def code(answer: etree._Element) -> str:
+    return answer.findtext(".//code")
+
+
+def begin(client: Client) -> int:
+    answer = client.call("beginTransaction", duration=60)
+    assert code(answer) == "SUCCESS"
+    return int(answer.findtext(".//transaction/id"))
+
+
+def submit_job(client: Client, transaction_id: int) -> tuple[int, int]:
+    """newCluster, newJob and submit in the transaction: the job (cluster, proc)."""
+    cluster = int(client.call("newCluster", transaction=txn(transaction_id)).findtext(".//integer"))
+    proc = int(client.call("newJob", transaction=txn(transaction_id), clusterId=cluster).findtext(".//integer"))
+    ad = "".join(f"<item><name>{n}</name><type>{t}</type><value>{v}</value></item>" for n, t, v in (
+        ("Cmd", "STRING-ATTR", "/bin/sleep"), ("Arguments", "STRING-ATTR", "600"),  # stays in the queue
+        ("JobUniverse", "INTEGER-ATTR", "5"), ("Iwd", "STRING-ATTR", "/tmp"),
+        ("Owner", "STRING-ATTR", os.environ.get("USER", "root"))))
+    answer = client.call("submit", transaction=txn(transaction_id), clusterId=cluster, jobId=proc, jobAd=ad)
+    assert code(answer) == "SUCCESS", etree.tostring(answer)
+    return cluster, proc
+
+
+def job_ids(port: int) -> set[tuple[int, int]]:
+    client = Client(port)
+    try:
+        answer = client.call("getJobAds", constraint="true")
+    finally:
+        client.close()
+    found = set()
+    for ad in answer.find(".//classAdArray").findall("item"):
+        values = {item.findtext("name"): item.findtext("value") for item in ad.findall("item")}
+        found.add((int(values["ClusterId"]), int(values["ProcId"])))
+    return found
+
+
+# -- finding the processes -------------------------------------------------------------------------------------
+def workers_of(gateway) -> list[int]:
+    """The pids of a gateway's worker processes (its children running gateway.workers.worker)."""
+    pid = gateway.process.pid
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    found = []
+    for child in children:
+        try:
+            command = Path(f"/proc/{child}/cmdline").read_bytes()
+        except FileNotFoundError:
+            continue
+        if b"gateway.workers.worker" in command:
+            found.append(int(child))
+    return sorted(found)
+
+
+def wait_for_workers(gateway, count: int = 2, without: tuple[int, ...] = ()) -> list[int]:
+    """The pids of ``count`` workers serving (none of ``without``), once they are."""
+    def serving() -> bool:
+        pids = [pid for pid in workers_of(gateway) if pid not in without]
+        log = gateway.log()
+        return len(pids) == count and all(f"(pid {pid}) serving" in log for pid in pids)
+
+    wait_until(serving, f"{count} workers serving\n{gateway.log()}", 90)  # a worker starts in seconds, more under load
+    return workers_of(gateway)
+
+
+def _socket_inode(local_port: int, peer_port: int) -> int:
+    """The inode of the server's side of a loopback TCP connection from ``peer_port`` to ``local_port``."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = fields[1], fields[2]
+        if int(local.split(":")[1], 16) == local_port and int(remote.split(":")[1], 16) == peer_port:
+            return int(fields[9])
+    raise AssertionError(f"no connection from port {peer_port} to {local_port}")
+
+
+def serving_worker(gateway, client: Client) -> int:
+    """The pid of the worker serving a client's connection (the one holding its server socket)."""
+    inode = f"socket:[{_socket_inode(gateway.port, client.local_port)}]"
+
+    def holder() -> int | None:
+        for pid in workers_of(gateway):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                try:
+                    if os.readlink(fd) == inode:
+                        return pid
+                except FileNotFoundError:
+                    continue
+        return None
+
+    wait_until(lambda: holder() is not None, "a worker holding the connection", 10)
+    return holder()  # type: ignore[return-value]
+
+
+def kill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+
+
+def connection_fails(client: Client, operation: str = "getVersionString") -> bool:
+    try:
+        client.call(operation)
+    except (TimeoutError, http.client.HTTPException, ConnectionError):
+        return True
+    return False
+
+
+@pytest.fixture
+def gateway(start_gateway):
+    process = start_gateway(extra_args=WORKERS)
+    wait_for_workers(process)
+    return process
+
+
+@pytest.fixture
+def start_gateway(tmp_path):
+    from gateway.testing import GatewayProcess
+
+    started = []
+
+    def start(config: str | None = None, extra_args: tuple[str, ...] = WORKERS, state_dir: Path | None = None):
+        process = GatewayProcess(state_dir or tmp_path / f"state{len(started)}", config, tmp_path,
+                                 extra_args=extra_args).start()
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+# -- the tests -------------------------------------------------------------------------------------------------
+def test_a_transaction_whose_calls_arrive_on_different_workers_commits_whole(gateway):
+    first, second = Client(gateway.port), Client(gateway.port)
+    first.call("getVersionString")
+    second.call("getVersionString")
+    assert serving_worker(gateway, first) != serving_worker(gateway, second)  # one connection each
+    transaction_id = begin(first)
+    job = submit_job(second, transaction_id)
+    assert job not in job_ids(gateway.port)  # not committed: nobody sees it
+    assert code(first.call("commitTransaction", transaction=txn(transaction_id))) == "SUCCESS"
+    assert job in job_ids(gateway.port)
+
+
+def test_a_worker_killed_mid_transaction_loses_its_connections_not_the_transaction(gateway):
+    client = Client(gateway.port)
+    transaction_id = begin(client)
+    job = submit_job(client, transaction_id)
+    victim = serving_worker(gateway, client)
+    kill(victim)
+    assert connection_fails(client)
+    assert job not in job_ids(gateway.port)  # nothing half applied
+    wait_for_workers(gateway, 2, without=(victim,))
+    wait_for_line(gateway.log, "worker", f"(pid {victim})", "starting another")
+    # the transaction lives in the core: the client carries on over a new connection, which another worker serves
+    again = Client(gateway.port)
+    assert code(again.call("commitTransaction", transaction=txn(transaction_id))) == "SUCCESS"
+    assert job in job_ids(gateway.port)
+
+
+def test_a_worker_killed_mid_upload_applies_nothing_of_it(gateway):
+    client = Client(gateway.port)
+    transaction_id = begin(client)
+    cluster, proc = submit_job(client, transaction_id)
+    data = os.urandom(64 * 1024)
+    declared = client.call("declareFile", transaction=txn(transaction_id), clusterId=cluster, jobId=proc,
+                           name="input", size=len(data), hashType="NOHASH", hash="")
+    assert code(declared) == "SUCCESS"
+    body = request_body("sendFile", transaction=txn(transaction_id), clusterId=cluster, jobId=proc, name="input",
+                        offset=0, data=base64.b64encode(data).decode())
+    raw = socket.create_connection(("127.0.0.1", gateway.port), timeout=30)
+    raw.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: text/xml\r\nContent-Length: %d\r\n\r\n" % len(body)
+                + body[:len(body) // 2])
+    fake = Client.__new__(Client)
+    fake.connection = type("C", (), {"sock": raw})()
+    victim = serving_worker(gateway, fake)
+    kill(victim)
+    try:
+        raw.sendall(body[len(body) // 2:])
+    except OSError:
+        pass
+    assert raw.recv(65536) == b""  # closed without an answer
+    raw.close()
+    # nothing of the half-sent chunk was written: the spool holds the declared file, none of its bytes received
+    again = Client(gateway.port)
+    answer = again.call("commitTransaction", transaction=txn(transaction_id))
+    assert code(answer) == "FAIL"
+    assert f"{len(data)} of its {len(data)} declared bytes have not been received" in answer.findtext(".//message")
+    assert (cluster, proc) not in job_ids(gateway.port)
+
+
+def test_a_worker_killed_mid_query_fails_its_connection_and_the_gateway_carries_on(gateway):
+    client = Client(gateway.port)
+    transaction_id = begin(client)
+    job = submit_job(client, transaction_id)
+    assert code(client.call("commitTransaction", transaction=txn(transaction_id))) == "SUCCESS"
+    victim = serving_worker(gateway, client)
+    core = gateway.process.pid
+    os.kill(core, signal.SIGSTOP)  # the query waits in the core while its worker dies
+    try:
+        client.connection.request("POST", "/", request_body("getJobAds", constraint="true"),
+                                  {"Content-Type": "text/xml"})
+        time.sleep(0.5)
+        kill(victim)
+    finally:
+        os.kill(core, signal.SIGCONT)
+    with pytest.raises((http.client.HTTPException, ConnectionError, socket.timeout)):
+        client.connection.getresponse().read()
+    wait_for_workers(gateway, 2, without=(victim,))
+    assert job in job_ids(gateway.port)
+
+
+def test_connections_are_counted_by_one_gate_across_workers(start_gateway):
+    # root is an operator, held to max_connections alone (not to max_connections_per_caller)
+    gateway = start_gateway("[gateway]\nmax_connections = 3\nreserved_connections = 1\n")
+    wait_for_workers(gateway)
+    held = [Client(gateway.port) for _ in range(3)]
+    for client in held:
+        client.call("getVersionString")
+    assert len({serving_worker(gateway, client) for client in held}) == 2  # spread over both workers
+    refused = Client(gateway.port)
+    assert connection_fails(refused)
+    wait_for_line(gateway.log, "closing connections from", "the gateway holds max_connections")
+    held[0].close()
+    wait_until(lambda: not connection_fails(Client(gateway.port)), "a connection once one was closed", 10)
+
+
+def test_transactions_per_caller_are_counted_across_workers(start_gateway):
+    gateway = start_gateway("[birdbath]\nmax_transactions_per_caller = 2\n")
+    wait_for_workers(gateway)
+    first, second = Client(gateway.port), Client(gateway.port)
+    first.call("getVersionString")
+    second.call("getVersionString")
+    assert serving_worker(gateway, first) != serving_worker(gateway, second)
+    begin(first)
+    begin(second)
+    assert code(first.call("beginTransaction", duration=60)) == "FAIL"
+    assert code(second.call("beginTransaction", duration=60)) == "FAIL"
+
+
+def test_the_core_killed_stops_the_gateway_and_a_restart_recovers(gateway):
+    client = Client(gateway.port)
+    transaction_id = begin(client)
+    job = submit_job(client, transaction_id)
+    assert code(client.call("commitTransaction", transaction=txn(transaction_id))) == "SUCCESS"
+    open_transaction = begin(client)
+    submit_job(client, open_transaction)
+    workers = workers_of(gateway)
+    gateway.kill()
+    wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in workers), "the workers to end", 15)
+    gateway.start()
+    wait_for_workers(gateway)
+    assert job_ids(gateway.port) == {job}  # the committed job, not the uncommitted one
+
+
+def test_sigterm_ends_the_core_and_its_workers(gateway):
+    workers = workers_of(gateway)
+    gateway.stop()
+    assert gateway.process.returncode == 0
+    wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in workers), "the workers to end", 15)
