@@ -30,7 +30,7 @@ from backends.interface import (
     UnknownJob,
 )
 from gateway.core.adstruct import Attr, AttrType, BadAttribute, JobAdStruct
-from gateway.core.auth import Authentication, Caller, NotOwner
+from gateway.core.auth import Authentication, Caller, NotOwner, Permission
 from gateway.core.collector import Inserted
 from gateway.core.described import AwaitedInput, InputNotAwaited, Submitted
 from gateway.core.schedd import JobAdStructs, TemplateResult
@@ -59,7 +59,7 @@ CLASSES: dict[str, type] = {cls.__name__: cls for cls in (
     Caller, TransactionRef, Status, Attr, JobAdStruct, JobAdStructs, TemplateResult, Inserted, FileInfo, BackendInfo,
     JobRef, SubmissionInfo, JobFile, SubmissionSettings, ExpressionLimits, ClusterDescription, Submitted, AwaitedInput)}
 ENUMS: dict[str, type[enum.Enum]] = {cls.__name__: cls for cls in (
-    Authentication, StatusCode, AttrType, ApiStatus, Universe, JobAction, AdType)}
+    Authentication, StatusCode, AttrType, ApiStatus, Universe, JobAction, AdType, Permission)}
 
 #: exceptions: name -> (class, its arguments from an instance, the instance from them)
 ERRORS: dict[str, tuple[type[BaseException], Callable[[Any], list[Any]], Callable[..., BaseException]]] = {

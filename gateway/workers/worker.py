@@ -147,6 +147,8 @@ def serve(reactor: Any, link_fd: int, index: int, argv: list[str]) -> None:
                   RemoteMonitor(services["monitor"], config.policy()))
     link.factories.update({front: gateway.protocol_factory(front) for front in Front
                            if front is not Front.TLS or gateway.tls is not None})
+    for factory in link.factories.values():  # as a port starts its factory (the sites' access log is opened there)
+        factory.doStart()
     reactor.adoptStreamConnection(link_fd, socket.AF_UNIX, Factory.forProtocol(lambda: link))
     os.close(link_fd)
     globalLogPublisher.addObserver(EventForwarder(link))
