@@ -495,7 +495,8 @@ def test_the_client_finds_tokens_as_htcondors_tools_do(tmp_path):
 
 
 
-def test_aviary_takes_the_token_and_its_scope(gateway, pki, keys):
+def read_token_service(gateway, pki, keys, wsdl: str):
+    """A zeep client of the service at ``wsdl`` that sends a READ-only IDTOKEN of alice's over TLS."""
     import zeep
     from zeep.transports import Transport
 
@@ -504,23 +505,19 @@ def test_aviary_takes_the_token_and_its_scope(gateway, pki, keys):
     http.trust_env = False
     http.verify = str(pki.ca_file)
     http.headers["Authorization"] = f"Bearer {token}"
-    query = zeep.Client(gateway.https_url + "services/query?wsdl", transport=Transport(session=http)).service
+    return zeep.Client(gateway.https_url + wsdl, transport=Transport(session=http)).service
+
+
+def test_aviary_takes_the_token_and_its_scope(gateway, pki, keys):
+    query = read_token_service(gateway, pki, keys, "services/query?wsdl")
     assert query.getSubmissionSummary() is not None
-    job = zeep.Client(gateway.https_url + "services/job?wsdl", transport=Transport(session=http)).service
+    job = read_token_service(gateway, pki, keys, "services/job?wsdl")
     answer = job.submitJob(cmd="/bin/true", args="", owner="alice", iwd="/tmp")
     assert answer.status.code != "OK" and "condor:/WRITE" in answer.status.text
 
 
 def test_a_read_token_on_soap_reads_but_begins_no_transaction(gateway, pki, keys):
-    import zeep
-    from zeep.transports import Transport
-
-    token = idtokens.create(keys, POOL, DOMAIN, "alice@birdbath.test", lifetime=600, authorizations=("READ",))
-    http = requests.Session()
-    http.trust_env = False
-    http.verify = str(pki.ca_file)
-    http.headers["Authorization"] = f"Bearer {token}"
-    schedd = zeep.Client(gateway.https_url + "condorSchedd.wsdl", transport=Transport(session=http)).service
+    schedd = read_token_service(gateway, pki, keys, "condorSchedd.wsdl")
     assert schedd.getJobAds(None, "TRUE").status.code == "SUCCESS"
     refused = schedd.beginTransaction(60).status
     assert refused.code == "FAIL" and "condor:/WRITE" in refused.message
