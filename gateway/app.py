@@ -65,6 +65,8 @@ class Gateway:
         self.lowlatency: Any = None  # a gateway.lowlatency.service.LowLatencyService when [carod] is on
         identification = config.identification(
             lambda check, *args: deferToThreadPool(reactor, reactor.getThreadPool(), check, *args), reactor)
+        #: how callers are identified (a worker replaces its login throttle with the core's: one count per gateway)
+        self.identification = identification
         self.tls = config.server_tls() if config.enable_soap_ssl else None
         #: who may hold how many connections, on every port (the limits follow the open files limit)
         self.gate = ConnectionGate(config.connection_limits(descriptor_limit()), config.policy(),
@@ -130,7 +132,7 @@ class Gateway:
     def _core_services(self) -> dict[str, Any]:
         """The core's services a worker calls (:class:`gateway.workers.link.CoreCalls`)."""
         return {"schedd": self.schedd, "collector": self.collector, "submissions": self.submissions,
-                "described": self.described, "monitor": self.monitor}
+                "described": self.described, "monitor": self.monitor, "throttle": self.identification.throttle}
 
     def start(self) -> None:
         """Create the backend, start its services in the reactor and serve the operations on the bound port."""

@@ -12,6 +12,7 @@ import http.client
 import os
 import signal
 import socket
+import ssl
 import time
 from pathlib import Path
 
@@ -133,8 +134,13 @@ def _socket_inode(local_port: int, peer_port: int) -> int:
 
 
 def serving_worker(gateway, client: Client) -> int:
-    """The pid of the worker serving a client's connection (the one holding its server socket)."""
-    inode = f"socket:[{_socket_inode(gateway.port, client.local_port)}]"
+    """The pid of the worker serving a client's connection on the plain port."""
+    return worker_holding(gateway, gateway.port, client.local_port)
+
+
+def worker_holding(gateway, server_port: int, client_port: int) -> int:
+    """The pid of the worker holding the server's socket of the connection from ``client_port``."""
+    inode = f"socket:[{_socket_inode(server_port, client_port)}]"
 
     def holder() -> int | None:
         for pid in workers_of(gateway):
@@ -175,9 +181,10 @@ def start_gateway(tmp_path):
 
     started = []
 
-    def start(config: str | None = None, extra_args: tuple[str, ...] = WORKERS, state_dir: Path | None = None):
+    def start(config: str | None = None, extra_args: tuple[str, ...] = WORKERS, state_dir: Path | None = None,
+              ssl: bool = False):
         process = GatewayProcess(state_dir or tmp_path / f"state{len(started)}", config, tmp_path,
-                                 extra_args=extra_args).start()
+                                 extra_args=extra_args, ssl=ssl).start()
         started.append(process)
         return process
 
@@ -293,6 +300,28 @@ def test_transactions_per_caller_are_counted_across_workers(start_gateway):
     begin(second)
     assert code(first.call("beginTransaction", duration=60)) == "FAIL"
     assert code(second.call("beginTransaction", duration=60)) == "FAIL"
+
+
+def test_failed_logins_are_counted_by_the_core_across_workers(start_gateway, tmp_path):
+    from gateway.testing import TestPki
+
+    pki = TestPki(tmp_path / "pki")
+    pki.passwords({"carol": "right"})
+    gateway = start_gateway(f'[birdbath]\nenable_soap_ssl = true\nsoap_ssl_server_keyfile = "{pki.server_keyfile}"\n'
+                            f'password_file = "{pki.password_file}"\npassword_failure_delay = 1\n', ssl=True)
+    wait_for_workers(gateway)
+    context = ssl.create_default_context(cafile=str(pki.ca_file))
+    wrong = "Basic " + base64.b64encode(b"carol:wrong").decode()
+    connections = []
+    for attempt in (1, 2):  # the first stays open, so that the second is passed to the other worker
+        connection = http.client.HTTPSConnection("127.0.0.1", gateway.ssl_port, timeout=60, context=context)
+        connection.request("POST", "/", request_body("getVersionString"),
+                           {"Content-Type": "text/xml; charset=utf-8", "Authorization": wrong})
+        assert connection.getresponse().status == 401
+        connections.append(connection)
+        wait_for_line(gateway.log, "HTTP Basic login of 'carol'", f"({attempt} in a row from there, {attempt} for")
+    first, second = (worker_holding(gateway, gateway.ssl_port, c.sock.getsockname()[1]) for c in connections)
+    assert first != second
 
 
 def test_the_core_killed_stops_the_gateway_and_a_restart_recovers(gateway):

@@ -36,7 +36,7 @@ from gateway.identity.bearer import BearerTokens, Unmapped, Verified, bearer_tok
 from gateway.identity.idtokens import InvalidToken
 from gateway.identity.mapfile import SSL, CertificateMap
 from gateway.identity.passwords import PasswordFile, RememberedPasswords
-from gateway.identity.throttle import LoginThrottle, Throttled
+from gateway.identity.throttle import LoginThrottle, Throttled, check
 from gateway.identity.tls import subject_oneline
 
 #: runs a slow, blocking check (a bcrypt comparison) away from the reactor thread
@@ -271,7 +271,7 @@ class Identification:
         if self.throttle is None:
             return await self._offload(self.passwords.check, user, password)
         try:
-            return await self.throttle.check(host, user, self._offload, self.passwords.check, user, password)
+            return await check(self.throttle, host, user, self._offload, self.passwords.check, user, password)
         except Throttled as exc:
             raise Refusal(429, str(exc), retry_after=exc.retry_after) from None
 
@@ -286,7 +286,7 @@ class Identification:
         outcome: list[Verified | Exception] = []
         tokens = self.tokens
 
-        def check(token: str) -> bool:
+        def verify(token: str) -> bool:
             """Whether the token is valid (an unmapped identity is: it is refused, not counted as a failure)."""
             try:
                 outcome.append(tokens.verify(token, connection.peer_host))
@@ -295,11 +295,11 @@ class Identification:
             return not isinstance(outcome[-1], InvalidToken)
 
         if self.throttle is None:
-            await self._offload(check, token)
+            await self._offload(verify, token)
         else:
             try:
-                await self.throttle.check(connection.peer_host, claimed_subject(token), self._offload, check, token,
-                                          kind="Bearer token")
+                await check(self.throttle, connection.peer_host, claimed_subject(token), self._offload, verify, token,
+                            kind="Bearer token")
             except Throttled as exc:
                 raise Refusal(429, str(exc), retry_after=exc.retry_after) from None
         result = outcome[0]

@@ -93,6 +93,10 @@ class _Records:
             self._records.popitem(last=False)
         return record
 
+    def peek(self, key: Hashable) -> _Record | None:
+        """The record of ``key`` as it stands (none forgotten)."""
+        return self._records.get(key)
+
     def clear(self, key: Hashable) -> None:
         self._records.pop(key, None)
 
@@ -110,11 +114,10 @@ class LoginThrottle:
         self.sources = _Records(settings.tracked, forget_after)
         self.users = _Records(settings.tracked, forget_after)
 
-    async def check(self, host: str, user: str, verify: Callable[..., Awaitable[bool]], *args: Any,
-                    kind: str = "HTTP Basic login") -> bool:
-        """``await verify(*args)``, the password (or bearer token, ``kind``) check of ``user`` from ``host``,
-        unless a penalty stands (raises :class:`Throttled`); a failure is recorded, logged, and returned when its
-        penalty ends."""
+    async def begin(self, host: str, user: str) -> None:
+        """An attempt of ``user`` from ``host`` is about to be checked: raises :class:`Throttled` while a penalty
+        stands or another attempt of theirs is being checked; else marks theirs as being checked, until
+        :meth:`end`."""
         source, name = host_key(host), _user_key(user)
         now = self._clock.seconds()
         records = [found for found in (self.sources.get(source, now), self.users.get(name, now)) if found]
@@ -122,15 +125,20 @@ class LoginThrottle:
             raise Throttled(max([record.until - now for record in records] + [self.settings.first_delay]))
         for record in records:  # who failed before is checked one attempt at a time
             record.checking = True
-        try:
-            matches = await verify(*args)
-        finally:
-            for record in records:
+
+    async def end(self, host: str, user: str, matched: bool | None, kind: str = "HTTP Basic login") -> None:
+        """The outcome of the attempt :meth:`begin` let through (None: the check itself failed): a success clears
+        both records; a failure is recorded, logged, and this returns when its penalty ends."""
+        source, name = host_key(host), _user_key(user)
+        for record in (self.sources.peek(source), self.users.peek(name)):
+            if record is not None:
                 record.checking = False
-        if matches:
+        if matched is None:
+            return
+        if matched:
             self.sources.clear(source)
             self.users.clear(name)
-            return True
+            return
         now = self._clock.seconds()
         by_source = self.sources.failed(source, now, self.settings)
         by_user = self.users.failed(name, now, self.settings)
@@ -139,7 +147,21 @@ class LoginThrottle:
                  "{user_failures} for that user); answered in {wait:g} s", kind=kind, user=_shown(user), source=source,
                  source_failures=by_source.failures, user_failures=by_user.failures, wait=wait)
         await deferLater(self._clock, wait)
-        return False
+
+
+async def check(throttle: LoginThrottle, host: str, user: str, verify: Callable[..., Awaitable[bool]], *args: Any,
+                kind: str = "HTTP Basic login") -> bool:
+    """``await verify(*args)``, the password (or bearer token, ``kind``) check of ``user`` from ``host``, unless a
+    penalty stands (raises :class:`Throttled`); a failure is answered when its penalty ends.  ``throttle`` is the
+    gateway's one :class:`LoginThrottle`, in this process or, with worker processes, the core's (reached by its
+    two calls, so that the counts are the whole gateway's)."""
+    await throttle.begin(host, user)
+    matched: bool | None = None
+    try:
+        matched = bool(await verify(*args))
+    finally:
+        await throttle.end(host, user, matched, kind)
+    return matched
 
 
 def _user_key(user: str) -> bytes:

@@ -37,6 +37,7 @@ from gateway.core.schedd import JobAdStructs, TemplateResult
 from gateway.core.status import BirdbathError, Status, StatusCode
 from gateway.core.submissions import ApiError, ApiStatus, JobFile, JobRef, SubmissionInfo, SubmissionSettings
 from gateway.core.transactions import Transaction, TransactionRef
+from gateway.identity.throttle import Throttled
 from jobmodel.expressions import ExpressionLimits
 from jobmodel.jobs import JobAction, Universe
 from jobmodel.pool import AdType
@@ -65,6 +66,7 @@ ENUMS: dict[str, type[enum.Enum]] = {cls.__name__: cls for cls in (
 ERRORS: dict[str, tuple[type[BaseException], Callable[[Any], list[Any]], Callable[..., BaseException]]] = {
     "BirdbathError": (BirdbathError, lambda e: [e.status.code, e.status.message], BirdbathError),
     "ApiError": (ApiError, lambda e: [e.code, e.text], ApiError),
+    "Throttled": (Throttled, lambda e: [e.retry_after], Throttled),
     **{cls.__name__: (cls, lambda e: [str(e)], cls) for cls in (
         BackendError, UnknownJob, InvalidState, BackendUnavailable, QueryFailed, BadAttribute, NotOwner, ValueError,
         PermissionError, KeyError, RemoteFailure, SubmitDescriptionError, InputNotAwaited)},

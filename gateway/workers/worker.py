@@ -30,7 +30,7 @@ from gateway.workers.parent import Front
 log = Logger(namespace="birdbath.workers")
 
 #: the core's services a worker's front ends call
-SERVICES = ("schedd", "collector", "submissions", "described", "monitor")
+SERVICES = ("schedd", "collector", "submissions", "described", "monitor", "throttle")
 
 
 class _Tracked(ProtocolWrapper):
@@ -143,6 +143,8 @@ def serve(reactor: Any, link_fd: int, index: int, argv: list[str]) -> None:
     gateway = Gateway(config, reactor)
     link = WorkerLink(reactor, {})
     services = link.services
+    if gateway.identification.throttle is not None:  # failed logins are counted by the core, across workers
+        gateway.identification.throttle = services["throttle"]
     gateway.serve(services["schedd"], services["collector"], services["submissions"], services["described"],
                   RemoteMonitor(services["monitor"], config.policy()))
     link.factories.update({front: gateway.protocol_factory(front) for front in Front
