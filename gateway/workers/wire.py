@@ -27,7 +27,10 @@ from backends.interface import (
     FileInfo,
     InvalidState,
     QueryFailed,
+    Revision,
     UnknownJob,
+    revision,
+    stamp,
 )
 from gateway.core.adstruct import Attr, AttrType, BadAttribute, JobAdStruct
 from gateway.core.auth import Authentication, Caller, NotOwner, Permission
@@ -39,6 +42,7 @@ from gateway.core.submissions import ApiError, ApiStatus, JobFile, JobRef, Submi
 from gateway.core.transactions import Transaction, TransactionRef
 from gateway.identity.throttle import Throttled
 from jobmodel.expressions import ExpressionLimits
+from jobmodel.exprtext import SourceExpr, restored, texts_record
 from jobmodel.jobs import JobAction, Universe
 from jobmodel.pool import AdType
 from jobmodel.submitfile import ClusterDescription, SubmitDescriptionError
@@ -58,7 +62,7 @@ _TUPLE, _OBJECT, _ENUM, _ERROR, _CLASSAD, _EXPR, _PATH, _FROZENSET = range(1, 9)
 #: the classes rebuilt from their fields (dataclasses and named tuples), by name
 CLASSES: dict[str, type] = {cls.__name__: cls for cls in (
     Caller, TransactionRef, Status, Attr, JobAdStruct, JobAdStructs, TemplateResult, Inserted, FileInfo, BackendInfo,
-    JobRef, SubmissionInfo, JobFile, SubmissionSettings, ExpressionLimits, ClusterDescription, Submitted, AwaitedInput)}
+    JobRef, SubmissionInfo, JobFile, Revision, SubmissionSettings, ExpressionLimits, ClusterDescription, Submitted, AwaitedInput)}
 ENUMS: dict[str, type[enum.Enum]] = {cls.__name__: cls for cls in (
     Authentication, StatusCode, AttrType, ApiStatus, Universe, JobAction, AdType, Permission)}
 
@@ -92,6 +96,8 @@ _CLASS_MARKS: dict[type, tuple[msgpack.ExtType, tuple[str, ...] | None]] = {
           tuple(f.name for f in dataclasses.fields(cls) if f.init) if dataclasses.is_dataclass(cls) else None)
     for name, cls in CLASSES.items()}
 _ENUM_MARKS = {cls: msgpack.ExtType(_ENUM, name.encode()) for name, cls in ENUMS.items()}
+_AD_MARK = msgpack.ExtType(_CLASSAD, b"")
+_SOURCE_MARK = msgpack.ExtType(_EXPR, b"source")
 
 
 def _default(value: Any) -> Any:
@@ -105,8 +111,10 @@ def _default(value: Any) -> Any:
     mark = _ENUM_MARKS.get(kind)
     if mark is not None:
         return [mark, value.value]
-    if isinstance(value, classad2.ClassAd):
-        return msgpack.ExtType(_CLASSAD, repr(value).encode("utf-8"))
+    if isinstance(value, classad2.ClassAd):  # with the client's expression texts it keeps, and its revision
+        return [_AD_MARK, repr(value), texts_record(value), revision(value)]
+    if isinstance(value, SourceExpr):
+        return [_SOURCE_MARK, value.text]
     if isinstance(value, classad2.ExprTree):
         return msgpack.ExtType(_EXPR, str(value).encode("utf-8"))
     if isinstance(value, PurePath):
@@ -146,16 +154,20 @@ def _object(name: str) -> Callable[[list[Any]], Any]:
 
 _MARKS: dict[tuple[int, bytes], _Mark] = {
     (_TUPLE, b""): _Mark(tuple), (_FROZENSET, b""): _Mark(frozenset),
+    (_CLASSAD, b""): _Mark(lambda fields: _ad(*fields)), (_EXPR, b"source"): _Mark(lambda fields: SourceExpr(fields[0])),
     **{(_OBJECT, name.encode()): _Mark(_object(name)) for name in CLASSES},
     **{(_ENUM, name.encode()): _Mark(lambda fields, cls=cls: cls(fields[0])) for name, cls in ENUMS.items()},
     **{(_ERROR, name.encode()): _Mark(lambda fields, make=make: make(*fields)) for name, (_, _, make) in ERRORS.items()},
 }
 
 
+def _ad(text: str, texts: str | None, stamped: Revision | None) -> classad2.ClassAd:
+    ad = restored(text, texts)
+    return ad if stamped is None else stamp(ad, stamped.key, stamped.number)
+
+
 def _ext(code: int, data: bytes) -> Any:
-    if code == _CLASSAD:
-        return classad2.ClassAd(data.decode("utf-8"))
-    if code == _EXPR:
+    if code == _EXPR and data != b"source":
         return classad2.ExprTree(data.decode("utf-8"))
     if code == _PATH:
         return PurePath(data.decode("utf-8"))
