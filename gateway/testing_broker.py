@@ -8,6 +8,7 @@ import base64
 import hashlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -19,9 +20,20 @@ EPMD = "epmd"
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port free on every interface, below the kernel's ephemeral range (``ip_local_port_range``): the broker binds
+    it seconds later, and a port the kernel hands out meanwhile to one of the many connections and port-0 listeners
+    of tests running beside it would stop the broker (``dist_port_already_used``)."""
+    first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    quiet = range(10000, max(first_ephemeral, 10001))
+    for _ in range(1000):
+        port = random.choice(quiet)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port between {quiet.start} and {quiet.stop - 1} for the test broker")
 
 
 def password_hash(password: str, salt: bytes | None = None) -> str:
