@@ -166,7 +166,7 @@ class GatewayRequest(server.Request):
             return
         self._refused = True
         body = fault_document(message)
-        log.warn("refused request from {client}: {message}",  # noqa: G010 - twisted's Logger has no warning()
+        log.warn("refused request from {client}: {message}",  # twisted's Logger has no warning()
                  client=self.client_host or "?", message=message)
         self.channel.transport.write(
             b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
@@ -185,6 +185,16 @@ class Service:
 #: what a GET of a path that serves no document answers
 NOT_FOUND = (b"Not found. WSDLs: GET /condorSchedd.wsdl (or /?wsdl), /condorCollector.wsdl and /submission?wsdl; "
              b"POST SOAP requests to any path, JSON to /submission/json/<operation>.\n")
+
+
+def refused(request: server.Request, refusal: Refusal) -> None:
+    """The status and headers of an answer to a caller refused for who it is, in every front end's form: the
+    ``WWW-Authenticate`` challenges of the ways it may try again, and ``Retry-After`` during a login penalty."""
+    request.setResponseCode(refusal.code)
+    for challenge in refusal.challenges():
+        request.responseHeaders.addRawHeader(b"www-authenticate", challenge)
+    if refusal.retry_after is not None:
+        request.setHeader(b"retry-after", b"%d" % refusal.retry_after)
 
 
 class Answering(resource.Resource):
@@ -207,16 +217,13 @@ class Answering(resource.Resource):
 
     def refuse(self, request: GatewayRequest, refusal: Refusal) -> bytes:
         """Answer a caller refused for who it is (or is not), in this resource's own form."""
-        log.warn("{method} {path} from {client} refused ({code}): {message}",  # noqa: G010 - twisted's Logger
+        log.warn("{method} {path} from {client} refused ({code}): {message}",  # twisted's Logger
                  method=request.method.decode("latin-1"), path=request.path.decode("latin-1"),
                  client=request.client_host, code=refusal.code, message=refusal.message)
-        request.setResponseCode(refusal.code)
-        for challenge in refusal.challenges():
-            request.responseHeaders.addRawHeader(b"www-authenticate", challenge)
-        if refusal.retry_after is not None:
-            request.setHeader(b"retry-after", b"%d" % refusal.retry_after)
+        refused(request, refusal)
         request.setHeader(b"content-type", self.content_type)
         return self.refused_body(refusal.message)
+
 
     def answer_with(self, answer: Maybe[SoapAnswer], request: GatewayRequest, context: Any) -> int:
         """Write the answer, now or when it comes."""

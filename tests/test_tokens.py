@@ -433,6 +433,18 @@ def test_without_credentials_the_challenge_offers_bearer(gateway, pki):
     assert "a client certificate or a bearer token" in answer.json()["status"]["text"]
 
 
+def test_the_rest_face_refuses_with_the_same_challenges(gateway, pki):
+    http = requests.Session()
+    http.trust_env = False
+    http.verify = str(pki.ca_file)
+    answer = http.get(gateway.https_url + "api/v1/jobs", timeout=60)
+    assert answer.status_code == 401 and answer.headers["WWW-Authenticate"] == 'Bearer realm="birdbath"'
+    assert answer.headers["Content-Type"] == "application/problem+json"
+    invalid = http.get(gateway.https_url + "api/v1/jobs", headers={"Authorization": "Bearer not.a.token"}, timeout=60)
+    assert invalid.status_code == 401
+    assert invalid.headers["WWW-Authenticate"].startswith('Bearer realm="birdbath", error="invalid_token"')
+
+
 def test_a_scitoken_from_the_trusted_issuer_submits_as_its_mapped_user(gateway, pki, issuer):
     assert submitted_owner(gateway, pki, issuer.token("scialice")) == "scialice"
     wait_for_line(gateway.log, "submit from 127.0.0.1: OK", "(scialice by scitoken)")

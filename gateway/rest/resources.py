@@ -34,7 +34,7 @@ from gateway.core.schedd import BirdbathSchedd
 from gateway.core.status import BirdbathError
 from gateway.core.submissions import SubmissionService
 from gateway.core.transactions import TransactionRef
-from gateway.http import GatewayRequest, RequestOutcome
+from gateway.http import GatewayRequest, RequestOutcome, refused
 from jobmodel.dagman import dagman_ad
 from jobmodel.files import transfer_name_problem
 from jobmodel.jobs import JobAction
@@ -113,8 +113,7 @@ class RestApi(resource.Resource):
         path = request.path.decode("utf-8", "replace")
         refusal = getattr(request, "refusal", None)
         if refusal is not None:
-            if refusal.challenge:
-                request.setHeader(b"www-authenticate", b'Basic realm="birdbath", charset="UTF-8"')
+            refused(request, refusal)
             return self._problem(request, Problem(refusal.code, refusal.message))
         found = self.contract.match(request.method, path.rstrip("/") or "/")
         if found is None:
