@@ -367,6 +367,34 @@ def test_kill_9_with_jobs_queued_and_running_loses_nothing(amqp_broker, base):
         gateway.stop()
 
 
+def test_a_message_another_consumer_held_unacked_is_run_and_its_final_marked_as_a_possible_repeat(amqp_broker, base):
+    """What a gateway sees when another one committed the job and died before its ack: the message comes back
+    redelivered, and nothing here can tell whether it ran elsewhere, so the final says it may be a repeat."""
+    queue = "grid-redelivered"
+    tmp = base / "redelivered"
+    tmp.mkdir()
+    client = Client(amqp_broker, queue)
+    other = pika.BlockingConnection(pika.URLParameters(amqp_broker.url()))
+    try:
+        first = client.send({"Cmd": '"/bin/true"'})
+        taken = other.channel()
+        method, properties, _ = taken.basic_get(queue, auto_ack=False)
+        assert properties.message_id == first and not method.redelivered
+        taken.close()  # unacked: back on the queue, redelivered
+        plain = client.send({"Cmd": '"/bin/true"'})
+        gateway = GatewayProcess(tmp / "state", carod_config(amqp_broker, carod_broker_queue=queue), tmp=tmp).start()
+        try:
+            finals = finals_by_id(client.collect(client.replies, 4))
+            assert finals[first][-1]["AMQPResent"] == "TRUE" and finals[first][-1]["AMQPRedelivered"] == "TRUE"
+            assert "AMQPResent" not in finals[plain][-1] and "AMQPRedelivered" not in finals[plain][-1]
+        finally:
+            gateway.stop()
+    finally:
+        other.close()
+        client.channel.queue_delete(queue=queue)
+        client.close()
+
+
 def test_a_broker_restart_loses_no_final_reply_and_soap_is_served_meanwhile(amqp_broker, ll_gateway, queue_name):
     client = DurableReplies(amqp_broker, queue_name, "replies-restart")
     ids = [client.send({"Cmd": '"/bin/sleep"', "Arguments": '"1"'}) for _ in range(4)]

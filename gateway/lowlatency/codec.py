@@ -32,6 +32,9 @@ AMQP_ID = "AMQPID"
 AMQP_REPLY_TO = "AMQPReplyTo"
 #: set once the broker confirmed the final reply: a restart sends no final for such a job
 AMQP_FINAL_SENT = "AMQPFinalSent"
+#: set when the job came from a redelivered message this gateway had not taken before: another gateway may have
+#: committed it and died before its ack, so this job's final may repeat that one's and is marked ``AMQPResent``
+AMQP_REDELIVERED = "AMQPRedelivered"
 
 
 class BadMessage(ValueError):

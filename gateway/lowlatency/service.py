@@ -4,8 +4,10 @@ to the message's reply_to.
 A delivery is taken only while this gateway has a free low-latency slot (the consumer is cancelled when it has
 none), and is acked only once its job is committed: a crash before that leaves the message to the broker, which
 redelivers it here or to another gateway; a crash after the commit but before the ack is recognised by the
-message_id, which the job keeps (``AMQPID``).  Every other message gets one error reply or goes to the rejected
-queue, and is acked: nothing loops, nothing is dropped silently.
+message_id, which the job keeps (``AMQPID``).  Another gateway cannot recognise it: a job made from a redelivered
+message marks its final ``AMQPResent``, since the gateway that had the message may have committed it first.  Every
+other message gets one error reply or goes to the rejected queue, and is acked: nothing loops, nothing is dropped
+silently.
 
 The jobs are ordinary jobs of the one queue.  The service follows the ones it has not finished with (no confirmed
 final reply) by reading their ads through the core, often while one waits to start and less often after; a final
@@ -44,6 +46,7 @@ from .archive import InputFile, input_files, results_zip
 from .broker import Broker, Link, NotConnected
 from .codec import (
     AMQP_FINAL_SENT,
+    AMQP_REDELIVERED,
     AMQP_ID,
     AMQP_REPLY_TO,
     NO_MESSAGE_ID,
@@ -78,7 +81,7 @@ class Tracked:
     caller: Caller
     message_id: str
     address: ReplyAddress
-    resent: bool = False  # its final may have gone out before a restart
+    resent: bool = False  # its final may repeat one sent before: by this gateway before a restart, or by another
     running_sent: bool = False
     next_update: float = 0.0
     sending: bool = False  # a final reply is on its way
@@ -143,7 +146,8 @@ class LowLatencyService:
                 caller = Caller(self.settings.carod_broker_ip, owner if isinstance(owner, str) else None,
                                 Authentication.BROKER)
                 finished = _status(ad) in (JobStatus.COMPLETED, JobStatus.REMOVED, JobStatus.HELD)
-                self._tracked[ref] = Tracked(ref, caller, str(message_id), address, resent=finished,
+                resent = finished or ad.get(AMQP_REDELIVERED) is True
+                self._tracked[ref] = Tracked(ref, caller, str(message_id), address, resent=resent,
                                              running_sent=finished, ended=finished)
         if self._tracked:
             log.info("low-latency: {count} job(s) still owe their final reply", count=len(self._tracked))
@@ -240,6 +244,8 @@ class LowLatencyService:
                 return
         try:
             caller, attributes, files = self._job(properties, body, message_id, address)
+            if counted:
+                attributes.append(Attr(AMQP_REDELIVERED, AttrType.BOOLEAN, "true"))
             self._check_requirements(attributes)
             ref = await self._submit(caller, attributes, files)
         except (BadMessage, ApiError, BirdbathError) as exc:
@@ -249,7 +255,7 @@ class LowLatencyService:
             if counted:
                 await deferToThread(self._redeliveries.forget, message_id)
         self._known[message_id] = ref
-        self._tracked[ref] = Tracked(ref, caller, message_id, address)
+        self._tracked[ref] = Tracked(ref, caller, message_id, address, resent=counted)
         self.counters.taken += 1
         link.ack(method.delivery_tag)  # after the durable commit, never before
         self._schedule_poll(0)
