@@ -46,8 +46,8 @@ from .archive import InputFile, input_files, results_zip
 from .broker import Broker, Link, NotConnected
 from .codec import (
     AMQP_FINAL_SENT,
-    AMQP_REDELIVERED,
     AMQP_ID,
+    AMQP_REDELIVERED,
     AMQP_REPLY_TO,
     NO_MESSAGE_ID,
     BadMessage,
