@@ -494,6 +494,18 @@ def test_a_token_from_birdbath_token_create_is_found_and_used_by_the_client(gate
     assert Credentials(token="t").headers("http://127.0.0.1:1984/") == {}  # never in clear text
 
 
+def test_birdbath_token_create_without_the_gateway_installed_says_where_it_runs(monkeypatch, capsys):
+    """The client finds the command through the entry point the gateway's distribution declares: with no
+    distribution declaring it (the client installed alone), it says so instead of failing on an import."""
+    from birdbath_client import cli
+
+    assert [point.value for point in cli.entry_points(group=cli.COMMANDS, name="token")] == \
+        ["gateway.identity.tokentool:main"]
+    monkeypatch.setattr(cli, "entry_points", lambda **_: ())
+    assert cli.main(["token", "create", "-identity", "dave@birdbath.test"]) == 1
+    assert "runs where the gateway is installed" in capsys.readouterr().err
+
+
 def test_the_client_finds_tokens_as_htcondors_tools_do(tmp_path):
     from birdbath_client.credentials import discover_token
 

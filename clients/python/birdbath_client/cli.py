@@ -45,6 +45,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
@@ -58,6 +59,8 @@ from .schedd import Progress, Schedd
 
 SELECTION = "CLUSTER|CLUSTER.PROC|OWNER"
 SPINNER = "|/-\\"
+#: the entry point group of commands other distributions give ``birdbath`` (the gateway's ``token``)
+COMMANDS = "birdbath.commands"
 
 
 @dataclass(frozen=True)
@@ -304,13 +307,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _token(_: None, args: argparse.Namespace) -> int:
-    """``birdbath token create``: the gateway's own tool, which signs with its keys on its host."""
-    try:
-        from gateway.identity.tokentool import main as create
-    except ImportError:
+    """``birdbath token create``: a command the gateway's distribution provides (entry point group
+    ``birdbath.commands``), since it signs with the gateway's keys on the gateway's host."""
+    found = entry_points(group=COMMANDS, name="token")
+    if not found:
         print("birdbath token create: runs where the gateway is installed (it signs with the gateway's keys)",
               file=sys.stderr)
         return 1
+    create = next(iter(found)).load()
     return create(args.options)
 
 
