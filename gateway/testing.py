@@ -21,6 +21,10 @@ import pytest
 
 #: the directory that holds the ``gateway`` package (the repository in a checkout)
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
+#: how long a test waits for a gateway to write its port files: generous, as a loaded CI machine (several test
+#: processes, each gateway with its workers importing the whole stack) takes tens of seconds; a gateway that fails
+#: exits, which is seen at once
+START_SECONDS = 120
 #: ``BIRDBATH_TEST_WORKERS=2``: every gateway the tests start runs with that many worker processes (``--workers``),
 #: so that the same end-to-end tests run against both process layouts
 TEST_WORKERS = os.environ.get("BIRDBATH_TEST_WORKERS", "")
@@ -89,7 +93,7 @@ class GatewayProcess:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(self.command(port_files), cwd=SOURCE_ROOT, env=env, stdout=log,
                                             stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + START_SECONDS
         while not all(port_file.exists() and port_file.read_text().strip() for port_file in port_files.values()):
             if self.process.poll() is not None:
                 raise RuntimeError(f"gateway exited with {self.process.returncode}:\n{self.log()}")

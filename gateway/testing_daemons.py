@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gateway.testing import GatewayProcess
+from gateway.testing import START_SECONDS, GatewayProcess
 
 SHARED_PORT_CONNECT = 75
 SHARED_PORT_PASS_SOCK = 76
@@ -163,7 +163,7 @@ def start_behind_shared_port(tmp: Path, directory: Path, shared_port_id: str, ex
     """Start a gateway serving the named socket ``directory/shared_port_id`` only, and wait until it does."""
     process = GatewayProcess(tmp / "state", shared_port_config(directory, shared_port_id, extra), tmp=tmp,
                              plain=False).start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + START_SECONDS
     while "condor_shared_port passes" not in process.log():
         if process.process is not None and process.process.poll() is not None:
             raise RuntimeError(f"gateway exited with {process.process.returncode}:\n{process.log()}")

@@ -41,6 +41,7 @@ class FakeHost:
         self.procs = procs
         self.next_cluster = 100
         self.submitted: list[tuple[str, int, int]] = []  # (node, retry, cluster)
+        self.in_queue: dict[tuple[str, int], int] = {}  # (node, retry) -> cluster: every node job the queue holds
         self.states: dict[int, tuple[int, dict[int, classad2.ClassAd]]] = {}
         self.removed: list[tuple[int, str]] = []
         self.saved: list[dict] = []
@@ -55,7 +56,12 @@ class FakeHost:
         cluster = self.next_cluster
         self.next_cluster += 1
         self.submitted.append((name, retry, cluster))
+        self.in_queue[(name, retry)] = cluster
         return cluster, self.procs
+
+    def submitted_node_job(self, dag_cluster, name, retry):
+        assert dag_cluster == DAG_KEY[0]
+        return self.in_queue.get((name, retry))
 
     def node_job_states(self, cluster):
         return self.states.get(cluster, (self.procs, {}))
@@ -361,6 +367,41 @@ def test_resuming_from_the_saved_state_does_not_resubmit_finished_or_queued_node
     again.finish("D")
     assert again.result() == Outcome(0)
     assert "Resuming the DAG from its saved state" in again.log()
+
+
+def test_a_node_job_committed_just_before_a_crash_is_found_and_followed_not_submitted_again(tmp_path):
+    """The gateway died after C's job was committed and before the DAG's state said so: the saved state has C
+    queued without a cluster, the queue has its job."""
+    first = Driver(FakeHost(setup_for(tmp_path, DIAMOND)))
+    first.finish("A")
+    first.run.stop(StopReason.HOLD)
+    saved = first.host.saved[-1]
+    c = saved["C"]["cluster"]
+    saved["C"]["cluster"] = None
+
+    host = FakeHost(setup_for(tmp_path, DIAMOND, saved=saved))
+    host.next_cluster = 200
+    host.in_queue = dict(first.host.in_queue)
+    again = Driver(host)
+    assert host.submitted == [] and host.saved[-1]["C"]["cluster"] == c
+    assert f"Node C was submitted as cluster {c} before the restart" in again.log()
+    again.run.job_changed((c, 0), ended(c))
+    again.run.job_changed((saved["B"]["cluster"], 0), ended(saved["B"]["cluster"]))
+    assert host.submitted == [("D", 0, 200)]
+
+
+def test_a_queued_node_without_a_job_anywhere_is_submitted_on_resume(tmp_path):
+    first = Driver(FakeHost(setup_for(tmp_path, DIAMOND)))
+    first.finish("A")
+    first.run.stop(StopReason.HOLD)
+    saved = first.host.saved[-1]
+    saved["C"]["cluster"] = None  # the crash came before the commit: no job
+
+    host = FakeHost(setup_for(tmp_path, DIAMOND, saved=saved))
+    host.next_cluster = 200
+    host.in_queue = {key: cluster for key, cluster in first.host.in_queue.items() if key[0] != "C"}
+    Driver(host)
+    assert host.submitted == [("C", 0, 200)]
 
 
 # -- PRE and POST scripts (spawned on the fake reactor, ended by the test) ----------------------------------

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
+
 import htcondor2
 
 from backends.local.sandbox import ExecuteDir
@@ -216,6 +219,35 @@ def test_a_dag_resumes_after_the_gateway_is_killed(start_gateway, tmp_path):
     assert done["ExitCode"] == "0" and done["NumJobStarts"] == "2"
     assert [runs(tmp_path, n) for n in "ABCD"] == [1, 1, 1, 1]  # C finished while down: recorded, not rerun
     assert "Resuming the DAG from its saved state" in dagman_out(dag)
+
+
+def test_a_node_job_committed_just_before_a_crash_is_not_submitted_again(start_gateway, tmp_path):
+    """The crash came between C's commit and the save of the DAG's state (what a loaded machine hit): the saved
+    state has C queued with no cluster, made here by hand in the queue's SQLite file while no gateway runs."""
+    gateway = start_gateway(RUNNER)
+    schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
+    gate = tmp_path / "gate"
+    dag = write_dag(tmp_path, DIAMOND, {"A": counted(tmp_path, "A"), "B": counted(tmp_path, "B"),
+                                        "C": f"{counted(tmp_path, 'C')}; while ! test -e {gate}; do sleep 0.05; done",
+                                        "D": counted(tmp_path, "D")})
+    key = submit_dag(schedd, dag)
+    wait_until(lambda: runs(tmp_path, "C") == 1 and runs(tmp_path, "B") == 1)
+    (c_cluster,) = node_clusters(dag)["C"]
+    gateway.kill()
+    store = sqlite3.connect(gateway.state_dir / "queue.sqlite3")
+    with store:
+        (text,) = store.execute("SELECT state FROM dag_state WHERE cluster = ?", (key[0],)).fetchone()
+        state = json.loads(text)
+        assert state["C"]["cluster"] == c_cluster
+        state["C"]["cluster"] = None
+        store.execute("UPDATE dag_state SET state = ? WHERE cluster = ?", (json.dumps(state), key[0]))
+    store.close()
+    gate.touch()
+    gateway.start()
+    done = wait_for_dag(zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url), key)
+    assert done["ExitCode"] == "0"
+    assert [runs(tmp_path, n) for n in "ABCD"] == [1, 1, 1, 1]
+    assert f"Node C was submitted as cluster {c_cluster} before the restart" in dagman_out(dag)
 
 
 def test_an_unsupported_dag_command_fails_the_dag_with_a_clear_error(schedd, tmp_path):

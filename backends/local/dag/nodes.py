@@ -144,6 +144,21 @@ class NodeJobs:
             finished[int(ad.get("ProcId", 0))] = ad
         return procs, finished
 
+    def submitted_node_job(self, dag_cluster: int, name: str, retry: int) -> int | None:
+        """The cluster of a node job this DAG submitted for ``name`` at ``retry``, in the queue or the history."""
+        def wanted(ad: classad2.ClassAd) -> bool:
+            return (ad.get("DAGManJobId") == dag_cluster and ad.get("DAGNodeName") == name
+                    and ad.get("DAGNodeRetry") == retry)
+
+        for key, ad in self._queue.store.ads():
+            if wanted(ad):
+                return key[0]
+        constraint = classad2.ExprTree(f"DAGManJobId == {int(dag_cluster)} && DAGNodeName == {classad2.quote(name)}"
+                                       f" && DAGNodeRetry == {int(retry)}")
+        for ad in self._queue.history(constraint):
+            return int(ad["ClusterId"])
+        return None
+
     def remove_node_jobs(self, dag_cluster: int, reason: str) -> int:
         """Remove every queued job of a DAG (what OtherJobRemoveRequirements does for condor_dagman)."""
         now = self._queue.now()

@@ -74,6 +74,8 @@ class DagHost(Protocol):
 
     def node_job_states(self, cluster: int) -> tuple[int, dict[int, classad2.ClassAd]]: ...
 
+    def submitted_node_job(self, dag_cluster: int, name: str, retry: int) -> int | None: ...
+
     def remove_node_jobs(self, dag_cluster: int, reason: str) -> int: ...
 
     def save_dag_state(self, dag_cluster: int, state: str) -> None: ...
@@ -183,6 +185,7 @@ class DagRun:
         self._begin_log(setup)
         for name, node in self._dag.nodes.items():
             self._state.setdefault(name, NodeState(status=DONE if node.done else WAITING))
+        await self._find_unsaved_submissions()
         await self._save()
         try:
             return await self._loop()
@@ -202,6 +205,16 @@ class DagRun:
         elif setup.rescue is not None:
             self._log(f"Using rescue DAG {setup.rescue} ({setup.rescued} nodes marked DONE)")
         self._log(f"Dag contains {len(setup.dag.nodes)} nodes")
+
+    async def _find_unsaved_submissions(self) -> None:
+        """A node whose job was committed but whose cluster was not saved yet (the gateway died in between) has
+        its job in the queue or the history already: found by its DAG, name and retry, as DAGMan's recovery finds
+        it in the nodes log, it is followed instead of being submitted a second time."""
+        for name, state in self._state.items():
+            if state.status == QUEUED and state.cluster is None and not self._dag.nodes[name].noop:
+                state.cluster = await self._call(self._host.submitted_node_job, self.cluster, name, state.retries)
+                if state.cluster is not None:
+                    self._log(f"Node {name} was submitted as cluster {state.cluster} before the restart")
 
     async def _loop(self) -> Outcome:
         for name, state in self._state.items():
