@@ -150,7 +150,11 @@ class Reach:
                f"namespace ({', '.join(map(str, self.mounts))}): {lines[-1] if lines else tried.returncode}"
 
     def remove(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)
+        """Remove the (empty) mount points and their directory, one ``rmdir`` each: never a recursive removal,
+        which, were a mount ever seen here, would go on into the checkout and the environment themselves."""
+        for mount_point in self.mounts.values():
+            mount_point.rmdir()
+        self.directory.rmdir()
 
 
 def run_as(account: UserAccount, work: Callable[[], bytes]) -> bytes:

@@ -13,6 +13,7 @@ import os
 import random
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 import uuid
@@ -81,6 +82,18 @@ def account() -> Iterator[tuple[UserAccount, Reach]]:
             yield user, reach
     finally:
         reach.remove()
+
+
+def test_the_mounts_an_account_imports_through_are_its_process_own(account):
+    """The account's program imports the checkout through bind mounts that only its mount namespace has: the host's
+    mount table (the test's) never shows them, so nothing outlives the program or widens anyone else's reach."""
+    user, reach = account
+    look = "import os, gateway; print(os.getuid(), gateway.__file__); print(open('/proc/self/mountinfo').read())"
+    seen = subprocess.run(reach.command(user, PYTHON, "-c", look), capture_output=True, text=True, check=True).stdout
+    who, mounts = seen.split("\n", 1)
+    assert who == f"{user.uid} {reach.source / 'gateway' / '__init__.py'}"
+    assert all(f" {mount_point} " in mounts for mount_point in reach.mounts.values()), mounts
+    assert str(reach.directory) not in Path("/proc/self/mountinfo").read_text()
 
 
 def start(mode: str, account: tuple[UserAccount, Reach] | None) -> Gateway:
