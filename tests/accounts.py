@@ -4,6 +4,11 @@ A check that one user cannot reach another's files proves something only with tw
 with ``useradd`` (each with a group of its own, no home, no login shell), optionally sharing a group made with
 ``groupadd``, and removed with ``userdel``/``groupdel`` when the test ends.  Names start with ``bbt`` and a random
 part, so tests running side by side never meet.  Needs root (the tests skip otherwise).
+
+A Python program of this checkout run as such an account (a gateway of its own) must import the checkout and its
+environment's packages, which a 0700 directory above them (tox's ``.tox`` in a clone under ``/root``, a clone in a
+``mktemp -d`` directory) keeps from it: :class:`Reach` bind-mounts them, for that program alone, onto directories
+others may traverse, loosening nothing of the machine's.
 """
 
 from __future__ import annotations
@@ -14,14 +19,23 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
+import sysconfig
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import pytest
+
+from gateway.testing import SOURCE_ROOT
+
+#: an interpreter of this environment's Python version that every account may run (the tests' own may be in a
+#: directory of root's, as pyenv's under /root): for jobs, and for programs run as an account with :class:`Reach`
+PYTHON = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
 
 #: useradd's and groupadd's exit statuses when another process holds /etc/passwd or /etc/group: try again
 _BUSY = {1, 10}
@@ -74,7 +88,7 @@ class Accounts:
         entry = pwd.getpwnam(name)
         return UserAccount(name, entry.pw_uid, entry.pw_gid, tuple(group.gr_gid for group in groups))
 
-    def __enter__(self) -> Accounts:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -85,6 +99,62 @@ class Accounts:
             _tool("userdel", name)  # (its own group goes with it)
         for name in reversed(self._groups):
             _tool("groupdel", name)
+
+
+class Reach:
+    """This checkout and its environment's packages, where a program run as an account can import them.
+
+    A command line from :meth:`command` runs in a mount namespace of its own (``unshare``), where the source tree
+    and each package directory are bind-mounted onto directories under one 0755 temporary directory; then, as the
+    account (``setpriv``), it runs with ``PYTHONPATH`` naming those and the source as its working directory.  The
+    mounts live only as long as that process and its children (the host's mount table never sees them, even if the
+    test dies); every program the command starts inherits them.  Nothing outside the temporary directory changes."""
+
+    def __init__(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="birdbath-reach-", dir="/tmp"))
+        self.directory.chmod(0o755)
+        packages = dict.fromkeys(Path(sysconfig.get_paths()[kind]) for kind in ("purelib", "platlib"))
+        #: where each directory is seen (mount point), by the directory seen there
+        self.mounts = {SOURCE_ROOT: self.directory / "source"} | {
+            directory: self.directory / f"packages{index}" for index, directory in enumerate(packages)}
+        for mount_point in self.mounts.values():
+            mount_point.mkdir()
+            mount_point.chmod(0o755)
+
+    @property
+    def source(self) -> Path:
+        """Where the program sees the checkout (:data:`gateway.testing.SOURCE_ROOT`)."""
+        return self.mounts[SOURCE_ROOT]
+
+    def command(self, account: UserAccount, *command: str) -> list[str]:
+        """``command`` run as ``account``, seeing the checkout and the packages (first on ``PYTHONPATH``)."""
+        pairs = [str(path) for directory, mount_point in self.mounts.items() for path in (directory, mount_point)]
+        path = ":".join(str(mount_point) for mount_point in self.mounts.values())
+        mount = 'while [ "$1" != -- ]; do mount --bind "$1" "$2" || exit 125; shift 2; done; shift; ' \
+                'cd "$0" && exec "$@"'
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, str(self.source), *pairs, "--",
+                "setpriv", f"--reuid={account.uid}", f"--regid={account.gid}", "--init-groups",
+                "env", f"PYTHONPATH={path}", *command]
+
+    def unreachable(self, account: UserAccount) -> str | None:
+        """Why ``account`` cannot run the gateway this way here (None when it can): no mount namespace, no
+        interpreter of this version, or packages it still cannot import."""
+        if not Path(PYTHON).exists():
+            return f"{PYTHON} (this environment's Python version, for any account) is not installed"
+        tried = subprocess.run(self.command(account, PYTHON, "-c", "import twisted, classad2, gateway.cli"),
+                               capture_output=True, text=True, check=False)
+        if tried.returncode == 0:
+            return None
+        lines = tried.stderr.strip().splitlines()
+        return f"another account cannot import this environment's packages through bind mounts in a mount " \
+               f"namespace ({', '.join(map(str, self.mounts))}): {lines[-1] if lines else tried.returncode}"
+
+    def remove(self) -> None:
+        """Remove the (empty) mount points and their directory, one ``rmdir`` each: never a recursive removal,
+        which, were a mount ever seen here, would go on into the checkout and the environment themselves."""
+        for mount_point in self.mounts.values():
+            mount_point.rmdir()
+        self.directory.rmdir()
 
 
 def run_as(account: UserAccount, work: Callable[[], bytes]) -> bytes:

@@ -10,23 +10,22 @@ read from ``/proc``."""
 from __future__ import annotations
 
 import os
-import pwd
 import random
 import shutil
 import signal
 import subprocess
-import sysconfig
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from gateway.testing import SOURCE_ROOT, GatewayProcess
+from gateway.testing import GatewayProcess
 from jobmodel.arguments import join_v2
-from tests.accounts import Accounts
+from tests.accounts import PYTHON, Accounts, Reach, UserAccount
 from tests.conftest import zeep_client
 from tests.test_execution import job, status_is, submit, wait_for, wait_until
 
@@ -37,23 +36,17 @@ CONFIG = ("[backends.local]\nslots = 4\nkill_grace = 1.0\nperiodic_interval = 0.
 MODES = ("cgroup", "subreaper", "unprivileged")
 
 
-#: an interpreter every account may run, for the jobs and the unprivileged gateway (the tests' own may be in a
-#: directory of root's), with the virtual environment's packages
-PYTHON = "/usr/bin/python3"
-PACKAGES = sysconfig.get_paths()["purelib"]
-
-
 class UnprivilegedGateway(GatewayProcess):
     """A gateway run by an ordinary account (``setpriv``): no root, so no cgroups and no switching of users."""
 
-    def __init__(self, account: pwd.struct_passwd, *args, **kwargs) -> None:
+    def __init__(self, account: UserAccount, reach: Reach, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.account = account
+        self.reach = reach
 
     def command(self, port_files):
         _, *arguments = super().command(port_files)
-        return ["setpriv", f"--reuid={self.account.pw_uid}", f"--regid={self.account.pw_gid}", "--init-groups",
-                "env", f"PYTHONPATH={SOURCE_ROOT}:{PACKAGES}", PYTHON, *arguments]
+        return self.reach.command(self.account, PYTHON, *arguments)
 
 
 @dataclass
@@ -75,31 +68,44 @@ class Gateway:
 
 
 @pytest.fixture(scope="module")
-def account():
-    """A fresh unprivileged account, removed afterwards; the gateway it runs needs this environment's packages, which
-    a 0700 directory (tox's ``.tox``, a clone under ``/root``) keeps from it: then only the root gateways are run
-    (``base_cgroup = ""`` still takes the subreaper path, as root)."""
-    with Accounts() as made:
-        user = made.user()
-        reach = subprocess.run(["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups", "env",
-                                f"PYTHONPATH={SOURCE_ROOT}:{PACKAGES}", PYTHON, "-c",
-                                "import twisted, classad2, gateway"],
-                               capture_output=True, text=True, check=False)
-        if reach.returncode != 0:
-            pytest.skip(f"another account cannot import this environment's packages ({PACKAGES}): "
-                        f"{reach.stderr.strip().splitlines()[-1] if reach.stderr.strip() else reach.returncode}")
-        yield pwd.getpwnam(user.name)
+def account() -> Iterator[tuple[UserAccount, Reach]]:
+    """A fresh unprivileged account, removed afterwards, and the checkout and packages its gateway imports, bind-mounted
+    where it reaches them (:class:`tests.accounts.Reach`): a 0700 directory above them (tox's ``.tox``, a clone in a
+    ``mktemp -d`` directory) keeps them from it otherwise."""
+    reach = Reach()
+    try:
+        with Accounts() as made:
+            user = made.user()
+            why = reach.unreachable(user)
+            if why:
+                pytest.skip(why)
+            yield user, reach
+    finally:
+        reach.remove()
 
 
-def start(mode: str, account: pwd.struct_passwd | None) -> Gateway:
+def test_the_mounts_an_account_imports_through_are_its_process_own(account):
+    """The account's program imports the checkout through bind mounts that only its mount namespace has: the host's
+    mount table (the test's) never shows them, so nothing outlives the program or widens anyone else's reach."""
+    user, reach = account
+    look = "import os, gateway; print(os.getuid(), gateway.__file__); print(open('/proc/self/mountinfo').read())"
+    seen = subprocess.run(reach.command(user, PYTHON, "-c", look), capture_output=True, text=True, check=True).stdout
+    who, mounts = seen.split("\n", 1)
+    assert who == f"{user.uid} {reach.source / 'gateway' / '__init__.py'}"
+    assert all(f" {mount_point} " in mounts for mount_point in reach.mounts.values()), mounts
+    assert str(reach.directory) not in Path("/proc/self/mountinfo").read_text()
+
+
+def start(mode: str, account: tuple[UserAccount, Reach] | None) -> Gateway:
     base = Path(tempfile.mkdtemp(prefix=f"job-control-{mode}-", dir="/tmp"))
     base.chmod(0o755)
     config = CONFIG + ('base_cgroup = ""\n' if mode == "subreaper" else "")
     if mode == "unprivileged":
         assert account is not None
-        os.chown(base, account.pw_uid, account.pw_gid)
-        process: GatewayProcess = UnprivilegedGateway(account, base / "state", config, base)
-        owner = account.pw_uid
+        user, reach = account
+        os.chown(base, user.uid, user.gid)
+        process: GatewayProcess = UnprivilegedGateway(user, reach, base / "state", config, base)
+        owner = user.uid
     else:
         process, owner = GatewayProcess(base / "state", config, base), 0
     try:
@@ -109,7 +115,7 @@ def start(mode: str, account: pwd.struct_passwd | None) -> Gateway:
         raise
     if mode == "unprivileged":
         for path in base.iterdir():  # (the log, port and config files the test wrote as root)
-            os.chown(path, account.pw_uid, account.pw_gid)
+            os.chown(path, user.uid, user.gid)
     return Gateway(mode, process, base, owner)
 
 
