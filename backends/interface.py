@@ -116,12 +116,14 @@ class IncompleteBackend(TypeError):
 
 @dataclass(frozen=True)
 class BackendInfo:
-    """What a backend says about itself: the strings getVersionString/getPlatformString return."""
+    """What a backend says about itself: the strings getVersionString/getPlatformString return, its schedd's name and
+    its pool's (the central manager, as HTCondor's ``COLLECTOR_HOST`` names it; Aviary's ids carry both)."""
 
     name: str
     version: str
     platform: str
     schedd_name: str
+    pool: str = ""
 
 
 @dataclass(frozen=True)

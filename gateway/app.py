@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from twisted.internet.defer import ensureDeferred
+from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import Factory
 from twisted.internet.threads import deferToThreadPool
@@ -40,6 +41,7 @@ from gateway.soap.submission import SubmissionContext, soap_application
 from gateway.workers.parent import Front, WorkerPool
 
 log = Logger()
+T = TypeVar("T")
 
 
 class Gateway:
@@ -63,8 +65,7 @@ class Gateway:
         self.schedd: BirdbathSchedd | None = None
         self.submissions: SubmissionService | None = None
         self.lowlatency: Any = None  # a gateway.lowlatency.service.LowLatencyService when [carod] is on
-        identification = config.identification(
-            lambda check, *args: deferToThreadPool(reactor, reactor.getThreadPool(), check, *args), reactor)
+        identification = config.identification(self.offload, reactor)
         #: how callers are identified (a worker replaces its login throttle with the core's: one count per gateway)
         self.identification = identification
         self.tls = config.server_tls() if config.enable_soap_ssl else None
@@ -157,7 +158,8 @@ class Gateway:
         self.submissions = SubmissionService(self.backend, self.calls, policy, self.reactor, SubmissionSettings(
             schedd_name=self.backend.info().schedd_name, staging_root=config.state_dir / "staging",
             staging_lifetime=config.staging_lifetime, output_retention=config.output_retention,
-            max_staging_areas_per_caller=config.max_staging_areas_per_caller, limits=limits), queries=self.queries,
+            max_staging_areas_per_caller=config.max_staging_areas_per_caller, limits=limits,
+            pool_name=self.backend.info().pool), queries=self.queries,
             clusters=self.schedd.clusters)
         if config.carod.enable_carod:  # low-latency jobs over AMQP: in the background, broker or not
             from gateway.lowlatency.service import LowLatencyService  # pika takes 0.6 s of CPU to import: only here
@@ -221,8 +223,14 @@ class Gateway:
         self.metrics_site.resource = pages_root(monitor)
         contract = Contract.load()  # the REST face: /api/v1 and its OpenAPI document
         self.routes.mount("/api", RestApi(contract, schedd, submissions, collector, described,
-                                          lease=self.config.staging_lifetime, max_upload=self.config.max_request_bytes))
+                                          lease=self.config.staging_lifetime, max_upload=self.config.max_request_bytes,
+                                          offload=self.offload))
         self.routes.mount("/openapi.json", ContractPage(contract))
+
+    def offload(self, function: Callable[..., T], *args: Any) -> Deferred[T]:
+        """``function(*args)`` on the reactor's thread pool: the front ends' blocking work (a password check, an
+        uploaded archive's reading), which the reactor must not wait for."""
+        return deferToThreadPool(self.reactor, self.reactor.getThreadPool(), function, *args)
 
     def _aviary_context(self, caller: Caller) -> AviaryContext:
         return AviaryContext(caller=caller, service=self.submissions)

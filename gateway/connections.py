@@ -106,10 +106,12 @@ class ConnectionLimits:
 @dataclass(frozen=True)
 class Holder:
     """Who holds a connection, for the caps: ``key`` names the caller (a local user by uid, or a host);
-    ``operator`` is true for root and the queue super users on this machine."""
+    ``operator`` is true for root and the queue super users on this machine; ``owner`` is what the kernel said of
+    the client (none: a holder a test names), which the caller of its requests is made from."""
 
     key: str
     operator: bool = False
+    owner: peers.PeerOwner | None = field(default=None, compare=False)
 
 
 def host_key(host: str) -> str:
@@ -120,25 +122,34 @@ def host_key(host: str) -> str:
     return str(address) if address is not None else host or "?"
 
 
-def holder_of(transport: ITransport, super_users: frozenset[str]) -> Holder:
-    """Who holds a connection: the local user owning a peer's socket on this machine (local socket, loopback or
-    another address of this host), else the peer's host.  The caps only count with it; who the caller is for the
-    operations is decided by :meth:`Identification.accepted`, with the same kernel lookups."""
+def peer_owner(transport: ITransport, kernel: peers.PeerKernel = peers) -> peers.PeerOwner:  # type: ignore[assignment]
+    """What the kernel says of a connection's client: the local user owning its socket on this machine (local
+    socket, loopback or another address of this host), or that it is remote."""
     peer, local = transport.getPeer(), transport.getHost()
-    sock = getattr(transport, "socket", None)
-    try:
-        if isinstance(peer, UNIXAddress):
-            uid = peers.unix_peer_owner(sock)
-        else:
-            client = peers.endpoint(getattr(peer, "host", ""), getattr(peer, "port", 0))
-            server = peers.endpoint(getattr(local, "host", ""), getattr(local, "port", 0))
-            if client is None or server is None or not peers.is_this_host(client.address):
-                return Holder(host_key(getattr(peer, "host", "")))
-            uid = peers.tcp_peer_owner(client, server, sock)
-    except (peers.Unproven, OSError):
-        return Holder("an unidentified local user")
-    name = peers.user_name(uid)
-    return Holder(f"uid {uid}" + (f" ({name})" if name else ""), uid == 0 or name in super_users)
+    return peers.owner_of(getattr(peer, "host", ""), getattr(peer, "port", 0), getattr(local, "host", ""),
+                          getattr(local, "port", 0), isinstance(peer, UNIXAddress), getattr(transport, "socket", None),
+                          kernel)
+
+
+def holder_of(transport: ITransport, super_users: frozenset[str],
+              kernel: peers.PeerKernel = peers) -> Holder:  # type: ignore[assignment]
+    """Who holds a connection: the local user owning a peer's socket on this machine, else the peer's host.  The
+    kernel is asked here, once per connection: the caller of its requests is made from the same answer
+    (:func:`admitted_owner`)."""
+    owner = peer_owner(transport, kernel)
+    if not owner.local:
+        return Holder(host_key(getattr(transport.getPeer(), "host", "")), owner=owner)
+    if owner.uid is None:
+        return Holder("an unidentified local user", owner=owner)
+    return Holder(f"uid {owner.uid}" + (f" ({owner.name})" if owner.name else ""),
+                  owner.uid == 0 or owner.name in super_users, owner)
+
+
+def admitted_owner(transport: ITransport) -> peers.PeerOwner:
+    """What the kernel said of a connection's client when the gate admitted it (passed along with the connection to
+    a worker); asked now only for a connection no gate admitted (a site served on its own, in unit tests)."""
+    owner = getattr(transport, "peer_owner", None)
+    return owner if isinstance(owner, peers.PeerOwner) else peer_owner(transport)
 
 
 class Refused(enum.Enum):
@@ -259,6 +270,11 @@ class _Guarded(ProtocolWrapper):
     """A connection the gate decided on when it was accepted: refused ones are closed before anything is read."""
 
     holder: Holder | None = None
+
+    @property
+    def peer_owner(self) -> peers.PeerOwner | None:
+        """What the kernel said of the client as the gate admitted it (:func:`admitted_owner`)."""
+        return self.holder.owner if self.holder is not None else None
 
     def makeConnection(self, transport: ITransport) -> None:
         self.holder = self.factory.gate.admit(transport)

@@ -32,7 +32,7 @@ from twisted.web import resource, server
 from twisted.web.iweb import IAccessLogFormatter
 from zope.interface import implementer, provider
 
-from gateway.connections import DEFAULT_DEADLINES, DeadlineChannel, RequestDeadlines
+from gateway.connections import DEFAULT_DEADLINES, DeadlineChannel, RequestDeadlines, admitted_owner
 from gateway.core.auth import LOCAL_SOCKET_HOST, Caller
 from gateway.identity.callers import Connection, Identification, Refusal, describe
 from gateway.identity.tls import openssl_reason, peer_certificate
@@ -424,7 +424,7 @@ class GatewayChannel(DeadlineChannel):
         super().connectionMade()
         if ISSLTransport(self.transport, None) is None:
             connection = connection_of(self.transport)
-            self.site.identification.accepted(connection, getattr(self.transport, "socket", None))
+            self.site.identification.accepted(connection, admitted_owner(self.transport))
             self.birdbath_connection = connection
 
 

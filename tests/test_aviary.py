@@ -7,6 +7,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import socket
 import urllib.request
 from pathlib import Path
 
@@ -157,6 +158,38 @@ def test_bad_ids_get_avarys_statuses(job, query):
     assert garbage.code == "FAIL" and "Invalid Id" in garbage.text
     found = query.getJobStatus(ids=[{"job": "987654.0"}, {"job": "not-a-job"}])
     assert [(entry.id.job, entry.status.code) for entry in found] == [("987654.0", "NO_MATCH"), ("not-a-job", "FAIL")]
+
+
+def test_ids_found_here_name_the_pool_and_the_scheduler_as_aviarys_did(job, query, tmp_path):
+    """A JobID's pool and scheduler elements, a SubmissionID's XML attributes of those names (the local backend's
+    pool is this machine); an id that names nothing found is echoed as it came, without them."""
+    made = job.submitJob(cmd="/bin/sleep", args="60", owner=ME, iwd=str(tmp_path), submission_name="aviary-origin")
+    scheduler = made.id.scheduler
+    here = (socket.getfqdn(), scheduler)
+    assert scheduler and (made.id.pool, made.id.scheduler) == here
+    assert (made.id.submission.pool, made.id.submission.scheduler) == here
+    (summary,) = query.getJobSummary(ids=[{"job": made.id.job}])
+    assert (summary.id.pool, summary.id.submission.pool, summary.id.submission.scheduler) == (here[0], *here)
+    (found,) = query.getSubmissionSummary(ids=[{"name": "aviary-origin"}], includeJobSummaries=True)
+    assert (found.id.pool, found.id.scheduler) == here and found.jobs[0].id.pool == here[0]
+    ids = query.getSubmissionID(size=1, offset={"name": "aviary-origin"}).ids
+    assert [(entry.name, entry.pool, entry.scheduler) for entry in ids] == [("aviary-origin", *here)]
+    (missing,) = query.getJobStatus(ids=[{"job": "987654.0", "pool": "elsewhere", "scheduler": "other"}])
+    assert (missing.status.code, missing.id.pool, missing.id.scheduler) == ("NO_MATCH", None, None)
+    (unknown,) = query.getSubmissionSummary(ids=[{"name": "no-such-submission"}])
+    assert (unknown.id.pool, unknown.id.scheduler) == (None, None)
+
+
+def test_a_submission_id_sent_back_with_its_attributes_is_read(gateway, job, tmp_path):
+    """A client echoing a SubmissionID with its pool and scheduler attributes (any text, quotes and all) pages from
+    it as from its name."""
+    submit(job, tmp_path, submission_name="aviary-echoed")
+    status, answer = post(gateway, "services/query/getSubmissionID", envelope(
+        QUERY_NS, "GetSubmissionID", '<size>1</size><offset pool="a&amp;&quot;b" scheduler="&lt;x&gt;">'
+                                     "<name>aviary-echoed</name></offset>"))
+    assert status == 200, answer
+    (ids,) = etree.fromstring(answer).iter("ids")
+    assert ids.findtext("name") == "aviary-echoed" and ids.get("pool") == socket.getfqdn()
 
 
 def test_a_value_the_schema_refuses_is_a_client_fault(gateway):

@@ -11,7 +11,7 @@ from gateway.soap.codec import ContractService
 from gateway.soap.collector import collector_service
 from gateway.soap.contract import Contract
 from gateway.soap.schedd import OPERATIONS, schedd_service
-from gateway.soap.xsd import Array, Enumeration, Struct, WireFault, read_element
+from gateway.soap.xsd import BUILTIN, Array, Enumeration, Struct, WireFault, read_element
 from tests.conftest import LEGACY_COLLECTOR_WSDL, LEGACY_WSDL, ROOT
 from tests.wire import assert_valid, body_element
 
@@ -200,3 +200,16 @@ def test_a_handler_that_fails_is_a_server_fault_whether_it_waited_or_not():
     assert (fine.code, fine.status, fine.reason) == (200, "SUCCESS", "Success") and b"<integer>4</integer>" in fine.body
     refused = service.dispatch(envelope("newJob", "<clusterId>x</clusterId>"), None)
     assert refused.code == 500 and refused.operation == "newJob" and refused.fault.startswith("Client: Could not cast")
+
+
+def test_a_structs_xml_attributes_are_written_on_its_element_quoted():
+    """Aviary's SubmissionID carries its pool and scheduler as XML attributes: written on the member's element (on
+    each element of a repeated member), quoted whatever their text, left out when null; read back as they were."""
+    submission = Struct("SubmissionID", {"name": BUILTIN["string"]}, attributes=("pool", "scheduler"))
+    holder = Struct("Page", {"ids": submission, "remaining": BUILTIN["int"]}, repeated={"ids"})
+    written = holder.write({"ids": [{"name": "a", "pool": 'p&"<q>', "scheduler": "s"}, {"name": "b", "pool": None}],
+                            "remaining": 0})
+    assert written == ('<ids pool="p&amp;&quot;&lt;q&gt;" scheduler="s"><name>a</name></ids><ids><name>b</name></ids>'
+                       "<remaining>0</remaining>")
+    first = etree.fromstring(f"<page>{written}</page>")[0]
+    assert read_element(submission, first) == {"name": "a", "pool": 'p&"<q>', "scheduler": "s"}

@@ -26,11 +26,13 @@ from gateway.connections import (
     Refused,
     RequestClock,
     RequestDeadlines,
+    holder_of,
     host_key,
     raise_descriptor_limit,
 )
-from gateway.core.auth import AccessPolicy, HostList
+from gateway.core.auth import AccessPolicy, Authentication, Caller, HostList
 from gateway.http import GatewaySite
+from gateway.identity import peers
 from gateway.identity.callers import Identification
 
 
@@ -134,6 +136,45 @@ def test_the_reserve_is_for_operators_alone():
     gate_.release(None)  # the refused one's descriptor is freed at the reactor's next turn
     assert [kept(guard, Peer(ROOT)) for _ in range(3)] == [True, True, False]  # the total is everyone's
     assert gate_.open == 6
+
+
+class CountingKernel:
+    """A kernel whose loopback clients on port 40000 are nobody's and on other ports unproven, counting the socket
+    look-ups asked of it."""
+
+    def __init__(self) -> None:
+        self.lookups = 0
+
+    def is_this_host(self, address) -> bool:
+        return address.is_loopback
+
+    def tcp_peer_owner(self, client: peers.Endpoint, server: peers.Endpoint, accepted) -> int:
+        self.lookups += 1
+        if client.port != 40000:
+            raise peers.Unproven("its socket is FIN_WAIT2, no longer a process's")
+        return 65534
+
+    def unix_peer_owner(self, sock) -> int:
+        raise AssertionError("no local-socket connection here")
+
+    user_name = staticmethod(peers.user_name)
+
+
+@pytest.mark.parametrize(("port", "holder", "caller", "refusal"), [
+    (40000, "uid 65534 (nobody)", Caller("127.0.0.1", "nobody", Authentication.SOCKET), None),
+    (40001, "an unidentified local user", None, "loopback connection could not be identified (its socket is FIN")])
+def test_the_kernel_is_asked_once_per_connection_for_the_gate_and_the_caller(port, holder, caller, refusal):
+    clock, kernel = Clock(), CountingKernel()
+    gate_ = ConnectionGate(ConnectionLimits(max_connections=10, per_caller=3, reserved=1),
+                           AccessPolicy(allow_soap=HostList(("*",))), RefusalLog(clock),
+                           identify=lambda transport, super_users: holder_of(transport, super_users, kernel))
+    transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", port),
+                                hostAddress=IPv4Address("TCP", "127.0.0.1", 1984))
+    protocol = connect(guarded(gate_, clock), transport)
+    assert kernel.lookups == 1 and gate_.held_by(holder) == 1
+    connection = protocol.wrappedProtocol.birdbath_connection  # the channel's: its caller made as it was accepted
+    assert connection.caller == caller
+    assert (connection.refusal is None) if refusal is None else (refusal in connection.refusal.message)
 
 
 def test_connections_being_closed_count_until_their_descriptors_are_freed():

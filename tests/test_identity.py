@@ -288,7 +288,7 @@ def test_user_names_come_from_the_password_database():
 def certificate(*attributes: x509.NameAttribute) -> x509.Certificate:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name(list(attributes))
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     return (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
             .sign(key, hashes.SHA256()))
@@ -360,12 +360,9 @@ class Offload:
         return check(*args)
 
 
-def plain(host: str = "127.0.0.1", port: int = 40000, identification: Identification | None = None) -> Connection:
-    """A plain connection, accepted (its peer identified) by ``identification`` when given."""
-    connection = Connection(False, host, port, "127.0.0.1", 1984)
-    if identification is not None:
-        identification.accepted(connection, None)
-    return connection
+def plain(host: str = "127.0.0.1", port: int = 40000) -> Connection:
+    """A plain connection, not yet accepted."""
+    return Connection(False, host, port, "127.0.0.1", 1984)
 
 
 def tls(certificate: x509.Certificate | None = None, port: int = 40000) -> Connection:
@@ -388,32 +385,46 @@ def offload() -> Offload:
 
 @pytest.fixture
 def identification(mapping, passwords, kernel, offload) -> Identification:
-    return Identification(mapping, passwords, offload, kernel)
+    return Identification(mapping, passwords, offload)
 
 
-def test_a_loopback_caller_is_its_sockets_owner_looked_up_once_when_accepted(identification, kernel):
-    connection = plain(port=40001, identification=identification)
+@pytest.fixture
+def accept(identification, kernel):
+    """Accept a connection as the gate does: its client's owner asked of the test's kernel, once."""
+    def accepted(connection: Connection) -> Connection:
+        identification.accepted(connection, owner(connection, kernel))
+        return connection
+    return accepted
+
+
+def owner(connection: Connection, kernel: Kernel) -> peers.PeerOwner:
+    return peers.owner_of(connection.peer_host, connection.peer_port, connection.local_host, connection.local_port,
+                          connection.unix, None, kernel)
+
+
+def test_a_loopback_caller_is_its_sockets_owner_looked_up_once_when_accepted(accept, identification, kernel):
+    connection = accept(plain(port=40001))
     assert kernel.lookups == 1
     assert run(identification.caller(connection, None)) == Caller("127.0.0.1", "nobody", Authentication.SOCKET)
     assert run(identification.caller(connection, None)).user == "nobody"
     assert kernel.lookups == 1
-    assert run(identification.caller(plain(port=40000, identification=identification), None)).user == "root"
+    assert run(identification.caller(accept(plain(port=40000)), None)).user == "root"
     assert kernel.lookups == 2
 
 
-def test_a_caller_on_one_of_this_hosts_addresses_is_local(identification, kernel):
-    connection = plain("192.0.2.1", 40001, identification)
+def test_a_caller_on_one_of_this_hosts_addresses_is_local(accept, identification, kernel):
+    connection = accept(plain("192.0.2.1", 40001))
     assert run(identification.caller(connection, None)) == Caller("192.0.2.1", "nobody", Authentication.SOCKET)
     with pytest.raises(Refusal) as refusal:
-        run(identification.caller(plain("192.0.2.1", 49999, identification), None))
+        run(identification.caller(accept(plain("192.0.2.1", 49999)), None))
     assert "The local user of this local connection could not be identified" in refusal.value.message
 
 
-def test_a_local_caller_the_kernel_does_not_prove_or_name_is_refused(identification):
+def test_a_local_caller_the_kernel_does_not_prove_or_name_is_refused(accept, identification):
     """Not anonymous: a local client could otherwise drop its identity (close its socket after sending its
     request) and act as default_owner; and never root, whom its orphaned socket is listed as."""
     for port, reason in ((49999, "FIN_WAIT2, no longer a process's"), (40002, f"uid {2**31 - 2} has no name")):
-        connection = plain(port=port, identification=identification)
+        connection = accept(plain(port=port))
         for _ in range(2):  # every request of the connection
             with pytest.raises(Refusal) as refusal:
                 run(identification.caller(connection, None))
@@ -427,33 +438,33 @@ def test_a_connection_not_identified_when_accepted_is_refused(identification):
     assert refusal.value.code == 403
 
 
-def test_a_local_socket_caller_is_named_by_its_credentials(identification, kernel):
+def test_a_local_socket_caller_is_named_by_its_credentials(accept, identification, kernel):
     connection = Connection(False, "localhost", 0, "", 0, unix=True)
-    identification.accepted(connection, None)
+    accept(connection)
     assert run(identification.caller(connection, None)) == Caller("localhost", "nobody", Authentication.SOCKET)
     assert kernel.lookups == 1
 
 
-def test_a_remote_plain_caller_is_anonymous_without_a_look_up(identification, kernel):
-    assert run(identification.caller(plain("192.0.2.7", identification=identification), None)) == \
+def test_a_remote_plain_caller_is_anonymous_without_a_look_up(accept, identification, kernel):
+    assert run(identification.caller(accept(plain("192.0.2.7")), None)) == \
         Caller("192.0.2.7")
-    assert run(identification.caller(plain("::ffff:192.0.2.7", identification=identification), None)) \
+    assert run(identification.caller(accept(plain("::ffff:192.0.2.7")), None)) \
         .authentication is Authentication.NONE
     assert kernel.lookups == 0
 
 
-def test_basic_on_the_plain_port_is_refused_without_checking_the_password(identification, offload):
+def test_basic_on_the_plain_port_is_refused_without_checking_the_password(accept, identification, offload):
     for credentials in (basic("alice", "wonderland"), basic("alice", "wrong"), b"Basic !!!"):
         with pytest.raises(Refusal) as refusal:
-            run(identification.caller(plain(port=40001, identification=identification), credentials))
+            run(identification.caller(accept(plain(port=40001)), credentials))
         assert refusal.value.code == 403 and "only on the SSL port" in refusal.value.message
     assert offload.checks == 0
     # a bearer token is refused as clearly, whether or not the gateway accepts tokens on its SSL port
     with pytest.raises(Refusal) as refusal:
-        run(identification.caller(plain(port=40001, identification=identification), b"Bearer abc"))
+        run(identification.caller(accept(plain(port=40001)), b"Bearer abc"))
     assert refusal.value.code == 403 and "Bearer tokens are accepted only on the SSL port" in refusal.value.message
     # other schemes mean nothing here and are not refused
-    assert run(identification.caller(plain(port=40001, identification=identification), b"Digest abc")).user == \
+    assert run(identification.caller(accept(plain(port=40001)), b"Digest abc")).user == \
         "nobody"
 
 
@@ -510,7 +521,7 @@ def test_a_wrong_password_is_not_remembered(identification, offload):
 
 
 def test_without_a_password_file_basic_is_no_way_in(mapping, kernel):
-    identification = Identification(mapping, None, kernel=kernel)
+    identification = Identification(mapping, None)
     with pytest.raises(Refusal) as refusal:
         run(identification.caller(tls(), basic("alice", "wonderland")))
     assert refusal.value.code == 401 and not refusal.value.challenge

@@ -9,13 +9,16 @@ import io
 import json
 import pwd
 import tarfile
+import threading
 import time
 
 import pytest
 import requests
 from openapi_spec_validator import validate as validate_spec
 
+from gateway.rest import tarfiles
 from gateway.rest.contract import Contract
+from gateway.rest.problems import Problem
 from gateway.testing import QUEUE_ONLY, TestPki, module_gateway
 from tests.accounts import UserAccount, run_as
 from tests.rest import CONTRACT, Answer, call, check, tar_members, tar_of, wait_for
@@ -282,6 +285,73 @@ def test_a_hostile_archive_is_refused_and_the_job_still_waits_for_its_input(gate
     good = call(gateway.port, "PUT", f"/api/v1/jobs/{job}/input", tar_of({"run.sh": SCRIPT, "in.txt": "ok"}),
                 "application/x-tar")
     assert good.status == 200 and good.json["queued"] == [job]
+
+
+class HeldUpload(io.BytesIO):
+    """An uploaded body whose reads wait until the reactor has run a call the test scheduled: read on the reactor's
+    thread, they would wait in vain (until ``patience`` runs out), as every other client would."""
+
+    def __init__(self, data: bytes, patience: float = 30) -> None:
+        super().__init__(data)
+        self.reactor_answered = threading.Event()
+        self.patience = patience
+        self.readers: set[int] = set()
+
+    def read(self, size: int | None = -1) -> bytes:
+        self.readers.add(threading.get_ident())
+        self.reactor_answered.wait(self.patience)
+        return super().read(size)
+
+
+def _offloaded_upload(body: bytes, work):
+    """Run ``work(offload, upload)`` on the global reactor, with a real thread pool for the reading, while the reactor
+    answers another call; the upload, and what the work returned or raised."""
+    from twisted.internet import reactor
+    from twisted.internet.defer import ensureDeferred
+    from twisted.internet.threads import deferToThreadPool
+    from twisted.python.threadpool import ThreadPool
+
+    pool = ThreadPool(minthreads=1, maxthreads=2, name="uploads")
+    pool.start()
+    upload = HeldUpload(body)
+    reactor.callLater(0, upload.reactor_answered.set)  # "another client's request", answered by the reactor
+    outcome: dict = {}
+    try:
+        done = ensureDeferred(work(lambda function, *args: deferToThreadPool(reactor, pool, function, *args), upload))
+        done.addBoth(lambda value: outcome.update(value=value))
+        deadline = time.monotonic() + 60
+        while "value" not in outcome and time.monotonic() < deadline:
+            reactor.runUntilCurrent()
+            reactor.doIteration(0.01)
+    finally:
+        upload.reactor_answered.set()
+        pool.stop()
+    return upload, outcome["value"]
+
+
+def test_an_upload_is_checked_and_read_off_the_reactor_which_answers_meanwhile():
+    body = gzip.compress(tar_of({"run.sh": SCRIPT, "big.bin": b"abcdefg\n" * 300_000}))
+
+    async def check_and_read(offload, upload):
+        members = await tarfiles.checked_upload(offload, upload, 10_000_000)
+        read = {}
+        async for member, chunks in tarfiles.uploaded_files(offload, upload):
+            read[member.name] = b"".join([chunk async for chunk in chunks])
+        return members, read
+
+    upload, (members, read) = _offloaded_upload(body, check_and_read)
+    assert threading.get_ident() not in upload.readers and upload.readers  # the reactor's thread never read it
+    assert {member.name: member.size for member in members} == {"run.sh": len(SCRIPT), "big.bin": 2_400_000}
+    assert read == tar_members(gzip.decompress(body))
+
+
+def test_a_hostile_upload_checked_off_the_reactor_is_the_same_problem():
+    async def check(offload, upload):
+        return await tarfiles.checked_upload(offload, upload, 10_000_000)
+
+    upload, failure = _offloaded_upload(_tar_with("symlink"), check)
+    assert threading.get_ident() not in upload.readers
+    assert failure.check(Problem) and failure.value.status == 400 and "link" in str(failure.value)
 
 
 def test_input_beyond_the_request_limit_is_refused(start_gateway):

@@ -20,11 +20,13 @@ import http.server
 import json
 import os
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import classad2
@@ -43,6 +45,7 @@ from gateway.identity.bearer import BearerTokens
 from gateway.identity.callers import Connection, Identification, Refusal
 from gateway.identity.idtokens import POOL, IdTokens, InvalidToken, SigningKeys, TokenPolicy
 from gateway.identity.mapfile import CertificateMap
+from gateway.identity.scitoken import SciTokens, SciTokenSettings, configure
 from gateway.identity.throttle import LoginThrottle, ThrottleSettings
 from gateway.testing import QUEUE_ONLY, GatewayProcess, TestPki
 from tests.conftest import ROOT
@@ -455,6 +458,63 @@ def test_a_read_scitoken_may_not_submit(gateway, pki, issuer):
     assert call(gateway, pki, token, "getSubmissions").json()["status"]["code"] == "OK"
     answer = call(gateway, pki, token, "submit", ad=JSON_JOB).json()["status"]
     assert answer["code"] == "FAIL" and "condor:/WRITE" in answer["text"]
+
+
+class SilentIssuer:
+    """An issuer's address whose server accepts every connection and never sends a byte."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"https://127.0.0.1:{self.server.getsockname()[1]}/issuer"
+        self.held: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.held.append(self.server.accept()[0])
+            except OSError:
+                return  # closed
+
+    def close(self) -> None:
+        self.server.close()
+        for connection in self.held:
+            connection.close()
+
+
+@pytest.fixture
+def library(tmp_path, pki):
+    """The scitokens library as the gateway configures it, with fetches bounded by half a second; its process-wide
+    settings are put back afterwards."""
+    from scitokens.utils import config as library_config
+    from scitokens.utils import keycache
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(keycache, "request", urllib.request)
+        patch.setattr(keycache, "KEYCACHE_INSTANCE", None)
+        patch.setattr(library_config, "configuration", library_config.configuration)
+        patch.setenv("SSL_CERT_FILE", str(pki.ca_file))  # the test issuer's certificate is trusted
+        configure(tmp_path, fetch_timeout=0.5)
+        yield
+
+
+def test_a_scitokens_keys_are_fetched_within_the_bound(library, issuer):
+    claims = SciTokens(SciTokenSettings((issuer.url,))).verify(issuer.token("scialice"))
+    assert (claims.issuer, claims.subject) == (issuer.url, "scialice")
+
+
+def test_a_scitoken_whose_issuer_never_answers_is_refused_after_the_timeout(library, issuer):
+    silent = SilentIssuer()
+    try:
+        token = issuer.token("scialice", issuer=silent.url)  # signed by a key the silent issuer would never send
+        with pytest.raises(InvalidToken) as refused:
+            SciTokens(SciTokenSettings((silent.url,))).verify(token)
+    finally:
+        silent.close()
+    assert str(refused.value) == (f"the keys of issuer {silent.url} could not be had: {silent.url}/.well-known/"
+                                  f"openid-configuration did not answer within 0.5 s")
+    assert silent.held  # it was reached, and said nothing
 
 
 def test_bad_scitokens_are_refused(gateway, pki, issuer):

@@ -10,6 +10,7 @@ from backends.interface import Revision, revision, stamp
 from gateway.core.auth import Authentication, Caller, Permission
 from gateway.core.status import BirdbathError, StatusCode
 from gateway.core.transactions import TransactionRef
+from gateway.identity.peers import PeerOwner
 from gateway.workers import wire
 from jobmodel.exprtext import SourceExpr, TextedAd, expression_text
 
@@ -44,6 +45,8 @@ def test_callers_statuses_and_refs_cross_whole():
     caller = Caller("127.0.0.1", "alice", Authentication.IDTOKEN, permissions=frozenset({Permission.READ}))
     assert crossed(caller).permissions == frozenset({Permission.READ}) and crossed(caller) == caller
     assert crossed(TransactionRef(7, 60)) == TransactionRef(7, 60)
+    owner = PeerOwner(True, 1001, "alice")  # what the kernel said of a connection's client, passed with it
+    assert crossed(owner) == owner and crossed(PeerOwner(True, problem="unproven")).problem == "unproven"
     error = crossed(BirdbathError(StatusCode.FAIL, "no"))
     assert isinstance(error, BirdbathError) and error.status.message == "no"
 

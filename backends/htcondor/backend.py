@@ -154,7 +154,8 @@ class HTCondorBackend:
             name="htcondor",
             version=str(location.get("CondorVersion", "$CondorVersion: unknown $")),
             platform=str(location.get("CondorPlatform", "$CondorPlatform: unknown $")),
-            schedd_name=str(location.get("Name", schedd_name or "schedd")))
+            schedd_name=str(location.get("Name", schedd_name or "schedd")),
+            pool=str(location.get("CollectorHost") or collector or _collector_host()))
 
     def info(self) -> BackendInfo:
         return self._info
@@ -562,6 +563,13 @@ def _collector(address: str | None) -> Any:
     import htcondor2
 
     return htcondor2.Collector(address)
+
+
+def _collector_host() -> str:
+    """The pool's central manager as HTCondor's configuration names it (``COLLECTOR_HOST``)."""
+    import htcondor2
+
+    return str(htcondor2.param.get("COLLECTOR_HOST", ""))
 
 
 def _connect(collector: str | None, schedd_name: str | None) -> tuple[classad2.ClassAd, Any, Any]:

@@ -86,6 +86,7 @@ class LocalBackend:
                     f"BuildID: birdbath-gateway-{__version__} $",
             platform=f"$CondorPlatform: {platform.machine().upper()}-{platform.system()} $",
             schedd_name=schedd_name or socket.getfqdn(),
+            pool=socket.getfqdn(),  # the pool is this machine: its collector is the gateway
         )
         store = JobStore(state_dir / "queue.sqlite3")
         spool = Spool(state_dir / "spool")

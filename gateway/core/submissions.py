@@ -162,6 +162,7 @@ class SubmissionSettings:
     output_retention: int = 86400  # seconds a finished staged job stays queued so its output can be fetched
     max_staging_areas_per_caller: int = 20  # staging areas one caller (host, user, authentication) may hold
     limits: ExpressionLimits = ExpressionLimits()  # on the expression text of job ads and setAttribute values
+    pool_name: str = ""  # the backend's pool (its central manager), which Aviary's ids name beside the schedd
 
 
 class SubmissionService:

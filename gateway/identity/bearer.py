@@ -156,9 +156,9 @@ class TokenSettings:
                 if not issuer.startswith("https://"):
                     raise ValueError(f"scitokens_trusted_issuers: {issuer!r} is not an https:// URL (keys are "
                                      f"fetched from the issuer over HTTPS only)")
-            from .scitoken import SciTokens, SciTokenSettings, use_cache
+            from .scitoken import SciTokens, SciTokenSettings, configure
 
-            use_cache(cache_dir)
+            configure(cache_dir)
             sci = SciTokens(SciTokenSettings(self.scitokens_issuers, self.scitokens_audience))
         return BearerTokens(idtokens, sci, mapfile)
 

@@ -23,14 +23,14 @@ On the SSL port:
 from __future__ import annotations
 
 import binascii
-import socket
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any
 
 from cryptography import x509
 
-from gateway.core.auth import Address, Authentication, Caller
+from gateway.core.auth import Authentication, Caller
 from gateway.identity import peers
 from gateway.identity.bearer import BearerTokens, Unmapped, Verified, bearer_token, claimed_subject
 from gateway.identity.idtokens import InvalidToken
@@ -41,18 +41,6 @@ from gateway.identity.tls import subject_oneline
 
 #: runs a slow, blocking check (a bcrypt comparison) away from the reactor thread
 Offload = Callable[..., Awaitable[bool]]
-
-class PeerKernel(Protocol):
-    """What the kernel says about a peer on this machine (:mod:`.peers`; another kernel in unit tests)."""
-
-    def is_this_host(self, address: Address) -> bool: ...
-
-    def tcp_peer_owner(self, client: peers.Endpoint, server: peers.Endpoint, accepted: socket.socket | None) -> int: ...
-
-    def unix_peer_owner(self, sock: socket.socket | None) -> int: ...
-
-    def user_name(self, uid: int) -> str | None: ...
-
 
 class Refusal(Exception):
     """A request refused for who its caller is (or is not): the HTTP status and the reason to send back."""
@@ -148,12 +136,10 @@ async def _inline(check: Callable[..., bool], *args: Any) -> bool:
 class Identification:
     """The gateway's way of telling callers apart: its map file and password file (either may be absent).
 
-    ``offload`` runs a password check (the reactor's thread pool in the gateway; inline when not given), and
-    ``kernel`` tells local peers apart (:mod:`.peers`; another kernel in unit tests)."""
+    ``offload`` runs a password check (the reactor's thread pool in the gateway; inline when not given)."""
 
     def __init__(self, certificates: CertificateMap | None = None, passwords: PasswordFile | None = None,
-                 offload: Offload | None = None, kernel: PeerKernel = peers,  # type: ignore[assignment]
-                 throttle: LoginThrottle | None = None, tokens: BearerTokens | None = None) -> None:
+                 offload: Offload | None = None, throttle: LoginThrottle | None = None, tokens: BearerTokens | None = None) -> None:
         self.certificates = certificates
         #: how bearer tokens are checked (none: they are refused)
         self.tokens = tokens
@@ -161,19 +147,21 @@ class Identification:
         self.throttle = throttle
         self.passwords = passwords
         self._offload = offload or _inline
-        self._kernel = kernel
         self._remembered = RememberedPasswords()
 
-    def accepted(self, connection: Connection, sock: socket.socket | None) -> None:
-        """Decide who the peer of a plain or local-socket connection is, as it is accepted (``sock``: our end),
-        before a byte of it is read: its caller, or the refusal every request on it gets.  Deciding later would ask
-        about a client that may have closed its socket by then, and whose ports another socket may hold."""
+    def accepted(self, connection: Connection, owner: peers.PeerOwner) -> None:
+        """Decide who the peer of a plain or local-socket connection is from what the kernel said of it as it was
+        accepted (``owner``, :func:`.peers.owner_of`), before a byte of it was read: its caller, or the refusal
+        every request on it gets.  Asking later would ask about a client that may have closed its socket by then,
+        and whose ports another socket may hold."""
         if connection.secure:
             return
-        try:
-            connection.caller = self._peer_caller(connection, sock)
-        except Refusal as refusal:
-            connection.refusal = refusal
+        if owner.problem is not None:
+            connection.refusal = Refusal(403, owner.problem)
+        elif not owner.local:
+            connection.caller = Caller(host=connection.peer_host)
+        else:
+            connection.caller = Caller(connection.peer_host, owner.name, Authentication.SOCKET)
 
     async def caller(self, connection: Connection, authorization: bytes | None) -> Caller:
         """The caller of one request on ``connection`` (raises :class:`Refusal`)."""
@@ -205,35 +193,6 @@ class Identification:
             return bearer_token(authorization)
         except InvalidToken as exc:
             raise Refusal(401, f"Invalid bearer token: {exc}", token_error=True) from None
-
-    def _peer_caller(self, connection: Connection, sock: socket.socket | None) -> Caller:
-        if connection.unix:
-            return self._local_caller(connection, "Unix-socket", lambda: self._kernel.unix_peer_owner(sock))
-        client = peers.endpoint(connection.peer_host, connection.peer_port)
-        server = peers.endpoint(connection.local_host, connection.local_port)
-        if client is None or server is None:
-            raise Refusal(403, f"The peer of this connection ({connection.peer_host!r}) is no network address")
-        try:
-            local = self._kernel.is_this_host(client.address)
-        except OSError as exc:
-            raise Refusal(403, f"Whether {connection.peer_host} is this machine could not be told "
-                               f"(the kernel's routing answer: {exc.strerror or exc})") from None
-        if not local:
-            return Caller(host=connection.peer_host)
-        kind = "loopback" if client.address.is_loopback else "local"
-        return self._local_caller(connection, kind, lambda: self._kernel.tcp_peer_owner(client, server, sock))
-
-    def _local_caller(self, connection: Connection, kind: str, owner: Callable[[], int]) -> Caller:
-        """The local user owning the peer's socket, or the refusal naming why it could not be proven."""
-        try:
-            uid = owner()
-        except peers.Unproven as exc:
-            raise Refusal(403, f"The local user of this {kind} connection could not be identified ({exc})") from None
-        user = self._kernel.user_name(uid)
-        if not user:
-            raise Refusal(403, f"The local user of this {kind} connection could not be identified "
-                               f"(uid {uid} has no name)")
-        return Caller(connection.peer_host, user, Authentication.SOCKET)
 
     def _certificate_caller(self, connection: Connection) -> Caller:
         assert connection.certificate is not None and self.certificates is not None

@@ -14,6 +14,9 @@ sends can change that answer.  Two ways to ask, both made once, when the connect
 Whether a TCP peer is on this machine at all is the kernel's routing answer for its address (``RTM_GETROUTE``:
 a route of type local), so a client connecting to one of the host's own network addresses is as local as one on
 loopback.  :class:`Unproven` says why a local peer could not be identified; the caller refuses it.
+
+The kernel is asked once per connection (:func:`owner_of`), as the gate admits it; its answer, a
+:class:`PeerOwner`, serves both the gate's caps and the caller of every request on the connection.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ import os
 import pwd
 import socket
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from gateway.core.auth import Address, peer_address
 
@@ -225,6 +230,65 @@ def is_this_host(address: Address) -> bool:
             return False
         raise
     return kind == RTM_NEWROUTE and len(body) >= ROUTE_MESSAGE.size and ROUTE_MESSAGE.unpack_from(body)[7] == RTN_LOCAL
+
+
+class PeerKernel(Protocol):
+    """What the kernel says about a peer on this machine (this module's functions; another kernel in unit tests)."""
+
+    def is_this_host(self, address: Address) -> bool: ...
+
+    def tcp_peer_owner(self, client: Endpoint, server: Endpoint, accepted: socket.socket | None) -> int: ...
+
+    def unix_peer_owner(self, sock: socket.socket | None) -> int: ...
+
+    def user_name(self, uid: int) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class PeerOwner:
+    """What the kernel said about a connection's client as the connection was accepted: the gate counts the
+    connection by it, and the caller of a plain or local-socket connection is made from it."""
+
+    #: the client is on this machine (the local socket, loopback, one of the host's addresses), or may be
+    local: bool
+    #: the user owning the client's socket, when the kernel proved it
+    uid: int | None = None
+    #: that user's login name
+    name: str | None = None
+    #: why the client cannot be identified (every request on the connection is refused with it)
+    problem: str | None = None
+
+
+def owner_of(peer_host: str, peer_port: int, local_host: str, local_port: int, unix: bool,
+             sock: socket.socket | None, kernel: PeerKernel) -> PeerOwner:
+    """Who the client of a connection is, asked of the ``kernel`` (``sock``: our end of the connection)."""
+    if unix:
+        return _local_owner("Unix-socket", lambda: kernel.unix_peer_owner(sock), kernel)
+    client, server = endpoint(peer_host, peer_port), endpoint(local_host, local_port)
+    if client is None or server is None:
+        return PeerOwner(False, problem=f"The peer of this connection ({peer_host!r}) is no network address")
+    try:
+        local = kernel.is_this_host(client.address)
+    except OSError as exc:
+        return PeerOwner(True, problem=f"Whether {peer_host} is this machine could not be told "
+                                       f"(the kernel's routing answer: {exc.strerror or exc})")
+    if not local:
+        return PeerOwner(False)
+    kind = "loopback" if client.address.is_loopback else "local"
+    return _local_owner(kind, lambda: kernel.tcp_peer_owner(client, server, sock), kernel)
+
+
+def _local_owner(kind: str, ask: Callable[[], int], kernel: PeerKernel) -> PeerOwner:
+    """The local user owning a client's socket (``kind`` of connection), or why it could not be proven."""
+    try:
+        uid = ask()
+    except (Unproven, OSError) as exc:
+        return PeerOwner(True, problem=f"The local user of this {kind} connection could not be identified ({exc})")
+    name = kernel.user_name(uid)
+    if not name:
+        return PeerOwner(True, uid, problem=f"The local user of this {kind} connection could not be identified "
+                                            f"(uid {uid} has no name)")
+    return PeerOwner(True, uid, name)
 
 
 def unix_peer_owner(sock: socket.socket | None) -> int:

@@ -11,13 +11,18 @@
   map file lines, e.g. ``SCITOKENS /^https:\\/\\/issuer\\.example,(.*)$/ \\1``); a token no rule maps is refused.
 
 The issuers' keys are kept in the library's cache (a SQLite file under ``scitokens_cache_dir``) as long as the
-issuer's answer allows.  Verifying may fetch keys, so it runs off the reactor thread.
+issuer's answer allows.  Verifying may fetch keys, so it runs off the reactor thread; each fetch waits at most
+:data:`ISSUER_TIMEOUT` seconds for the issuer to connect and answer (the library sets no limit, and an issuer that
+never answers would hold a thread forever), and a token whose keys could not be had in time is refused.
 """
 
 from __future__ import annotations
 
 import configparser
+import io
 import urllib.error
+import urllib.request
+import urllib.response
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +31,7 @@ import jwt
 import scitokens
 from scitokens.scitokens import EnforcementError, ValidationFailure
 from scitokens.utils import errors as scitoken_errors
+from scitokens.utils import keycache
 
 from .idtokens import Claims, InvalidToken, split
 
@@ -34,11 +40,50 @@ from .idtokens import Claims, InvalidToken, split
 INFORMATIONAL = ("wlcg.ver", "wlcg.groups", "client_id", "auth_time", "azp", "sid")
 
 
-def use_cache(directory: Path) -> None:
-    """Keep the library's key cache under ``directory`` (its default is the user's ~/.cache), and its log quiet."""
+#: seconds a trusted issuer has to accept a connection and to send each part of its OIDC metadata or keys (HTCondor
+#: has no knob for this)
+ISSUER_TIMEOUT = 10.0
+
+
+def configure(directory: Path, fetch_timeout: float = ISSUER_TIMEOUT) -> None:
+    """Keep the library's key cache under ``directory`` (its default is the user's ~/.cache), its log quiet, and its
+    fetches from the issuers bounded by ``fetch_timeout`` seconds (the library's settings are the process's)."""
     config = configparser.ConfigParser()
     config["scitokens"] = {"cache_location": str(directory), "log_file": "", "log_level": "WARNING"}
     scitokens.set_config(config)
+    if not isinstance(keycache.request, BoundedFetches) and keycache.request is not urllib.request:
+        raise RuntimeError("the scitokens library no longer fetches keys with urllib.request: its fetches cannot be "
+                           "bounded")
+    keycache.request = BoundedFetches(fetch_timeout)
+
+
+class BoundedFetches:
+    """``urllib.request`` as the library's key cache uses it (``Request``, ``urlopen``), each fetch bounded: the
+    library passes no timeout.  Only the key cache's fetches see it; no other socket of the process is touched.
+
+    A fetch that runs out of time is a URLError saying so, which the library passes on as it does an issuer it
+    cannot reach (and caches no refusal: the next token tries again)."""
+
+    Request = urllib.request.Request
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+
+    def urlopen(self, request: urllib.request.Request) -> urllib.response.addinfourl:
+        """The issuer's answer, read whole within the timeout (each connect, send and receive waits at most that)."""
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                body = response.read()
+                return urllib.response.addinfourl(io.BytesIO(body), response.headers, response.url, response.status)
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, TimeoutError):
+                raise self._late(request) from None
+            raise
+        except TimeoutError:
+            raise self._late(request) from None
+
+    def _late(self, request: urllib.request.Request) -> urllib.error.URLError:
+        return urllib.error.URLError(f"{request.full_url} did not answer within {self.timeout:g} s")
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,7 @@ class RestApi(resource.Resource):
 
     def __init__(self, contract: Contract, schedd: BirdbathSchedd, submissions: SubmissionService,
                  collector: BirdbathCollector, described: DescribedSubmissions, *, lease: int,
-                 max_upload: int) -> None:
+                 max_upload: int, offload: tarfiles.Offload) -> None:
         super().__init__()
         self.contract = contract
         self.schedd = schedd
@@ -98,6 +98,8 @@ class RestApi(resource.Resource):
         self.collector = collector
         self.lease = lease
         self.max_upload = max_upload
+        #: where uploaded archives are checked and read: a thread pool, never the reactor
+        self.offload = offload
         self.described = described
         self.handlers: dict[str, Callable[..., Awaitable[Reply | None]]] = {
             "listJobs": self.list_jobs, "submitJobs": self.submit_jobs, "getJob": self.get_job,
@@ -255,26 +257,20 @@ class RestApi(resource.Resource):
             awaited = await self.described.awaited(caller, ident.cluster, ident.proc)
         except InputNotAwaited as exc:
             raise Problem(409, f"job {ident} is not waiting for input: {exc}") from None
-        members = self._archive(request)
+        members = await tarfiles.checked_upload(self.offload, request.content, self.max_upload)
         await self._send_archive(request, caller, awaited.ref, awaited.jobs)
         queued = await self.described.received(caller, awaited)
         return Reply(200, {"message": f"input of job {ident} received", "job_id": str(ident),
                            "files": [member.name for member in members], "queued": queued})
 
-    def _archive(self, request: GatewayRequest) -> list[tarfiles.Member]:
-        """The files of the uploaded archive, checked before any is used."""
-        request.content.seek(0)
-        return tarfiles.checked_members(request.content, self.max_upload)
-
     async def _send_archive(self, request: GatewayRequest, caller: Caller, ref: TransactionRef,
                             targets: list[tuple[int, int]]) -> None:
         """Every file of the (checked) uploaded archive into the spool of each job of the transaction named."""
-        request.content.seek(0)
-        for member, chunks in tarfiles.file_chunks(request.content):
+        async for member, chunks in tarfiles.uploaded_files(self.offload, request.content):
             for cluster, proc in targets:
                 await self.schedd.declare_file(caller, ref, cluster, proc, member.name, member.size, None)
             offset = 0
-            for chunk in chunks:
+            async for chunk in chunks:
                 for cluster, proc in targets:
                     await self.schedd.send_file(caller, ref, cluster, proc, member.name, offset, chunk)
                 offset += len(chunk)
@@ -286,7 +282,7 @@ class RestApi(resource.Resource):
         problem = transfer_name_problem(dag)
         if problem is not None:
             raise Problem(400, f"dag must name the .dag file in the archive: {problem}")
-        names = [member.name for member in self._archive(request)]
+        names = [member.name for member in await tarfiles.checked_upload(self.offload, request.content, self.max_upload)]
         if dag not in names:
             raise Problem(400, f"the archive does not hold the DAG file {dag!r} (it holds {', '.join(names) or 'nothing'})")
         txn = await self.schedd.begin_transaction(caller, self.lease)

@@ -5,14 +5,18 @@ An uploaded archive may hold only regular files with plain names (a leading ``./
 directory entry is skipped): a link of any kind, a device, a directory, an absolute path or one with ``..`` is
 refused, as is an archive whose files add up to more than the gateway takes in one request (max_request_bytes).
 Plain and gzip-compressed archives are read.
+
+An upload is checked and read on a thread pool (:func:`checked_upload`, :func:`uploaded_files`; the gateway's is the
+reactor's), never on the reactor itself: a large or compressed upload takes a while to read, and every other client waits meanwhile
+when the reactor does it.
 """
 
 from __future__ import annotations
 
 import tarfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any, TypeVar
 
 from jobmodel.files import transfer_name_problem
 
@@ -20,6 +24,10 @@ from .problems import Problem
 
 BLOCK = tarfile.BLOCKSIZE
 CHUNK = 1 << 20  # bytes sent to the spool, or read from it, at a time
+
+T = TypeVar("T")
+#: runs a blocking call on a thread off the reactor: offload(function, *args) is awaited for its result
+Offload = Callable[..., Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,28 @@ def file_chunks(stream: IO[bytes]) -> Iterator[tuple[Member, Iterator[bytes]]]:
             assert source is not None
             name = info.name.removeprefix("./")
             yield Member(name, info.size), iter(lambda source=source: source.read(CHUNK), b"")
+
+
+async def checked_upload(offload: Offload, stream: IO[bytes], limit: int) -> list[Member]:
+    """:func:`checked_members` of an uploaded archive, read from its start off the reactor."""
+    stream.seek(0)
+    members: list[Member] = await offload(checked_members, stream, limit)
+    return members
+
+
+async def uploaded_files(offload: Offload, stream: IO[bytes]) -> AsyncIterator[tuple[Member, AsyncIterator[bytes]]]:
+    """:func:`file_chunks` of an uploaded (checked) archive from its start, each header and chunk read off the
+    reactor (read the chunks of one file before asking for the next)."""
+    stream.seek(0)
+    async for member, chunks in _offloaded(offload, file_chunks(stream)):
+        yield member, _offloaded(offload, chunks)
+
+
+async def _offloaded(offload: Offload, items: Iterator[T]) -> AsyncIterator[T]:
+    """The items of a blocking iterator, each taken off the reactor (one at a time, so never two threads at once)."""
+    end = object()
+    while (item := await offload(next, items, end)) is not end:
+        yield item
 
 
 def header(name: str, size: int, mtime: int) -> bytes:

@@ -40,6 +40,30 @@ class AviaryContext:
     status: Any = None
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where this gateway's jobs and submissions are, as Aviary's ids say it: the pool (its central manager, as
+    ``COLLECTOR_HOST`` names it) and the schedd.  A job or a submission found here is answered with both (a JobID's
+    ``pool`` and ``scheduler`` elements, a SubmissionID's attributes of those names), as Aviary's servers did; an id
+    that names nothing found is echoed without them."""
+
+    pool: str
+    scheduler: str
+
+    @classmethod
+    def of(cls, context: AviaryContext) -> Origin:
+        settings = context.service.settings
+        return cls(settings.pool_name, settings.schedd_name)
+
+    def job(self, job: str, submission: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The JobID of a job found here."""
+        return {"job": job, "pool": self.pool or None, "scheduler": self.scheduler, "submission": submission}
+
+    def submission(self, name: str | None, owner: str | None, qdate: int | None = None) -> dict[str, Any]:
+        """The SubmissionID of a submission found here."""
+        return {"name": name, "owner": owner, "qdate": qdate, "pool": self.pool or None, "scheduler": self.scheduler}
+
+
 def _status(code: ApiStatus | str, text: str | None = None) -> dict[str, Any]:
     return {"code": getattr(code, "value", code), "text": text}
 
@@ -143,13 +167,12 @@ def _local_id(job: str) -> str:
 
 
 def _submit(context: AviaryContext, p: Wire) -> Maybe[Any]:
-    schedd = context.service.settings.schedd_name
+    origin = Origin.of(context)
 
     def answer(job: str) -> dict[str, Any]:
         local = _local_id(job)
-        submission = p.get("submission_name") or f"{schedd}#{local.partition('.')[0]}"
-        return {"id": {"job": local, "scheduler": schedd,
-                       "submission": {"name": submission, "owner": p.get("owner")}},
+        submission = p.get("submission_name") or f"{origin.scheduler}#{local.partition('.')[0]}"
+        return {"id": origin.job(local, origin.submission(submission, p.get("owner"))),
                 "status": _status(ApiStatus.OK)}
 
     return _run(context, lambda s, c: s.submit(c, submit_attrs(p)), answer, lambda failed: {"status": failed})
@@ -180,41 +203,41 @@ JOB_HANDLERS: dict[str, Handler] = {
 
 
 # -- the query service ----------------------------------------------------------------------------------------
-def _job_id(summary: Mapping[str, Any], schedd: str) -> dict[str, Any]:
-    return {"job": f"{summary.get('ClusterId')}.{summary.get('ProcId')}", "scheduler": schedd,
-            "submission": {"name": summary.get("Submission"), "owner": summary.get("Owner")}}
+def _job_id(summary: Mapping[str, Any], origin: Origin) -> dict[str, Any]:
+    return origin.job(f"{summary.get('ClusterId')}.{summary.get('ProcId')}",
+                      origin.submission(summary.get("Submission"), summary.get("Owner")))
 
 
 def _job_status(summary: Mapping[str, Any]) -> str:
     return JobStatus(summary.get("JobStatus", 1)).name
 
 
-def _status_entry(summary: Mapping[str, Any], schedd: str) -> dict[str, Any]:
-    return {"id": _job_id(summary, schedd), "status": _status(ApiStatus.OK), "job_status": _job_status(summary)}
+def _status_entry(summary: Mapping[str, Any], origin: Origin) -> dict[str, Any]:
+    return {"id": _job_id(summary, origin), "status": _status(ApiStatus.OK), "job_status": _job_status(summary)}
 
 
-def _summary_entry(summary: Mapping[str, Any], schedd: str) -> dict[str, Any]:
+def _summary_entry(summary: Mapping[str, Any], origin: Origin) -> dict[str, Any]:
     def text(name: str) -> str | None:
         value = summary.get(name)
         return str(value) if value not in (None, "") else None
 
-    return {**_status_entry(summary, schedd), "queued": summary.get("QDate", 0),
+    return {**_status_entry(summary, origin), "queued": summary.get("QDate", 0),
             "last_update": summary.get("EnteredCurrentStatus", summary.get("QDate", 0)),
             "cmd": str(summary.get("Cmd", "")), "args1": text("Args"), "args2": text("Arguments"),
             "held": text("HoldReason"), "released": text("ReleaseReason")}
 
 
-def _per_job(entry: Callable[[Mapping[str, Any], str], dict[str, Any]]) -> Handler:
+def _per_job(entry: Callable[[Mapping[str, Any], Origin], dict[str, Any]]) -> Handler:
     """GetJobStatus and GetJobSummary: every live job without ids, else one entry per id (a status for an id that
     names no job)."""
 
     def handler(context: AviaryContext, p: Wire) -> Maybe[Any]:
-        schedd = context.service.settings.schedd_name
+        origin = Origin.of(context)
         ids = [aviary_job(i or {}) for i in p.get("ids") or ()]
 
         async def work(s: SubmissionService, c: Caller) -> list[dict[str, Any]]:
             if not ids:
-                return [entry(summary, schedd) for summary in await s.summaries(c, [])]
+                return [entry(summary, origin) for summary in await s.summaries(c, [])]
             jobs = []
             for job in ids:
                 try:
@@ -222,7 +245,7 @@ def _per_job(entry: Callable[[Mapping[str, Any], str], dict[str, Any]]) -> Handl
                 except ApiError as exc:
                     jobs.append({"id": {"job": job}, "status": _status(exc.code, str(exc))})
                     continue
-                jobs.append(entry(summary, schedd))
+                jobs.append(entry(summary, origin))
             return jobs
 
         return _run(context, work, lambda jobs: {"jobs": jobs}, lambda failed: {"jobs": []})
@@ -236,7 +259,7 @@ _API_TYPES = {AttrType.INTEGER: "INTEGER", AttrType.FLOAT: "FLOAT", AttrType.STR
 
 
 def _details(context: AviaryContext, p: Wire) -> Maybe[Any]:
-    schedd = context.service.settings.schedd_name
+    origin = Origin.of(context)
     ids = [aviary_job(i or {}) for i in p.get("ids") or ()]
 
     async def work(s: SubmissionService, c: Caller) -> list[dict[str, Any]]:
@@ -248,7 +271,7 @@ def _details(context: AviaryContext, p: Wire) -> Maybe[Any]:
                 jobs.append({"id": {"job": job}, "status": _status(exc.code, str(exc))})
                 continue
             attrs = [{"name": a.name, "type": _API_TYPES[a.type], "value": a.value} for a in ad]
-            jobs.append({"id": {"job": _local_id(job), "scheduler": schedd}, "status": _status(ApiStatus.OK),
+            jobs.append({"id": origin.job(_local_id(job)), "status": _status(ApiStatus.OK),
                          "details": attrs})
         return jobs
 
@@ -266,18 +289,19 @@ def _data(context: AviaryContext, p: Wire) -> Maybe[Any]:
     size = 1024 if size is None else size
     start, end = (-size, 0) if p.get("from_end") else (0, size)
     echo = {"id": {"job": job}, "type": data.get("type")}
+    found_here = {**echo, "id": Origin.of(context).job(job)}
     return _run(context, lambda s, c: s.job_file(c, job, _DATA_FILES[data.get("type") or "OUT"], start, end),
-                lambda found: {"data": echo, "status": _status(ApiStatus.OK), "file_name": found.name,
+                lambda found: {"data": found_here, "status": _status(ApiStatus.OK), "file_name": found.name,
                                "file_size": found.size, "content": found.data.decode("utf-8", "replace")},
                 lambda failed: {"data": echo, "status": failed})
 
 
-def _submission_id(info: SubmissionInfo, schedd: str) -> dict[str, Any]:
-    return {"name": info.name, "owner": info.owner, "qdate": info.qdate}
+def _submission_id(info: SubmissionInfo, origin: Origin) -> dict[str, Any]:
+    return origin.submission(info.name, info.owner, info.qdate)
 
 
 def _submission_summary(context: AviaryContext, p: Wire) -> Maybe[Any]:
-    schedd = context.service.settings.schedd_name
+    origin = Origin.of(context)
     with_jobs = _flag(p.get("includeJobSummaries"), False)
     asked = [i for i in p.get("ids") or () if i is not None]
 
@@ -295,12 +319,12 @@ def _submission_summary(context: AviaryContext, p: Wire) -> Maybe[Any]:
                                 "transferring_output": 0})
             for info in chosen:
                 counts = info.counts
-                summary = {"id": _submission_id(info, schedd), "status": _status(ApiStatus.OK),
+                summary = {"id": _submission_id(info, origin), "status": _status(ApiStatus.OK),
                            "completed": counts["Completed"], "held": counts["Held"], "idle": counts["Idle"],
                            "removed": counts["Removed"], "running": counts["Running"],
                            "suspended": counts["Suspended"], "transferring_output": counts["TransferringOutput"]}
                 if with_jobs:
-                    summary["jobs"] = [_summary_entry(job, schedd) for job in await s.submission_jobs(c, info.name)]
+                    summary["jobs"] = [_summary_entry(job, origin) for job in await s.submission_jobs(c, info.name)]
                 answers.append(summary)
         return answers
 
@@ -309,14 +333,14 @@ def _submission_summary(context: AviaryContext, p: Wire) -> Maybe[Any]:
 
 def _submission_ids(context: AviaryContext, p: Wire) -> Maybe[Any]:
     """A page of submission ids (``gateway.core.submission_pages`` holds the original's rules)."""
-    schedd = context.service.settings.schedd_name
+    origin = Origin.of(context)
     offset = p.get("offset")
     start = None if offset is None else PageOffset(offset.get("name"), offset.get("owner"), offset.get("qdate") or 0)
     mode = None if p.get("mode") is None else ScanMode(p["mode"])
 
     def answer(found: list[SubmissionInfo]) -> dict[str, Any]:
         page = submission_page(found, p.get("size") or 0, mode, start)
-        return {"ids": [_submission_id(info, schedd) for info in page.submissions], "remaining": page.remaining}
+        return {"ids": [_submission_id(info, origin) for info in page.submissions], "remaining": page.remaining}
 
     return _run(context, lambda s, c: s.submissions(c), answer, lambda failed: {"remaining": 0})
 

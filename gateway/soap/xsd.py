@@ -50,9 +50,16 @@ def escape(text: str) -> str:
             .replace("\r", "&#13;"))
 
 
-def element(name: str, content: str | None) -> str:
-    """``<name>content</name>``; no content at all (not even empty text) is ``<name/>``."""
-    return f"<{name}/>" if content is None else f"<{name}>{content}</{name}>"
+def element(name: str, content: str | None, attributes: str = "") -> str:
+    """``<name>content</name>``; no content at all (not even empty text) is ``<name/>``; ``attributes``: the
+    opening tag's (:func:`attribute_text`)."""
+    return f"<{name}{attributes}/>" if content is None else f"<{name}{attributes}>{content}</{name}>"
+
+
+def attribute_text(names: tuple[str, ...], value: Mapping[str, Any]) -> str:
+    """`` name="value"`` for each of ``names`` that ``value`` holds (not None), in that order, quoted."""
+    return "".join(f' {name}="{escape(str(text)).replace(chr(34), "&quot;")}"' for name in names
+                   if (text := value.get(name)) is not None)
 
 
 class WireFault(Exception):
@@ -238,7 +245,8 @@ class Struct:
     in the sequence's order (null members left out).  ``members`` is filled once every type is known (a type may
     hold itself: ``Status.next``).  A member in ``repeated`` (``maxOccurs="unbounded"`` beside other members, as
     Aviary's schemas have them) is read as the list of its elements and written as one element per value; the
-    XML attributes named in ``attributes`` are read as their text (absent: left out)."""
+    XML attributes named in ``attributes`` are read as their text (absent: left out), and written from the members
+    of the value that bear their names."""
 
     name: str
     members: dict[str, WireType] = field(default_factory=dict)
@@ -247,6 +255,9 @@ class Struct:
     #: each child's tag as met (qualified or not) -> its member's name and type (None: not a member); bounded, as
     #: tags are the clients' words
     _tags: dict[str, tuple[str, WireType | None]] = field(default_factory=dict, repr=False)
+    #: the members whose type has XML attributes -> those attributes' names (found at the first write, once every
+    #: member is known)
+    _attributed: dict[str, tuple[str, ...]] | None = field(default=None, repr=False)
 
     def read(self, element: etree._Element, nilled: Nilled) -> dict[str, Any]:
         values: dict[str, Any] = {}
@@ -289,9 +300,27 @@ class Struct:
 
     def write(self, value: Mapping[str, Any]) -> str | None:
         repeated = self.repeated
+        attributed = self._attributed
+        if attributed is None:
+            attributed = self._attributed = {name: kind.attributes for name, kind in self.members.items()
+                                             if isinstance(kind, Struct) and kind.attributes}
+        if attributed:
+            return self._write_attributed(value, attributed)
         parts = [element(name, kind.write(member)) if name not in repeated
                  else "".join(element(name, kind.write(item)) for item in member)
                  for name, kind in self.members.items() if (member := value.get(name)) is not None]
+        return "".join(parts) or None
+
+    def _write_attributed(self, value: Mapping[str, Any], attributed: dict[str, tuple[str, ...]]) -> str | None:
+        """:meth:`write` for a structure some of whose members carry XML attributes."""
+        parts = []
+        for name, kind in self.members.items():
+            member = value.get(name)
+            if member is None:
+                continue
+            names = attributed.get(name, ())
+            for item in (member if name in self.repeated else (member,)):
+                parts.append(element(name, kind.write(item), attribute_text(names, item) if names else ""))
         return "".join(parts) or None
 
 

@@ -5,7 +5,8 @@ A worker calls the core's services through one generic mechanism: :class:`Remote
 the core (``schedd``, ``collector``, ``submissions``, ``monitor``) and turns each method call into a CALL message;
 the core runs that public method of the service (:class:`CoreCalls`) and answers RESULT with its value or the
 exception it raised.  The core passes each accepted connection to a worker as a CONNECTION message with the
-socket attached (SCM_RIGHTS); the worker says CLOSED when it has closed it, so that the core's per-caller counts
+socket attached (SCM_RIGHTS) and what the kernel said of its client when the core admitted it (the worker's caller
+is made from that answer, not asked again); the worker says CLOSED when it has closed it, so that the core's per-caller counts
 of connections stay right across workers.
 
 The framing is our own rather than Twisted's ``Int32StringReceiver`` (which copies its whole buffer for every
@@ -39,7 +40,9 @@ MAX_MESSAGE = 1 << 30
 class Message(str, enum.Enum):
     CALL = "call"  # worker -> core: [CALL, id, service, method, args, kwargs]
     RESULT = "result"  # core -> worker: [RESULT, id, ok, value or exception]
-    CONNECTION = "connection"  # core -> worker: [CONNECTION, connection id, front end, address family] + socket
+    #: core -> worker: [CONNECTION, connection id, front end, address family, what the kernel said of its client]
+    #: + socket
+    CONNECTION = "connection"
     CLOSED = "closed"  # worker -> core: [CLOSED, connection id]
     READY = "ready"  # worker -> core: [READY], once it serves
     CONSTANTS = "constants"  # core -> worker, first: [CONSTANTS, {service: {attribute: value}}]

@@ -124,7 +124,8 @@ class CoreLink(Link):
         self.connections[handed.id] = handed
         transport = handed.transport
         self.transport.sendFileDescriptor(transport.fileno())
-        self.send(Message.CONNECTION, handed.id, handed.front.value, int(transport.socket.family))
+        self.send(Message.CONNECTION, handed.id, handed.front.value, int(transport.socket.family),
+                  transport.peer_owner)
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         super().connectionLost(reason)

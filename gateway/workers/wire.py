@@ -40,6 +40,7 @@ from gateway.core.schedd import JobAdStructs, TemplateResult
 from gateway.core.status import BirdbathError, Status, StatusCode
 from gateway.core.submissions import ApiError, ApiStatus, JobFile, JobRef, SubmissionInfo, SubmissionSettings
 from gateway.core.transactions import Transaction, TransactionRef
+from gateway.identity.peers import PeerOwner
 from gateway.identity.throttle import Throttled
 from jobmodel.expressions import ExpressionLimits
 from jobmodel.exprtext import SourceExpr, restored, texts_record
@@ -62,7 +63,8 @@ _TUPLE, _OBJECT, _ENUM, _ERROR, _CLASSAD, _EXPR, _PATH, _FROZENSET = range(1, 9)
 #: the classes rebuilt from their fields (dataclasses and named tuples), by name
 CLASSES: dict[str, type] = {cls.__name__: cls for cls in (
     Caller, TransactionRef, Status, Attr, JobAdStruct, JobAdStructs, TemplateResult, Inserted, FileInfo, BackendInfo,
-    JobRef, SubmissionInfo, JobFile, Revision, SubmissionSettings, ExpressionLimits, ClusterDescription, Submitted, AwaitedInput)}
+    JobRef, SubmissionInfo, JobFile, Revision, SubmissionSettings, ExpressionLimits, ClusterDescription, Submitted, AwaitedInput,
+    PeerOwner)}
 ENUMS: dict[str, type[enum.Enum]] = {cls.__name__: cls for cls in (
     Authentication, StatusCode, AttrType, ApiStatus, Universe, JobAction, AdType, Permission)}
 

@@ -23,6 +23,7 @@ from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from gateway.identity.peers import PeerOwner
 from gateway.monitoring.events import REQUESTS
 from gateway.workers.link import CallingLink, Message, RemoteObject
 from gateway.workers.parent import Front
@@ -34,6 +35,11 @@ SERVICES = ("schedd", "collector", "submissions", "described", "monitor", "throt
 
 
 class _Tracked(ProtocolWrapper):
+    @property
+    def peer_owner(self) -> PeerOwner | None:
+        """What the kernel said of the client as the core admitted it (:func:`gateway.connections.admitted_owner`)."""
+        return self.factory.owner
+
     def connectionLost(self, reason: Failure) -> None:  # type: ignore[override]
         super().connectionLost(reason)
         self.factory.closed()
@@ -45,10 +51,11 @@ class Tracked(WrappingFactory):
     protocol = _Tracked
     noisy = False
 
-    def __init__(self, wrapped: Factory, link: WorkerLink, connection_id: int) -> None:
+    def __init__(self, wrapped: Factory, link: WorkerLink, connection_id: int, owner: PeerOwner | None) -> None:
         super().__init__(wrapped)
         self.link = link
         self.connection_id = connection_id
+        self.owner = owner
 
     def closed(self) -> None:
         if self.link.alive:
@@ -73,11 +80,11 @@ class WorkerLink(CallingLink):
     def fileDescriptorReceived(self, descriptor: int) -> None:
         self._descriptors.append(descriptor)
 
-    def handle_connection(self, connection_id: int, front: str, family: int) -> None:
+    def handle_connection(self, connection_id: int, front: str, family: int, owner: PeerOwner | None) -> None:
         descriptor = self._descriptors.pop(0)
         try:
             self.reactor.adoptStreamConnection(descriptor, family,
-                                               Tracked(self.factories[Front(front)], self, connection_id))
+                                               Tracked(self.factories[Front(front)], self, connection_id, owner))
         except OSError as exc:  # the client went away while its socket was passed
             log.info("a connection passed by the core could not be served: {reason}", reason=exc)
             self.send(Message.CLOSED, connection_id)
