@@ -219,6 +219,9 @@ def test_execution_figures_move_by_what_happened(monitored, schedd, tmp_path):
     """What BirdbathSchedulerNotCycling (README) reads: a job that cannot match any slot is idle but unmatchable (the
     rule leaves it out), a job that can starts (a ``running`` transition) and holds a slot while it runs; each
     run's launcher start and each negotiation cycle is timed."""
+    # an earlier test's job may have left its slot only just now (a slot is free once its run is cleaned up,
+    # shortly after the job's completion is recorded)
+    wait_until(lambda: scrape(monitored.port)[("birdbath_slots_busy", frozenset())] == 0)
     before = scrape(monitored.port)
     parked, = submit(schedd, Cmd="/bin/true", Requirements=expr("FALSE"))
     wait_until(lambda: moved(before, scrape(monitored.port), "birdbath_idle_jobs_unmatchable") == 1)
