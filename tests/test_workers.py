@@ -373,3 +373,18 @@ def test_metrics_add_every_workers_requests_and_show_each_worker(start_gateway):
     wait_for_workers(gateway, 2, without=(victim,))
     Client(gateway.port).call("getVersionString")
     assert versions(scrape(gateway.port)) == 7
+
+
+def test_version_and_platform_are_answered_without_crossing_to_the_core(gateway):
+    """getVersionString and getPlatformString are answered from what the core sent the worker when it started: they
+    are answered while the core is stopped."""
+    client = Client(gateway.port)
+    version = client.call("getVersionString").findtext(".//message")
+    assert version.startswith("$CondorVersion")
+    core = gateway.process.pid
+    os.kill(core, signal.SIGSTOP)
+    try:
+        assert client.call("getVersionString").findtext(".//message") == version
+        assert code(client.call("getPlatformString")) == "SUCCESS"
+    finally:
+        os.kill(core, signal.SIGCONT)
