@@ -93,6 +93,7 @@ def measure(workers: int, tmp: Path, seconds: float, jobs: int, figures: dict[st
         deadline = time.monotonic() + 120
         while gateway.log().count(") serving") < workers and time.monotonic() < deadline:  # the workers' start
             time.sleep(0.2)
+        submit_flow(gateway.port, 4, 1.0)  # warm-up: each process's first requests load the service's schemas
         measured(gateway, "submit flow, 1 client", seconds, lambda: submit_flow(gateway.port, 1, seconds), figures)
         measured(gateway, "submit flow, 8 clients", seconds, lambda: submit_flow(gateway.port, 8, seconds), figures)
         if jobs:
