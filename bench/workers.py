@@ -10,7 +10,10 @@ a gateway whose jobs stay queued (no slots) and whose per-caller limits are rais
   a constraint that matches 1 % of it.
 
 It prints each figure per layout, the workers' ratio to the single process, and 8 clients' ratio to one client in
-each layout.  ``python bench/workers.py [--seconds 8] [--runs 3] [--jobs 2000] [--workers 2]``
+each layout; then the CPU time the gateway's processes spent per job, request or query (read from /proc around each
+figure): the core's alone, and all its processes' (the core and its workers).  The CPU figures say what each layout
+costs per operation, which a loaded machine disturbs much less than the rates.
+``python bench/workers.py [--seconds 8] [--runs 3] [--jobs 2000] [--workers 2]``
 """
 
 from __future__ import annotations
@@ -20,17 +23,18 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from figures import Figure, print_figures  # noqa: E402
-from queue_scale import ONE_PERCENT, QUEUE_ONLY, Client, job_ad, looped, submit_flow  # noqa: E402
-from servers import ENVELOPE, wrk_missing, wrk_rate  # noqa: E402
+from figures import Figure, print_figures
+from queue_scale import ONE_PERCENT, QUEUE_ONLY, Client, job_ad, looped, submit_flow
+from servers import ENVELOPE, wrk_missing, wrk_rate
 
-from gateway.testing import GatewayProcess  # noqa: E402
+from gateway.testing import GatewayProcess
 
 #: QUEUE_ONLY's limits, with room for 16 connections of one caller holding transactions
 CONFIG = QUEUE_ONLY.replace("max_transactions_per_caller = 64", "max_transactions_per_caller = 256")
@@ -44,6 +48,42 @@ def polls(port: int, clients: int, seconds: float) -> float:
 LAYOUT_FIGURES = ("submit flow, 1 client", "submit flow, 8 clients", "getVersionString, 16 connections",
                   "getJobAd, 16 connections", "getJobAds 1 % polling, 1 client", "getJobAds 1 % polling, 8 clients")
 UNITS = ("jobs/s", "jobs/s", "req/s", "req/s", "queries/s", "queries/s")
+#: what each rate counts, for the CPU figures' units
+OPERATIONS = ("job", "job", "request", "request", "query", "query")
+
+
+#: the CPU figures: the core's alone and the gateway's processes' together, per unit of each rate
+CPU_FIGURES = ("core", "all processes")
+
+
+def processes(gateway: GatewayProcess) -> list[int]:
+    """The gateway's pids: its core (or single process) first, then its workers."""
+    pid = gateway.process.pid
+    return [pid, *map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU time of the processes (those that ended meanwhile count nothing)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def measured(gateway: GatewayProcess, name: str, seconds: float, rate: Callable[[], float],
+             figures: dict[str, Figure]) -> None:
+    """Add ``rate()`` to its figure, and the CPU time the gateway spent per unit of it (ms) to the CPU figures."""
+    pids = processes(gateway)
+    core, every = cpu_seconds(pids[:1]), cpu_seconds(pids)
+    value = rate()
+    figures[name].add(value)
+    done = value * seconds  # (the rate is over the measurement's seconds)
+    figures[f"{name}: core"].add((cpu_seconds(pids[:1]) - core) / done * 1000)
+    figures[f"{name}: all processes"].add((cpu_seconds(pids) - every) / done * 1000)
 
 
 def measure(workers: int, tmp: Path, seconds: float, jobs: int, figures: dict[str, Figure]) -> None:
@@ -53,20 +93,25 @@ def measure(workers: int, tmp: Path, seconds: float, jobs: int, figures: dict[st
         deadline = time.monotonic() + 120
         while gateway.log().count(") serving") < workers and time.monotonic() < deadline:  # the workers' start
             time.sleep(0.2)
-        figures["submit flow, 1 client"].add(submit_flow(gateway.port, 1, seconds))
-        figures["submit flow, 8 clients"].add(submit_flow(gateway.port, 8, seconds))
+        submit_flow(gateway.port, 4, 1.0)  # warm-up: each process's first requests load the service's schemas
+        measured(gateway, "submit flow, 1 client", seconds, lambda: submit_flow(gateway.port, 1, seconds), figures)
+        measured(gateway, "submit flow, 8 clients", seconds, lambda: submit_flow(gateway.port, 8, seconds), figures)
         if jobs:
             submit_flow(gateway.port, 8, 600, limit=max(1, jobs // 8))
         if not wrk_missing():
-            figures["getVersionString, 16 connections"].add(
-                wrk_rate(gateway.url, ENVELOPE.format(op="getVersionString", inner="").encode(), seconds))
+            version = ENVELOPE.format(op="getVersionString", inner="").encode()
+            measured(gateway, "getVersionString, 16 connections", seconds,
+                     lambda: wrk_rate(gateway.url, version, seconds), figures)
             client = Client(gateway.port)
             cluster = client.submit_jobs(job_ad())
             client.close()
             body = ENVELOPE.format(op="getJobAd", inner=f"<clusterId>{cluster}</clusterId><jobId>0</jobId>").encode()
-            figures["getJobAd, 16 connections"].add(wrk_rate(gateway.url, body, seconds))
-        figures["getJobAds 1 % polling, 1 client"].add(polls(gateway.port, 1, seconds))
-        figures["getJobAds 1 % polling, 8 clients"].add(polls(gateway.port, 8, seconds))
+            measured(gateway, "getJobAd, 16 connections", seconds, lambda: wrk_rate(gateway.url, body, seconds),
+                     figures)
+        measured(gateway, "getJobAds 1 % polling, 1 client", seconds, lambda: polls(gateway.port, 1, seconds),
+                 figures)
+        measured(gateway, "getJobAds 1 % polling, 8 clients", seconds, lambda: polls(gateway.port, 8, seconds),
+                 figures)
     finally:
         gateway.stop()
 
@@ -84,6 +129,10 @@ def main() -> None:
     layouts = (0, args.workers)
     figures = {workers: {name: Figure(f"{name} (workers = {workers})", unit)
                          for name, unit in zip(LAYOUT_FIGURES, UNITS)} for workers in layouts}
+    for workers in layouts:
+        figures[workers].update({f"{name}: {part}": Figure(f"{name}, {part} (workers = {workers})",
+                                                           f"ms CPU/{operation}", higher_is_better=False)
+                                 for name, operation in zip(LAYOUT_FIGURES, OPERATIONS) for part in CPU_FIGURES})
     print(f"workers = 0 against workers = {args.workers}: {args.runs} runs of {args.seconds:g} s, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,6 +142,9 @@ def main() -> None:
     single, multi = figures[0], figures[args.workers]
     print_figures(f"workers = {args.workers} against the single process",
                   [(multi[name], single[name]) for name in LAYOUT_FIGURES])
+    for part in CPU_FIGURES:
+        print_figures(f"CPU time per operation, the {part} of workers = {args.workers} against the single process",
+                      [(multi[f"{name}: {part}"], single[f"{name}: all processes"]) for name in LAYOUT_FIGURES])
     for workers in layouts:
         print_figures(f"8 clients against 1 (workers = {workers})", [
             (figures[workers]["submit flow, 8 clients"], figures[workers]["submit flow, 1 client"]),

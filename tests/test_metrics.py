@@ -330,3 +330,44 @@ def test_figures_add_up_across_processes():
     assert added.cycles.counts[0] == 1 and added.cycles.counts[-1] == 1 and added.cycles.counts[-2] == 0
     with pytest.raises(ValueError):
         fast.merge(Buckets((1.0,)))
+
+
+def test_request_tallies_add_up_across_processes():
+    """Each process tallies the requests it serves; the core adds the workers' tallies to its own (a histogram's
+    buckets too), and a client naming ever new operations gets them counted as ``other``."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from twisted.logger import LogLevel
+
+    from gateway.monitoring.events import MAX_LABEL_VALUES, REQUESTS, EventMetrics, RequestCounter
+
+    def answered(operation: str, outcome: str, ms: float) -> dict:
+        return {"log_namespace": REQUESTS, "operation": operation, "outcome": outcome, "ms": ms,
+                "log_level": LogLevel.info}
+
+    worker = RequestCounter()
+    for ms in (0.3, 2.0):
+        worker(answered("getJobAd", "SUCCESS", ms))
+    worker({"log_namespace": REQUESTS, "code": 401, "log_level": LogLevel.warn})
+    worker({"log_namespace": REQUESTS, "code": 401, "log_level": LogLevel.info})  # not a refusal: not counted
+    registry = CollectorRegistry()
+    core = EventMetrics(registry, lambda: [worker.tally()])
+    core(answered("getJobAd", "FAIL", 40.0))
+    for number in range(MAX_LABEL_VALUES + 5):
+        core(answered(f"made-up-{number}", "FAIL", 1.0))
+    samples = {(sample.name, frozenset(sample.labels.items())): sample.value
+               for family in text_string_to_metric_families(generate_latest(registry).decode())
+               for sample in family.samples}
+
+    def value(name: str, **labels: str) -> float:
+        return samples[(name, frozenset(labels.items()))]
+
+    assert value("birdbath_requests_total", operation="getJobAd", outcome="SUCCESS") == 2
+    assert value("birdbath_requests_total", operation="getJobAd", outcome="FAIL") == 1
+    assert value("birdbath_request_duration_seconds_count", operation="getJobAd") == 3
+    assert value("birdbath_request_duration_seconds_bucket", operation="getJobAd", le="0.0005") == 1
+    assert value("birdbath_request_duration_seconds_bucket", operation="getJobAd", le="0.0025") == 2
+    assert value("birdbath_request_duration_seconds_bucket", operation="getJobAd", le="+Inf") == 3
+    assert value("birdbath_request_duration_seconds_sum", operation="getJobAd") == pytest.approx(0.0423)
+    assert value("birdbath_requests_refused_total", code="401") == 1
+    assert value("birdbath_requests_total", operation="other", outcome="FAIL") == 6  # 64 names, getJobAd first
+    assert worker.tally().answered == {"getJobAd": {"SUCCESS": 2}}  # adding left the worker's own tally alone

@@ -344,3 +344,47 @@ def test_sigterm_ends_the_core_and_its_workers(gateway):
     gateway.stop()
     assert gateway.process.returncode == 0
     wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in workers), "the workers to end", 15)
+
+
+def test_metrics_add_every_workers_requests_and_show_each_worker(start_gateway):
+    """Each worker counts the requests it serves and tells the core when /metrics is scraped: the sums cover both
+    workers, each worker's memory and CPU time are shown, and a worker killed takes none of what it had told."""
+    from tests.test_metrics import READERS, scrape
+
+    gateway = start_gateway(READERS)
+    wait_for_workers(gateway)
+    first, second = Client(gateway.port), Client(gateway.port)
+    for client in (first, second, first, second, first, second):
+        client.call("getVersionString")
+    victim = serving_worker(gateway, first)
+    assert victim != serving_worker(gateway, second)
+
+    def versions(samples: dict) -> float:
+        return sum(value for (name, labels), value in samples.items()
+                   if name == "birdbath_requests_total" and ("operation", "getVersionString") in labels)
+
+    seen = scrape(gateway.port)
+    assert versions(seen) == 6
+    for index in ("0", "1"):
+        labels = frozenset({("worker", index)})
+        assert seen[("birdbath_worker_resident_memory_bytes", labels)] > 10 * 2 ** 20
+        assert seen[("birdbath_worker_cpu_seconds_total", labels)] > 0
+    kill(victim)
+    wait_for_workers(gateway, 2, without=(victim,))
+    Client(gateway.port).call("getVersionString")
+    assert versions(scrape(gateway.port)) == 7
+
+
+def test_version_and_platform_are_answered_without_crossing_to_the_core(gateway):
+    """getVersionString and getPlatformString are answered from what the core sent the worker when it started: they
+    are answered while the core is stopped."""
+    client = Client(gateway.port)
+    version = client.call("getVersionString").findtext(".//message")
+    assert version.startswith("$CondorVersion")
+    core = gateway.process.pid
+    os.kill(core, signal.SIGSTOP)
+    try:
+        assert client.call("getVersionString").findtext(".//message") == version
+        assert code(client.call("getPlatformString")) == "SUCCESS"
+    finally:
+        os.kill(core, signal.SIGCONT)

@@ -115,6 +115,9 @@ class BirdbathSchedd:
         self.transactions = TransactionTable(clock, self._expired)
         #: the ids of new clusters, from blocks the backend reserved (shared with the submission API)
         self.clusters = clusters or ClusterIds(lambda: call(backend.reserve_clusters))
+        #: the backend's version and platform texts (getVersionString, getPlatformString), read once: a front end
+        #: answers them without a call (with worker processes, without crossing to the core)
+        self.backend_info = backend.info()
 
     # -- the prologue -------------------------------------------------------------------------------
     def _enter(self, caller: Caller, ref: TransactionRef | None, permission: Permission,
@@ -215,12 +218,6 @@ class BirdbathSchedd:
             await self._discard(txn.staged())
 
     # -- information --------------------------------------------------------------------------------
-    def version_string(self) -> str:
-        return self.backend.info().version
-
-    def platform_string(self) -> str:
-        return self.backend.info().platform
-
     # -- transactions -------------------------------------------------------------------------------
     async def begin_transaction(self, caller: Caller, duration: int) -> Transaction:
         self.policy.check(caller, Permission.WRITE)

@@ -149,8 +149,13 @@ def _execution(execution: ExecutionFigures) -> Iterator[Metric]:
 
 
 def _histogram(name: str, help: str, buckets: Buckets) -> HistogramMetricFamily:
-    cumulated, running = [], 0
+    return HistogramMetricFamily(name, help, buckets=cumulated(buckets), sum_value=buckets.total)
+
+
+def cumulated(buckets: Buckets) -> list[tuple[str, int]]:
+    """A histogram's buckets as Prometheus writes them: each bound's count of observations at or below it."""
+    running, counts = 0, []
     for bound, count in zip((*map(floatToGoString, buckets.bounds), "+Inf"), buckets.counts):
         running += count
-        cumulated.append((bound, running))
-    return HistogramMetricFamily(name, help, buckets=cumulated, sum_value=buckets.total)
+        counts.append((bound, running))
+    return counts

@@ -21,8 +21,9 @@ from twisted.logger import Logger, globalLogPublisher
 from twisted.python.failure import Failure
 from twisted.web import resource, server
 
-from .events import EventMetrics
+from .events import EventMetrics, RequestTally
 from .figures import ScrapedFigures, amqp_connected, snapshot
+from .processes import WorkerFigures, WorkerProcesses
 
 log = Logger()
 #: refusals are logged as the operations' are (and counted with them)
@@ -44,7 +45,11 @@ class Monitor:
         self.state_dir: Path = gateway.config.state_dir
         self.policy = gateway.config.policy()
         self.registry = CollectorRegistry(auto_describe=True)
-        self.events = EventMetrics(self.registry)
+        #: the worker processes' figures as the last scrape gathered them (``workers = N``; none in one process)
+        self.workers_seen: list[WorkerFigures] = []
+        self.events = EventMetrics(self.registry, self._workers_requests)
+        if gateway.workers is not None:
+            self.registry.register(WorkerProcesses(lambda: self.workers_seen))
         self.figures = ScrapedFigures(self.state_dir, lambda: len(gateway.schedd.transactions),
                                       lambda: gateway.submissions.staging_areas, lambda: gateway.lowlatency)
         self.registry.register(self.figures)
@@ -59,7 +64,15 @@ class Monitor:
         gateway = self.gateway
         # on the query pool, as clients' queries: a scrape never waits behind the backend's writes, nor they behind it
         self.figures.last = await gateway.queries.read(snapshot, gateway.backend, gateway._contact())
+        if gateway.workers is not None:  # each worker counts its own requests: asked for them now
+            self.workers_seen = await gateway.workers.figures()
         return generate_latest(self.registry)
+
+    def _workers_requests(self) -> list[RequestTally]:
+        """The requests the worker processes counted (those that ended too), to add to the core's."""
+        if self.gateway.workers is None:
+            return []
+        return [self.gateway.workers.retired, *(figures.requests for figures in self.workers_seen)]
 
     async def problems(self) -> list[str]:
         """What keeps the gateway from being ready; empty when it is."""

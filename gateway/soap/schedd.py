@@ -167,8 +167,8 @@ def _job(p: Wire) -> tuple[TransactionRef | None, int, int]:
 
 #: each operation's handler: (the request's context, its parameters) -> its answer
 HANDLERS: dict[str, Handler] = {
-    "getVersionString": _info(lambda schedd: schedd.version_string()),
-    "getPlatformString": _info(lambda schedd: schedd.platform_string()),
+    "getVersionString": _info(lambda schedd: schedd.backend_info.version),
+    "getPlatformString": _info(lambda schedd: schedd.backend_info.platform),
     "beginTransaction": lambda request, p: _transaction_answer(
         request, lambda s, r: s.begin_transaction(r.caller, _int(p.get("duration")))),
     "commitTransaction": lambda request, p: _status_only(

@@ -5,9 +5,12 @@ A worker calls the core's services through one generic mechanism: :class:`Remote
 the core (``schedd``, ``collector``, ``submissions``, ``monitor``) and turns each method call into a CALL message;
 the core runs that public method of the service (:class:`CoreCalls`) and answers RESULT with its value or the
 exception it raised.  The core passes each accepted connection to a worker as a CONNECTION message with the
-socket attached (SCM_RIGHTS) and what the kernel said of its client when the core admitted it (the worker's caller
-is made from that answer, not asked again); the worker says CLOSED when it has closed it, so that the core's per-caller counts
-of connections stay right across workers.
+socket attached (SCM_RIGHTS) and what the kernel said of its client when the core admitted it (the worker's
+caller is made from that answer, not asked again); the worker says CLOSED when it has closed it, so that the core's
+per-caller counts of connections stay right across workers.
+
+A worker counts the requests it serves itself; nothing crosses per request for the metrics: when /metrics is
+scraped, the core asks each worker for its figures (SCRAPE) and adds the answers (FIGURES) to its own.
 
 The framing is our own rather than Twisted's ``Int32StringReceiver`` (which copies its whole buffer for every
 piece of a large message) or AMP (whose values are limited to 64 KiB, less than one getJobAds answer).
@@ -46,12 +49,13 @@ class Message(str, enum.Enum):
     CLOSED = "closed"  # worker -> core: [CLOSED, connection id]
     READY = "ready"  # worker -> core: [READY], once it serves
     CONSTANTS = "constants"  # core -> worker, first: [CONSTANTS, {service: {attribute: value}}]
-    EVENT = "event"  # worker -> core: [EVENT, {field: value}], a request's log event for the core's metrics
+    SCRAPE = "scrape"  # core -> worker: [SCRAPE, id], /metrics is being read: send your figures
+    FIGURES = "figures"  # worker -> core: [FIGURES, id, WorkerFigures], the answer to SCRAPE id
 
 
 #: the attributes of the core's services that front ends read, fixed once the core has started: sent to each worker
 #: when its link is made (every other use of a service is a call)
-CONSTANTS = {"collector": ("backend_info",), "submissions": ("settings",)}
+CONSTANTS = {"schedd": ("backend_info",), "collector": ("backend_info",), "submissions": ("settings",)}
 
 
 class Link(Protocol):
@@ -59,6 +63,7 @@ class Link(Protocol):
 
     def __init__(self) -> None:
         self._buffer = bytearray()
+        self._handlers: dict[str, Callable[..., None]] = {}
         #: true from the link's making to its loss
         self.alive = False
 
@@ -70,23 +75,47 @@ class Link(Protocol):
 
     def send(self, kind: Message, *message: Any) -> None:
         data = wire.encode([kind.value, *message])
-        self.transport.write(_LENGTH.pack(len(data)) + data)
+        self.transport.writeSequence((_LENGTH.pack(len(data)), data))  # (not joined: an answer may be large)
 
     def dataReceived(self, data: bytes) -> None:
+        """Decode each whole message straight from what arrived (a view, not a copy) and keep only the rest."""
         buffer = self._buffer
-        buffer += data
-        while len(buffer) >= _LENGTH.size:
-            (length,) = _LENGTH.unpack_from(buffer)
-            if length > MAX_MESSAGE:
-                log.error("a message of {length} bytes on the workers' link: closing it", length=length)
-                self.transport.loseConnection()
-                return
-            end = _LENGTH.size + length
-            if len(buffer) < end:
-                return
-            message = wire.decode(bytes(buffer[_LENGTH.size:end]))
-            del buffer[:end]
-            getattr(self, f"handle_{Message(message[0]).value}")(*message[1:])
+        if buffer:
+            buffer += data
+            source: bytes | bytearray = buffer
+        else:
+            source = data
+        size, offset = len(source), 0
+        try:
+            while size - offset >= _LENGTH.size:
+                (length,) = _LENGTH.unpack_from(source, offset)
+                if length > MAX_MESSAGE:
+                    log.error("a message of {length} bytes on the workers' link: closing it", length=length)
+                    self.transport.loseConnection()
+                    offset = size
+                    return
+                end = offset + _LENGTH.size + length
+                if size < end:
+                    return
+                view = memoryview(source)[offset + _LENGTH.size:end]
+                try:
+                    message = wire.decode(view)
+                finally:
+                    view.release()  # (the buffer may change again)
+                offset = end
+                self._handler(message[0])(*message[1:])
+        finally:
+            if source is buffer:
+                del buffer[:offset]
+            elif offset < size:
+                buffer += source[offset:]  # (memoryview-free: the buffer is empty, nothing else holds it)
+
+    def _handler(self, kind: str) -> Callable[..., None]:
+        """The method handling messages of ``kind``; a kind this end does not handle raises ValueError."""
+        handler = self._handlers.get(kind)
+        if handler is None:
+            handler = self._handlers[kind] = getattr(self, f"handle_{Message(kind).value}")
+        return handler
 
 
 class CallingLink(Link):
@@ -154,9 +183,6 @@ class CoreCalls:
 
     def __init__(self, services: Callable[[], dict[str, Any]]) -> None:
         self._services = services
-
-    def service(self, name: str) -> Any:
-        return self._services().get(name)
 
     def constants(self) -> dict[str, dict[str, Any]]:
         services = self._services()

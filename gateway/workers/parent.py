@@ -19,12 +19,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.defer import Deferred
-from twisted.internet.error import ProcessDone
+from twisted.internet.defer import Deferred, DeferredList
+from twisted.internet.error import ConnectionLost, ProcessDone
 from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
-from twisted.logger import Logger, LogLevel
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from gateway.monitoring.events import RequestTally
+from gateway.monitoring.processes import WorkerFigures
 from gateway.workers.link import CoreCalls, Link, Message
 from gateway.workers.wire import error_fields
 
@@ -36,6 +38,8 @@ RESTART_DELAYS = (0.2, 1.0, 5.0)
 YOUNG = 10.0
 #: seconds the workers get to end at shutdown before they are killed
 STOP_GRACE = 10.0
+#: seconds a scrape of /metrics waits for each worker's figures
+FIGURES_WAIT = 5.0
 
 
 class Front(enum.Enum):
@@ -82,6 +86,8 @@ class CoreLink(Link):
         self.worker = worker
         self.ready = False
         self.connections: dict[int, HandOff] = {}
+        self._scrapes: dict[int, Deferred[WorkerFigures]] = {}
+        self._next_scrape = 0
 
     def connectionMade(self) -> None:
         super().connectionMade()
@@ -105,11 +111,19 @@ class CoreLink(Link):
         if self.alive:
             self.send(Message.RESULT, call_id, False, failure.value)
 
-    def handle_event(self, fields: dict[str, Any]) -> None:
-        """A worker's request event, counted by the core's metrics as if it had happened here."""
-        monitor = self.worker.pool.calls.service("monitor")
-        if monitor is not None:
-            monitor.events({**fields, "log_level": LogLevel.levelWithName(fields["log_level"])})
+    def ask_figures(self) -> Deferred[WorkerFigures]:
+        """The worker's figures (its requests' tally, memory, CPU time), asked for now."""
+        self._next_scrape += 1
+        answer: Deferred[WorkerFigures] = Deferred()
+        self._scrapes[self._next_scrape] = answer
+        self.send(Message.SCRAPE, self._next_scrape)
+        return answer
+
+    def handle_figures(self, scrape_id: int, figures: WorkerFigures) -> None:
+        self.worker.figures = figures
+        answer = self._scrapes.pop(scrape_id, None)
+        if answer is not None:
+            answer.callback(figures)
 
     def handle_ready(self) -> None:
         self.ready = True
@@ -132,6 +146,9 @@ class CoreLink(Link):
         connections, self.connections = self.connections, {}
         for handed in connections.values():
             handed.transport.loseConnection()
+        scrapes, self._scrapes = self._scrapes, {}
+        for answer in scrapes.values():
+            answer.errback(Failure(ConnectionLost("the worker is gone")))
 
 
 class Worker(ProcessProtocol):
@@ -144,6 +161,8 @@ class Worker(ProcessProtocol):
         self.pid = 0
         self.started = 0.0
         self.ended: Deferred[None] = Deferred()
+        #: what the worker last said of itself (at the last scrape)
+        self.figures: WorkerFigures | None = None
 
     def spawn(self) -> None:
         reactor = self.pool.reactor
@@ -183,6 +202,8 @@ class WorkerPool:
         self._next_id = 0
         self._stopping = False
         self._failures = [0] * count
+        #: the requests counted by workers that have ended, as they last said (so that the sums never go back)
+        self.retired = RequestTally()
 
     def factory(self, front: Front) -> HandOffFactory:
         return HandOffFactory(self, front)
@@ -214,7 +235,17 @@ class WorkerPool:
             if worker.link is not None:
                 worker.link.connections.pop(handed.id, None)
 
+    async def figures(self) -> list[WorkerFigures]:
+        """Each live worker's figures, asked for now (for /metrics); a worker that does not answer within
+        :data:`FIGURES_WAIT` seconds is reported as it last answered."""
+        links = [worker.link for worker in self.workers if worker.link is not None and worker.link.ready]
+        asked = [link.ask_figures().addTimeout(FIGURES_WAIT, self.reactor) for link in links if link.alive]
+        await DeferredList(asked, consumeErrors=True)
+        return [worker.figures for worker in self.workers if worker.figures is not None]
+
     def ended(self, worker: Worker, reason: Failure) -> None:
+        if worker.figures is not None:
+            self.retired = self.retired.merge(worker.figures.requests)
         if self._stopping:
             return
         lived = self.reactor.seconds() - worker.started

@@ -42,8 +42,11 @@ from gateway.core.submissions import ApiError, ApiStatus, JobFile, JobRef, Submi
 from gateway.core.transactions import Transaction, TransactionRef
 from gateway.identity.peers import PeerOwner
 from gateway.identity.throttle import Throttled
+from gateway.monitoring.events import RequestTally
+from gateway.monitoring.processes import WorkerFigures
 from jobmodel.expressions import ExpressionLimits
 from jobmodel.exprtext import SourceExpr, restored, texts_record
+from jobmodel.figures import Buckets
 from jobmodel.jobs import JobAction, Universe
 from jobmodel.pool import AdType
 from jobmodel.submitfile import ClusterDescription, SubmitDescriptionError
@@ -64,7 +67,7 @@ _TUPLE, _OBJECT, _ENUM, _ERROR, _CLASSAD, _EXPR, _PATH, _FROZENSET = range(1, 9)
 CLASSES: dict[str, type] = {cls.__name__: cls for cls in (
     Caller, TransactionRef, Status, Attr, JobAdStruct, JobAdStructs, TemplateResult, Inserted, FileInfo, BackendInfo,
     JobRef, SubmissionInfo, JobFile, Revision, SubmissionSettings, ExpressionLimits, ClusterDescription, Submitted, AwaitedInput,
-    PeerOwner)}
+    PeerOwner, WorkerFigures, RequestTally, Buckets)}
 ENUMS: dict[str, type[enum.Enum]] = {cls.__name__: cls for cls in (
     Authentication, StatusCode, AttrType, ApiStatus, Universe, JobAction, AdType, Permission)}
 
@@ -149,6 +152,12 @@ class _Mark:
         self.build = build
 
 
+def _member(cls: type[enum.Enum]) -> Callable[[list[Any]], enum.Enum]:
+    """An enumeration's member from its value (a look-up, cheaper than calling the class; KeyError for another)."""
+    members = {member.value: member for member in cls.__members__.values()}
+    return lambda fields: members[fields[0]]
+
+
 def _object(name: str) -> Callable[[list[Any]], Any]:
     cls = CLASSES[name]
     return lambda fields: cls(*fields)
@@ -158,7 +167,7 @@ _MARKS: dict[tuple[int, bytes], _Mark] = {
     (_TUPLE, b""): _Mark(tuple), (_FROZENSET, b""): _Mark(frozenset),
     (_CLASSAD, b""): _Mark(lambda fields: _ad(*fields)), (_EXPR, b"source"): _Mark(lambda fields: SourceExpr(fields[0])),
     **{(_OBJECT, name.encode()): _Mark(_object(name)) for name in CLASSES},
-    **{(_ENUM, name.encode()): _Mark(lambda fields, cls=cls: cls(fields[0])) for name, cls in ENUMS.items()},
+    **{(_ENUM, name.encode()): _Mark(_member(cls)) for name, cls in ENUMS.items()},
     **{(_ERROR, name.encode()): _Mark(lambda fields, make=make: make(*fields)) for name, (_, _, make) in ERRORS.items()},
 }
 

@@ -1,5 +1,5 @@
 """A worker process (``workers = N``): serves the connections the core passes it — HTTP, TLS, SOAP and JSON,
-identification and access checks, the request log — and calls the core's services over its link for everything
+identification and access checks, the request log and the requests' metrics — and calls the core's services over its link for everything
 else (:mod:`gateway.workers.link`).
 
 It reads the gateway's configuration from the same command line as the core (``--`` then the gateway's flags) and
@@ -13,7 +13,6 @@ import argparse
 import os
 import socket
 import sys
-import threading
 from typing import Any
 
 from twisted.internet.interfaces import IFileDescriptorReceiver
@@ -24,7 +23,8 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from gateway.identity.peers import PeerOwner
-from gateway.monitoring.events import REQUESTS
+from gateway.monitoring.events import RequestCounter
+from gateway.monitoring.processes import own_figures
 from gateway.workers.link import CallingLink, Message, RemoteObject
 from gateway.workers.parent import Front
 
@@ -66,16 +66,22 @@ class Tracked(WrappingFactory):
 class WorkerLink(CallingLink):
     """The worker's end of its link: calls into the core, and the connections the core passes."""
 
-    def __init__(self, reactor: Any, factories: dict[Front, Factory]) -> None:
+    def __init__(self, reactor: Any, factories: dict[Front, Factory], index: int = 0) -> None:
         super().__init__()
         self.reactor = reactor
         self.factories = factories
+        self.index = index
+        #: this worker's requests, counted here (a log observer) and told the core when /metrics is scraped
+        self.requests = RequestCounter()
         self._descriptors: list[int] = []
         self.services = {name: RemoteObject(self, name) for name in SERVICES}
 
     def handle_constants(self, values: dict[str, dict[str, Any]]) -> None:
         for service, constants in values.items():
             self.services[service].set_constants(constants)
+
+    def handle_scrape(self, scrape_id: int) -> None:
+        self.send(Message.FIGURES, scrape_id, own_figures(self.index, self.requests))
 
     def fileDescriptorReceived(self, descriptor: int) -> None:
         self._descriptors.append(descriptor)
@@ -98,29 +104,6 @@ class WorkerLink(CallingLink):
         if self.reactor.running:
             log.info("the gateway's core is gone: this worker stops")
             self.reactor.stop()
-
-
-#: the fields of a request's log event the core's metrics read (gateway.monitoring.events)
-EVENT_FIELDS = ("log_namespace", "operation", "outcome", "ms", "code")
-
-
-class EventForwarder:
-    """Sends the core the log events of requests (answered or refused), which its /metrics counts."""
-
-    def __init__(self, link: WorkerLink) -> None:
-        self.link = link
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        if event.get("log_namespace") != REQUESTS or not self.link.alive:
-            return
-        if not (("outcome" in event and "ms" in event) or "code" in event):
-            return
-        fields = {name: event[name] for name in EVENT_FIELDS if name in event}
-        fields["log_level"] = event["log_level"].name
-        if threading.current_thread() is threading.main_thread():
-            self.link.send(Message.EVENT, fields)
-        else:
-            self.link.reactor.callFromThread(self.link.send, Message.EVENT, fields)
 
 
 class RemoteMonitor:
@@ -148,7 +131,7 @@ def serve(reactor: Any, link_fd: int, index: int, argv: list[str]) -> None:
     config = configure(parse_args(argv))
     logging.begin(logging.open_log(config.log_file), config.log_level)
     gateway = Gateway(config, reactor)
-    link = WorkerLink(reactor, {})
+    link = WorkerLink(reactor, {}, index)
     services = link.services
     if gateway.identification.throttle is not None:  # failed logins are counted by the core, across workers
         gateway.identification.throttle = services["throttle"]
@@ -160,7 +143,7 @@ def serve(reactor: Any, link_fd: int, index: int, argv: list[str]) -> None:
         factory.doStart()
     reactor.adoptStreamConnection(link_fd, socket.AF_UNIX, Factory.forProtocol(lambda: link))
     os.close(link_fd)
-    globalLogPublisher.addObserver(EventForwarder(link))
+    globalLogPublisher.addObserver(link.requests)
     link.send(Message.READY)
     log.info("worker {index} (pid {pid}) ready", index=index, pid=os.getpid())
 

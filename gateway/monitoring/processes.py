@@ -1,0 +1,54 @@
+"""The worker processes' figures (``workers = N``): what each worker tells the core when /metrics is scraped — the
+requests it served (a :class:`~.events.RequestTally`), its resident memory and its CPU time — and the metrics the
+core makes of the last figures each worker sent, labelled by the worker's index."""
+
+from __future__ import annotations
+
+import os
+import resource
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from .events import RequestCounter, RequestTally
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass
+class WorkerFigures:
+    """One worker as it saw itself when asked."""
+
+    index: int
+    requests: RequestTally
+    resident_bytes: int
+    cpu_seconds: float
+
+
+def own_figures(index: int, requests: RequestCounter) -> WorkerFigures:
+    """This process's figures, as worker ``index``."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    with open("/proc/self/statm", "rb") as statm:  # the resident set now (getrusage has only its peak)
+        resident = int(statm.read().split()[1]) * _PAGE
+    return WorkerFigures(index, requests.tally(), resident, usage.ru_utime + usage.ru_stime)
+
+
+class WorkerProcesses(Collector):
+    """Each worker's resident memory and CPU time (``seen``: the figures the core last gathered)."""
+
+    def __init__(self, seen: Callable[[], Iterable[WorkerFigures]]) -> None:
+        self.seen = seen
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        workers = sorted(self.seen(), key=lambda figures: figures.index)
+        memory = GaugeMetricFamily("birdbath_worker_resident_memory_bytes", "Resident memory of each worker "
+                                   "process", labels=["worker"])
+        cpu = CounterMetricFamily("birdbath_worker_cpu_seconds", "CPU time (user and system) of each worker "
+                                  "process since it started", labels=["worker"])
+        for figures in workers:
+            memory.add_metric([str(figures.index)], figures.resident_bytes)
+            cpu.add_metric([str(figures.index)], figures.cpu_seconds)
+        yield memory
+        yield cpu
