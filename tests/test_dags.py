@@ -200,7 +200,9 @@ def test_holding_the_dagman_job_pauses_new_nodes(schedd, tmp_path):
     assert node_clusters(dag)["A"] == [a_cluster]  # A was not submitted again
 
 
-def test_a_dag_resumes_after_the_gateway_is_killed(start_gateway, tmp_path):
+def killed_while_c_runs(start_gateway, tmp_path):
+    """The diamond on a gateway killed while node C's job runs (B done); C ends once ``gate`` exists.  The gateway,
+    the DAG file, the DAGMan job's key, C's cluster and the gate."""
     gateway = start_gateway(RUNNER)
     schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
     gate = tmp_path / "gate"
@@ -211,11 +213,15 @@ def test_a_dag_resumes_after_the_gateway_is_killed(start_gateway, tmp_path):
     wait_until(lambda: runs(tmp_path, "C") == 1 and runs(tmp_path, "B") == 1)
     (c_cluster,) = node_clusters(dag)["C"]
     gateway.kill()
+    return gateway, dag, key, c_cluster, gate
+
+
+def test_a_dag_resumes_after_the_gateway_is_killed(start_gateway, tmp_path):
+    gateway, dag, key, c_cluster, gate = killed_while_c_runs(start_gateway, tmp_path)
     gate.touch()  # C's node job ends while no gateway runs; wait until its launcher has recorded how
     wait_until(lambda: ExecuteDir.of(gateway.state_dir / "execute", c_cluster, 0).result() is not None)
     gateway.start()
-    schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
-    done = wait_for_dag(schedd, key)
+    done = wait_for_dag(zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url), key)
     assert done["ExitCode"] == "0" and done["NumJobStarts"] == "2"
     assert [runs(tmp_path, n) for n in "ABCD"] == [1, 1, 1, 1]  # C finished while down: recorded, not rerun
     assert "Resuming the DAG from its saved state" in dagman_out(dag)
@@ -224,16 +230,7 @@ def test_a_dag_resumes_after_the_gateway_is_killed(start_gateway, tmp_path):
 def test_a_node_job_committed_just_before_a_crash_is_not_submitted_again(start_gateway, tmp_path):
     """The crash came between C's commit and the save of the DAG's state (what a loaded machine hit): the saved
     state has C queued with no cluster, made here by hand in the queue's SQLite file while no gateway runs."""
-    gateway = start_gateway(RUNNER)
-    schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
-    gate = tmp_path / "gate"
-    dag = write_dag(tmp_path, DIAMOND, {"A": counted(tmp_path, "A"), "B": counted(tmp_path, "B"),
-                                        "C": f"{counted(tmp_path, 'C')}; while ! test -e {gate}; do sleep 0.05; done",
-                                        "D": counted(tmp_path, "D")})
-    key = submit_dag(schedd, dag)
-    wait_until(lambda: runs(tmp_path, "C") == 1 and runs(tmp_path, "B") == 1)
-    (c_cluster,) = node_clusters(dag)["C"]
-    gateway.kill()
+    gateway, dag, key, c_cluster, gate = killed_while_c_runs(start_gateway, tmp_path)
     store = sqlite3.connect(gateway.state_dir / "queue.sqlite3")
     with store:
         (text,) = store.execute("SELECT state FROM dag_state WHERE cluster = ?", (key[0],)).fetchone()
