@@ -98,7 +98,8 @@ class GatewayProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"gateway exited with {self.process.returncode}:\n{self.log()}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"gateway did not start:\n{self.log()}")
+                self.kill()  # never left running behind the failure, taking the machine's time from later tests
+                raise RuntimeError(f"gateway did not start in {START_SECONDS} s:\n{self.log()}")
             time.sleep(0.05)
         for attribute, port_file in port_files.items():
             setattr(self, attribute, int(port_file.read_text()))
