@@ -139,10 +139,15 @@ def serving_worker(gateway, client: Client) -> int:
 
 
 def worker_holding(gateway, server_port: int, client_port: int) -> int:
-    """The pid of the worker holding the server's socket of the connection from ``client_port``."""
-    inode = f"socket:[{_socket_inode(server_port, client_port)}]"
+    """The pid of the worker holding the server's socket of the connection from ``client_port``.  The socket's
+    inode is read each time: until the core has accepted the connection it waits in the listen queue with inode 0,
+    owned by no process."""
 
     def holder() -> int | None:
+        number = _socket_inode(server_port, client_port)
+        if number == 0:
+            return None
+        inode = f"socket:[{number}]"
         for pid in workers_of(gateway):
             for fd in Path(f"/proc/{pid}/fd").iterdir():
                 try:
