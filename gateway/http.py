@@ -224,7 +224,6 @@ class Answering(resource.Resource):
         request.setHeader(b"content-type", self.content_type)
         return self.refused_body(refusal.message)
 
-
     def answer_with(self, answer: Maybe[SoapAnswer], request: GatewayRequest, context: Any) -> int:
         """Write the answer, now or when it comes."""
         if not isinstance(answer, Deferred):

@@ -4,7 +4,6 @@ core makes of the last figures each worker sent, labelled by the worker's index.
 
 from __future__ import annotations
 
-import os
 import resource
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -12,9 +11,9 @@ from dataclasses import dataclass
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from .events import RequestCounter, RequestTally
+from gateway.memory import resident_mib
 
-_PAGE = os.sysconf("SC_PAGE_SIZE")
+from .events import RequestCounter, RequestTally
 
 
 @dataclass
@@ -29,10 +28,10 @@ class WorkerFigures:
 
 def own_figures(index: int, requests: RequestCounter) -> WorkerFigures:
     """This process's figures, as worker ``index``."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    with open("/proc/self/statm", "rb") as statm:  # the resident set now (getrusage has only its peak)
-        resident = int(statm.read().split()[1]) * _PAGE
-    return WorkerFigures(index, requests.tally(), resident, usage.ru_utime + usage.ru_stime)
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # its CPU time (its resident set: getrusage has only the peak)
+    resident = resident_mib()
+    return WorkerFigures(index, requests.tally(), int(resident * 1024 * 1024) if resident is not None else 0,
+                         usage.ru_utime + usage.ru_stime)
 
 
 class WorkerProcesses(Collector):
