@@ -13,6 +13,13 @@ copy-on-write faults after it), and most clients ask something cheap: ``ClusterI
 constraint that calls no function and reads only attributes whose values the schedd itself sets as literals
 (:data:`SCHEDD_LITERALS`) costs microseconds per ad and cannot recurse: it is evaluated in the query's own thread, a
 batch of ads at a time, with its budget checked between batches.
+
+Such a constraint's value for a job depends on nothing but the values of the literals it reads, and a queue has far
+fewer distinct values than jobs (ten jobs share a cluster, thousands an owner or a state).  A backend that keeps its
+jobs grouped by the value of one literal (the local store's :class:`~backends.local.literals.LiteralIndex`) lets a
+constraint reading only that literal be evaluated once per value (:func:`true_values`), by classad2 as always, on an
+ad holding that value alone: polling monitors (``Owner == "alice"``, ``ClusterId == 12``, ``JobStatus == 2``) then
+cost the gateway work in proportion to the values, not to the queue.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import select
 import signal
 import struct
 import time
-from typing import Iterable, Sequence
+from typing import Any, Hashable, Iterable, Sequence
 
 import classad2
 
@@ -70,23 +77,59 @@ def filtered(ads: Iterable[classad2.ClassAd], constraint: classad2.ExprTree | No
 def is_simple(constraint: classad2.ExprTree) -> bool:
     """Whether ``constraint`` can be evaluated here: short, no function calls, lists or records, and no attribute but
     :data:`SCHEDD_LITERALS` (so nothing a client wrote into an ad is evaluated on the way)."""
+    return literals_read(constraint) is not None
+
+
+def literals_read(constraint: classad2.ExprTree) -> frozenset[str] | None:
+    """The :data:`SCHEDD_LITERALS` (lower case) a simple constraint reads; None for one that is not simple."""
     text = str(constraint)
     if len(text) > SIMPLE_LENGTH:
-        return False
+        return None
     position, after_name = 0, False
+    names: set[str] = set()
     for token in _SIMPLE_TOKEN.finditer(text):
         if token.start() != position:
-            return False  # a character no simple constraint has
+            return None  # a character no simple constraint has
         position = token.end()
         word = token.group()
         if word.isspace():
             continue
         if word == "(" and after_name:
-            return False  # a function call
+            return None  # a function call
         after_name = word[0].isalpha() or word[0] == "_"
-        if after_name and word.lower().removeprefix("my.") not in _SIMPLE_NAMES:
-            return False
-    return position == len(text)
+        if after_name:
+            name = word.lower().removeprefix("my.")
+            if name not in _SIMPLE_NAMES:
+                return None
+            if name in SCHEDD_LITERALS:
+                names.add(name)
+    return frozenset(names) if position == len(text) else None
+
+
+#: a job that has no value for the literal: evaluated as an ad without the attribute (undefined, as in the job's)
+MISSING = object()
+
+
+def true_values(constraint: classad2.ExprTree, name: str, values: Iterable[tuple[Hashable, Any]],
+                budget: float | None) -> list[Hashable]:
+    """The keys of the ``(key, value)`` pairs whose value of attribute ``name`` (a Python literal, or
+    :data:`MISSING`) makes ``constraint`` true, ``constraint`` being a simple one that reads ``name`` alone
+    (:func:`literals_read`): evaluated by classad2 on one ad holding only that value, so a job with the value gets
+    the answer its own ad would give.  The budget is checked between batches, as :func:`in_batches` does."""
+    deadline = None if budget is None else time.monotonic() + budget
+    alone = classad2.ClassAd()
+    found: list[Hashable] = []
+    for count, (key, value) in enumerate(values, 1):
+        if value is MISSING:
+            if name in alone:
+                del alone[name]
+        else:
+            alone[name] = value
+        if matches(constraint, alone):
+            found.append(key)
+        if deadline is not None and count % BATCH == 0 and time.monotonic() > deadline:
+            raise over_budget(budget)
+    return found
 
 
 def in_batches(ads: Iterable[classad2.ClassAd], constraint: classad2.ExprTree,

@@ -225,8 +225,8 @@ class JobQueue:
     def query(self, constraint: classad2.ExprTree | None, projection: Sequence[str] | None = None, *,
               budget: float | None = None) -> list[classad2.ClassAd]:
         """Committed jobs for which ``constraint`` is true; a client's constraint (with a ``budget``) is evaluated
-        in a forked worker (``backends.evaluation``), the gateway's own in this thread."""
-        found = evaluation.filtered(self.store.values(), constraint, budget)
+        in a forked worker unless it is simple (``backends.evaluation``), the gateway's own in this thread."""
+        found = self.store.selected(constraint, budget)
         if projection:
             return [projected(ad, projection) for ad in found]
         return found

@@ -37,8 +37,11 @@ from twisted.logger import Logger
 from backends.interface import stamp
 from jobmodel.exprtext import restored, texts_record
 
-from . import idle
+from backends import evaluation
+
+from . import idle, literals
 from .idle import IdleJobs
+from .literals import LiteralIndex
 
 log = Logger()
 JobKey = tuple[int, int]
@@ -91,6 +94,8 @@ class JobStore:
         self._loaded_revision = next(REVISIONS)
         #: the idle jobs in the order they start (kept up to date by apply)
         self.idle = IdleJobs()
+        #: the parsed jobs grouped by the literals queries select them by (kept with _jobs, under the lock)
+        self._literals = LiteralIndex()
         entries = []
         for cluster, proc, *columns in self._db.execute(
                 f"SELECT cluster, proc, {', '.join(COLUMNS)} FROM jobs INDEXED BY jobs_scheduling"):
@@ -166,6 +171,16 @@ class JobStore:
         for _, ad in self.ads():
             yield ad
 
+    def selected(self, constraint: classad2.ExprTree | None, budget: float | None) -> list[classad2.ClassAd]:
+        """The queued ads for which ``constraint`` is true (``backends.evaluation.filtered``'s rules), once every
+        stored ad is parsed answered from the jobs' groups by value when that is cheaper
+        (:func:`~backends.local.literals.select`), otherwise evaluated job by job."""
+        if constraint is not None and self.loaded.is_set():
+            found = literals.select(self._literals, constraint, budget, self.get, len(self._jobs))
+            if found is not None:
+                return found
+        return evaluation.filtered(self.values(), constraint, budget)
+
     def keys(self) -> list[JobKey]:
         return list(self._jobs)
 
@@ -186,7 +201,8 @@ class JobStore:
         with self._lock:
             if key in self._jobs and self._jobs[key] is None:
                 row = self._db.execute("SELECT ad, texts FROM jobs WHERE cluster = ? AND proc = ?", key).fetchone()
-                self._jobs[key] = stamp(parsed(*row), key, self._loaded_revision)
+                self._jobs[key] = ad = stamp(parsed(*row), key, self._loaded_revision)
+                self._literals.replace(key, None, ad)
             return self._jobs.get(key)
 
     def _load_all(self) -> None:
@@ -210,6 +226,7 @@ class JobStore:
                     for key, ad in ads:
                         if key in self._jobs and self._jobs[key] is None:
                             self._jobs[key] = ad
+                            self._literals.replace(key, None, ad)
                 after = rows[-1][0], rows[-1][1]
         finally:
             db.close()
@@ -265,9 +282,12 @@ class JobStore:
                                      history)
                 self._db.executemany("DELETE FROM jobs WHERE cluster = ? AND proc = ?", archived)
             number = next(REVISIONS)
-            self._jobs.update((key, stamp(ad, key, number)) for key, ad in ads.items() if key not in archived)
+            for key, ad in ads.items():
+                if key not in archived:
+                    old, self._jobs[key] = self._jobs.get(key), stamp(ad, key, number)
+                    self._literals.replace(key, old, ad)
             for key in archived:
-                self._jobs.pop(key, None)
+                self._literals.replace(key, self._jobs.pop(key, None), None)
             for key in ads.keys() | set(archived):
                 self.idle.update(key, self._jobs.get(key))
             return self._written

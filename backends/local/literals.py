@@ -1,0 +1,149 @@
+"""The queued jobs grouped by the values of the literals clients select them by, so that a query reading one of them
+is evaluated once per value instead of once per job (``backends.evaluation.true_values``).
+
+A job's ``ClusterId``, ``ProcId``, ``JobStatus``, ``Owner``, ``User`` and ``QDate`` are literals the schedd sets
+itself, shared by many jobs: ten jobs a cluster, thousands an owner or a state.  Monitors poll with constraints over
+them (``ClusterId == 12``, ``Owner == "alice" ``, ``JobStatus == 2``), and before this index every poll evaluated
+the constraint over every job of the queue, holding the interpreter for milliseconds per thousand jobs.
+(``GlobalJobId`` and ``EnteredCurrentStatus`` are literals too, but nearly one value per job: grouping by them
+would cost memory and gain nothing, so a constraint reading them is evaluated job by job.)
+
+The index is the store's, kept under the store's lock by the same code that publishes its ads (``JobStore.apply``
+and the loader), and read without the lock by the query threads, as the store's ads are: a reader copies the groups
+it wants in one operation under the GIL (:meth:`LiteralIndex.members`), and the writer moves a job into its new
+group before taking it out of the old one, so a job whose value does not change is never missed and one that is
+changing is found in one of its groups; each job found is then checked against its current ad.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Hashable, Iterable
+
+import classad2
+
+from backends import evaluation
+from backends.evaluation import MISSING
+from jobmodel.classads import matches
+
+JobKey = tuple[int, int]
+
+#: the attributes jobs are grouped by (lower case, as ``backends.evaluation.literals_read`` names them)
+INDEXED = ("clusterid", "procid", "jobstatus", "owner", "user", "qdate")
+_INDEXED_SET = frozenset(INDEXED)
+#: the fewest jobs per value, on average, for which the index answers: evaluating one value on an ad of its own costs
+#: about two evaluations on a job's ad (classad2's attribute setting), and each job found is read and checked again
+SHARED = 4
+#: the index answers only when it finds at most one job in MOST of the queue
+MOST = 2
+#: the Python types of ClassAd literals that group by value (anything else, an expression or a list, is irregular)
+_LITERAL_TYPES = (bool, int, float, str)
+#: the group of jobs whose value is not a literal (an expression a client set): each is evaluated on its own ad
+IRREGULAR = object()
+
+
+def value_of(ad: classad2.ClassAd, name: str) -> Hashable:
+    """The job's value of ``name``, as a grouping key: ``(type, value)`` for a literal (so that ``1``, ``1.0`` and
+    ``true``, equal in Python, stay apart as ClassAds keep them), :data:`MISSING`, or :data:`IRREGULAR`."""
+    try:
+        value = ad[name]
+    except KeyError:
+        return MISSING
+    kind = type(value)
+    if kind not in _LITERAL_TYPES or (kind is float and value != value):  # (NaN is no key)
+        return IRREGULAR
+    return kind, value
+
+
+def _literal(group: Hashable) -> Hashable:
+    """The value a grouping key stands for."""
+    return group if group is MISSING else group[1]  # type: ignore[index]
+
+
+class LiteralIndex:
+    """For each :data:`INDEXED` attribute: grouping key (:func:`value_of`) -> the keys of the jobs that have it."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, dict[Hashable, set[JobKey]]] = {name: {} for name in INDEXED}
+
+    def replace(self, key: JobKey, old: classad2.ClassAd | None, new: classad2.ClassAd | None) -> None:
+        """Job ``key``'s ad goes from ``old`` to ``new`` (None: it was not parsed, or it leaves).  Only the groups
+        that change are touched, the new one before the old: a reader never misses a job whose value did not change,
+        and finds one that is changing in one of its groups at least."""
+        for name, groups in self._groups.items():
+            before = MISSING_JOB if old is None else value_of(old, name)
+            after = MISSING_JOB if new is None else value_of(new, name)
+            if before == after:
+                continue
+            if after is not MISSING_JOB:
+                members = groups.get(after)
+                if members is None:
+                    groups[after] = {key}
+                else:
+                    members.add(key)
+            if before is not MISSING_JOB:
+                members = groups.get(before)
+                if members is not None:
+                    members.discard(key)
+                    if not members:
+                        del groups[before]
+
+    def distinct(self, name: str) -> int:
+        """How many values of ``name`` the jobs have."""
+        return len(self._groups[name])
+
+    def values(self, name: str) -> list[Hashable]:
+        """The grouping keys of ``name`` now (a copy)."""
+        return list(self._groups[name])
+
+    def count(self, name: str, groups: Iterable[Hashable]) -> int:
+        """How many jobs these groups of ``name`` hold now."""
+        found = self._groups[name]
+        return sum(len(found.get(group, ())) for group in groups)
+
+    def members(self, name: str, groups: Iterable[Hashable]) -> set[JobKey]:
+        """The jobs of these groups of ``name``, copied in one operation under the GIL (C code from end to end: the
+        writer's thread cannot change a group half-way through the copy)."""
+        return set().union(*map(self._groups[name].get, groups, itertools.repeat(())))
+
+
+#: no job (a job not parsed yet, or leaving): not a value
+MISSING_JOB = object()
+
+
+def select(index: LiteralIndex, constraint: classad2.ExprTree, budget: float | None,
+           get: Callable[[JobKey], classad2.ClassAd | None], jobs: int) -> list[classad2.ClassAd] | None:
+    """The queued ads for which ``constraint`` is true, in key order, when it is simple and reads one
+    :data:`INDEXED` literal that ``jobs`` (the queue's size) share, at least :data:`SHARED` jobs a value, and
+    selects at most one job in :data:`MOST`; None when the index cannot answer it cheaper than evaluating it job by
+    job (which the caller then does).
+
+    The constraint is evaluated once per value; then each job of the groups it is true for (and of the irregular
+    group) is read as it is now (``get``) and answered when its value is one of those, evaluated on its own ad when
+    its value is one not evaluated (it changed meanwhile, or is not a literal), and left out when it has left."""
+    names = evaluation.literals_read(constraint)
+    if names is None or len(names) != 1 or not names <= _INDEXED_SET:
+        return None
+    (name,) = names
+    if index.distinct(name) * SHARED > jobs:
+        return None
+    groups = index.values(name)
+    regular = [group for group in groups if group is not IRREGULAR]
+    wanted = set(evaluation.true_values(constraint, name, ((group, _literal(group)) for group in regular), budget))
+    if index.count(name, [*wanted, IRREGULAR]) * MOST > jobs:
+        return None  # (most of the queue: reading and checking each job found costs more than evaluating it)
+    known = set(regular)
+    found: list[tuple[JobKey, classad2.ClassAd]] = []
+    for key in index.members(name, [*wanted, IRREGULAR]):
+        ad = get(key)
+        if ad is None:
+            continue
+        group = value_of(ad, name)
+        if group in wanted or (group not in known and matches(constraint, ad)):
+            found.append((key, ad))
+    found.sort(key=_first)
+    return [ad for _, ad in found]
+
+
+def _first(pair: tuple[JobKey, classad2.ClassAd]) -> JobKey:
+    return pair[0]
