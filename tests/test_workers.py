@@ -91,9 +91,14 @@ def job_ids(port: int) -> set[tuple[int, int]]:
         client.close()
     found = set()
     for ad in answer.find(".//classAdArray").findall("item"):
-        values = {item.findtext("name"): item.findtext("value") for item in ad.findall("item")}
+        values = ad_values(ad)
         found.add((int(values["ClusterId"]), int(values["ProcId"])))
     return found
+
+
+def ad_values(ad: etree._Element) -> dict[str, str]:
+    """A ClassAdStruct answered: attribute name -> value text."""
+    return {item.findtext("name"): item.findtext("value") for item in ad.findall("item")}
 
 
 # -- finding the processes -------------------------------------------------------------------------------------
@@ -209,6 +214,39 @@ def test_a_transaction_whose_calls_arrive_on_different_workers_commits_whole(gat
     assert job not in job_ids(gateway.port)  # not committed: nobody sees it
     assert code(first.call("commitTransaction", transaction=txn(transaction_id))) == "SUCCESS"
     assert job in job_ids(gateway.port)
+
+
+def test_a_job_ad_read_again_and_again_through_the_workers_shows_each_change(gateway):
+    """A job's ad crosses to a worker whole once, then by reference while the job keeps its revision: a change (a new
+    revision) must reach the next answer of every worker, never the ad a worker held before."""
+    clients = Client(gateway.port), Client(gateway.port)
+    for client in clients:
+        client.call("getVersionString")
+    assert serving_worker(gateway, clients[0]) != serving_worker(gateway, clients[1])
+    transaction_id = begin(clients[0])
+    cluster, proc = submit_job(clients[0], transaction_id)
+    assert code(clients[0].call("commitTransaction", transaction=txn(transaction_id))) == "SUCCESS"
+
+    def read(client: Client) -> list[dict[str, str]]:
+        """The job's ad as getJobAd and as getJobAds answer it."""
+        one = client.call("getJobAd", clusterId=cluster, jobId=proc)
+        assert code(one) == "SUCCESS"
+        many = client.call("getJobAds", constraint=f"ClusterId == {cluster} &amp;&amp; ProcId == {proc}")
+        [found] = many.find(".//classAdArray").findall("item")
+        return [ad_values(one.find(".//classAd")), ad_values(found)]
+
+    for _ in range(3):
+        for client in clients:
+            assert all(values["JobStatus"] in ("1", "2") and "HoldReason" not in values for values in read(client))
+    hold = clients[1].call("holdJob", clusterId=cluster, jobId=proc, reason="held between two reads")
+    assert code(hold) == "SUCCESS", etree.tostring(hold)
+    for _ in range(3):
+        for client in clients:
+            assert all(values["JobStatus"] == "5" and values["HoldReason"] == "held between two reads"
+                       for values in read(client))
+    assert code(clients[0].call("releaseJob", clusterId=cluster, jobId=proc, reason="done")) == "SUCCESS"
+    for client in clients:
+        assert all(values["JobStatus"] in ("1", "2") and "HoldReason" not in values for values in read(client))
 
 
 def test_a_worker_killed_mid_transaction_loses_its_connections_not_the_transaction(gateway):

@@ -8,6 +8,8 @@ import struct
 
 import classad2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from twisted.internet.testing import StringTransport
 
 from backends.interface import Revision, revision, stamp
@@ -21,7 +23,8 @@ from jobmodel.exprtext import SourceExpr, TextedAd, expression_text
 
 
 def crossed(value):
-    return wire.decode(wire.encode(value))
+    """``value`` sent by one end of a new link and read by the other."""
+    return wire.Codec().decode(wire.Codec().encode(value))
 
 
 def test_a_job_ad_keeps_the_clients_expression_texts_and_its_revision():
@@ -58,22 +61,26 @@ def test_callers_statuses_and_refs_cross_whole():
 
 def test_a_value_of_no_listed_kind_is_refused_where_it_is_encoded():
     with pytest.raises(wire.Unencodable):
-        wire.encode(object())
+        wire.Codec().encode(object())
 
 
 class Heard(Link):
-    """A link end that records the CLOSED messages it hears."""
+    """A link end that records the CLOSED and RESULT messages it hears."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, capacity: int = wire.AD_TABLE_CAPACITY) -> None:
+        super().__init__(wire.Codec(capacity))
         self.closed: list[int] = []
+        self.results: list[object] = []
 
     def handle_closed(self, connection_id: int) -> None:
         self.closed.append(connection_id)
 
+    def handle_result(self, call_id: int, ok: bool, value: object) -> None:
+        self.results.append(value)
 
-def linked() -> tuple[Heard, StringTransport]:
-    end, transport = Heard(), StringTransport()
+
+def linked(capacity: int = wire.AD_TABLE_CAPACITY) -> tuple[Heard, StringTransport]:
+    end, transport = Heard(capacity), StringTransport()
     end.makeConnection(transport)
     return end, transport
 
@@ -111,3 +118,105 @@ def test_the_link_closes_on_a_message_too_large_and_refuses_a_kind_it_does_not_h
     sender.send(Message.READY)
     with pytest.raises(AttributeError):  # (Twisted then closes the link: the worker ends, or the core)
         stranger.dataReceived(sent.value())
+
+
+# -- job ads by revision: whole once, then by reference ------------------------------------------------------------
+def job_ad(cluster: int, proc: int, number: int, *, stamped: bool = True) -> classad2.ClassAd:
+    """A job's ad whose content is its revision number (two numbers, two contents), stamped unless told not."""
+    ad = TextedAd()
+    ad["ClusterId"], ad["ProcId"], ad["Content"] = cluster, proc, number
+    ad["Requirements"] = SourceExpr("TARGET.Disk>=1024&&MY.x=?=FALSE")
+    ad["Cmd"] = "/usr/bin/a-program-with-a-long-name"
+    ad["Environment"] = "A=1 B=2 C=3 " * 10
+    return stamp(ad, (cluster, proc), number) if stamped else ad
+
+
+def tables(sender: wire.Codec, receiver: wire.Codec) -> tuple[list, list]:
+    """What each end of one direction holds, in its order of use: (key, revision number)."""
+    return (list(sender.sent.items()),
+            [(key, revision(ad).number) for key, ad in receiver.received.items()])
+
+
+def test_a_stamped_ad_crosses_whole_once_then_as_a_reference_to_the_same_object():
+    sender, receiver = wire.Codec(), wire.Codec()
+    ad = job_ad(12, 3, 41)
+    first, second = sender.encode([ad]), sender.encode([ad])
+    assert len(second) * 10 < len(first)
+    [whole], [again] = receiver.decode(first), receiver.decode(second)
+    assert again is whole and whole["Content"] == 41 and revision(again) == Revision((12, 3), 41)
+    assert expression_text(again, "Requirements", again.lookup("Requirements")) == "TARGET.Disk>=1024&&MY.x=?=FALSE"
+    both = receiver.decode(sender.encode([ad, ad]))  # twice in one message: whole at most once
+    assert both[0] is both[1] is whole
+
+
+def test_a_changed_revision_crosses_whole_again():
+    sender, receiver = wire.Codec(), wire.Codec()
+    [before] = receiver.decode(sender.encode([job_ad(12, 3, 41)]))
+    changed = sender.encode([job_ad(12, 3, 42)])
+    [after] = receiver.decode(changed)
+    assert after is not before and after["Content"] == 42 and revision(after).number == 42
+    assert len(changed) > len(sender.encode([job_ad(12, 3, 42)])) * 10
+    assert tables(sender, receiver) == ([((12, 3), 42)], [((12, 3), 42)])
+
+
+def test_an_ad_without_a_revision_always_crosses_whole_and_is_never_kept():
+    sender, receiver = wire.Codec(), wire.Codec()
+    ad = job_ad(12, 3, 41, stamped=False)
+    first, second = sender.encode(ad), sender.encode(ad)
+    assert first == second
+    assert receiver.decode(first) is not receiver.decode(second)
+    assert not sender.sent and not receiver.received
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2), st.booleans()), max_size=5), max_size=30))
+def test_both_ends_hold_the_same_ads_whatever_is_sent_and_evicted(messages):
+    sender, receiver = wire.Codec(capacity=3), wire.Codec(capacity=3)
+    for message in messages:
+        sent = [job_ad(1, proc, number, stamped=stamped) for proc, number, stamped in message]
+        back = receiver.decode(sender.encode(sent))
+        assert [(ad["ProcId"], ad["Content"]) for ad in back] == [(proc, number) for proc, number, _ in message]
+        assert tables(sender, receiver)[0] == tables(sender, receiver)[1]
+        assert len(receiver.received) <= 3
+
+
+def test_a_message_that_fails_to_encode_half_way_empties_both_ends_tables():
+    sender, transport = linked(capacity=2)
+    receiver, _ = linked(capacity=2)
+
+    def heard() -> list:
+        receiver.dataReceived(transport.value())
+        transport.clear()
+        return tables(sender.codec, receiver.codec)
+
+    kept, other = job_ad(1, 0, 7), job_ad(1, 1, 7)
+    sender.send(Message.RESULT, 1, True, [kept])
+    assert heard() == ([((1, 0), 7)], [((1, 0), 7)])
+    # before failing, the message used kept's entry and entered two more (evicting kept's): it is not sent
+    with pytest.raises(wire.Unencodable):
+        sender.send(Message.RESULT, 2, True, [kept, other, job_ad(1, 2, 7), object()])
+    assert heard() == ([], []) and len(receiver.results) == 1  # FORGET alone arrived
+    sender.send(Message.RESULT, 3, True, [other])
+    sender.send(Message.RESULT, 4, True, [kept])
+    assert heard() == ([((1, 1), 7), ((1, 0), 7)], [((1, 1), 7), ((1, 0), 7)])
+    [first], [other_back], [kept_back] = receiver.results
+    assert other_back["ProcId"] == 1 and kept_back is not first and kept_back["Content"] == 7  # whole again
+
+
+def test_a_reference_to_an_ad_not_held_is_refused():
+    sender, receiver = wire.Codec(), wire.Codec()
+    ad = job_ad(12, 3, 41)
+    sender.encode([ad])
+    reference = sender.encode([ad])
+    with pytest.raises(wire.UnknownAd):
+        receiver.decode(reference)
+    receiver.decode(wire.Codec().encode([job_ad(12, 3, 40)]))  # held, at another revision
+    with pytest.raises(wire.UnknownAd):
+        receiver.decode(reference)
+    sending, sent = linked()
+    sending.send(Message.RESULT, 1, True, [ad])
+    sent.clear()
+    sending.send(Message.RESULT, 2, True, [ad])
+    reader, _ = linked()
+    with pytest.raises(wire.UnknownAd):  # out of dataReceived: Twisted logs it and closes the link
+        reader.dataReceived(sent.value())

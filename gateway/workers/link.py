@@ -9,6 +9,14 @@ socket attached (SCM_RIGHTS) and what the kernel said of its client when the cor
 caller is made from that answer, not asked again); the worker says CLOSED when it has closed it, so that the core's
 per-caller counts of connections stay right across workers.
 
+Each end of a link encodes and decodes with its own :class:`~gateway.workers.wire.Codec`, whose tables let a job ad
+cross once whole and then by reference while its revision holds (the core's ``repr`` of an ad and a worker's parsing
+of it, for the same unchanged ads poll after poll, were a large share of their work): the link is ordered, so the two
+ends of a direction keep the same table.  A message that fails to encode is not sent, and FORGET goes in its place,
+so that the other end empties its table of received ads as this end emptied its table of sent ones.  A message that
+cannot be read (such as a reference to an ad the table does not hold) raises out of :meth:`Link.dataReceived`, and
+Twisted logs it and closes the link: a worker whose link ends stops, and the core starts another.
+
 A worker counts the requests it serves itself; nothing crosses per request for the metrics: when /metrics is
 scraped, the core asks each worker for its figures (SCRAPE) and adds the answers (FIGURES) to its own.
 
@@ -51,6 +59,9 @@ class Message(str, enum.Enum):
     CONSTANTS = "constants"  # core -> worker, first: [CONSTANTS, {service: {attribute: value}}]
     SCRAPE = "scrape"  # core -> worker: [SCRAPE, id], /metrics is being read: send your figures
     FIGURES = "figures"  # worker -> core: [FIGURES, id, WorkerFigures], the answer to SCRAPE id
+    #: either way: [FORGET], a message failed to encode here and was not sent, and the table of ads sent is empty:
+    #: empty yours of ads received (``wire.Codec``)
+    FORGET = "forget"
 
 
 #: the attributes of the core's services that front ends read, fixed once the core has started: sent to each worker
@@ -59,9 +70,12 @@ CONSTANTS = {"schedd": ("backend_info",), "collector": ("backend_info",), "submi
 
 
 class Link(Protocol):
-    """One end of the link: frames messages and hands each to ``handle_<kind>``."""
+    """One end of the link: encodes, frames and sends messages; decodes each it hears and hands it to
+    ``handle_<kind>``."""
 
-    def __init__(self) -> None:
+    def __init__(self, codec: wire.Codec | None = None) -> None:
+        #: this end's encoding, with its tables of the job ads sent and received (a smaller one in tests)
+        self.codec = codec if codec is not None else wire.Codec()
         self._buffer = bytearray()
         self._handlers: dict[str, Callable[..., None]] = {}
         #: true from the link's making to its loss
@@ -74,8 +88,19 @@ class Link(Protocol):
         self.alive = False
 
     def send(self, kind: Message, *message: Any) -> None:
-        data = wire.encode([kind.value, *message])
+        """Send one message; raises what encoding it raised (Unencodable...), sending nothing of it, only FORGET."""
+        try:
+            data = self.codec.encode([kind.value, *message])
+        except Exception:
+            self._write(self.codec.encode([Message.FORGET.value]))  # (this one cannot fail: it holds no value of ours)
+            raise
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
         self.transport.writeSequence((_LENGTH.pack(len(data)), data))  # (not joined: an answer may be large)
+
+    def handle_forget(self) -> None:
+        self.codec.forget()
 
     def dataReceived(self, data: bytes) -> None:
         """Decode each whole message straight from what arrived (a view, not a copy) and keep only the rest."""
@@ -99,7 +124,7 @@ class Link(Protocol):
                     return
                 view = memoryview(source)[offset + _LENGTH.size:end]
                 try:
-                    message = wire.decode(view)
+                    message = self.codec.decode(view)
                 finally:
                     view.release()  # (the buffer may change again)
                 offset = end
