@@ -75,10 +75,12 @@ class UnknownAd(ValueError):
 
 #: the job ads each end of a link remembers per direction (both ends the same number: see :class:`Codec`).  It bounds
 #: what a worker holds: a parsed job ad takes some 6 to 13 KB (~9 KB measured for a fresh job template's 66
-#: attributes, ~13 KB with 40 more), so a full table is ~120-260 MB of a worker; and it covers the queues polled
-#: whole by getJobAds up to that many jobs (a larger queue polled in order evicts each ad before it is asked for
-#: again, and crosses whole, as without the table).  The core's table of sent ads is ~150 bytes an entry.
-AD_TABLE_CAPACITY = 20_000
+#: attributes, ~13 KB with 40 more), so a full table is ~60-130 MB of a worker, and two workers' tables stay well
+#: within the core's own size at 100,000 queued jobs (~760 MB).  It covers what polling monitors ask for again and
+#: again (a cluster, an owner's or a state's jobs, a 1 % constraint over a large queue); a queue polled whole beyond
+#: that many jobs evicts each ad before it is asked for again, and crosses whole, as without the table.  The core's
+#: table of sent ads is ~150 bytes an entry.
+AD_TABLE_CAPACITY = 10_000
 
 
 # the extension type codes: a mark opening a list that stands for a value of ours, or a value whole
