@@ -20,7 +20,7 @@ a wrong output file or a job that did not complete.  The gateway's memory (VmRSS
 after the baseline, at its peak during the load, and after the load, once the clients' jobs have left the queue and
 the gateway ran a full garbage collection (it does on SIGUSR1).  Figures are printed, never asserted.
 
-Run: ``python bench/load.py [--clients 32] [--seconds 60] [--without getJobAds]``.
+Run: ``python bench/load.py [--clients 32] [--seconds 60] [--without getJobAds] [--workers N]``.
 """
 
 from __future__ import annotations
@@ -251,19 +251,40 @@ def client_process(port: int, number: int, mix: Mix, start: float, until: float,
 
 
 # -- the gateway's memory ------------------------------------------------------------------------------------
+def gateway_pids(pid: int) -> list[int]:
+    """The gateway's processes: its core (or single process) and its worker processes (``--workers``), not the jobs'
+    launchers."""
+    workers = []
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            if b"gateway.workers.worker" in Path(f"/proc/{child}/cmdline").read_bytes():
+                workers.append(int(child))
+        except FileNotFoundError:
+            continue  # (a child that ended meanwhile)
+    return [pid, *workers]
+
+
 def rss_mib(pid: int) -> float:
-    """The process's resident set (VmRSS), in MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
+    """The resident set (VmRSS) of the gateway's processes together, in MiB."""
+    total = 0
+    for process in gateway_pids(pid):
+        for line in Path(f"/proc/{process}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1])
+    return total / 1024
 
 
 def cpu_seconds(pid: int) -> tuple[float, float]:
-    """User + system CPU time the process has used so far, and that of its children that ended (jobs)."""
-    fields = [int(n) for n in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:15]]
+    """User + system CPU time the gateway's processes have used so far, and that of the core's children that ended
+    (jobs)."""
     tick = os.sysconf("SC_CLK_TCK")
-    return (fields[0] + fields[1]) / tick, (fields[2] + fields[3]) / tick
+    own = ended = 0
+    for process in gateway_pids(pid):
+        fields = [int(n) for n in Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()[11:15]]
+        own += fields[0] + fields[1]
+        if process == pid:
+            ended = fields[2] + fields[3]
+    return own / tick, ended / tick
 
 
 def children_cpu() -> float:
@@ -439,6 +460,9 @@ def main() -> None:
     parser.add_argument("--again", action="store_true",
                         help="run the load a second time and say the RSS after it (warm-up or leak?)")
     parser.add_argument("--keep", type=Path, help="keep the gateway's state and log in this directory")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="the gateway's worker processes (default 0: one process); CPU and memory are then the "
+                             "core's and its workers' together")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         tmp = args.keep or Path(scratch)
@@ -448,7 +472,7 @@ def main() -> None:
         iwd.mkdir(exist_ok=True)
         mix = Mix(str(iwd), frozenset(filter(None, args.without.split(","))), not args.no_wait)
         config = CONFIG.format(limit=max(20, 2 * args.clients), queries=args.queries_per_caller or args.clients)
-        gateway = GatewayProcess(tmp / "state", config, tmp=tmp).start()
+        gateway = GatewayProcess(tmp / "state", config, tmp=tmp, extra_args=("--workers", str(args.workers))).start()
         try:
             measure(gateway, args, mix)
         finally:
@@ -458,6 +482,9 @@ def main() -> None:
 def measure(gateway: GatewayProcess, args: argparse.Namespace, mix: Mix) -> None:
     assert gateway.process is not None and gateway.port is not None
     pid, port = gateway.process.pid, gateway.port
+    deadline = time.monotonic() + 120
+    while gateway.log().count(") serving") < args.workers and time.monotonic() < deadline:  # the workers' start
+        time.sleep(0.2)
     rss_start = rss_mib(pid)
     lone, _, _ = run_clients(port, 1, args.baseline_seconds, mix, lambda: Usage.now(pid))
     wait_for_empty_queue(port)
