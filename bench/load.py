@@ -265,13 +265,16 @@ def gateway_pids(pid: int) -> list[int]:
 
 
 def rss_mib(pid: int) -> float:
-    """The resident set (VmRSS) of the gateway's processes together, in MiB."""
-    total = 0
-    for process in gateway_pids(pid):
-        for line in Path(f"/proc/{process}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1])
-    return total / 1024
+    """The process's resident set (VmRSS), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def gateway_rss_mib(pid: int) -> float:
+    """The resident set of the gateway's processes together (its core and its workers), in MiB."""
+    return sum(rss_mib(process) for process in gateway_pids(pid))
 
 
 def cpu_seconds(pid: int) -> tuple[float, float]:
@@ -303,7 +306,7 @@ class RssSampler(threading.Thread):
 
     def run(self) -> None:
         while not self.stopped.wait(self.interval):
-            self.peak = max(self.peak, rss_mib(self.pid))
+            self.peak = max(self.peak, gateway_rss_mib(self.pid))
 
 
 @dataclass(frozen=True)
@@ -324,8 +327,9 @@ class Memory:
 HEAP = re.compile(r"C heap ([\d.]+) MiB in use, ([\d.]+) MiB free")
 
 
-def collected(gateway: GatewayProcess, timeout: float = 30) -> Memory:
-    """Ask the gateway for a full garbage collection (SIGUSR1); its memory once its log says it is done."""
+def collected(gateway: GatewayProcess, timeout: float = 30, every: bool = False) -> Memory:
+    """Ask the gateway for a full garbage collection (SIGUSR1); its memory once its log says it is done: its core's
+    (or single process's), or with ``every`` its workers' too (which the signal does not collect)."""
     assert gateway.process is not None
     before = gateway.log().count("full garbage collection")
     gateway.process.send_signal(signal.SIGUSR1)
@@ -335,7 +339,8 @@ def collected(gateway: GatewayProcess, timeout: float = 30) -> Memory:
             raise RuntimeError("the gateway did not log a full garbage collection after SIGUSR1")
         time.sleep(0.05)
     heap = HEAP.search(lines[-1])
-    return Memory(rss_mib(gateway.process.pid), *(float(value) for value in heap.groups()) if heap else (None, None))
+    rss = (gateway_rss_mib if every else rss_mib)(gateway.process.pid)
+    return Memory(rss, *(float(value) for value in heap.groups()) if heap else (None, None))
 
 
 def queue_length(port: int) -> int:
@@ -485,10 +490,10 @@ def measure(gateway: GatewayProcess, args: argparse.Namespace, mix: Mix) -> None
     deadline = time.monotonic() + 120
     while gateway.log().count(") serving") < args.workers and time.monotonic() < deadline:  # the workers' start
         time.sleep(0.2)
-    rss_start = rss_mib(pid)
+    rss_start = gateway_rss_mib(pid)
     lone, _, _ = run_clients(port, 1, args.baseline_seconds, mix, lambda: Usage.now(pid))
     wait_for_empty_queue(port)
-    warm = collected(gateway)
+    warm = collected(gateway, every=True)
     log_before = gateway.log_path.stat().st_size
     sampler = RssSampler(pid)
     sampler.start()
@@ -498,7 +503,7 @@ def measure(gateway: GatewayProcess, args: argparse.Namespace, mix: Mix) -> None
     drained = Usage.now(pid) - began
     sampler.stopped.set()
     sampler.join()
-    after = collected(gateway)
+    after = collected(gateway, every=True)
 
     baseline, load = merged(lone), merged(records)
     total = len(load["(all)"])
@@ -529,7 +534,7 @@ def measure(gateway: GatewayProcess, args: argparse.Namespace, mix: Mix) -> None
     if args.again:  # growth that stops after the first load is warm-up (threads, caches), growth that goes on a leak
         run_clients(port, args.clients, args.seconds, mix, lambda: Usage.now(pid))
         wait_for_empty_queue(port)
-        again = collected(gateway)
+        again = collected(gateway, every=True)
         print(f"  after the same load again + full GC: {again.rss:.1f} MiB{again.heap()}: "
               f"{(again.rss / after.rss - 1) * 100:+.1f} % of after the first")
 
