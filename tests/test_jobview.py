@@ -150,7 +150,7 @@ def test_jobs_changed_since_the_views_number_are_evaluated_again_whatever_the_ca
     assert not answer.reset and keys(answer.ads) == [(cluster, 1)]
     assert answer.number > first.number
     assert sorted((c, p) for c, p, _ in answer.changes) == [(cluster, 1), (cluster, 2)]
-    assert dict(zip(VIEW_LITERALS, [v for c, p, v in answer.changes if p == 1][0]))["jobstatus"] == 5
+    assert dict(zip(VIEW_LITERALS, next(v for c, p, v in answer.changes if p == 1)))["jobstatus"] == 5
 
 
 def test_a_job_that_left_is_not_answered_and_leaves_the_view(schedd):
