@@ -35,6 +35,8 @@ from .interface import (
     BackendError,
     BackendInfo,
     Batch,
+    Capability,
+    Changes,
     InvalidState,
     NewJob,
     ScheddBackend,
@@ -97,6 +99,21 @@ class BackendContract:
         ad = backend.job_in_memory(cluster, proc)
         assert ad is None or str(ad) == str(backend.get_job(cluster, proc))
         assert backend.job_in_memory(999_999, 0) is None
+
+    def test_a_backend_that_tells_its_changes_names_each_job_a_batch_changed(self, backend):
+        """``Capability.CHANGES``, when declared: 0 is too old; a commit's jobs are named after the number before
+        it, readable as committed; the numbers never go back."""
+        if Capability.CHANGES not in backend.capabilities:
+            pytest.skip("the backend does not declare Capability.CHANGES")
+        start = backend.changes_since(0)
+        assert isinstance(start, Changes) and start.keys is None
+        cluster, procs = submitted(backend, 2)
+        after = backend.changes_since(start.number)
+        assert after.number > start.number and {(cluster, proc) for proc in procs} <= after.keys
+        backend.commit(Batch(changes=[AttributeChange(cluster, 1, "Note", "changed")]))
+        later = backend.changes_since(after.number)
+        assert later.number > after.number and (cluster, 1) in later.keys and (cluster, 0) not in later.keys
+        assert backend.get_job(cluster, 1).eval("Note") == "changed"
 
     def test_a_failing_batch_changes_nothing(self, backend):
         cluster, (proc,) = submitted(backend)

@@ -31,7 +31,7 @@ import select
 import signal
 import struct
 import time
-from typing import Any, Hashable, Iterable, Sequence
+from typing import Any, Hashable, Iterable, Sequence, TypeVar
 
 import classad2
 
@@ -136,16 +136,59 @@ def in_batches(ads: Iterable[classad2.ClassAd], constraint: classad2.ExprTree,
                budget: float) -> list[classad2.ClassAd]:
     """The ads for which a simple constraint is true, evaluated here, :data:`BATCH` ads between checks of the
     budget (read as they come: the queue is never copied whole)."""
+    return true_keys(((ad, ad) for ad in ads), constraint, budget)
+
+
+_K = TypeVar("_K")
+
+
+def true_keys(pairs: Iterable[tuple[_K, classad2.ClassAd]], constraint: classad2.ExprTree,
+              budget: float) -> list[_K]:
+    """The keys of the ``(key, ad)`` pairs whose ad a simple constraint is true for, as :func:`in_batches`
+    evaluates them (a worker's view of the jobs keeps them by job key)."""
     deadline = time.monotonic() + budget
-    found: list[classad2.ClassAd] = []
-    remaining = iter(ads)
+    found: list[_K] = []
+    remaining = iter(pairs)
     batch = list(itertools.islice(remaining, BATCH))
     while batch:
-        found += [ad for ad in batch if matches(constraint, ad)]
+        found += [key for key, ad in batch if matches(constraint, ad)]
         batch = list(itertools.islice(remaining, BATCH))
         if batch and time.monotonic() > deadline:
             raise over_budget(budget)
     return found
+
+
+#: the literals a worker process's view of a job holds (``gateway/workers/jobview.py``), in the order they cross
+VIEW_LITERALS = tuple(sorted(SCHEDD_LITERALS))
+#: the Python types of the values a view holds (ClassAd literals; anything else a job's ad holds in their place, an
+#: expression a client set, crosses as its expression and makes the job one the view cannot evaluate)
+_VIEW_TYPES = (bool, int, float, str)
+
+
+def literal_values(ad: classad2.ClassAd) -> list[Any]:
+    """A job's :data:`VIEW_LITERALS`, in order: each a literal, None when the ad has no such attribute, or the
+    expression the ad holds in its place."""
+    values: list[Any] = []
+    for name in VIEW_LITERALS:
+        value = ad.get(name)
+        if value is not None and type(value) not in _VIEW_TYPES:
+            value = ad.lookup(name)
+        values.append(value)
+    return values
+
+
+def literals_ad(values: Sequence[Any]) -> classad2.ClassAd | None:
+    """The ad a view holds for a job whose :func:`literal_values` these are: a simple constraint evaluates on it as
+    on the job's whole ad (it reads nothing else).  None when one of them is not a literal: such a job is evaluated
+    on its own ad only."""
+    ad = classad2.ClassAd()
+    for name, value in zip(VIEW_LITERALS, values):
+        if value is None:
+            continue
+        if type(value) not in _VIEW_TYPES:
+            return None
+        ad[name] = value
+    return ad
 
 
 def over_budget(budget: float) -> QueryFailed:

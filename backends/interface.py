@@ -104,10 +104,25 @@ class Capability(enum.Enum):
     #: ``figures()``: the backend's :class:`jobmodel.figures.BackendFigures` now -- its queue tallied as its
     #: Scheduler ad counts it, and how it runs jobs -- for the gateway's metrics (called from the query pool)
     FIGURES = ("figures",)
+    #: ``changes_since(number) -> Changes``: the backend's change number now and the jobs whose ad changed (written,
+    #: or left the queue) after change number ``number``, or ``keys=None`` when ``number`` is too old for the backend
+    #: to tell (every job must then be taken as changed; 0 is always too old).  A job changed by a write the answer
+    #: counts is readable as written (or gone) by the time the answer is given.  Called from the query pool while the
+    #: backend writes: the gateway's worker processes keep a view of the jobs' literals and ask only what changed
+    #: (``gateway/workers/jobview.py``)
+    CHANGES = ("changes_since",)
 
     @property
     def methods(self) -> tuple[str, ...]:
         return self.value
+
+
+class Changes(NamedTuple):
+    """A backend's answer to ``changes_since(number)`` (:attr:`Capability.CHANGES`): its change number now, and the
+    jobs changed after ``number`` (None: all of them may have)."""
+
+    number: int
+    keys: frozenset[JobKey] | None
 
 
 class IncompleteBackend(TypeError):

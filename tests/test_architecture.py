@@ -23,7 +23,9 @@ PACKAGES = ("jobmodel", "gateway", "backends")
 ALLOWED = {
     "jobmodel": ("jobmodel",),
     "backends": ("backends", "jobmodel"),
-    "gateway": ("gateway", "jobmodel", "backends.interface", "backends.registry"),
+    #: (backends.evaluation: how a client's constraint is evaluated, of no backend, which the core and a worker's
+    #: view of the jobs share with the backends)
+    "gateway": ("gateway", "jobmodel", "backends.interface", "backends.registry", "backends.evaluation"),
 }
 
 

@@ -297,15 +297,18 @@ def test_a_worker_killed_mid_upload_applies_nothing_of_it(gateway):
 
 
 def test_a_worker_killed_mid_query_fails_its_connection_and_the_gateway_carries_on(gateway):
+    """The query waits in the core while its worker dies; then every worker, the new one with a new view of the
+    jobs, answers as before."""
     client = Client(gateway.port)
     transaction_id = begin(client)
     job = submit_job(client, transaction_id)
     assert code(client.call("commitTransaction", transaction=txn(transaction_id))) == "SUCCESS"
+    before = answered(client, f"ClusterId == {job[0]}")
     victim = serving_worker(gateway, client)
     core = gateway.process.pid
     os.kill(core, signal.SIGSTOP)  # the query waits in the core while its worker dies
     try:
-        client.connection.request("POST", "/", request_body("getJobAds", constraint="true"),
+        client.connection.request("POST", "/", request_body("getJobAds", constraint=f"ClusterId == {job[0]}"),
                                   {"Content-Type": "text/xml"})
         time.sleep(0.5)
         kill(victim)
@@ -315,6 +318,10 @@ def test_a_worker_killed_mid_query_fails_its_connection_and_the_gateway_carries_
         client.connection.getresponse().read()
     wait_for_workers(gateway, 2, without=(victim,))
     assert job in job_ids(gateway.port)
+    for _ in range(4):  # connections to both workers, the new one included
+        again = Client(gateway.port)
+        assert answered(again, f"ClusterId == {job[0]}") == before
+        again.close()
 
 
 def test_connections_are_counted_by_one_gate_across_workers(start_gateway):
@@ -431,3 +438,82 @@ def test_version_and_platform_are_answered_without_crossing_to_the_core(gateway)
         assert code(client.call("getPlatformString")) == "SUCCESS"
     finally:
         os.kill(core, signal.SIGCONT)
+
+
+# -- getJobAds through the workers' views of the jobs (gateway/workers/jobview.py) ---------------------------------
+#: simple constraints (evaluated over a worker's view, then by the core over the candidates and the changed jobs)
+#: and others (answered by the core alone); {cluster} is the first cluster submitted
+VIEW_CONSTRAINTS = ("true", "ClusterId == {cluster}", "JobStatus == 5", "ProcId == 0 &amp;&amp; JobStatus =!= 5",
+                    "ClusterId % 2 == 0 || JobStatus == 5", 'Owner =!= "nobody"', "GlobalJobId is undefined",
+                    "ClusterId > {cluster} &amp;&amp; QDate > 0", "regexp(\"sleep\", Cmd)", "HoldReason =!= undefined",
+                    "JobUniverse == 5 &amp;&amp; ClusterId != {cluster}", "", " ")
+
+
+def answered(client: Client, constraint: str) -> tuple[str, list[dict[str, str]]]:
+    """getJobAds' status code and ads (without ServerTime, the time of the answer)."""
+    answer = client.call("getJobAds", constraint=constraint)
+    array = answer.find(".//classAdArray")
+    ads = [] if array is None else [ad_values(ad) for ad in array.findall("item")]
+    for ad in ads:
+        ad.pop("ServerTime", None)
+    return code(answer), ads
+
+
+def test_polling_through_the_workers_answers_what_the_single_process_answers(start_gateway, tmp_path):
+    from gateway.testing import QUEUE_ONLY
+
+    single = start_gateway(QUEUE_ONLY, extra_args=(), state_dir=tmp_path / "queue")
+    client = Client(single.port)
+    jobs = []
+    for _ in range(4):
+        transaction_id = begin(client)
+        jobs.append(submit_job(client, transaction_id))
+        assert code(client.call("commitTransaction", transaction=txn(transaction_id))) == "SUCCESS"
+    cluster = jobs[0][0]
+    assert code(client.call("holdJob", clusterId=jobs[1][0], jobId=jobs[1][1], reason="held")) == "SUCCESS"
+    constraints = [text.format(cluster=cluster) for text in VIEW_CONSTRAINTS]
+    expected = {text: answered(client, text) for text in constraints}
+    client.close()
+    single.stop()
+    assert [len(expected[text][1]) for text in constraints[:3]] == [4, 1, 1]
+
+    workers = start_gateway(QUEUE_ONLY, extra_args=WORKERS, state_dir=tmp_path / "queue")
+    wait_for_workers(workers)
+    clients = Client(workers.port), Client(workers.port)
+    for client in clients:
+        client.call("getVersionString")
+    assert serving_worker(workers, clients[0]) != serving_worker(workers, clients[1])
+    for _ in range(3):  # a view's first answer (from the whole queue), then answers over the views
+        for client in clients:
+            for text in constraints:
+                assert answered(client, text) == expected[text], text
+
+
+def test_a_change_made_through_one_worker_shows_in_the_next_answer_of_the_other(start_gateway):
+    from gateway.testing import QUEUE_ONLY
+
+    gateway = start_gateway(QUEUE_ONLY)
+    wait_for_workers(gateway)
+    writer, reader = Client(gateway.port), Client(gateway.port)
+    for client in (writer, reader):
+        client.call("getVersionString")
+    assert serving_worker(gateway, writer) != serving_worker(gateway, reader)
+    transaction_id = begin(writer)
+    cluster, proc = submit_job(writer, transaction_id)
+    assert code(writer.call("commitTransaction", transaction=txn(transaction_id))) == "SUCCESS"
+    for client in (writer, reader):  # both views hold the job, idle
+        assert [ad["ClusterId"] for ad in answered(client, f"ClusterId == {cluster}")[1]] == [str(cluster)]
+        assert answered(client, "JobStatus == 5")[1] == []
+    for round_ in range(5):
+        assert code(writer.call("holdJob", clusterId=cluster, jobId=proc, reason=f"round {round_}")) == "SUCCESS"
+        [held] = answered(reader, "JobStatus == 5")[1]
+        assert held["HoldReason"] == f"round {round_}"
+        assert code(writer.call("releaseJob", clusterId=cluster, jobId=proc, reason="go")) == "SUCCESS"
+        assert answered(reader, "JobStatus == 5")[1] == []
+        transaction_id = begin(writer)
+        new_cluster, _ = submit_job(writer, transaction_id)
+        assert code(writer.call("commitTransaction", transaction=txn(transaction_id))) == "SUCCESS"
+        assert [ad["ClusterId"] for ad in answered(reader, f"ClusterId == {new_cluster}")[1]] == [str(new_cluster)]
+        assert code(reader.call("removeCluster", clusterId=new_cluster, reason="gone")) == "SUCCESS"
+        assert all(ad["JobStatus"] in ("3", "4") for ad in answered(writer, f"ClusterId == {new_cluster}")[1])
+

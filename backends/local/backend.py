@@ -20,7 +20,16 @@ from typing import Any, Callable, Sequence, TypeVar
 import classad2
 from twisted.logger import Logger
 
-from backends.interface import BackendError, BackendInfo, Batch, Capability, FileInfo, JobKey, UnknownJob
+from backends.interface import (
+    BackendError,
+    BackendInfo,
+    Batch,
+    Capability,
+    Changes,
+    FileInfo,
+    JobKey,
+    UnknownJob,
+)
 from backends.spool import Spool
 from jobmodel import __version__
 from jobmodel.classads import parse_constraint
@@ -55,7 +64,8 @@ class LocalBackend:
     #: files run beside them
     threads = 8
     call_timeout = None  # a local call always answers
-    capabilities = frozenset({Capability.SERVICES, Capability.HISTORY, Capability.POOL, Capability.FIGURES})
+    capabilities = frozenset({Capability.SERVICES, Capability.HISTORY, Capability.POOL, Capability.FIGURES,
+                              Capability.CHANGES})
 
     """Options (``[backends.local]``): ``schedd_name``; ``slots``, ``kill_grace``, ``periodic_interval`` for running
     jobs; ``uid_domain``, the domain of every job's ``User`` (``Owner@uid_domain``, default the schedd's name);
@@ -215,6 +225,9 @@ class LocalBackend:
 
     def job_in_memory(self, cluster: int, proc: int) -> classad2.ClassAd | None:
         return self._queue.job_in_memory(cluster, proc)
+
+    def changes_since(self, number: int) -> Changes:
+        return self._queue.changes_since(number)
 
     def reschedule(self) -> None:
         self.serially(self._queue.reschedule)

@@ -22,7 +22,7 @@ import classad2
 from twisted.logger import Logger
 
 from backends import evaluation
-from backends.interface import AttributeChange, BackendError, Batch, Change, FileInfo, UnknownJob
+from backends.interface import AttributeChange, BackendError, Batch, Change, Changes, FileInfo, UnknownJob
 from backends.spool import Spool, read_range
 from jobmodel.classads import matches, projected
 from jobmodel.jobs import JobStatus, Universe
@@ -246,6 +246,9 @@ class JobQueue:
 
     def get_job(self, cluster: int, proc: int) -> classad2.ClassAd | None:
         return self.store.get((cluster, proc))
+
+    def changes_since(self, number: int) -> Changes:
+        return self.store.changes_since(number)
 
     def job_in_memory(self, cluster: int, proc: int) -> classad2.ClassAd | None:
         key = cluster, proc

@@ -19,6 +19,10 @@ every store of the process, so no two writes, and no two stores, ever give one. 
 Durability is group commit: a write is committed to the WAL without waiting for the disk, and :meth:`durable` waits
 until it is synced; one ``fsync`` covers every write made before it, so callers that commit at the same time share
 one (``sync_write`` gives the sequence number to wait for).
+
+Each write is also numbered in a :class:`ChangeLog`, with the jobs it changed, once its ads are published: the
+gateway's worker processes keep a view of the jobs' literals and ask the store which jobs changed since the number
+their view reflects (``changes_since``, ``backends.interface.Capability.CHANGES``).
 """
 
 from __future__ import annotations
@@ -28,16 +32,16 @@ import os
 import sqlite3
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping
 
 import classad2
 from twisted.logger import Logger
 
-from backends.interface import stamp
-from jobmodel.exprtext import restored, texts_record
-
 from backends import evaluation
+from backends.interface import Changes, stamp
+from jobmodel.exprtext import restored, texts_record
 
 from . import idle, literals
 from .idle import IdleJobs
@@ -96,6 +100,8 @@ class JobStore:
         self.idle = IdleJobs()
         #: the parsed jobs grouped by the literals queries select them by (kept with _jobs, under the lock)
         self._literals = LiteralIndex()
+        #: the jobs each write changed, by change number (``changes_since``)
+        self.changes = ChangeLog()
         entries = []
         for cluster, proc, *columns in self._db.execute(
                 f"SELECT cluster, proc, {', '.join(COLUMNS)} FROM jobs INDEXED BY jobs_scheduling"):
@@ -183,6 +189,10 @@ class JobStore:
 
     def keys(self) -> list[JobKey]:
         return list(self._jobs)
+
+    def changes_since(self, number: int) -> Changes:
+        """The store's change number and the jobs written or gone after ``number`` (:meth:`ChangeLog.since`)."""
+        return self.changes.since(number)
 
     def keys_in_cluster(self, cluster: int) -> list[JobKey]:
         return sorted(key for key in self._jobs if key[0] == cluster)
@@ -288,8 +298,10 @@ class JobStore:
                     self._literals.replace(key, old, ad)
             for key in archived:
                 self._literals.replace(key, self._jobs.pop(key, None), None)
-            for key in ads.keys() | set(archived):
+            changed = ads.keys() | set(archived)
+            for key in changed:
                 self.idle.update(key, self._jobs.get(key))
+            self.changes.record(changed)  # (after the ads are published: a reader told of a change can read it)
             return self._written
 
     def durable(self, written: int) -> None:
@@ -345,6 +357,56 @@ class JobStore:
 
     def _committed(self) -> None:
         self._written += 1
+
+
+#: the changed jobs a store remembers (an entry is a change number and a job key, ~150 bytes: 30 MB when full); a
+#: view further behind than that is sent whole again
+CHANGE_LOG = 200_000
+
+
+class ChangeLog:
+    """The jobs each write changed, numbered 2, 3, ... (1 is the store's opening: every job is new to a reader at 0),
+    the newest :data:`CHANGE_LOG` entries kept.
+
+    Its own lock, held for an append or a scan of the newest entries only, never across a write to the file (the
+    store's lock is held for SQLite's whole transaction): readers are the query threads, the writer the backend's
+    thread."""
+
+    def __init__(self, capacity: int = CHANGE_LOG) -> None:
+        self.capacity = capacity
+        #: the number of the last write recorded
+        self.number = 1
+        #: readers at this number or after it are told every change; one before it is too far behind
+        self._known_after = 1
+        self._entries: deque[tuple[int, JobKey]] = deque()
+        self._lock = threading.Lock()
+
+    def record(self, keys: Iterable[JobKey]) -> int:
+        """Number a write that changed ``keys`` (those it wrote and those that left); returns its number.  The
+        entries of the oldest writes go beyond capacity, and with them what readers behind them can be told."""
+        with self._lock:
+            number = self.number + 1
+            entries = self._entries
+            for key in keys:
+                if len(entries) >= self.capacity:
+                    self._known_after = entries.popleft()[0]
+                entries.append((number, key))
+            self.number = number
+            return number
+
+    def since(self, number: int) -> Changes:
+        """The number now and the jobs changed after ``number``, read from the newest end; ``keys=None`` when
+        ``number`` is before what the log remembers (or not one of its numbers at all: from another store)."""
+        with self._lock:
+            now = self.number
+            if number < self._known_after or number > now:
+                return Changes(now, None)
+            found: set[JobKey] = set()
+            for written, key in reversed(self._entries):
+                if written <= number:
+                    break
+                found.add(key)
+            return Changes(now, frozenset(found))
 
 
 def parsed(text: str, texts: str | None = None) -> classad2.ClassAd:

@@ -34,6 +34,19 @@ def _unparsable(text: str) -> None:
     log.warn("a query's constraint does not parse, so it matches no job: {constraint}", constraint=text[:200])
 
 
+def client_constraint(text: str | None, limits: ExpressionLimits, *,
+                      blank_is_every: bool = True) -> classad2.ExprTree | None:
+    """A client's constraint, parsed once checked against the limits (raises ExpressionRefused); one that does not
+    parse matches nothing, as HTCondor answered it, and the log says so (the client learns nothing else).
+
+    Without ``blank_is_every``, white space alone is a constraint that does not parse, as the schedd's job queue
+    took it (only NULL and the empty text matched every job)."""
+    if not blank_is_every and text and not text.strip():
+        _unparsable(text)
+        return classad2.ExprTree("false")
+    return parse_constraint(text, limits, _unparsable)
+
+
 @dataclass(frozen=True)
 class QuerySettings:
     workers: int = 4  # query_workers: queries that run at once, over all callers
@@ -57,15 +70,8 @@ class QueryRunner:
         return cls(BlockingCaller(reactor, settings.workers, "queries", stack=settings.limits.stack_bytes()), settings)
 
     def constraint(self, text: str | None, *, blank_is_every: bool = True) -> classad2.ExprTree | None:
-        """A client's constraint, parsed once checked against the limits (raises ExpressionRefused); one that does not
-        parse matches nothing, as HTCondor answered it, and the log says so (the client learns nothing else).
-
-        Without ``blank_is_every``, white space alone is a constraint that does not parse, as the schedd's job queue
-        took it (only NULL and the empty text matched every job)."""
-        if not blank_is_every and text and not text.strip():
-            _unparsable(text)
-            return classad2.ExprTree("false")
-        return parse_constraint(text, self.settings.limits, _unparsable)
+        """A client's constraint within this runner's limits (:func:`client_constraint`)."""
+        return client_constraint(text, self.settings.limits, blank_is_every=blank_is_every)
 
     async def run(self, caller: Caller, function: Callable[..., T], *args: Any) -> T:
         turns = self._turns.get(caller)

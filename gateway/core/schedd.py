@@ -20,15 +20,20 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from backends import evaluation
 from backends.interface import (
     ActionChange,
     AttributeChange,
     BackendError,
     Batch,
+    Capability,
     Change,
+    Changes,
     FileInfo,
+    JobKey,
     QueryFailed,
     ScheddBackend,
+    revision,
 )
 from jobmodel.classads import job_status, parse_constraint
 from jobmodel.expressions import ExpressionLimits, ExpressionRefused
@@ -79,6 +84,21 @@ class JobAdStructs(Sequence[JobAdStruct]):
         now = self.now
         for ad in self.ads:
             yield JobAdStruct(ad, now)
+
+
+@dataclass(frozen=True)
+class ViewAnswer:
+    """get_job_ads_among's answer: the matching ads, and what brings the asking worker's view of the jobs up to date
+    (``gateway/workers/jobview.py``): the backend's change number the view then reflects, and for each job changed
+    since the view's number (every job when ``reset``: the view starts again from these) ``[cluster, proc,
+    values]``, its ``backends.evaluation.literal_values`` read after that number, or None when it left the queue."""
+
+    ads: JobAdStructs
+    number: int
+    reset: bool
+    changes: list[list[Any]]
+
+
 CallInThread = Callable[..., Any]  # (function, *args) -> Deferred
 T = TypeVar("T")
 
@@ -118,6 +138,9 @@ class BirdbathSchedd:
         #: the backend's version and platform texts (getVersionString, getPlatformString), read once: a front end
         #: answers them without a call (with worker processes, without crossing to the core)
         self.backend_info = backend.info()
+        #: whether the backend tells which jobs changed (``Capability.CHANGES``): worker processes then keep views of
+        #: the jobs' literals and ask :meth:`get_job_ads_among` (read by front ends, a constant for workers)
+        self.job_views = Capability.CHANGES in backend.capabilities
 
     # -- the prologue -------------------------------------------------------------------------------
     def _enter(self, caller: Caller, ref: TransactionRef | None, permission: Permission,
@@ -388,13 +411,46 @@ class BirdbathSchedd:
 
     # -- queries ------------------------------------------------------------------------------------
     async def get_job_ads(self, caller: Caller, ref: TransactionRef | None, constraint: str | None) -> "JobAdStructs":
+        ads = await self._query_jobs(caller, ref, constraint, self.backend.query)
+        return JobAdStructs(ads, self._now())
+
+    async def get_job_ads_among(self, caller: Caller, ref: TransactionRef | None, constraint: str | None,
+                                candidates: Sequence[JobKey], seen: int) -> ViewAnswer:
+        """getJobAds for a worker that evaluated ``constraint`` over its view of the jobs as of change number
+        ``seen``: the ads of the jobs among ``candidates`` (those its view found true, and those it cannot evaluate)
+        and among the jobs changed since ``seen`` for which ``constraint`` is true now, evaluated on their current
+        ads; with a backend that cannot tell what changed since then, over the whole queue as :meth:`get_job_ads`.
+        The answer carries the view's update (:class:`ViewAnswer`).  The checks, limits and failures are
+        get_job_ads'."""
+        number, reset, ads, changes = await self._query_jobs(caller, ref, constraint, self._among,
+                                                             [tuple(key) for key in candidates], seen)
+        return ViewAnswer(JobAdStructs(ads, self._now()), number, reset, changes)
+
+    async def _query_jobs(self, caller: Caller, ref: TransactionRef | None, constraint: str | None,
+                          function: Callable[..., T], *args: Any) -> T:
+        """A client's job query: READ permission, its constraint parsed within the limits, then
+        ``function(constraint, *args, budget=...)`` on the query pool in the caller's turn."""
         self._enter(caller, ref, Permission.READ, required=False)
         try:
             parsed = self.queries.constraint(constraint, blank_is_every=False)
-            ads = await self.queries.run(caller, self.backend.query, parsed)
+            return await self.queries.run(caller, function, parsed, *args)
         except (ExpressionRefused, QueryFailed) as exc:
             raise BirdbathError.fail(f"Query failed: {exc}") from None
-        return JobAdStructs(ads, self._now())
+
+    def _among(self, constraint: classad2.ExprTree | None, candidates: list[JobKey], seen: int, *,
+               budget: float) -> tuple[int, bool, list[classad2.ClassAd], list[list[Any]]]:
+        """On the query pool: what changed since ``seen`` is asked first, so every job read after it is at least as
+        new as the number answered (the backend publishes a change before counting it)."""
+        changes = self.backend.changes_since(seen) if self.job_views else Changes(0, None)
+        if changes.keys is None:
+            every = self.backend.query(None)
+            return (changes.number, True, self.backend.query(constraint, budget=budget),
+                    [[*revision(ad).key, evaluation.literal_values(ad)] for ad in every])  # type: ignore[union-attr]
+        current = [(key, self.backend.get_job(*key)) for key in sorted(changes.keys.union(candidates))]
+        ads = evaluation.filtered([ad for _, ad in current if ad is not None], constraint, budget)
+        update = [[*key, None if ad is None else evaluation.literal_values(ad)]
+                  for key, ad in current if key in changes.keys]
+        return changes.number, False, ads, update
 
     async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> JobAdStruct:
         self._enter(caller, ref, Permission.READ, required=False)

@@ -66,7 +66,7 @@ class Message(str, enum.Enum):
 
 #: the attributes of the core's services that front ends read, fixed once the core has started: sent to each worker
 #: when its link is made (every other use of a service is a call)
-CONSTANTS = {"schedd": ("backend_info",), "collector": ("backend_info",), "submissions": ("settings",)}
+CONSTANTS = {"schedd": ("backend_info", "job_views"), "collector": ("backend_info",), "submissions": ("settings",)}
 
 
 class Link(Protocol):

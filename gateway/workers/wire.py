@@ -44,7 +44,7 @@ from gateway.core.adstruct import Attr, AttrType, BadAttribute, JobAdStruct
 from gateway.core.auth import Authentication, Caller, NotOwner, Permission
 from gateway.core.collector import Inserted
 from gateway.core.described import AwaitedInput, InputNotAwaited, Submitted
-from gateway.core.schedd import JobAdStructs, TemplateResult
+from gateway.core.schedd import JobAdStructs, TemplateResult, ViewAnswer
 from gateway.core.status import BirdbathError, Status, StatusCode
 from gateway.core.submissions import ApiError, ApiStatus, JobFile, JobRef, SubmissionInfo, SubmissionSettings
 from gateway.core.transactions import Transaction, TransactionRef
@@ -90,7 +90,7 @@ _TUPLE, _OBJECT, _ENUM, _ERROR, _CLASSAD, _EXPR, _PATH, _FROZENSET, _CLASSAD_REF
 CLASSES: dict[str, type] = {cls.__name__: cls for cls in (
     Caller, TransactionRef, Status, Attr, JobAdStruct, JobAdStructs, TemplateResult, Inserted, FileInfo, BackendInfo,
     JobRef, SubmissionInfo, JobFile, Revision, SubmissionSettings, ExpressionLimits, ClusterDescription, Submitted, AwaitedInput,
-    PeerOwner, WorkerFigures, RequestTally, Buckets)}
+    PeerOwner, WorkerFigures, RequestTally, Buckets, ViewAnswer)}
 ENUMS: dict[str, type[enum.Enum]] = {cls.__name__: cls for cls in (
     Authentication, StatusCode, AttrType, ApiStatus, Universe, JobAction, AdType, Permission)}
 

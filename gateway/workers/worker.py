@@ -25,6 +25,7 @@ from zope.interface import implementer
 from gateway.identity.peers import PeerOwner
 from gateway.monitoring.events import RequestCounter
 from gateway.monitoring.processes import own_figures
+from gateway.workers.jobview import ViewedSchedd
 from gateway.workers.link import CallingLink, Message, RemoteObject
 from gateway.workers.parent import Front
 
@@ -133,6 +134,7 @@ def serve(reactor: Any, link_fd: int, index: int, argv: list[str]) -> None:
     gateway = Gateway(config, reactor)
     link = WorkerLink(reactor, {}, index)
     services = link.services
+    services["schedd"] = ViewedSchedd(link, "schedd", reactor, config.query_settings())  # (before the constants)
     if gateway.identification.throttle is not None:  # failed logins are counted by the core, across workers
         gateway.identification.throttle = services["throttle"]
     gateway.serve(services["schedd"], services["collector"], services["submissions"], services["described"],

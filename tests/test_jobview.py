@@ -1,0 +1,237 @@
+"""The workers' views of the jobs (``gateway/workers/jobview.py``): the local store's change feed, the core's
+getJobAds over a worker's candidates (``BirdbathSchedd.get_job_ads_among``) and the view's updates.  End to end with
+worker processes: ``tests/test_workers.py``."""
+
+from __future__ import annotations
+
+import threading
+
+import classad2
+import pytest
+from twisted.internet.defer import succeed
+
+from backends.evaluation import VIEW_LITERALS, literal_values, literals_ad, true_keys
+from backends.interface import ActionChange, AttributeChange, Batch, Changes, NewJob, revision
+from backends.local.store import ChangeLog, JobStore
+from gateway.core.auth import AccessPolicy, Authentication, Caller, HostList
+from gateway.core.queries import QueryRunner
+from gateway.core.schedd import BirdbathSchedd, JobAdStructs, ViewAnswer
+from gateway.core.status import BirdbathError
+from gateway.workers.jobview import JobView
+from jobmodel.jobs import JobAction
+from tests.synchronous import run
+
+ALICE = Caller("127.0.0.1", "alice", Authentication.SOCKET)
+
+
+def job(cluster: int, proc: int, **attributes: object) -> classad2.ClassAd:
+    ad = classad2.ClassAd()
+    ad["ClusterId"], ad["ProcId"], ad["JobStatus"], ad["Owner"] = cluster, proc, 1, "alice"
+    for name, value in attributes.items():
+        ad[name] = value
+    return ad
+
+
+# -- the store's change feed -----------------------------------------------------------------------------------
+def test_the_store_tells_which_jobs_each_write_changed_and_which_left(tmp_path):
+    store = JobStore(tmp_path / "queue.sqlite3")
+    opened = store.changes_since(0)
+    assert opened.keys is None  # 0 is always too old: a reader starts from the whole queue
+    assert store.changes_since(opened.number) == Changes(opened.number, frozenset())
+    store.apply({(1, 0): job(1, 0), (1, 1): job(1, 1)})
+    first = store.changes_since(opened.number)
+    assert first.number > opened.number and first.keys == {(1, 0), (1, 1)}
+    store.apply({(1, 1): job(1, 1, JobStatus=5)})
+    store.apply({}, archived=[(1, 0)])
+    later = store.changes_since(first.number)
+    assert later.keys == {(1, 1), (1, 0)} and later.number > first.number
+    assert store.changes_since(later.number).keys == frozenset()
+    assert store.changes_since(later.number + 1).keys is None  # not one of its numbers
+    store.close()
+
+
+def test_a_reader_behind_what_the_log_remembers_is_told_everything_may_have_changed():
+    log = ChangeLog(capacity=3)
+    start = log.number
+    log.record([(1, 0), (1, 1)])
+    middle = log.number
+    log.record([(2, 0), (2, 1)])  # the oldest entry goes
+    assert log.since(start).keys is None
+    assert log.since(middle).keys == {(2, 0), (2, 1)}
+    log.record([(3, 0), (3, 1), (3, 2), (3, 3)])  # more than it holds: its own first entries go
+    assert log.since(log.number - 1).keys is None
+    assert log.since(log.number).keys == frozenset()
+
+
+def test_a_change_is_counted_only_once_its_ad_is_readable(tmp_path):
+    """Readers on other threads while the backend's thread writes: every job a change set names is read as written
+    (at least), and the numbers never go back."""
+    store = JobStore(tmp_path / "queue.sqlite3")
+    store.apply({(1, 0): job(1, 0, Round=0)})
+    stop = threading.Event()
+    problems: list[str] = []
+
+    def write() -> None:
+        for round_ in range(1, 300):
+            store.apply({(1, 0): job(1, 0, Round=round_), (2, round_): job(2, round_)},
+                        archived=[(2, round_ - 1)] if round_ > 1 else ())
+        stop.set()
+
+    def read() -> None:
+        seen, last_round = 1, 0
+        while not stop.is_set():
+            changes = store.changes_since(seen)
+            if changes.number < seen:
+                problems.append("the number went back")
+            if changes.keys and (1, 0) in changes.keys:
+                round_ = store.get((1, 0))["Round"]
+                if round_ < last_round:
+                    problems.append(f"round {round_} after {last_round}")
+                last_round = round_
+            if changes.keys is not None:
+                seen = changes.number
+
+    writer = threading.Thread(target=write)
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for thread in (writer, *readers):
+        thread.start()
+    for thread in (writer, *readers):
+        thread.join()
+    assert not problems
+    store.close()
+
+
+# -- the core's answer over a worker's candidates ---------------------------------------------------------------
+@pytest.fixture
+def schedd(tmp_path, clock):
+    from backends.local import LocalBackend
+
+    backend = LocalBackend(tmp_path / "state", schedd_name="test.example", slots=0)
+    queries = QueryRunner(lambda function, *args: succeed(function(*args)))
+    yield BirdbathSchedd(backend, lambda function, *args: succeed(function(*args)), AccessPolicy(), clock,
+                         queries=queries)
+    backend.close()
+
+
+def commit(schedd: BirdbathSchedd, count: int) -> int:
+    cluster = schedd.backend.reserve_clusters()[0]
+    ads = []
+    for proc in range(count):
+        ad = classad2.ClassAd()
+        ad["Cmd"], ad["Owner"], ad["Requirements"] = "/bin/true", "alice", classad2.ExprTree("false")
+        ads.append(NewJob(cluster, proc, ad))
+    schedd.backend.commit(Batch(ads))
+    return cluster
+
+
+def keys(answer: JobAdStructs) -> list[tuple[int, int]]:
+    return [revision(ad).key for ad in answer.ads]
+
+
+def test_a_first_query_resets_the_view_with_every_jobs_literals(schedd):
+    cluster = commit(schedd, 3)
+    answer = run(schedd.get_job_ads_among(ALICE, None, f"ClusterId == {cluster} && ProcId > 0", [], 0))
+    assert answer.reset and keys(answer.ads) == [(cluster, 1), (cluster, 2)]
+    assert sorted((c, p) for c, p, _ in answer.changes) == [(cluster, 0), (cluster, 1), (cluster, 2)]
+    values = dict(zip(VIEW_LITERALS, answer.changes[0][2]))
+    assert values["owner"] == "alice" and values["clusterid"] == cluster and values["jobstatus"] == 1
+    assert answer.ads.now == run(schedd.get_job_ads(ALICE, None, "true")).now
+    assert answer.number == schedd.backend.changes_since(answer.number).number
+
+
+def test_jobs_changed_since_the_views_number_are_evaluated_again_whatever_the_candidates(schedd):
+    cluster = commit(schedd, 4)
+    first = run(schedd.get_job_ads_among(ALICE, None, "JobStatus == 5", [], 0))
+    assert keys(first.ads) == []
+    schedd.backend.commit(Batch(changes=[ActionChange(JobAction.HOLD, cluster, 1, "held", False)]))
+    schedd.backend.commit(Batch(changes=[AttributeChange(cluster, 2, "Note", "changed, still idle")]))
+    # the candidates are wrong on purpose: job 3 does not match, and job 1 (now held) is not among them
+    answer = run(schedd.get_job_ads_among(ALICE, None, "JobStatus == 5", [(cluster, 3)], first.number))
+    assert not answer.reset and keys(answer.ads) == [(cluster, 1)]
+    assert answer.number > first.number
+    assert sorted((c, p) for c, p, _ in answer.changes) == [(cluster, 1), (cluster, 2)]
+    assert dict(zip(VIEW_LITERALS, next(v for c, p, v in answer.changes if p == 1)))["jobstatus"] == 5
+
+
+def test_a_job_that_left_is_not_answered_and_leaves_the_view(schedd):
+    cluster = commit(schedd, 2)
+    first = run(schedd.get_job_ads_among(ALICE, None, "true", [], 0))
+    schedd.backend._queue.store.apply({}, archived=[(cluster, 0)])  # (as the queue archives a finished job)
+    answer = run(schedd.get_job_ads_among(ALICE, None, "true", [(cluster, 0), (cluster, 1)], first.number))
+    assert keys(answer.ads) == [(cluster, 1)]
+    assert answer.changes == [[cluster, 0, None]]
+
+
+def test_the_checks_and_failures_are_get_job_ads_ones(schedd):
+    commit(schedd, 1)
+    for method, args in ((schedd.get_job_ads, ()), (schedd.get_job_ads_among, ([], 0))):
+        with pytest.raises(BirdbathError, match="Query failed"):
+            run(method(ALICE, None, "ClusterId == " + "(" * 2000 + "1" + ")" * 2000, *args))
+    schedd.policy = AccessPolicy(allow_read=HostList(["192.0.2.1"]), allow_write=HostList(["192.0.2.1"]))
+    for method, args in ((schedd.get_job_ads, ()), (schedd.get_job_ads_among, ([], 0))):
+        with pytest.raises(BirdbathError, match="Permission denied"):
+            run(method(ALICE, None, "true", *args))
+
+
+# -- the view -----------------------------------------------------------------------------------------------------
+def update(number: int, reset: bool, *changes: list) -> ViewAnswer:
+    return ViewAnswer(JobAdStructs([], 0), number, reset, list(changes))
+
+
+def test_the_view_takes_in_newer_updates_only_and_starts_again_at_a_reset():
+    view = JobView()
+    alice = literal_values(job(1, 0))
+    assert view.update(update(5, True, [1, 0, alice], [1, 1, alice]))
+    assert view.number == 5 and sorted(view.ads) == [(1, 0), (1, 1)]
+    assert view.update(update(7, False, [1, 0, None], [2, 0, literal_values(job(2, 0, JobStatus=5))]))
+    assert sorted(view.ads) == [(1, 1), (2, 0)] and view.ads[(2, 0)]["JobStatus"] == 5
+    assert not view.update(update(6, False, [1, 0, alice]))  # an answer overtaken by a newer one
+    assert sorted(view.ads) == [(1, 1), (2, 0)]
+    irregular = job(3, 0)
+    irregular["JobStatus"] = classad2.ExprTree("Other + 1")  # (an expression a client set in its place)
+    assert view.update(update(8, False, [3, 0, literal_values(irregular)]))
+    assert (3, 0) not in view.ads and view.irregular == {(3, 0)}
+    assert view.update(update(9, True, [4, 0, alice]))
+    assert sorted(view.ads) == [(4, 0)] and not view.irregular and view.number == 9
+
+
+def test_a_simple_constraint_evaluates_on_the_literals_as_on_the_whole_ad():
+    whole = [job(c, p, QDate=1000 + c, Cmd="/bin/x", Iwd="/tmp") for c in range(1, 6) for p in range(3)]
+    whole[4]["Owner"] = "bob"
+    views = [((ad["ClusterId"], ad["ProcId"]), literals_ad(literal_values(ad))) for ad in whole]
+    for text in ("ClusterId == 2", 'Owner == "BOB"', "ProcId > 0 && QDate < 1004", "GlobalJobId is undefined",
+                 "ClusterId % 2 == 0 || JobStatus =!= 1"):
+        constraint = classad2.ExprTree(text)
+        assert true_keys(views, constraint, 30) == true_keys(
+            [((ad["ClusterId"], ad["ProcId"]), ad) for ad in whole], constraint, 30), text
+
+
+def test_a_workers_schedd_asks_the_core_over_its_view_only_for_simple_constraints():
+    from twisted.internet import reactor
+
+    from gateway.core.queries import QuerySettings
+    from gateway.workers.jobview import ViewedSchedd
+
+    asked: list[tuple[str, tuple]] = []
+    view = literal_values(job(7, 0))
+
+    class Link:
+        def call(self, service: str, method: str, *args: object):
+            asked.append((method, args[3:]))
+            if method == "get_job_ads":
+                return succeed(JobAdStructs([], 0))
+            return succeed(update(3, True, [7, 0, view]))
+
+    schedd = ViewedSchedd(Link(), "schedd", reactor, QuerySettings())
+    # (evaluated on this thread: the test runs no reactor)
+    schedd._evaluate = lambda entries, constraint: succeed(true_keys(entries, constraint, 30))
+    run(schedd.get_job_ads(ALICE, None, "ClusterId == 7"))
+    assert asked.pop() == ("get_job_ads", ())  # without the backend's change feed: the core answers
+    schedd.set_constants({"job_views": True})
+    run(schedd.get_job_ads(ALICE, None, "ClusterId == 7"))
+    assert asked.pop() == ("get_job_ads_among", ([], 0)) and schedd.view.number == 3
+    run(schedd.get_job_ads(ALICE, None, "ClusterId == 7"))
+    assert asked.pop() == ("get_job_ads_among", ([(7, 0)], 3))
+    for text in ('regexp("x", Cmd)', "Cmd == 1", "", None, "ClusterId == " + "(" * 2000 + "1" + ")" * 2000):
+        run(schedd.get_job_ads(ALICE, None, text))
+        assert asked.pop() == ("get_job_ads", ()), text
