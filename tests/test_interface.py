@@ -43,7 +43,7 @@ def test_the_local_backend_is_complete(tmp_path):
     backend = LocalBackend(tmp_path, slots=0)
     try:
         assert check(backend).capabilities == {Capability.SERVICES, Capability.HISTORY, Capability.POOL,
-                                               Capability.FIGURES}
+                                               Capability.FIGURES, Capability.CHANGES}
     finally:
         backend.close()
 
