@@ -6,7 +6,7 @@ One queue of ``--jobs`` jobs is written straight into a state directory through 
 ``queue_scale.py`` does), then, for ``workers = 0`` and ``workers = --workers`` in turn, a gateway is started on a
 copy of it and measured three times: idle once every queued ad is parsed, after a getJobAds of the whole queue
 (the largest answer a worker carries), and after a getJobAds of 1 % of it.  Each figure is VmRSS in MiB, the core's
-after a full garbage collection (SIGUSR1), the workers' as they are (once each said it serves).
+each process's after a full garbage collection (SIGUSR1; the workers once each said it serves).
 
 Run: ``python bench/workers_memory.py [--jobs 100000] [--workers 2]``.  Prints figures; asserts nothing.
 """
@@ -46,8 +46,9 @@ def workers_of(gateway: GatewayProcess, count: int, timeout: float = 120) -> lis
 
 
 def snapshot(gateway: GatewayProcess, workers: list[int]) -> tuple[float, list[float]]:
-    """The core's RSS after a full collection and each worker's, in MiB."""
-    return collected(gateway).rss, [rss_mib(pid) for pid in workers]
+    """The core's RSS and each worker's, in MiB, each after a full collection (SIGUSR1)."""
+    collected(gateway, every=True)
+    return rss_mib(gateway.process.pid), [rss_mib(pid) for pid in workers]
 
 
 def measure(state: Path, tmp: Path, workers: int) -> list[tuple[str, float, list[float]]]:
@@ -83,7 +84,7 @@ def main() -> None:
         tmp = Path(name)
         state = tmp / "state"
         fill(state, template_ad(tmp), args.jobs)
-        print(f"VmRSS in MiB at {args.jobs:,} queued jobs (core after a full garbage collection)")
+        print(f"VmRSS in MiB at {args.jobs:,} queued jobs (each process after a full garbage collection)")
         for workers in (0, args.workers):
             for label, core, each in measure(state, tmp, workers):
                 shown = " + ".join(f"{rss:.0f}" for rss in each)

@@ -389,6 +389,18 @@ def test_the_core_killed_stops_the_gateway_and_a_restart_recovers(gateway):
     assert job_ids(gateway.port) == {job}  # the committed job, not the uncommitted one
 
 
+def test_a_worker_loads_htcondors_configuration_and_collects_on_sigusr1(gateway):
+    """A worker frees ClassAds all day (each answer's, each constraint's, its view's): until HTCondor's configuration
+    is loaded the library's debug log keeps a line per freed ClassAd for ever (gateway/memory.py), ~114 MiB per
+    200,000.  A worker loads it as the core does (memory.install), and so answers SIGUSR1 with a full garbage
+    collection, as the core does, instead of dying of it."""
+    worker = workers_of(gateway)[0]
+    before = gateway.log().count("full garbage collection")
+    os.kill(worker, signal.SIGUSR1)
+    wait_until(lambda: gateway.log().count("full garbage collection") > before, "the worker's collection", 15)
+    assert worker in workers_of(gateway)
+
+
 def test_sigterm_ends_the_core_and_its_workers(gateway):
     workers = workers_of(gateway)
     gateway.stop()

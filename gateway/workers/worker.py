@@ -125,12 +125,13 @@ class RemoteMonitor:
 
 
 def serve(reactor: Any, link_fd: int, index: int, argv: list[str]) -> None:
-    from gateway import logging
+    from gateway import logging, memory
     from gateway.app import Gateway
     from gateway.cli import configure, parse_args
 
     config = configure(parse_args(argv))
     logging.begin(logging.open_log(config.log_file), config.log_level)
+    memory.install(reactor)  # as the core: HTCondor's configuration loaded (or every freed ClassAd leaks), SIGUSR1
     gateway = Gateway(config, reactor)
     link = WorkerLink(reactor, {}, index)
     services = link.services
