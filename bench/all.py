@@ -29,6 +29,7 @@ BENCHMARKS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("load.py", ("--seconds", "30"), ("--seconds", "10")),
     ("lowlatency.py", (), ("--quick",)),  # AMQP low-latency jobs against SOAP and JSON (issue #28)
     ("metrics_cost.py", (), ("--events", "20000", "--runs", "1")),  # counting on the hot path (issue #32)
+    ("query_values.py", (), ("--quick",)),  # queries answered by value (the local store's groups)
 )
 
 
