@@ -16,7 +16,7 @@ batch of ads at a time, with its budget checked between batches.
 
 Such a constraint's value for a job depends on nothing but the values of the literals it reads, and a queue has far
 fewer distinct values than jobs (ten jobs share a cluster, thousands an owner or a state).  A backend that keeps its
-jobs grouped by the value of one literal (the local store's :class:`~backends.local.literals.LiteralIndex`) lets a
+jobs grouped by the value of one literal (:class:`~backends.literals.LiteralIndex`: the local store's, and a worker's view of the jobs) lets a
 constraint reading only that literal be evaluated once per value (:func:`true_values`), by classad2 as always, on an
 ad holding that value alone: polling monitors (``Owner == "alice"``, ``ClusterId == 12``, ``JobStatus == 2``) then
 cost the gateway work in proportion to the values, not to the queue.

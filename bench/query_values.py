@@ -1,4 +1,4 @@
-"""Queries over a literal many jobs share (``backends/local/literals.py``) against evaluating the constraint on every
+"""Queries over a literal many jobs share (``backends/literals.py``) against evaluating the constraint on every
 job, in process, on the local store.
 
 Two queues of ``--jobs`` jobs are written through ``JobStore.apply`` (one job a cluster, as the Birdbath submit flow

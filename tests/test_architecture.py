@@ -23,9 +23,10 @@ PACKAGES = ("jobmodel", "gateway", "backends")
 ALLOWED = {
     "jobmodel": ("jobmodel",),
     "backends": ("backends", "jobmodel"),
-    #: (backends.evaluation: how a client's constraint is evaluated, of no backend, which the core and a worker's
-    #: view of the jobs share with the backends)
-    "gateway": ("gateway", "jobmodel", "backends.interface", "backends.registry", "backends.evaluation"),
+    #: (backends.evaluation and backends.literals: how a client's constraint is evaluated, of no backend, which the
+    #: core and a worker's view of the jobs share with the backends)
+    "gateway": ("gateway", "jobmodel", "backends.interface", "backends.registry", "backends.evaluation",
+                "backends.literals"),
 }
 
 

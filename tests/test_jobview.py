@@ -195,6 +195,29 @@ def test_the_view_takes_in_newer_updates_only_and_starts_again_at_a_reset():
     assert sorted(view.ads) == [(4, 0)] and not view.irregular and view.number == 9
 
 
+def test_the_view_groups_its_jobs_by_value_through_every_update(monkeypatch):
+    """A view answers a constraint over a literal many of its jobs share from its groups by value (as the store
+    does), through updates, departures and a reset: the same keys as evaluating every entry, without doing so."""
+    import gateway.workers.jobview as jobview
+
+    view = JobView()
+    running = {(c, p) for c in range(1, 41) for p in range(5) if (c + p) % 17 == 0}
+    view.update(update(3, True, *[[c, p, literal_values(job(c, p, JobStatus=2 if (c, p) in running else 1))]
+                                  for c in range(1, 41) for p in range(5)]))
+    stopped = min(running)
+    view.update(update(4, False, [1, 0, None], [2, 0, literal_values(job(2, 0, JobStatus=2))],
+                       [*stopped, literal_values(job(*stopped, JobStatus=1))]))
+    running = (running - {stopped, (1, 0)}) | {(2, 0)}
+    constraint = classad2.ExprTree("JobStatus == 2")
+    entries = view.entries()
+    assert sorted(true_keys(entries, constraint, 30)) == sorted(running)
+    monkeypatch.setattr(jobview.evaluation, "true_keys", lambda *args: pytest.fail("every entry was evaluated"))
+    assert view.matching(constraint, 30, entries) == sorted(running)
+    view.update(update(5, True, [9, 0, literal_values(job(9, 0, JobStatus=2))],
+                       *[[9, p, literal_values(job(9, p))] for p in range(1, 10)]))
+    assert view.matching(constraint, 30, view.entries()) == [(9, 0)]
+
+
 def test_a_simple_constraint_evaluates_on_the_literals_as_on_the_whole_ad():
     whole = [job(c, p, QDate=1000 + c, Cmd="/bin/x", Iwd="/tmp") for c in range(1, 6) for p in range(3)]
     whole[4]["Owner"] = "bob"

@@ -1,4 +1,4 @@
-"""Queries answered from the jobs' groups by literal value (backends/local/literals.py) find exactly what evaluating
+"""Queries answered from the jobs' groups by literal value (backends/literals.py) find exactly what evaluating
 the constraint on every job finds, whatever the jobs hold; the store keeps the groups through every write."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from backends.evaluation import literals_read, true_values
 from backends.interface import QueryFailed
-from backends.local import literals
-from backends.local.literals import LiteralIndex, select
+from backends import literals
+from backends.literals import LiteralIndex, select
 from backends.local.store import JobStore
 from jobmodel.classads import matches
 
@@ -42,8 +42,9 @@ def indexed(jobs: dict[tuple[int, int], classad2.ClassAd]) -> LiteralIndex:
     return index
 
 
-def evaluated(jobs: dict[tuple[int, int], classad2.ClassAd], constraint: classad2.ExprTree) -> list[classad2.ClassAd]:
-    return [jobs[key] for key in sorted(jobs) if matches(constraint, jobs[key])]
+def evaluated(jobs: dict[tuple[int, int], classad2.ClassAd],
+              constraint: classad2.ExprTree) -> list[tuple[tuple[int, int], classad2.ClassAd]]:
+    return [(key, jobs[key]) for key in sorted(jobs) if matches(constraint, jobs[key])]
 
 
 @settings(max_examples=60, deadline=None)
@@ -88,7 +89,7 @@ def test_a_job_that_left_is_not_answered_and_one_that_changed_is_answered_as_it_
     now = {(1, 0): None, (2, 0): job(2, 0, 5)}  # what a reader finds when its turn comes: 1.0 left, 2.0 changed
     assert select(index, classad2.ExprTree("ClusterId < 3"), 30, now.get, MANY) == []
     assert select(index, classad2.ExprTree("ClusterId == 5"), 30, now.get, MANY) == []  # (5 was no value: not found)
-    assert select(index, classad2.ExprTree("ClusterId >= 2"), 30, now.get, MANY) == [now[(2, 0)]]
+    assert select(index, classad2.ExprTree("ClusterId >= 2"), 30, now.get, MANY) == [((2, 0), now[(2, 0)])]
 
 
 def test_each_value_is_evaluated_once_and_within_the_budget():

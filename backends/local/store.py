@@ -39,13 +39,13 @@ from typing import Callable, Iterable, Iterator, Mapping
 import classad2
 from twisted.logger import Logger
 
-from backends import evaluation
+from backends import evaluation, literals
 from backends.interface import Changes, stamp
+from backends.literals import LiteralIndex
 from jobmodel.exprtext import restored, texts_record
 
-from . import idle, literals
+from . import idle
 from .idle import IdleJobs
-from .literals import LiteralIndex
 
 log = Logger()
 JobKey = tuple[int, int]
@@ -180,11 +180,11 @@ class JobStore:
     def selected(self, constraint: classad2.ExprTree | None, budget: float | None) -> list[classad2.ClassAd]:
         """The queued ads for which ``constraint`` is true (``backends.evaluation.filtered``'s rules), once every
         stored ad is parsed answered from the jobs' groups by value when that is cheaper
-        (:func:`~backends.local.literals.select`), otherwise evaluated job by job."""
+        (:func:`~backends.literals.select`), otherwise evaluated job by job."""
         if constraint is not None and self.loaded.is_set():
             found = literals.select(self._literals, constraint, budget, self.get, len(self._jobs))
             if found is not None:
-                return found
+                return [ad for _, ad in found]
         return evaluation.filtered(self.values(), constraint, budget)
 
     def keys(self) -> list[JobKey]:

@@ -41,8 +41,9 @@ import classad2
 from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThreadPool
 
-from backends import evaluation
+from backends import evaluation, literals
 from backends.interface import JobKey, QueryFailed
+from backends.literals import LiteralIndex
 from gateway.core.auth import Caller
 from gateway.core.queries import QuerySettings, client_constraint
 from gateway.core.schedd import JobAdStructs, ViewAnswer
@@ -61,6 +62,19 @@ class JobView:
         self.number = 0
         self.ads: dict[JobKey, classad2.ClassAd] = {}
         self.irregular: set[JobKey] = set()
+        #: the view's jobs grouped by value, as the local store groups its own (``backends.literals``): a constraint
+        #: over a literal many jobs share is evaluated once per value here too
+        self.groups = LiteralIndex()
+
+    def matching(self, constraint: classad2.ExprTree, budget: float,
+                 entries: list[tuple[JobKey, classad2.ClassAd]]) -> list[JobKey]:
+        """The keys of the jobs a simple ``constraint`` is true for (on a thread): from the groups by value when
+        that is cheaper, otherwise over ``entries``, the table copied on the reactor (:meth:`entries`)."""
+        groups, ads = self.groups, self.ads  # (the objects of now: a reset replaces them, an update changes them)
+        found = literals.select(groups, constraint, budget, ads.get, len(entries))
+        if found is not None:
+            return [key for key, _ in found]
+        return evaluation.true_keys(entries, constraint, budget)
 
     def __len__(self) -> int:
         return len(self.ads) + len(self.irregular)
@@ -74,14 +88,14 @@ class JobView:
         if answer.number <= self.number:
             return False
         if answer.reset:
-            self.ads, self.irregular = {}, set()
+            self.ads, self.irregular, self.groups = {}, set(), LiteralIndex()
         for cluster, proc, values in answer.changes:
             key = (cluster, proc)
             ad = None if values is None else evaluation.literals_ad(values)
-            if ad is None:
-                self.ads.pop(key, None)
-            else:
+            old = self.ads.pop(key, None) if ad is None else self.ads.get(key)
+            if ad is not None:
                 self.ads[key] = ad
+            self.groups.replace(key, old, ad)
             if values is not None and ad is None:
                 self.irregular.add(key)
             else:
@@ -120,10 +134,11 @@ class ViewedSchedd(RemoteObject):
 
     def _evaluate(self, entries: list[tuple[JobKey, classad2.ClassAd]],
                   constraint: classad2.ExprTree) -> Deferred[list[JobKey]]:
-        """The keys of the entries ``constraint`` is true for, evaluated on the reactor's thread pool within the
-        query budget: a large view takes milliseconds, which the worker's other connections need not wait for."""
-        return deferToThreadPool(self._reactor, self._reactor.getThreadPool(), evaluation.true_keys, entries,
-                                 constraint, self._settings.budget)
+        """The keys of the jobs ``constraint`` is true for (:meth:`JobView.matching`), on the reactor's thread pool
+        within the query budget: a large view takes milliseconds, which the worker's other connections need not wait
+        for."""
+        return deferToThreadPool(self._reactor, self._reactor.getThreadPool(), self.view.matching, constraint,
+                                 self._settings.budget, entries)
 
     def _simple(self, constraint: str | None) -> classad2.ExprTree | None:
         """The constraint parsed as the core parses it, when the view can evaluate it; None otherwise (the core

@@ -1,5 +1,6 @@
-"""The queued jobs grouped by the values of the literals clients select them by, so that a query reading one of them
-is evaluated once per value instead of once per job (``backends.evaluation.true_values``).
+"""Jobs grouped by the values of the literals clients select them by, so that a query reading one of them is
+evaluated once per value instead of once per job (``backends.evaluation.true_values``): the local store's queue
+(``JobStore.selected``), and a worker process's view of the jobs' literals (``gateway/workers/jobview.py``).
 
 A job's ``ClusterId``, ``ProcId``, ``JobStatus``, ``Owner``, ``User`` and ``QDate`` are literals the schedd sets
 itself, shared by many jobs: ten jobs a cluster, thousands an owner or a state.  Monitors poll with constraints over
@@ -8,8 +9,9 @@ the constraint over every job of the queue, holding the interpreter for millisec
 (``GlobalJobId`` and ``EnteredCurrentStatus`` are literals too, but nearly one value per job: grouping by them
 would cost memory and gain nothing, so a constraint reading them is evaluated job by job.)
 
-The index is the store's, kept under the store's lock by the same code that publishes its ads (``JobStore.apply``
-and the loader), and read without the lock by the query threads, as the store's ads are: a reader copies the groups
+An index is kept by the code that publishes its ads (the store's ``JobStore.apply`` and loader, under the store's
+lock; a view's update, on the worker's reactor), and read without a lock by the query threads, as the ads are: a
+reader copies the groups
 it wants in one operation under the GIL (:meth:`LiteralIndex.members`), and the writer moves a job into its new
 group before taking it out of the old one, so a job whose value does not change is never missed and one that is
 changing is found in one of its groups; each job found is then checked against its current ad.
@@ -112,11 +114,11 @@ MISSING_JOB = object()
 
 
 def select(index: LiteralIndex, constraint: classad2.ExprTree, budget: float | None,
-           get: Callable[[JobKey], classad2.ClassAd | None], jobs: int) -> list[classad2.ClassAd] | None:
-    """The queued ads for which ``constraint`` is true, in key order, when it is simple and reads one
-    :data:`INDEXED` literal that ``jobs`` (the queue's size) share, at least :data:`SHARED` jobs a value, and
-    selects at most one job in :data:`MOST`; None when the index cannot answer it cheaper than evaluating it job by
-    job (which the caller then does).
+           get: Callable[[JobKey], classad2.ClassAd | None], jobs: int) -> list[tuple[JobKey, classad2.ClassAd]] | None:
+    """The jobs (key and ad, in key order) for which ``constraint`` is true, when it is simple and reads one
+    :data:`INDEXED` literal that ``jobs`` (how many the index covers) share, at least :data:`SHARED` jobs a value,
+    and selects at most one job in :data:`MOST`; None when the index cannot answer it cheaper than evaluating it job
+    by job (which the caller then does).
 
     The constraint is evaluated once per value; then each job of the groups it is true for (and of the irregular
     group) is read as it is now (``get``) and answered when its value is one of those, evaluated on its own ad when
@@ -131,7 +133,7 @@ def select(index: LiteralIndex, constraint: classad2.ExprTree, budget: float | N
     regular = [group for group in groups if group is not IRREGULAR]
     wanted = set(evaluation.true_values(constraint, name, ((group, _literal(group)) for group in regular), budget))
     if index.count(name, [*wanted, IRREGULAR]) * MOST > jobs:
-        return None  # (most of the queue: reading and checking each job found costs more than evaluating it)
+        return None  # (most of the jobs: reading and checking each one found costs more than evaluating it)
     known = set(regular)
     found: list[tuple[JobKey, classad2.ClassAd]] = []
     for key in index.members(name, [*wanted, IRREGULAR]):
@@ -142,7 +144,7 @@ def select(index: LiteralIndex, constraint: classad2.ExprTree, budget: float | N
         if group in wanted or (group not in known and matches(constraint, ad)):
             found.append((key, ad))
     found.sort(key=_first)
-    return [ad for _, ad in found]
+    return found
 
 
 def _first(pair: tuple[JobKey, classad2.ClassAd]) -> JobKey:
