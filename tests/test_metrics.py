@@ -229,6 +229,9 @@ def test_execution_figures_move_by_what_happened(monitored, schedd, tmp_path):
     busy, = submit(schedd, Cmd="/bin/sh", Arguments="-c " + join_v2([f"while [ ! -e {go} ]; do sleep 0.05; done"]),
                    Iwd=str(tmp_path), ShouldTransferFiles="NO")
     wait_for(schedd, busy, lambda job: job.get("JobStatus") == "2")
+    # the scheduler writes the job's running state on the backend's thread, and the executor counts its slot once
+    # the reactor hears of the choice: a client quick enough reads JobStatus 2 a moment before the slot is counted
+    wait_until(lambda: moved(before, scrape(monitored.port), "birdbath_slots_busy") == 1)
     running = scrape(monitored.port)
     assert moved(before, running, "birdbath_slots_busy") == 1
     assert running[("birdbath_slots_busy", frozenset())] < running[("birdbath_slots", frozenset())]
