@@ -15,11 +15,11 @@ constraint that calls no function and reads only attributes whose values the sch
 batch of ads at a time, with its budget checked between batches.
 
 Such a constraint's value for a job depends on nothing but the values of the literals it reads, and a queue has far
-fewer distinct values than jobs (ten jobs share a cluster, thousands an owner or a state).  A backend that keeps its
-jobs grouped by the value of one literal (:class:`~backends.literals.LiteralIndex`: the local store's, and a worker's view of the jobs) lets a
-constraint reading only that literal be evaluated once per value (:func:`true_values`), by classad2 as always, on an
-ad holding that value alone: polling monitors (``Owner == "alice"``, ``ClusterId == 12``, ``JobStatus == 2``) then
-cost the gateway work in proportion to the values, not to the queue.
+fewer distinct values than jobs (ten jobs share a cluster, thousands an owner or a state).  Jobs kept grouped by
+the value of one literal (:class:`~backends.literals.LiteralIndex`: the local store's, and a worker's view of the
+jobs) let a constraint reading only that literal be evaluated once per value (:func:`true_values`), by classad2 as
+always, on an ad holding that value alone: polling monitors (``Owner == "alice"``, ``ClusterId == 12``,
+``JobStatus == 2``) then cost the gateway work in proportion to the values, not to the queue.
 """
 
 from __future__ import annotations
@@ -160,9 +160,10 @@ def true_keys(pairs: Iterable[tuple[_K, classad2.ClassAd]], constraint: classad2
 
 #: the literals a worker process's view of a job holds (``gateway/workers/jobview.py``), in the order they cross
 VIEW_LITERALS = tuple(sorted(SCHEDD_LITERALS))
-#: the Python types of the values a view holds (ClassAd literals; anything else a job's ad holds in their place, an
-#: expression a client set, crosses as its expression and makes the job one the view cannot evaluate)
-_VIEW_TYPES = (bool, int, float, str)
+#: the Python types classad2 gives ClassAd literals (anything else an ad holds in a literal's place, an expression a
+#: client set or a list, is evaluated on its job's own ad: a view crosses it as its expression, the groups by value
+#: of ``backends.literals`` keep it apart)
+LITERAL_TYPES = (bool, int, float, str)
 
 
 def literal_values(ad: classad2.ClassAd) -> list[Any]:
@@ -171,7 +172,7 @@ def literal_values(ad: classad2.ClassAd) -> list[Any]:
     values: list[Any] = []
     for name in VIEW_LITERALS:
         value = ad.get(name)
-        if value is not None and type(value) not in _VIEW_TYPES:
+        if value is not None and type(value) not in LITERAL_TYPES:
             value = ad.lookup(name)
         values.append(value)
     return values
@@ -185,7 +186,7 @@ def literals_ad(values: Sequence[Any]) -> classad2.ClassAd | None:
     for name, value in zip(VIEW_LITERALS, values):
         if value is None:
             continue
-        if type(value) not in _VIEW_TYPES:
+        if type(value) not in LITERAL_TYPES:
             return None
         ad[name] = value
     return ad

@@ -11,15 +11,16 @@ would cost memory and gain nothing, so a constraint reading them is evaluated jo
 
 An index is kept by the code that publishes its ads (the store's ``JobStore.apply`` and loader, under the store's
 lock; a view's update, on the worker's reactor), and read without a lock by the query threads, as the ads are: a
-reader copies the groups
-it wants in one operation under the GIL (:meth:`LiteralIndex.members`), and the writer moves a job into its new
-group before taking it out of the old one, so a job whose value does not change is never missed and one that is
-changing is found in one of its groups; each job found is then checked against its current ad.
+reader copies the groups it wants in one operation under the GIL (:meth:`LiteralIndex.members`), and the writer
+moves a job into its new group before taking it out of the old one, so a job whose value does not change is never
+missed and one that is changing is found in one of its groups; each job found is then checked against its current
+ad.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Hashable, Iterable
 
 import classad2
@@ -38,8 +39,6 @@ _INDEXED_SET = frozenset(INDEXED)
 SHARED = 4
 #: the index answers only when it finds at most one job in MOST of the queue
 MOST = 2
-#: the Python types of ClassAd literals that group by value (anything else, an expression or a list, is irregular)
-_LITERAL_TYPES = (bool, int, float, str)
 #: the group of jobs whose value is not a literal (an expression a client set): each is evaluated on its own ad
 IRREGULAR = object()
 
@@ -52,7 +51,7 @@ def value_of(ad: classad2.ClassAd, name: str) -> Hashable:
     except KeyError:
         return MISSING
     kind = type(value)
-    if kind not in _LITERAL_TYPES or (kind is float and value != value):  # (NaN is no key)
+    if kind not in evaluation.LITERAL_TYPES or (kind is float and math.isnan(value)):  # (NaN is no key)
         return IRREGULAR
     return kind, value
 

@@ -78,7 +78,7 @@ class HeapTrimmer:
     (``heap``: MiB in use and MiB free, as :func:`malloc_mib` says them; ``trim``: :func:`give_back`)."""
 
     def __init__(self, clock: Any, interval: float = TRIM_INTERVAL, above: float = TRIM_ABOVE_MIB,
-                 heap: Callable[[], tuple[float, float] | None] = lambda: malloc_mib(),
+                 heap: Callable[[], tuple[float, float] | None] = malloc_mib,
                  trim: Callable[[], bool] = give_back) -> None:
         self._heap, self._trim, self.above = heap, trim, above
         self._loop = LoopingCall(self.check)

@@ -198,7 +198,7 @@ def test_the_view_takes_in_newer_updates_only_and_starts_again_at_a_reset():
 def test_the_view_groups_its_jobs_by_value_through_every_update(monkeypatch):
     """A view answers a constraint over a literal many of its jobs share from its groups by value (as the store
     does), through updates, departures and a reset: the same keys as evaluating every entry, without doing so."""
-    import gateway.workers.jobview as jobview
+    from gateway.workers import jobview
 
     view = JobView()
     running = {(c, p) for c in range(1, 41) for p in range(5) if (c + p) % 17 == 0}
@@ -212,10 +212,10 @@ def test_the_view_groups_its_jobs_by_value_through_every_update(monkeypatch):
     entries = view.entries()
     assert sorted(true_keys(entries, constraint, 30)) == sorted(running)
     monkeypatch.setattr(jobview.evaluation, "true_keys", lambda *args: pytest.fail("every entry was evaluated"))
-    assert view.matching(constraint, 30, entries) == sorted(running)
+    assert view.matching(constraint, 30) == sorted(running)
     view.update(update(5, True, [9, 0, literal_values(job(9, 0, JobStatus=2))],
                        *[[9, p, literal_values(job(9, p))] for p in range(1, 10)]))
-    assert view.matching(constraint, 30, view.entries()) == [(9, 0)]
+    assert view.matching(constraint, 30) == [(9, 0)]
 
 
 def test_a_simple_constraint_evaluates_on_the_literals_as_on_the_whole_ad():
@@ -247,7 +247,7 @@ def test_a_workers_schedd_asks_the_core_over_its_view_only_for_simple_constraint
 
     schedd = ViewedSchedd(Link(), "schedd", reactor, QuerySettings())
     # (evaluated on this thread: the test runs no reactor)
-    schedd._evaluate = lambda entries, constraint: succeed(true_keys(entries, constraint, 30))
+    schedd._evaluate = lambda constraint: succeed(schedd.view.matching(constraint, 30))
     run(schedd.get_job_ads(ALICE, None, "ClusterId == 7"))
     assert asked.pop() == ("get_job_ads", ())  # without the backend's change feed: the core answers
     schedd.set_constants({"job_views": True})

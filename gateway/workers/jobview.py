@@ -56,7 +56,7 @@ from jobmodel.expressions import ExpressionRefused
 class JobView:
     """Job key -> the ClassAd of the job's literals, as of change number :attr:`number` of the backend; and the
     jobs whose literals are not all literals (always candidates).  Replaced entries are new objects, never changed
-    in place, so a thread evaluating a copy of the table (:meth:`entries`) reads consistent ads."""
+    in place, so a thread evaluating the table (:meth:`matching`) reads consistent ads."""
 
     def __init__(self) -> None:
         self.number = 0
@@ -66,22 +66,21 @@ class JobView:
         #: over a literal many jobs share is evaluated once per value here too
         self.groups = LiteralIndex()
 
-    def matching(self, constraint: classad2.ExprTree, budget: float,
-                 entries: list[tuple[JobKey, classad2.ClassAd]]) -> list[JobKey]:
-        """The keys of the jobs a simple ``constraint`` is true for (on a thread): from the groups by value when
-        that is cheaper, otherwise over ``entries``, the table copied on the reactor (:meth:`entries`)."""
+    def matching(self, constraint: classad2.ExprTree, budget: float) -> list[JobKey]:
+        """The keys of the jobs a simple ``constraint`` is true for (on a thread, while the reactor may update the
+        view): from the groups by value when that is cheaper, otherwise over a copy of the table (:meth:`entries`).
+        A view newer than the number the query is asked with is as good: the core evaluates again every job changed
+        since that number."""
         groups, ads = self.groups, self.ads  # (the objects of now: a reset replaces them, an update changes them)
-        found = literals.select(groups, constraint, budget, ads.get, len(entries))
+        found = literals.select(groups, constraint, budget, ads.get, len(ads))
         if found is not None:
             return [key for key, _ in found]
-        return evaluation.true_keys(entries, constraint, budget)
+        return evaluation.true_keys(self.entries(ads), constraint, budget)
 
-    def __len__(self) -> int:
-        return len(self.ads) + len(self.irregular)
-
-    def entries(self) -> list[tuple[JobKey, classad2.ClassAd]]:
-        """The table now, copied (on the reactor; the copy is then evaluated on a thread)."""
-        return list(self.ads.items())
+    def entries(self, ads: dict[JobKey, classad2.ClassAd] | None = None) -> list[tuple[JobKey, classad2.ClassAd]]:
+        """The table (``ads``, the view's now by default) copied in one operation under the GIL, which an update on
+        the reactor cannot interleave."""
+        return list((self.ads if ads is None else ads).items())
 
     def update(self, answer: ViewAnswer) -> bool:
         """Take in an answer's update unless the view is already at or past its number; whether it did."""
@@ -122,9 +121,9 @@ class ViewedSchedd(RemoteObject):
         parsed = self._simple(constraint)
         if parsed is None:
             return await self._link.call(self._service, "get_job_ads", caller, ref, constraint)
-        seen, entries, irregular = self.view.number, self.view.entries(), list(self.view.irregular)
+        seen, irregular = self.view.number, list(self.view.irregular)
         try:
-            found = await self._evaluate(entries, parsed)
+            found = await self._evaluate(parsed)
         except QueryFailed as exc:
             raise BirdbathError.fail(f"Query failed: {exc}") from None
         answer: ViewAnswer = await self._link.call(self._service, "get_job_ads_among", caller, ref, constraint,
@@ -132,13 +131,12 @@ class ViewedSchedd(RemoteObject):
         self.view.update(answer)
         return answer.ads
 
-    def _evaluate(self, entries: list[tuple[JobKey, classad2.ClassAd]],
-                  constraint: classad2.ExprTree) -> Deferred[list[JobKey]]:
+    def _evaluate(self, constraint: classad2.ExprTree) -> Deferred[list[JobKey]]:
         """The keys of the jobs ``constraint`` is true for (:meth:`JobView.matching`), on the reactor's thread pool
         within the query budget: a large view takes milliseconds, which the worker's other connections need not wait
         for."""
         return deferToThreadPool(self._reactor, self._reactor.getThreadPool(), self.view.matching, constraint,
-                                 self._settings.budget, entries)
+                                 self._settings.budget)
 
     def _simple(self, constraint: str | None) -> classad2.ExprTree | None:
         """The constraint parsed as the core parses it, when the view can evaluate it; None otherwise (the core
