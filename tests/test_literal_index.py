@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from backends import literals
 from backends.evaluation import literals_read, true_values
 from backends.interface import QueryFailed
-from backends import literals
 from backends.literals import LiteralIndex, select
 from backends.local.store import JobStore
 from jobmodel.classads import matches
@@ -21,8 +21,8 @@ from jobmodel.classads import matches
 VALUES = st.one_of(st.integers(-3, 40), st.sampled_from([1.0, 2.5, True, False, "1", "alice", "Alice", "a\"b"]),
                    st.just(classad2.ExprTree("3 + 4")), st.just(None))
 CONSTRAINTS = ["ClusterId == 1", "ClusterId % 3 == 0", "ClusterId =?= 1", "ClusterId is 1.0", "ClusterId =!= true",
-               'ClusterId == "alice"', 'ClusterId =?= "alice"', "ClusterId is undefined", "ClusterId > 7 && ClusterId < 30",
-               "(ClusterId)", "MY.ClusterId != 2", "ClusterId == 7", "ClusterId"]
+               'ClusterId == "alice"', 'ClusterId =?= "alice"', "ClusterId is undefined",
+               "ClusterId > 7 && ClusterId < 30", "(ClusterId)", "MY.ClusterId != 2", "ClusterId == 7", "ClusterId"]
 #: a queue size for which the index always answers (the tests' queues are small)
 MANY = 10**9
 
@@ -120,7 +120,8 @@ def test_the_store_keeps_the_groups_through_writes_removals_and_a_restart(tmp_pa
     store.apply({(3, 1): ad(3, 1, 2, "alice")}, archived=[(4, 0)])
     owned = classad2.ExprTree('Owner == "bob"')
     running = classad2.ExprTree("JobStatus == 2")
-    assert [(a["ClusterId"], a["ProcId"]) for a in store.selected(owned, 30)] == [(2, 0), (2, 1), (2, 2), (4, 1), (4, 2)]
+    bobs = [(2, 0), (2, 1), (2, 2), (4, 1), (4, 2)]
+    assert [(a["ClusterId"], a["ProcId"]) for a in store.selected(owned, 30)] == bobs
     assert [(a["ClusterId"], a["ProcId"]) for a in store.selected(running, 30)] == [(3, 1)]
     assert len(store.selected(classad2.ExprTree("true"), 30)) == 14
     store.close()
