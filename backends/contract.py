@@ -115,6 +115,19 @@ class BackendContract:
         assert later.number > after.number and (cluster, 1) in later.keys and (cluster, 0) not in later.keys
         assert backend.get_job(cluster, 1).eval("Note") == "changed"
 
+    def test_a_watcher_hears_each_change_number_before_the_write_returns(self, backend):
+        """``Capability.CHANGES``' ``watch_changes``: the number now at once, then every new one in order, each
+        heard by the time the write that made it returns, and the one changes_since answers."""
+        if Capability.CHANGES not in backend.capabilities:
+            pytest.skip("the backend does not declare Capability.CHANGES")
+        heard: list[int] = []
+        backend.watch_changes(heard.append)
+        assert heard == [backend.changes_since(0).number]
+        cluster, _ = submitted(backend)
+        assert heard[-1] == backend.changes_since(0).number > heard[0]
+        backend.commit(Batch(changes=[AttributeChange(cluster, 0, "Note", "watched")]))
+        assert heard[-1] == backend.changes_since(0).number and heard == sorted(set(heard))
+
     def test_a_failing_batch_changes_nothing(self, backend):
         cluster, (proc,) = submitted(backend)
         fresh = new_cluster(backend)

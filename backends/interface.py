@@ -109,8 +109,11 @@ class Capability(enum.Enum):
     #: to tell (every job must then be taken as changed; 0 is always too old).  A job changed by a write the answer
     #: counts is readable as written (or gone) by the time the answer is given.  Called from the query pool while the
     #: backend writes: the gateway's worker processes keep a view of the jobs' literals and ask only what changed
-    #: (``gateway/workers/jobview.py``)
-    CHANGES = ("changes_since",)
+    #: (``gateway/workers/jobview.py``).  ``watch_changes(observer)`` calls ``observer(number)`` at once with the
+    #: number now, then with each new number, on the writer's thread, before the write returns (so before its caller
+    #: hears it is done), in the order of the numbers; the observer must be quick and must not raise: the workers
+    #: read the number it publishes to tell whether their view is current without asking the core
+    CHANGES = ("changes_since", "watch_changes")
 
     @property
     def methods(self) -> tuple[str, ...]:

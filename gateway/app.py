@@ -171,6 +171,8 @@ class Gateway:
         self.serve(self.schedd, self.collector, self.submissions,
                    DescribedSubmissions(self.schedd, config.staging_lifetime), Monitor(self))
         if self.workers is not None:
+            if self.schedd.job_views:  # the workers read whether their views are current from it
+                self.backend.watch_changes(self.workers.changes.publish)
             self.workers.start()
         limits = self.gate.limits
         log.info("serving at most {total} connections, {per_caller} per caller, the last {reserved} for root and "

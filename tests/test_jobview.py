@@ -8,16 +8,19 @@ import threading
 
 import classad2
 import pytest
-from twisted.internet.defer import succeed
+from twisted.internet.defer import fail, succeed
 
 from backends.evaluation import VIEW_LITERALS, literal_values, literals_ad, true_keys
 from backends.interface import ActionChange, AttributeChange, Batch, Changes, NewJob, revision
 from backends.local.store import ChangeLog, JobStore
 from gateway.core.auth import AccessPolicy, Authentication, Caller, HostList
-from gateway.core.queries import QueryRunner
+from gateway.core.queries import QueryRunner, QuerySettings
 from gateway.core.schedd import BirdbathSchedd, JobAdStructs, ViewAnswer
-from gateway.core.status import BirdbathError
-from gateway.workers.jobview import JobView
+from gateway.core.status import BirdbathError, StatusCode
+from gateway.core.transactions import TransactionRef
+from gateway.workers.changenumber import PublishedNumber
+from gateway.workers.jobview import JobView, ViewedSchedd
+from gateway.workers.wire import Codec
 from jobmodel.jobs import JobAction
 from tests.synchronous import run
 
@@ -132,7 +135,7 @@ def test_a_first_query_resets_the_view_with_every_jobs_literals(schedd):
     cluster = commit(schedd, 3)
     answer = run(schedd.get_job_ads_among(ALICE, None, f"ClusterId == {cluster} && ProcId > 0", [], 0))
     assert answer.reset and keys(answer.ads) == [(cluster, 1), (cluster, 2)]
-    assert sorted((c, p) for c, p, _ in answer.changes) == [(cluster, 0), (cluster, 1), (cluster, 2)]
+    assert sorted((c, p) for c, p, _, _ in answer.changes) == [(cluster, 0), (cluster, 1), (cluster, 2)]
     values = dict(zip(VIEW_LITERALS, answer.changes[0][2]))
     assert values["owner"] == "alice" and values["clusterid"] == cluster and values["jobstatus"] == 1
     assert answer.ads.now == run(schedd.get_job_ads(ALICE, None, "true")).now
@@ -149,8 +152,10 @@ def test_jobs_changed_since_the_views_number_are_evaluated_again_whatever_the_ca
     answer = run(schedd.get_job_ads_among(ALICE, None, "JobStatus == 5", [(cluster, 3)], first.number))
     assert not answer.reset and keys(answer.ads) == [(cluster, 1)]
     assert answer.number > first.number
-    assert sorted((c, p) for c, p, _ in answer.changes) == [(cluster, 1), (cluster, 2)]
-    assert dict(zip(VIEW_LITERALS, next(v for c, p, v in answer.changes if p == 1)))["jobstatus"] == 5
+    assert sorted((c, p) for c, p, _, _ in answer.changes) == [(cluster, 1), (cluster, 2)]
+    assert dict(zip(VIEW_LITERALS, next(v for c, p, v, _ in answer.changes if p == 1)))["jobstatus"] == 5
+    assert {(c, p): number for c, p, _, number in answer.changes} == {
+        key: revision(schedd.backend.get_job(*key)).number for key in ((cluster, 1), (cluster, 2))}
 
 
 def test_a_job_that_left_is_not_answered_and_leaves_the_view(schedd):
@@ -159,7 +164,7 @@ def test_a_job_that_left_is_not_answered_and_leaves_the_view(schedd):
     schedd.backend._queue.store.apply({}, archived=[(cluster, 0)])  # (as the queue archives a finished job)
     answer = run(schedd.get_job_ads_among(ALICE, None, "true", [(cluster, 0), (cluster, 1)], first.number))
     assert keys(answer.ads) == [(cluster, 1)]
-    assert answer.changes == [[cluster, 0, None]]
+    assert answer.changes == [[cluster, 0, None, 0]]
 
 
 def test_the_checks_and_failures_are_get_job_ads_ones(schedd):
@@ -175,7 +180,10 @@ def test_the_checks_and_failures_are_get_job_ads_ones(schedd):
 
 # -- the view -----------------------------------------------------------------------------------------------------
 def update(number: int, reset: bool, *changes: list) -> ViewAnswer:
-    return ViewAnswer(JobAdStructs([], 0), number, reset, list(changes))
+    """A view's update; a job's revision number, when a change does not give it, is the update's number."""
+    return ViewAnswer(JobAdStructs([], 0), number, reset,
+                      [change if len(change) == 4 else [*change, 0 if change[2] is None else number]
+                       for change in changes])
 
 
 def test_the_view_takes_in_newer_updates_only_and_starts_again_at_a_reset():
@@ -229,32 +237,140 @@ def test_a_simple_constraint_evaluates_on_the_literals_as_on_the_whole_ad():
             [((ad["ClusterId"], ad["ProcId"]), ad) for ad in whole], constraint, 30), text
 
 
-def test_a_workers_schedd_asks_the_core_over_its_view_only_for_simple_constraints():
+class CoreOverCodecs:
+    """A worker's link to a core in this process: each call runs the core's method, and its answer crosses through
+    the core's and the worker's codecs as over the link (the worker's table of received ads fills as the real one
+    does)."""
+
+    alive = True
+
+    def __init__(self, core: BirdbathSchedd | None = None) -> None:
+        self.core = core
+        self.codec, self._core_codec = Codec(), Codec()
+        self.calls: list[tuple[str, tuple]] = []
+
+    def call(self, service: str, method: str, *args: object):
+        self.calls.append((method, args))
+        try:
+            value = run(getattr(self.core, method)(*args))
+        except Exception:  # noqa: BLE001 - the call's answer, as over the link
+            return fail()
+        return succeed(self.codec.decode(self._core_codec.encode(value)))
+
+    def methods(self) -> list[str]:
+        return [method for method, _ in self.calls]
+
+
+def viewed(link: CoreOverCodecs, policy: AccessPolicy | None = None,
+           published: PublishedNumber | None = None) -> ViewedSchedd:
+    """A worker's schedd over ``link``, its evaluations on this thread (the tests run no reactor)."""
     from twisted.internet import reactor
 
-    from gateway.core.queries import QuerySettings
-    from gateway.workers.jobview import ViewedSchedd
+    return ViewedSchedd(link, "schedd", reactor, QuerySettings(), policy or AccessPolicy(), published,
+                        call_in_thread=lambda function, *args: succeed(function(*args)))
 
-    asked: list[tuple[str, tuple]] = []
-    view = literal_values(job(7, 0))
 
-    class Link:
-        def call(self, service: str, method: str, *args: object):
-            asked.append((method, args[3:]))
-            if method == "get_job_ads":
-                return succeed(JobAdStructs([], 0))
-            return succeed(update(3, True, [7, 0, view]))
-
-    schedd = ViewedSchedd(Link(), "schedd", reactor, QuerySettings())
-    # (evaluated on this thread: the test runs no reactor)
-    schedd._evaluate = lambda constraint: succeed(schedd.view.matching(constraint, 30))
-    run(schedd.get_job_ads(ALICE, None, "ClusterId == 7"))
-    assert asked.pop() == ("get_job_ads", ())  # without the backend's change feed: the core answers
-    schedd.set_constants({"job_views": True})
-    run(schedd.get_job_ads(ALICE, None, "ClusterId == 7"))
-    assert asked.pop() == ("get_job_ads_among", ([], 0)) and schedd.view.number == 3
-    run(schedd.get_job_ads(ALICE, None, "ClusterId == 7"))
-    assert asked.pop() == ("get_job_ads_among", ([(7, 0)], 3))
+def test_a_workers_schedd_asks_the_core_over_its_view_only_for_simple_constraints(schedd):
+    cluster = commit(schedd, 1)
+    link = CoreOverCodecs(schedd)
+    worker = viewed(link)
+    run(worker.get_job_ads(ALICE, None, f"ClusterId == {cluster}"))
+    assert link.methods() == ["get_job_ads"]  # without the backend's change feed: the core answers
+    worker.set_constants({"job_views": True})
+    run(worker.get_job_ads(ALICE, None, f"ClusterId == {cluster}"))
+    assert link.calls.pop()[1][3:] == ([], 0) and worker.view.number > 0
+    run(worker.get_job_ads(ALICE, None, f"ClusterId == {cluster}"))  # (no number published: never current)
+    assert link.calls.pop()[1][3:] == ([(cluster, 0)], worker.view.number)
     for text in ('regexp("x", Cmd)', "Cmd == 1", "", None, "ClusterId == " + "(" * 2000 + "1" + ")" * 2000):
-        run(schedd.get_job_ads(ALICE, None, text))
-        assert asked.pop() == ("get_job_ads", ()), text
+        link.calls.clear()
+        if text and text.startswith("ClusterId"):
+            with pytest.raises(BirdbathError, match="Query failed"):
+                run(worker.get_job_ads(ALICE, None, text))
+        else:
+            run(worker.get_job_ads(ALICE, None, text))
+        assert link.methods() == ["get_job_ads"], text
+
+
+BOB = Caller("127.0.0.1", "bob", Authentication.SOCKET)
+
+
+@pytest.fixture
+def published(schedd):
+    """The backend's change number, published as the core publishes it to its workers."""
+    number = PublishedNumber.create()
+    schedd.backend.watch_changes(number.publish)
+    return number
+
+
+def test_a_current_view_answers_reads_in_the_worker_and_a_change_sends_them_to_the_core(schedd, published):
+    cluster = commit(schedd, 3)
+    link = CoreOverCodecs(schedd)
+    worker = viewed(link, schedd.policy, published)
+    worker.set_constants({"job_views": True})
+    constraint = f"ClusterId == {cluster} && ProcId > 0"
+    first = run(worker.get_job_ads(ALICE, None, constraint))
+    assert link.methods() == ["get_job_ads_among"] and keys(first) == [(cluster, 1), (cluster, 2)]
+    assert worker.current()
+    again = run(worker.get_job_ads(ALICE, None, constraint))  # from the view and the ads held: nothing crosses
+    one = run(worker.get_job_ad(ALICE, None, cluster, 1))
+    assert link.methods() == ["get_job_ads_among"]
+    assert [str(ad) for ad in again.ads] == [str(ad) for ad in first.ads] and one.ad is again.ads[0]
+    for reader in (worker, schedd):  # the owner check, in the worker as in the core
+        with pytest.raises(BirdbathError, match="Not job owner"):
+            run(reader.get_job_ad(BOB, None, cluster, 1))
+    assert link.methods() == ["get_job_ads_among"]
+    run(worker.get_job_ad(ALICE, None, cluster, 0))  # an ad the worker does not hold crosses once
+    run(worker.get_job_ad(ALICE, None, cluster, 0))
+    assert link.methods() == ["get_job_ads_among", "get_job_ad"]
+
+    schedd.backend.commit(Batch(changes=[ActionChange(JobAction.HOLD, cluster, 1, "held", False)]))
+    assert not worker.current()  # the next reads cross; a getJobAd asks for the view's update too
+    assert run(worker.get_job_ad(ALICE, None, cluster, 1)).ad["JobStatus"] == 5
+    assert link.methods()[2:] == ["view_since", "get_job_ad"] and worker.current()
+    assert run(worker.get_job_ad(ALICE, None, cluster, 1)).ad["JobStatus"] == 5
+    assert keys(run(worker.get_job_ads(ALICE, None, "JobStatus == 5"))) == [(cluster, 1)]
+    assert len(link.calls) == 4
+
+    transaction = run(schedd.begin_transaction(ALICE, 60))  # in a transaction, the core answers
+    ref = TransactionRef(transaction.id, 60)
+    run(worker.get_job_ad(ALICE, ref, cluster, 1))
+    run(worker.get_job_ads(ALICE, ref, constraint))
+    assert link.methods()[4:] == ["get_job_ad", "get_job_ads_among"]
+    with pytest.raises(BirdbathError) as unknown:  # a job not in the view: the core answers it unknown
+        run(worker.get_job_ad(ALICE, None, cluster + 100, 0))
+    assert unknown.value.status.code is StatusCode.UNKNOWNJOB and link.methods()[-1] == "get_job_ad"
+
+
+def test_a_read_the_view_cannot_answer_whole_crosses(schedd, published):
+    """A job whose literal is an expression, or an ad held at another revision than the view's: the core answers."""
+    cluster = commit(schedd, 2)
+    link = CoreOverCodecs(schedd)
+    worker = viewed(link, schedd.policy, published)
+    worker.set_constants({"job_views": True})
+    run(worker.get_job_ads(ALICE, None, "ProcId >= 0"))
+    schedd.backend.commit(Batch(changes=[AttributeChange(cluster, 1, "Note", "newer")]))
+    worker._refresh()  # the view at the new revision; the ad held at the one before
+    assert worker.current() and link.methods() == ["get_job_ads_among", "view_since"]
+    assert [ad.get("Note") for ad in run(worker.get_job_ads(ALICE, None, "ProcId >= 0")).ads] == [None, "newer"]
+    assert link.methods()[2:] == ["get_job_ads_among"]
+    assert run(worker.get_job_ad(ALICE, None, cluster, 1)).ad["Note"] == "newer"  # held now
+    schedd.backend.commit(Batch(changes=[AttributeChange(cluster, 0, "JobStatus", classad2.ExprTree("1 + 1"))]))
+    assert [len(run(worker.get_job_ads(ALICE, None, "JobStatus == 2")).ads) for _ in range(2)] == [1, 1]
+    assert worker.view.irregular == {(cluster, 0)} and worker.current()
+    assert link.methods()[3:] == ["get_job_ads_among", "get_job_ads_among"]
+
+
+def test_a_denied_caller_is_denied_in_the_worker_as_in_the_core(schedd, published):
+    commit(schedd, 1)
+    link = CoreOverCodecs(schedd)
+    worker = viewed(link, schedd.policy, published)
+    worker.set_constants({"job_views": True})
+    run(worker.get_job_ads(ALICE, None, "ProcId >= 0"))
+    stranger = Caller("192.0.2.9", "alice", Authentication.SOCKET)
+    schedd.policy = worker._policy = AccessPolicy(allow_read=HostList(["127.0.0.1"]),
+                                                  allow_write=HostList(["127.0.0.1"]))
+    for read in (lambda: worker.get_job_ads(stranger, None, "ProcId >= 0"),
+                 lambda: worker.get_job_ad(stranger, None, 1, 0)):
+        with pytest.raises(BirdbathError, match="Permission denied"):
+            run(read())
+    assert link.methods() == ["get_job_ads_among"]

@@ -229,6 +229,9 @@ class LocalBackend:
     def changes_since(self, number: int) -> Changes:
         return self._queue.changes_since(number)
 
+    def watch_changes(self, observer: Callable[[int], None]) -> None:
+        self._queue.watch_changes(observer)
+
     def reschedule(self) -> None:
         self.serially(self._queue.reschedule)
 

@@ -250,6 +250,9 @@ class JobQueue:
     def changes_since(self, number: int) -> Changes:
         return self.store.changes_since(number)
 
+    def watch_changes(self, observer: Callable[[int], None]) -> None:
+        self.store.watch_changes(observer)
+
     def job_in_memory(self, cluster: int, proc: int) -> classad2.ClassAd | None:
         key = cluster, proc
         return self.store.get(key) if self.store.in_memory(key) else None

@@ -194,6 +194,10 @@ class JobStore:
         """The store's change number and the jobs written or gone after ``number`` (:meth:`ChangeLog.since`)."""
         return self.changes.since(number)
 
+    def watch_changes(self, observer: Callable[[int], None]) -> None:
+        """``observer`` hears the change number now and each new one (:meth:`ChangeLog.watch`)."""
+        self.changes.watch(observer)
+
     def keys_in_cluster(self, cluster: int) -> list[JobKey]:
         return sorted(key for key in self._jobs if key[0] == cluster)
 
@@ -380,6 +384,14 @@ class ChangeLog:
         self._known_after = 1
         self._entries: deque[tuple[int, JobKey]] = deque()
         self._lock = threading.Lock()
+        self._observers: list[Callable[[int], None]] = []
+
+    def watch(self, observer: Callable[[int], None]) -> None:
+        """Call ``observer`` with the number now, then with each new one as it is recorded (under the log's lock, so
+        in order: a number an observer heard is never followed by a smaller one)."""
+        with self._lock:
+            self._observers.append(observer)
+            observer(self.number)
 
     def record(self, keys: Iterable[JobKey]) -> int:
         """Number a write that changed ``keys`` (those it wrote and those that left); returns its number.  The
@@ -392,6 +404,8 @@ class ChangeLog:
                     self._known_after = entries.popleft()[0]
                 entries.append((number, key))
             self.number = number
+            for observer in self._observers:
+                observer(number)
             return number
 
     def since(self, number: int) -> Changes:

@@ -91,7 +91,9 @@ class ViewAnswer:
     """get_job_ads_among's answer: the matching ads, and what brings the asking worker's view of the jobs up to date
     (``gateway/workers/jobview.py``): the backend's change number the view then reflects, and for each job changed
     since the view's number (every job when ``reset``: the view starts again from these) ``[cluster, proc,
-    values]``, its ``backends.evaluation.literal_values`` read after that number, or None when it left the queue."""
+    values, revision]``: its ``backends.evaluation.literal_values`` and the number of the revision they were read
+    from (``backends.interface.Revision``), read after that number; ``[cluster, proc, None, 0]`` when it left the
+    queue."""
 
     ads: JobAdStructs
     number: int
@@ -104,6 +106,21 @@ T = TypeVar("T")
 
 #: stub_prefix step 5's answer when a caller acts on a committed job of an owner it may not use
 NOT_JOB_OWNER = "Not job owner"
+
+
+def readable_job(policy: AccessPolicy, caller: Caller, ad: classad2.ClassAd | None) -> classad2.ClassAd | None:
+    """stub_prefix step 5 for a job read or acted on: the ad (or None for no job) once the caller may act on its
+    owner, else ``FAIL "Not job owner"`` (the core's check, and a worker's answering getJobAd from its view)."""
+    if ad is not None and not policy.may_act(caller, ad.get("Owner")):
+        raise BirdbathError.fail(NOT_JOB_OWNER)
+    return ad
+
+
+def view_rows(current: Iterable[tuple[JobKey, classad2.ClassAd | None]]) -> list[list[Any]]:
+    """A view's update (:attr:`ViewAnswer.changes`) for jobs and their current ads (None: gone)."""
+    return [[*key, None, 0] if ad is None
+            else [*key, evaluation.literal_values(ad), revision(ad).number]  # type: ignore[union-attr]
+            for key, ad in current]
 
 
 @dataclass(frozen=True)
@@ -156,9 +173,7 @@ class BirdbathSchedd:
         return self._may_act(caller, self.backend.get_job(cluster, proc))
 
     def _may_act(self, caller: Caller, ad: classad2.ClassAd | None) -> classad2.ClassAd | None:
-        if ad is not None and not self.policy.may_act(caller, ad.get("Owner")):
-            raise BirdbathError.fail(NOT_JOB_OWNER)
-        return ad
+        return readable_job(self.policy, caller, ad)
 
     async def _owned_job(self, caller: Caller, cluster: int, proc: int,
                          lane: CallInThread | None = None) -> classad2.ClassAd | None:
@@ -441,16 +456,31 @@ class BirdbathSchedd:
                budget: float) -> tuple[int, bool, list[classad2.ClassAd], list[list[Any]]]:
         """On the query pool: what changed since ``seen`` is asked first, so every job read after it is at least as
         new as the number answered (the backend publishes a change before counting it)."""
-        changes = self.backend.changes_since(seen) if self.job_views else Changes(0, None)
+        changes = self._changes_since(seen)
         if changes.keys is None:
-            every = self.backend.query(None)
-            return (changes.number, True, self.backend.query(constraint, budget=budget),
-                    [[*revision(ad).key, evaluation.literal_values(ad)] for ad in every])  # type: ignore[union-attr]
+            return changes.number, True, self.backend.query(constraint, budget=budget), self._every_row()
         current = [(key, self.backend.get_job(*key)) for key in sorted(changes.keys.union(candidates))]
         ads = evaluation.filtered([ad for _, ad in current if ad is not None], constraint, budget)
-        update = [[*key, None if ad is None else evaluation.literal_values(ad)]
-                  for key, ad in current if key in changes.keys]
-        return changes.number, False, ads, update
+        return changes.number, False, ads, view_rows((key, ad) for key, ad in current if key in changes.keys)
+
+    def _changes_since(self, seen: int) -> Changes:
+        return self.backend.changes_since(seen) if self.job_views else Changes(0, None)
+
+    def _every_row(self) -> list[list[Any]]:
+        return view_rows((revision(ad).key, ad) for ad in self.backend.query(None))  # type: ignore[union-attr]
+
+    async def view_since(self, seen: int) -> ViewAnswer:
+        """A worker's view brought up to date from change number ``seen``, without a query (no ads): asked when the
+        worker finds its view behind the number the core publishes (``gateway/workers/changenumber.py``), so that
+        its next reads are answered from the view.  Not a client's operation: it takes no caller's turn."""
+        number, reset, rows = await self.queries.read(self._view_since, seen)
+        return ViewAnswer(JobAdStructs([], self._now()), number, reset, rows)
+
+    def _view_since(self, seen: int) -> tuple[int, bool, list[list[Any]]]:
+        changes = self._changes_since(seen)
+        if changes.keys is None:
+            return changes.number, True, self._every_row()
+        return changes.number, False, view_rows((key, self.backend.get_job(*key)) for key in sorted(changes.keys))
 
     async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> JobAdStruct:
         self._enter(caller, ref, Permission.READ, required=False)

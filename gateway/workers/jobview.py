@@ -29,39 +29,65 @@ newer): such a job changed after ``N`` and is in the next query's change set.  A
 (several queries at once): an update applies only when its number is above the view's, and each update carries every
 change since the ``seen`` it was asked with, which is at most the view's number when it arrives.
 
+Reads answered without the core: the core publishes the backend's change number in shared memory
+(``gateway/workers/changenumber.py``), written before each write returns.  A worker whose view is at that number
+knows that no job changed since its view was read; the view also holds each job's revision (the number of the ad its
+literals were read from), and the worker's link keeps the ads the core sent it, stamped with theirs
+(``wire.Codec.held``).  So outside a transaction, when the view is current, getJobAds with a simple constraint is
+answered from the view's evaluation and the ads held at the view's revisions, and getJobAd from the ad held at the
+job's revision, with the core's checks (READ, then the owner check, ``readable_job``): nothing crosses.  Exact for
+the same reasons as above: every write that ended before the read began was published before it ended, so a view at
+the published number is at least as new as every such write (a job whose literals were read while a write was
+counted may be newer, which a concurrent read may see).  When a job's ad is not held at its revision, a job's
+literal is an expression, or the view is behind, the read crosses as before; getJobAd finding the view behind also
+asks the core for the view's update in the background (``BirdbathSchedd.view_since``, one at a time), so that the
+next reads need not cross while the queue stays as it is.  A poll of a quiet queue, the load monitors make, costs
+the core nothing.  Evaluations over the view take the caller's turns (``max_queries_per_caller``) in this worker.
+
 A constraint that is not simple, or a backend without ``Capability.CHANGES`` (``BirdbathSchedd.job_views``, sent
 with the link's constants), goes to the core's ``get_job_ads`` as before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import classad2
 from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionLost
 from twisted.internet.threads import deferToThreadPool
+from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from backends import evaluation, literals
-from backends.interface import JobKey, QueryFailed
+from backends.interface import JobKey, QueryFailed, revision
 from backends.literals import LiteralIndex
-from gateway.core.auth import Caller
-from gateway.core.queries import QuerySettings, client_constraint
-from gateway.core.schedd import JobAdStructs, ViewAnswer
+from gateway.core.adstruct import JobAdStruct
+from gateway.core.auth import AccessPolicy, Caller, Permission
+from gateway.core.queries import QueryRunner, QuerySettings, client_constraint
+from gateway.core.schedd import JobAdStructs, ViewAnswer, readable_job
 from gateway.core.status import BirdbathError
 from gateway.core.transactions import TransactionRef
+from gateway.workers.changenumber import PublishedNumber
 from gateway.workers.link import CallingLink, RemoteObject
 from jobmodel.expressions import ExpressionRefused
 
+log = Logger(namespace="birdbath.workers")
+
 
 class JobView:
-    """Job key -> the ClassAd of the job's literals, as of change number :attr:`number` of the backend; and the
-    jobs whose literals are not all literals (always candidates).  Replaced entries are new objects, never changed
-    in place, so a thread evaluating the table (:meth:`matching`) reads consistent ads."""
+    """Job key -> the ClassAd of the job's literals, as of change number :attr:`number` of the backend, and the
+    number of the revision they were read from; and the jobs whose literals are not all literals (always
+    candidates).  Replaced entries are new objects, never changed in place, so a thread evaluating the table
+    (:meth:`matching`) reads consistent ads."""
 
     def __init__(self) -> None:
         self.number = 0
         self.ads: dict[JobKey, classad2.ClassAd] = {}
         self.irregular: set[JobKey] = set()
+        #: every job's revision number (``backends.interface.Revision``): its ad as the view knows it
+        self.revisions: dict[JobKey, int] = {}
         #: the view's jobs grouped by value, as the local store groups its own (``backends.literals``): a constraint
         #: over a literal many jobs share is evaluated once per value here too
         self.groups = LiteralIndex()
@@ -87,8 +113,8 @@ class JobView:
         if answer.number <= self.number:
             return False
         if answer.reset:
-            self.ads, self.irregular, self.groups = {}, set(), LiteralIndex()
-        for cluster, proc, values in answer.changes:
+            self.ads, self.irregular, self.groups, self.revisions = {}, set(), LiteralIndex(), {}
+        for cluster, proc, values, number in answer.changes:
             key = (cluster, proc)
             ad = None if values is None else evaluation.literals_ad(values)
             old = self.ads.pop(key, None) if ad is None else self.ads.get(key)
@@ -99,44 +125,101 @@ class JobView:
                 self.irregular.add(key)
             else:
                 self.irregular.discard(key)
+            if values is None:
+                self.revisions.pop(key, None)
+            else:
+                self.revisions[key] = number
         self.number = answer.number
         return True
 
 
 class ViewedSchedd(RemoteObject):
     """The core's ``schedd`` as a worker's front ends see it: every call crosses to the core
-    (:class:`~gateway.workers.link.RemoteObject`), getJobAds with a simple constraint through this worker's
-    :class:`JobView`."""
+    (:class:`~gateway.workers.link.RemoteObject`), but getJobAds with a simple constraint goes through this worker's
+    :class:`JobView`, and getJobAd and such getJobAds are answered here while the view is current."""
 
     #: sent by the core at link time (``link.CONSTANTS``): whether its backend tells what changed
     job_views: bool = False
 
-    def __init__(self, link: CallingLink, service: str, reactor: Any, settings: QuerySettings) -> None:
+    def __init__(self, link: CallingLink, service: str, reactor: Any, settings: QuerySettings, policy: AccessPolicy,
+                 published: PublishedNumber | None = None, *,
+                 call_in_thread: Callable[..., Deferred[Any]] | None = None) -> None:
         super().__init__(link, service)
         self.view = JobView()
         self._reactor = reactor
         self._settings = settings
+        self._policy = policy
+        self._published = published
+        #: the callers' turns for evaluations over the view (``max_queries_per_caller`` each, in this worker)
+        self._queries = QueryRunner(call_in_thread or self._on_thread, settings)
+        self._refreshing = False
+
+    def current(self) -> bool:
+        """Whether the view is at the change number the core publishes: no job changed since it was read."""
+        number = self.view.number
+        return number > 0 and self._published is not None and self._published.value == number
+
+    async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> JobAdStruct:
+        if ref is None and self.job_views:
+            if not self.current():
+                self._refresh()
+            else:
+                ad = self._held((cluster, proc))
+                if ad is not None:
+                    self._policy.check(caller, Permission.READ)
+                    return JobAdStruct(readable_job(self._policy, caller, ad), self._now())
+        return await self._link.call(self._service, "get_job_ad", caller, ref, cluster, proc)
 
     async def get_job_ads(self, caller: Caller, ref: TransactionRef | None, constraint: str | None) -> JobAdStructs:
         parsed = self._simple(constraint)
         if parsed is None:
             return await self._link.call(self._service, "get_job_ads", caller, ref, constraint)
+        if ref is None:  # (in a transaction, the core checks the transaction first)
+            self._policy.check(caller, Permission.READ)
         seen, irregular = self.view.number, list(self.view.irregular)
         try:
-            found = await self._evaluate(parsed)
+            found = await self._queries.run(caller, self.view.matching, parsed)
         except QueryFailed as exc:
             raise BirdbathError.fail(f"Query failed: {exc}") from None
+        if ref is None and not irregular and self.view.number == seen and self.current():
+            ads = [self._held(key) for key in sorted(found)]
+            if not any(ad is None for ad in ads):
+                return JobAdStructs(ads, self._now())  # type: ignore[arg-type]
         answer: ViewAnswer = await self._link.call(self._service, "get_job_ads_among", caller, ref, constraint,
                                                    [*found, *irregular], seen)
         self.view.update(answer)
         return answer.ads
 
-    def _evaluate(self, constraint: classad2.ExprTree) -> Deferred[list[JobKey]]:
-        """The keys of the jobs ``constraint`` is true for (:meth:`JobView.matching`), on the reactor's thread pool
-        within the query budget: a large view takes milliseconds, which the worker's other connections need not wait
-        for."""
-        return deferToThreadPool(self._reactor, self._reactor.getThreadPool(), self.view.matching, constraint,
-                                 self._settings.budget)
+    def _held(self, key: JobKey) -> classad2.ClassAd | None:
+        """The job's ad at the revision the view has for it, when this worker's link holds it."""
+        ad = self._link.codec.held(key)
+        held = None if ad is None else revision(ad)
+        return ad if held is not None and held.number == self.view.revisions.get(key) else None
+
+    def _refresh(self) -> None:
+        """Ask the core for the view's update (``view_since``), unless that is under way; the reads go on as they
+        are meanwhile."""
+        if self._refreshing or not self._link.alive:
+            return
+        self._refreshing = True
+
+        def done(result: Any) -> None:
+            self._refreshing = False
+            if isinstance(result, Failure):
+                if not result.check(ConnectionLost):
+                    log.failure("bringing the worker's view of the jobs up to date", result)
+            else:
+                self.view.update(result)
+
+        self._link.call(self._service, "view_since", self.view.number).addBoth(done)
+
+    def _now(self) -> int:
+        return int(self._reactor.seconds())
+
+    def _on_thread(self, function: Callable[..., Any], *args: Any) -> Deferred[Any]:
+        """Evaluations over the view run on the reactor's thread pool (unless ``call_in_thread`` says otherwise): a
+        large view takes milliseconds, which the worker's other connections need not wait for."""
+        return deferToThreadPool(self._reactor, self._reactor.getThreadPool(), function, *args)
 
     def _simple(self, constraint: str | None) -> classad2.ExprTree | None:
         """The constraint parsed as the core parses it, when the view can evaluate it; None otherwise (the core

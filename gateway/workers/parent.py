@@ -27,6 +27,7 @@ from twisted.python.failure import Failure
 
 from gateway.monitoring.events import RequestTally
 from gateway.monitoring.processes import WorkerFigures
+from gateway.workers.changenumber import PublishedNumber
 from gateway.workers.link import CoreCalls, Link, Message
 from gateway.workers.wire import error_fields
 
@@ -170,10 +171,11 @@ class Worker(ProcessProtocol):
         try:
             self.link = CoreLink(self)
             reactor.adoptStreamConnection(ours.fileno(), socket.AF_UNIX, Factory.forProtocol(lambda: self.link))
-            command = [sys.executable, "-m", "gateway.workers.worker", "--link-fd", "3", "--index", str(self.index),
-                       "--", *self.pool.command_line]
+            command = [sys.executable, "-m", "gateway.workers.worker", "--link-fd", "3", "--changes-fd", "4",
+                       "--index", str(self.index), "--", *self.pool.command_line]
             process = reactor.spawnProcess(self, sys.executable, command, env=os.environ.copy(),
-                                           childFDs={1: 1, 2: 2, 3: theirs.fileno()})
+                                           childFDs={1: 1, 2: 2, 3: theirs.fileno(),
+                                                     4: self.pool.changes.descriptor})
             self.pid = process.pid
             self.started = reactor.seconds()
         finally:
@@ -204,6 +206,8 @@ class WorkerPool:
         self._failures = [0] * count
         #: the requests counted by workers that have ended, as they last said (so that the sums never go back)
         self.retired = RequestTally()
+        #: the backend's change number, published to the workers (the gateway has the backend write it)
+        self.changes = PublishedNumber.create()
 
     def factory(self, front: Front) -> HandOffFactory:
         return HandOffFactory(self, front)

@@ -235,6 +235,11 @@ class Codec:
             self.sent.clear()
             raise
 
+    def held(self, key: JobKey) -> classad2.ClassAd | None:
+        """The job's ad this end last received, stamped, for a read of this process's own: the table's order is
+        left as it is (only the link's messages move it, the same way at both ends)."""
+        return self.received.get(key)
+
     def forget(self) -> None:
         """The other end emptied its table of sent ads (a message failed to encode there): empty ours of received
         ones, before reading what it sent after."""

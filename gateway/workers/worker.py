@@ -4,7 +4,8 @@ else (:mod:`gateway.workers.link`).
 
 It reads the gateway's configuration from the same command line as the core (``--`` then the gateway's flags) and
 ends when its link ends: the core is gone, and with it the gateway.  Started by :mod:`gateway.workers.parent`:
-``python -m gateway.workers.worker --link-fd 3 --index N -- <the gateway's flags>``.
+``python -m gateway.workers.worker --link-fd 3 --changes-fd 4 --index N -- <the gateway's flags>``, descriptor 4
+the page where the core publishes the backend's change number (:mod:`gateway.workers.changenumber`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from zope.interface import implementer
 from gateway.identity.peers import PeerOwner
 from gateway.monitoring.events import RequestCounter
 from gateway.monitoring.processes import own_figures
+from gateway.workers.changenumber import PublishedNumber
 from gateway.workers.jobview import ViewedSchedd
 from gateway.workers.link import CallingLink, Message, RemoteObject
 from gateway.workers.parent import Front
@@ -124,7 +126,7 @@ class RemoteMonitor:
         """Nothing of its own to stop."""
 
 
-def serve(reactor: Any, link_fd: int, index: int, argv: list[str]) -> None:
+def serve(reactor: Any, link_fd: int, index: int, argv: list[str], published: PublishedNumber | None = None) -> None:
     from gateway import logging, memory
     from gateway.app import Gateway
     from gateway.cli import configure, parse_args
@@ -135,7 +137,8 @@ def serve(reactor: Any, link_fd: int, index: int, argv: list[str]) -> None:
     gateway = Gateway(config, reactor)
     link = WorkerLink(reactor, {}, index)
     services = link.services
-    services["schedd"] = ViewedSchedd(link, "schedd", reactor, config.query_settings())  # (before the constants)
+    services["schedd"] = ViewedSchedd(link, "schedd", reactor, config.query_settings(), config.policy(),
+                                      published)  # (before the constants)
     if gateway.identification.throttle is not None:  # failed logins are counted by the core, across workers
         gateway.identification.throttle = services["throttle"]
     gateway.serve(services["schedd"], services["collector"], services["submissions"], services["described"],
@@ -155,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gateway.workers.worker")
     parser.add_argument("--link-fd", type=int, required=True)
     parser.add_argument("--index", type=int, required=True)
+    parser.add_argument("--changes-fd", type=int)
     parser.add_argument("gateway_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
@@ -165,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def start() -> None:
         try:
-            serve(reactor, args.link_fd, args.index, gateway_args)
+            published = None if args.changes_fd is None else PublishedNumber.attach(args.changes_fd)
+            serve(reactor, args.link_fd, args.index, gateway_args, published)
         except BaseException as exc:  # noqa: BLE001 - said on stderr; the core starts another
             failed.append(exc)
             reactor.stop()
