@@ -19,6 +19,7 @@ from gateway.core.schedd import BirdbathSchedd, JobAdStructs, ViewAnswer
 from gateway.core.status import BirdbathError, StatusCode
 from gateway.core.transactions import TransactionRef
 from gateway.workers.changenumber import PublishedNumber
+from gateway.workers import jobview
 from gateway.workers.jobview import JobView, ViewedSchedd
 from gateway.workers.wire import Codec
 from jobmodel.jobs import JobAction
@@ -374,3 +375,30 @@ def test_a_denied_caller_is_denied_in_the_worker_as_in_the_core(schedd, publishe
         with pytest.raises(BirdbathError, match="Permission denied"):
             run(read())
     assert link.methods() == ["get_job_ads_among"]
+
+
+def test_a_constraint_polled_again_over_an_unchanged_view_is_not_evaluated_again(schedd, published):
+    cluster = commit(schedd, 3)
+    link = CoreOverCodecs(schedd)
+    evaluated: list[object] = []
+
+    def call_in_thread(function, *args):
+        evaluated.append(args[0])
+        return succeed(function(*args))
+
+    worker = ViewedSchedd(link, "schedd", schedd._clock, QuerySettings(), schedd.policy, published,
+                          call_in_thread=call_in_thread)
+    worker.set_constants({"job_views": True})
+    constraint = f"ClusterId == {cluster} && ProcId > 0"
+    # (the first evaluation is over the empty view, which the core's answer resets)
+    answers = [keys(run(worker.get_job_ads(ALICE, None, constraint))) for _ in range(4)]
+    assert answers == [[(cluster, 1), (cluster, 2)]] * 4 and len(evaluated) == 2
+    assert keys(run(worker.get_job_ads(ALICE, None, "ProcId == 0"))) == [(cluster, 0)] and len(evaluated) == 3
+    schedd.backend.commit(Batch(changes=[AttributeChange(cluster, 0, "Note", "x")]))  # (any change: a new number)
+    # the view is behind: what it found at its number are the candidates, the core answers and updates the view
+    assert keys(run(worker.get_job_ads(ALICE, None, constraint))) == [(cluster, 1), (cluster, 2)]
+    assert len(evaluated) == 3 and worker.view.answers == {}
+    assert keys(run(worker.get_job_ads(ALICE, None, "ProcId == 0"))) == [(cluster, 0)] and len(evaluated) == 4
+    for text in range(40):  # a bounded number of them
+        run(worker.get_job_ads(ALICE, None, f"ProcId == {text}"))
+    assert len(worker.view.answers) == jobview.REMEMBERED
