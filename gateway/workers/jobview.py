@@ -43,7 +43,7 @@ literal is an expression, or the view is behind, the read crosses as before; get
 asks the core for the view's update in the background (``BirdbathSchedd.view_since``, one at a time), so that the
 next reads need not cross while the queue stays as it is.  A poll of a quiet queue, the load monitors make, costs
 the core nothing.  Evaluations over the view take the caller's turns (``max_queries_per_caller``) in this worker,
-and the view keeps the keys each constraint was found true for until its next update (``JobView.answers``): the same
+and the view keeps the keys each constraint was found true for at its number (``JobView.answers``): the same
 constraint polled again over a quiet queue is not evaluated again.
 
 A constraint that is not simple, or a backend without ``Capability.CHANGES`` (``BirdbathSchedd.job_views``, sent
@@ -78,9 +78,34 @@ from jobmodel.expressions import ExpressionRefused
 log = Logger(namespace="birdbath.workers")
 
 
-#: the constraints whose answers a view keeps while it stays at its number (each a list of keys: a constraint true
-#: for every job of 100,000 keeps 0.8 MB)
+#: the constraints a view remembers its answers of (an answer of every job of 100,000 is a list of 0.8 MB)
 REMEMBERED = 32
+
+
+class RememberedAnswers:
+    """Constraint text -> (the view's number, the keys found true at that number); the oldest constraint goes beyond
+    ``capacity``.  Only for simple constraints: they call no function and read literals only, so over a view that did
+    not change they are true for the same jobs (a constraint calling ``time()`` would not be)."""
+
+    def __init__(self, capacity: int = REMEMBERED) -> None:
+        self.capacity = capacity
+        self._answers: dict[str, tuple[int, list[JobKey]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+    def get(self, constraint: str, number: int) -> list[JobKey] | None:
+        """The keys ``constraint`` was found true for at the view's number ``number``; None if not at that number."""
+        kept = self._answers.get(constraint)
+        return kept[1] if kept is not None and kept[0] == number else None
+
+    def put(self, constraint: str, number: int, found: list[JobKey]) -> None:
+        """(On the reactor's thread, as every change of the view.)"""
+        answers = self._answers
+        answers.pop(constraint, None)
+        if len(answers) >= self.capacity:
+            del answers[next(iter(answers))]
+        answers[constraint] = (number, found)
 
 
 class JobView:
@@ -98,9 +123,9 @@ class JobView:
         #: the view's jobs grouped by value, as the local store groups its own (``backends.literals``): a constraint
         #: over a literal many jobs share is evaluated once per value here too
         self.groups = LiteralIndex()
-        #: constraint text -> the keys :meth:`matching` found for it at this number (emptied by every update): a
-        #: monitor polling the same constraint over a quiet queue costs no evaluation at all
-        self.answers: dict[str, list[JobKey]] = {}
+        #: constraint text -> the keys :meth:`matching` found for it, at the view's number: a monitor polling the same
+        #: constraint over a quiet queue costs no evaluation at all
+        self.answers = RememberedAnswers()
 
     def matching(self, constraint: classad2.ExprTree, budget: float) -> list[JobKey]:
         """The keys of the jobs a simple ``constraint`` is true for (on a thread, while the reactor may update the
@@ -118,20 +143,10 @@ class JobView:
         the reactor cannot interleave."""
         return list((self.ads if ads is None else ads).items())
 
-    def remember(self, constraint: str, number: int, found: list[JobKey]) -> None:
-        """Keep what ``constraint`` was found true for over the view at ``number``, while the view stays there (the
-        oldest constraint goes beyond :data:`REMEMBERED`)."""
-        if number != self.number:
-            return  # (the view changed during the evaluation)
-        if len(self.answers) >= REMEMBERED:
-            del self.answers[next(iter(self.answers))]
-        self.answers[constraint] = found
-
     def update(self, answer: ViewAnswer) -> bool:
         """Take in an answer's update unless the view is already at or past its number; whether it did."""
         if answer.number <= self.number:
             return False
-        self.answers = {}
         if answer.reset:
             self.ads, self.irregular, self.groups, self.revisions = {}, set(), LiteralIndex(), {}
         for cluster, proc, values, number in answer.changes:
@@ -197,13 +212,14 @@ class ViewedSchedd(RemoteObject):
         if ref is None:  # (in a transaction, the core checks the transaction first)
             self._policy.check(caller, Permission.READ)
         seen, irregular = self.view.number, list(self.view.irregular)
-        found = self.view.answers.get(constraint)  # type: ignore[arg-type]
+        found = self.view.answers.get(constraint, seen)  # type: ignore[arg-type]
         if found is None:
             try:
                 found = await self._queries.run(caller, self.view.matching, parsed)
             except QueryFailed as exc:
                 raise BirdbathError.fail(f"Query failed: {exc}") from None
-            self.view.remember(constraint, seen, found)  # type: ignore[arg-type]
+            if self.view.number == seen:  # (the view did not change during the evaluation)
+                self.view.answers.put(constraint, seen, found)  # type: ignore[arg-type]
         if ref is None and not irregular and self.view.number == seen and self.current():
             ads = [self._held(key) for key in sorted(found)]
             if not any(ad is None for ad in ads):
