@@ -401,3 +401,22 @@ def test_a_constraint_polled_again_over_an_unchanged_view_is_not_evaluated_again
     for text in range(40):  # a bounded number of them
         run(worker.get_job_ads(ALICE, None, f"ProcId == {text}"))
     assert len(worker.view.answers) == REMEMBERED
+
+
+def test_a_constraint_that_does_not_parse_is_logged_once_by_the_worker_not_again_by_the_core(schedd, published):
+    from twisted.logger import globalLogPublisher
+
+    commit(schedd, 1)
+    link = CoreOverCodecs(schedd)
+    worker = viewed(link, schedd.policy, published)
+    worker.set_constants({"job_views": True})
+    seen: list[dict] = []
+    globalLogPublisher.addObserver(seen.append)
+    try:
+        for _ in range(2):  # crossing to the core (a view behind), then answered in the worker
+            assert run(worker.get_job_ads(ALICE, None, "((( not a classad")).ads == []
+        assert run(schedd.get_job_ads(ALICE, None, "((( not a classad")).ads == []  # a client of the core's own
+    finally:
+        globalLogPublisher.removeObserver(seen.append)
+    told = [event for event in seen if "does not parse" in event.get("log_format", "")]
+    assert len(told) == 3 and link.methods() == ["get_job_ads_among"]

@@ -34,17 +34,20 @@ def _unparsable(text: str) -> None:
     log.warn("a query's constraint does not parse, so it matches no job: {constraint}", constraint=text[:200])
 
 
-def client_constraint(text: str | None, limits: ExpressionLimits, *,
-                      blank_is_every: bool = True) -> classad2.ExprTree | None:
+def client_constraint(text: str | None, limits: ExpressionLimits, *, blank_is_every: bool = True,
+                      logged: bool = True) -> classad2.ExprTree | None:
     """A client's constraint, parsed once checked against the limits (raises ExpressionRefused); one that does not
-    parse matches nothing, as HTCondor answered it, and the log says so (the client learns nothing else).
+    parse matches nothing, as HTCondor answered it, and the log says so (the client learns nothing else) unless
+    ``logged`` is false: another process parsed it first and said so.
 
     Without ``blank_is_every``, white space alone is a constraint that does not parse, as the schedd's job queue
     took it (only NULL and the empty text matched every job)."""
+    unparsable = _unparsable if logged else None
     if not blank_is_every and text and not text.strip():
-        _unparsable(text)
+        if unparsable is not None:
+            unparsable(text)
         return classad2.ExprTree("false")
-    return parse_constraint(text, limits, _unparsable)
+    return parse_constraint(text, limits, unparsable)
 
 
 @dataclass(frozen=True)
@@ -69,9 +72,10 @@ class QueryRunner:
         """The gateway's: ``settings.workers`` threads of their own, with stacks for the deepest ads allowed."""
         return cls(BlockingCaller(reactor, settings.workers, "queries", stack=settings.limits.stack_bytes()), settings)
 
-    def constraint(self, text: str | None, *, blank_is_every: bool = True) -> classad2.ExprTree | None:
+    def constraint(self, text: str | None, *, blank_is_every: bool = True,
+                   logged: bool = True) -> classad2.ExprTree | None:
         """A client's constraint within this runner's limits (:func:`client_constraint`)."""
-        return client_constraint(text, self.settings.limits, blank_is_every=blank_is_every)
+        return client_constraint(text, self.settings.limits, blank_is_every=blank_is_every, logged=logged)
 
     async def run(self, caller: Caller, function: Callable[..., T], *args: Any) -> T:
         turns = self._turns.get(caller)

@@ -438,16 +438,18 @@ class BirdbathSchedd:
         The answer carries the view's update (:class:`ViewAnswer`).  The checks, limits and failures are
         get_job_ads'."""
         number, reset, ads, changes = await self._query_jobs(caller, ref, constraint, self._among,
-                                                             [tuple(key) for key in candidates], seen)
+                                                             [tuple(key) for key in candidates], seen,
+                                                             logged=False)  # (the asking worker logged it)
         return ViewAnswer(JobAdStructs(ads, self._now()), number, reset, changes)
 
     async def _query_jobs(self, caller: Caller, ref: TransactionRef | None, constraint: str | None,
-                          function: Callable[..., T], *args: Any) -> T:
-        """A client's job query: READ permission, its constraint parsed within the limits, then
-        ``function(constraint, *args, budget=...)`` on the query pool in the caller's turn."""
+                          function: Callable[..., T], *args: Any, logged: bool = True) -> T:
+        """A client's job query: READ permission, its constraint parsed within the limits (an unparsable one
+        logged unless ``logged`` is false), then ``function(constraint, *args, budget=...)`` on the query pool in the
+        caller's turn."""
         self._enter(caller, ref, Permission.READ, required=False)
         try:
-            parsed = self.queries.constraint(constraint, blank_is_every=False)
+            parsed = self.queries.constraint(constraint, blank_is_every=False, logged=logged)
             return await self.queries.run(caller, function, parsed, *args)
         except (ExpressionRefused, QueryFailed) as exc:
             raise BirdbathError.fail(f"Query failed: {exc}") from None
