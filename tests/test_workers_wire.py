@@ -220,3 +220,48 @@ def test_a_reference_to_an_ad_not_held_is_refused():
     reader, _ = linked()
     with pytest.raises(wire.UnknownAd):  # out of dataReceived: Twisted logs it and closes the link
         reader.dataReceived(sent.value())
+
+
+class FileDescriptorTransport(StringTransport):
+    """What a link writes, with the descriptors it sends in order among the bytes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[tuple[str, object]] = []
+
+    def sendFileDescriptor(self, descriptor: int) -> None:
+        self.sent.append(("descriptor", descriptor))
+
+    def writeSequence(self, data) -> None:
+        self.sent.append(("bytes", b"".join(data)))
+
+
+class Handed:
+    """A connection the core accepted, as ``CoreLink.pass_connection`` reads it."""
+
+    def __init__(self, connection_id: int, owner: object) -> None:
+        import socket
+
+        from gateway.workers.parent import Front
+
+        self.id, self.front = connection_id, Front.SITE
+        self.transport = type("Accepted", (), {"fileno": lambda _: 100 + connection_id, "peer_owner": owner,
+                                                "socket": type("Socket", (), {"family": socket.AF_INET})()})()
+
+
+def test_a_connection_whose_message_cannot_be_encoded_sends_no_socket():
+    """The worker pairs each CONNECTION with the next descriptor it receives: a socket sent without its message
+    would be served as the next connection's."""
+    from gateway.workers.parent import CoreLink
+
+    link = CoreLink(worker=None)
+    link.transport = transport = FileDescriptorTransport()
+    with pytest.raises(wire.Unencodable):
+        link.pass_connection(Handed(1, owner=object()))
+    assert [kind for kind, _ in transport.sent] == ["bytes"] and 1 not in link.connections  # FORGET alone
+    link.pass_connection(Handed(2, owner=PeerOwner(1000, "alice")))
+    assert [kind for kind, _ in transport.sent[1:]] == ["descriptor", "bytes"] and transport.sent[1][1] == 102
+    (_, data), (_, forget) = transport.sent[2], transport.sent[0]
+    heard = wire.Codec()
+    assert heard.decode(forget[4:]) == [Message.FORGET.value]
+    assert heard.decode(data[4:])[:2] == [Message.CONNECTION.value, 2] and 2 in link.connections

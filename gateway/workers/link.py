@@ -89,14 +89,19 @@ class Link(Protocol):
 
     def send(self, kind: Message, *message: Any) -> None:
         """Send one message; raises what encoding it raised (Unencodable...), sending nothing of it, only FORGET."""
-        try:
-            data = self.codec.encode([kind.value, *message])
-        except Exception:
-            self._write(self.codec.encode([Message.FORGET.value]))  # (this one cannot fail: it holds no value of ours)
-            raise
-        self._write(data)
+        self.write(self.encoded(kind, *message))
 
-    def _write(self, data: bytes) -> None:
+    def encoded(self, kind: Message, *message: Any) -> bytes:
+        """One message, encoded to be written next (:meth:`write`); raises what encoding it raised, and FORGET is
+        sent in its place (the table of sent ads is empty)."""
+        try:
+            return self.codec.encode([kind.value, *message])
+        except Exception:
+            self.write(self.codec.encode([Message.FORGET.value]))  # (this one cannot fail: it holds no value of ours)
+            raise
+
+    def write(self, data: bytes) -> None:
+        """Write an encoded message (the next one :meth:`encoded` made: the tables follow the messages' order)."""
         self.transport.writeSequence((_LENGTH.pack(len(data)), data))  # (not joined: an answer may be large)
 
     def handle_forget(self) -> None:

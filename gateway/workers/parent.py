@@ -136,11 +136,14 @@ class CoreLink(Link):
             handed.transport.loseConnection()
 
     def pass_connection(self, handed: HandOff) -> None:
-        self.connections[handed.id] = handed
+        """The CONNECTION message is encoded before its socket is sent: one that fails to encode raises with no
+        socket sent, so the worker's next CONNECTION never takes this one's socket."""
         transport = handed.transport
+        message = self.encoded(Message.CONNECTION, handed.id, handed.front.value, int(transport.socket.family),
+                               transport.peer_owner)
+        self.connections[handed.id] = handed
         self.transport.sendFileDescriptor(transport.fileno())
-        self.send(Message.CONNECTION, handed.id, handed.front.value, int(transport.socket.family),
-                  transport.peer_owner)
+        self.write(message)
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         super().connectionLost(reason)
