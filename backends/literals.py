@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from collections.abc import Callable, Hashable, Iterable
+from typing import Generic, TypeVar
 
 import classad2
 
@@ -110,6 +112,49 @@ class LiteralIndex:
 
 #: no job (a job not parsed yet, or leaving): not a value
 MISSING_JOB = object()
+
+#: the constraints whose answers a store or a view remembers (an answer of every job of 100,000 is a list of 0.8 MB)
+REMEMBERED = 32
+
+T = TypeVar("T")
+
+
+class RememberedAnswers(Generic[T]):
+    """Constraint text -> (a change number, what was found true at that number), the oldest constraint out beyond
+    ``capacity``: polling monitors ask the same constraint again and again, and over jobs that did not change since,
+    a constraint that depends on nothing else (:func:`timeless`) is true for the same jobs.  The local store's
+    (``JobStore.selected``) and a worker's view's (``gateway/workers/jobview.py``); used by several threads."""
+
+    def __init__(self, capacity: int = REMEMBERED) -> None:
+        self.capacity = capacity
+        self._answers: dict[str, tuple[int, T]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+    def get(self, constraint: str, number: int) -> T | None:
+        """What ``constraint`` was found true for at change number ``number``; None if not at that number."""
+        kept = self._answers.get(constraint)
+        return kept[1] if kept is not None and kept[0] == number else None
+
+    def put(self, constraint: str, number: int, found: T) -> None:
+        with self._lock:
+            answers = self._answers
+            answers.pop(constraint, None)
+            if len(answers) >= self.capacity:
+                del answers[next(iter(answers))]
+            answers[constraint] = (number, found)
+
+
+def timeless(index: LiteralIndex, constraint: classad2.ExprTree) -> bool:
+    """Whether ``constraint`` is true for the same jobs for as long as the jobs do not change: a simple constraint (it
+    calls no function, such as ``time()``, and reads only the schedd's literals) reading indexed attributes only, none
+    of them an expression in any job (the index's :data:`IRREGULAR` groups are empty: an expression a client set in
+    its place might call ``time()``)."""
+    names = evaluation.literals_read(constraint)
+    return (names is not None and names <= _INDEXED_SET
+            and all(index.count(name, (IRREGULAR,)) == 0 for name in names))
 
 
 def select(index: LiteralIndex, constraint: classad2.ExprTree, budget: float | None,

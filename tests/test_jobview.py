@@ -12,6 +12,7 @@ from twisted.internet.defer import fail, succeed
 
 from backends.evaluation import VIEW_LITERALS, literal_values, literals_ad, true_keys
 from backends.interface import ActionChange, AttributeChange, Batch, Changes, NewJob, revision
+from backends.literals import REMEMBERED
 from backends.local.store import ChangeLog, JobStore
 from gateway.core.auth import AccessPolicy, Authentication, Caller, HostList
 from gateway.core.queries import QueryRunner, QuerySettings
@@ -19,7 +20,7 @@ from gateway.core.schedd import BirdbathSchedd, JobAdStructs, ViewAnswer
 from gateway.core.status import BirdbathError, StatusCode
 from gateway.core.transactions import TransactionRef
 from gateway.workers.changenumber import PublishedNumber
-from gateway.workers.jobview import REMEMBERED, JobView, ViewedSchedd
+from gateway.workers.jobview import JobView, ViewedSchedd
 from gateway.workers.wire import Codec
 from jobmodel.jobs import JobAction
 from tests.synchronous import run

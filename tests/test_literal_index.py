@@ -167,3 +167,70 @@ def test_a_value_is_grouped_with_its_type():
     assert literals.value_of(job(1, 0, 1), "clusterid") != literals.value_of(job(1, 0, True), "clusterid")
     assert literals.value_of(job(1, 0, classad2.ExprTree("1 + 2")), "clusterid") is literals.IRREGULAR
     assert literals.value_of(job(1, 0, None), "clusterid") is literals.MISSING
+
+
+# -- answers remembered at a change number (backends.literals.RememberedAnswers, JobStore.selected) ----------------
+@pytest.fixture
+def polled(tmp_path, monkeypatch):
+    """A store of 20 one-job clusters, and a count of its evaluations (by the groups or job by job)."""
+    store = JobStore(tmp_path / "queue.db")
+    store.loaded.wait(10)
+    store.apply({(c, 0): classad2.ClassAd({"ClusterId": c, "ProcId": 0, "JobStatus": 1}) for c in range(1, 21)})
+    evaluations: list[str] = []
+    for module, name in ((literals, "select"), (literals.evaluation, "filtered")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *args, real=real, name=name: evaluations.append(name) or real(*args))
+    yield store, evaluations
+    store.close()
+
+
+def keys_of(ads: list[classad2.ClassAd]) -> list[tuple[int, int]]:
+    return [(ad["ClusterId"], ad["ProcId"]) for ad in ads]
+
+
+def test_a_timeless_constraint_asked_again_over_unchanged_jobs_is_not_evaluated_again(polled):
+    store, evaluations = polled
+    constraint = classad2.ExprTree("ClusterId % 5 == 0")
+    assert [keys_of(store.selected(constraint, 30)) for _ in range(3)] == [[(5, 0), (10, 0), (15, 0), (20, 0)]] * 3
+    assert len(evaluations) == 2  # the groups declined (one job a value), then every job: once
+    store.apply({(10, 0): classad2.ClassAd({"ClusterId": 10, "ProcId": 0, "JobStatus": 2}),
+                 (21, 0): classad2.ClassAd({"ClusterId": 21, "ProcId": 0, "JobStatus": 1})}, archived=[(5, 0)])
+    assert keys_of(store.selected(constraint, 30)) == [(10, 0), (15, 0), (20, 0)] and len(evaluations) == 4
+    assert store.selected(constraint, 30)[0]["JobStatus"] == 2 and len(evaluations) == 4
+
+
+def test_an_answer_one_of_whose_ads_changed_under_a_write_not_counted_yet_is_evaluated_again(polled):
+    """A write publishes its ads before it is counted: at the same change number, an ad found before may have
+    changed; the remembered answer checks the revisions of what it answers."""
+    from backends.interface import stamp
+
+    store, _ = polled
+    constraint = classad2.ExprTree("JobStatus == 1 && ClusterId < 3")
+    assert keys_of(store.selected(constraint, 30)) == [(1, 0), (2, 0)]
+    number = store.changes.number
+    store._jobs[(2, 0)] = stamp(classad2.ClassAd({"ClusterId": 2, "ProcId": 0, "JobStatus": 5}), (2, 0), 10**9)
+    assert store.changes.number == number  # (published, not counted: as a write is half-way)
+    assert keys_of(store.selected(constraint, 30)) == [(1, 0)]
+
+
+def test_a_constraint_that_may_change_with_time_alone_is_evaluated_every_time(polled):
+    store, evaluations = polled
+    for text in ("ClusterId == 1 && time() > 0", "ClusterId == 1 && Cmd is undefined"):  # a function; not a literal
+        for _ in range(2):
+            assert keys_of(store.selected(classad2.ExprTree(text), 30)) == [(1, 0)], text
+    assert evaluations.count("filtered") == 4
+    evaluations.clear()
+    store.apply({(3, 0): classad2.ClassAd({"ClusterId": 3, "ProcId": 0, "JobStatus": classad2.ExprTree("1 + 0")})})
+    for _ in range(2):  # (a job whose JobStatus is an expression, which may call time())
+        assert len(store.selected(classad2.ExprTree("JobStatus == 1"), 30)) == 20
+    assert evaluations.count("filtered") == 2
+    assert literals.timeless(store._literals, classad2.ExprTree("ClusterId == 1"))
+    assert not literals.timeless(store._literals, classad2.ExprTree("JobStatus == 1"))
+
+
+def test_the_answers_remembered_are_bounded():
+    answers = literals.RememberedAnswers(capacity=3)
+    for number in range(5):
+        answers.put(f"ClusterId == {number}", 7, [(number, 0)])
+    assert len(answers) == 3 and answers.get("ClusterId == 0", 7) is None
+    assert answers.get("ClusterId == 4", 7) == [(4, 0)] and answers.get("ClusterId == 4", 8) is None

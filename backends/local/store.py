@@ -40,8 +40,8 @@ import classad2
 from twisted.logger import Logger
 
 from backends import evaluation, literals
-from backends.interface import Changes, stamp
-from backends.literals import LiteralIndex
+from backends.interface import Changes, Revision, revision, stamp
+from backends.literals import LiteralIndex, RememberedAnswers
 from jobmodel.exprtext import restored, texts_record
 
 from . import idle
@@ -100,6 +100,8 @@ class JobStore:
         self.idle = IdleJobs()
         #: the parsed jobs grouped by the literals queries select them by (kept with _jobs, under the lock)
         self._literals = LiteralIndex()
+        #: constraint text -> the revisions of the ads a timeless constraint was found true for, at a change number
+        self._answers: RememberedAnswers[list[Revision]] = RememberedAnswers()
         #: the jobs each write changed, by change number (``changes_since``)
         self.changes = ChangeLog()
         entries = []
@@ -178,14 +180,39 @@ class JobStore:
             yield ad
 
     def selected(self, constraint: classad2.ExprTree | None, budget: float | None) -> list[classad2.ClassAd]:
-        """The queued ads for which ``constraint`` is true (``backends.evaluation.filtered``'s rules), once every
-        stored ad is parsed answered from the jobs' groups by value when that is cheaper
-        (:func:`~backends.literals.select`), otherwise evaluated job by job."""
-        if constraint is not None and self.loaded.is_set():
-            found = literals.select(self._literals, constraint, budget, self.get, len(self._jobs))
-            if found is not None:
-                return [ad for _, ad in found]
-        return evaluation.filtered(self.values(), constraint, budget)
+        """The queued ads for which ``constraint`` is true (``backends.evaluation.filtered``'s rules).  Once every
+        stored ad is parsed: the ads found at this change number before, when the constraint is timeless
+        (``backends.literals.timeless``) and none of them changed since; else from the jobs' groups by value when
+        that is cheaper (:func:`~backends.literals.select`), otherwise evaluated job by job.
+
+        The change number is read before any ad: a write counted after it is not in what is remembered at it, and one
+        readable but not counted yet (under way, its caller not answered) changed an ad's revision, which the
+        remembered answer is checked against, or only ads not found, which a query made meanwhile may or may not
+        see."""
+        if constraint is None or not self.loaded.is_set():
+            return evaluation.filtered(self.values(), constraint, budget)
+        text, number = str(constraint), self.changes.number
+        remembered = self._answers.get(text, number)
+        if remembered is not None:
+            ads = self._at(remembered)
+            if ads is not None:
+                return ads
+        found = literals.select(self._literals, constraint, budget, self.get, len(self._jobs))
+        ads = [ad for _, ad in found] if found is not None else evaluation.filtered(self.values(), constraint, budget)
+        if literals.timeless(self._literals, constraint):
+            self._answers.put(text, number, [revision(ad) for ad in ads])  # type: ignore[misc]
+        return ads
+
+    def _at(self, revisions: list[Revision]) -> list[classad2.ClassAd] | None:
+        """The ads of now at these revisions; None when one of them changed."""
+        ads = []
+        jobs = self._jobs
+        for stamped in revisions:
+            ad = jobs.get(stamped.key)
+            if ad is None or revision(ad) != stamped:
+                return None
+            ads.append(ad)
+        return ads
 
     def keys(self) -> list[JobKey]:
         return list(self._jobs)

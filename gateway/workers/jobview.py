@@ -64,7 +64,7 @@ from twisted.python.failure import Failure
 
 from backends import evaluation, literals
 from backends.interface import JobKey, QueryFailed, revision
-from backends.literals import LiteralIndex
+from backends.literals import LiteralIndex, RememberedAnswers
 from gateway.core.adstruct import JobAdStruct
 from gateway.core.auth import AccessPolicy, Caller, Permission
 from gateway.core.queries import QueryRunner, QuerySettings, client_constraint
@@ -76,36 +76,6 @@ from gateway.workers.link import CallingLink, RemoteObject
 from jobmodel.expressions import ExpressionRefused
 
 log = Logger(namespace="birdbath.workers")
-
-
-#: the constraints a view remembers its answers of (an answer of every job of 100,000 is a list of 0.8 MB)
-REMEMBERED = 32
-
-
-class RememberedAnswers:
-    """Constraint text -> (the view's number, the keys found true at that number); the oldest constraint goes beyond
-    ``capacity``.  Only for simple constraints: they call no function and read literals only, so over a view that did
-    not change they are true for the same jobs (a constraint calling ``time()`` would not be)."""
-
-    def __init__(self, capacity: int = REMEMBERED) -> None:
-        self.capacity = capacity
-        self._answers: dict[str, tuple[int, list[JobKey]]] = {}
-
-    def __len__(self) -> int:
-        return len(self._answers)
-
-    def get(self, constraint: str, number: int) -> list[JobKey] | None:
-        """The keys ``constraint`` was found true for at the view's number ``number``; None if not at that number."""
-        kept = self._answers.get(constraint)
-        return kept[1] if kept is not None and kept[0] == number else None
-
-    def put(self, constraint: str, number: int, found: list[JobKey]) -> None:
-        """(On the reactor's thread, as every change of the view.)"""
-        answers = self._answers
-        answers.pop(constraint, None)
-        if len(answers) >= self.capacity:
-            del answers[next(iter(answers))]
-        answers[constraint] = (number, found)
 
 
 class JobView:
@@ -124,8 +94,9 @@ class JobView:
         #: over a literal many jobs share is evaluated once per value here too
         self.groups = LiteralIndex()
         #: constraint text -> the keys :meth:`matching` found for it, at the view's number: a monitor polling the same
-        #: constraint over a quiet queue costs no evaluation at all
-        self.answers = RememberedAnswers()
+        #: constraint over a quiet queue costs no evaluation at all (the view's constraints are simple: a view's
+        #: jobs whose literals are expressions are never among what it finds)
+        self.answers: RememberedAnswers[list[JobKey]] = RememberedAnswers()
 
     def matching(self, constraint: classad2.ExprTree, budget: float) -> list[JobKey]:
         """The keys of the jobs a simple ``constraint`` is true for (on a thread, while the reactor may update the
