@@ -110,9 +110,11 @@ class Capability(enum.Enum):
     #: counts is readable as written (or gone) by the time the answer is given.  Called from the query pool while the
     #: backend writes: the gateway's worker processes keep a view of the jobs' literals and ask only what changed
     #: (``gateway/workers/jobview.py``).  ``watch_changes(observer)`` calls ``observer(number)`` at once with the
-    #: number now, then with each new number, on the writer's thread, before the write returns (so before its caller
-    #: hears it is done), in the order of the numbers; the observer must be quick and must not raise: the workers
-    #: read the number it publishes to tell whether their view is current without asking the core
+    #: number now, then on the writer's thread with each write's number before any of its ads is readable, and
+    #: again once it is counted, before the write returns (so before its caller hears it is done); never a smaller
+    #: number after a larger.  The observer must be quick and must not raise: the workers read the number it
+    #: publishes to tell whether their view is current without asking the core (a view is current only while no write
+    #: is under way)
     CHANGES = ("changes_since", "watch_changes")
 
     @property

@@ -134,14 +134,24 @@ class RememberedAnswers(Generic[T]):
         return len(self._answers)
 
     def get(self, constraint: str, number: int) -> T | None:
-        """What ``constraint`` was found true for at change number ``number``; None if not at that number."""
+        """What ``constraint`` was found true for at change number ``number``; None if not at that number.  A
+        constraint found again is the last to go."""
         kept = self._answers.get(constraint)
-        return kept[1] if kept is not None and kept[0] == number else None
+        if kept is None or kept[0] != number:
+            return None
+        with self._lock:
+            if self._answers.get(constraint) is kept:
+                self._answers[constraint] = self._answers.pop(constraint)
+        return kept[1]
 
     def put(self, constraint: str, number: int, found: T) -> None:
+        """Remember ``found`` at ``number``, unless an answer at a later number is remembered (a slow query's)."""
         with self._lock:
             answers = self._answers
-            answers.pop(constraint, None)
+            kept = answers.pop(constraint, None)
+            if kept is not None and kept[0] > number:
+                answers[constraint] = kept
+                return
             if len(answers) >= self.capacity:
                 del answers[next(iter(answers))]
             answers[constraint] = (number, found)

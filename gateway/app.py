@@ -171,9 +171,9 @@ class Gateway:
         self.serve(self.schedd, self.collector, self.submissions,
                    DescribedSubmissions(self.schedd, config.staging_lifetime), Monitor(self))
         if self.workers is not None:
+            changes = self.workers.start()
             if self.schedd.job_views:  # the workers read whether their views are current from it
-                self.backend.watch_changes(self.workers.changes.publish)
-            self.workers.start()
+                self.backend.watch_changes(changes.publish)
         limits = self.gate.limits
         log.info("serving at most {total} connections, {per_caller} per caller, the last {reserved} for root and "
                  "queue_super_users on this machine (max_connections, max_connections_per_caller, "

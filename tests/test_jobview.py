@@ -54,6 +54,16 @@ def test_the_store_tells_which_jobs_each_write_changed_and_which_left(tmp_path):
     store.close()
 
 
+def test_a_watcher_hears_a_writes_number_before_its_ads_are_readable_and_again_once_it_is_counted(tmp_path):
+    store = JobStore(tmp_path / "queue.sqlite3")
+    heard: list[tuple[int, bool, int]] = []  # (number, the job readable then, the number counted then)
+    store.watch_changes(lambda number: heard.append((number, store.get((1, 0)) is not None, store.changes.number)))
+    opened = heard[0][0]
+    store.apply({(1, 0): job(1, 0)})
+    assert heard[1:] == [(opened + 1, False, opened), (opened + 1, True, opened + 1)]
+    store.close()
+
+
 def test_a_reader_behind_what_the_log_remembers_is_told_everything_may_have_changed():
     log = ChangeLog(capacity=3)
     start = log.number
@@ -421,3 +431,53 @@ def test_a_constraint_that_does_not_parse_is_logged_once_by_the_worker_not_again
         globalLogPublisher.removeObserver(seen.append)
     told = [event for event in seen if "does not parse" in event.get("log_format", "")]
     assert len(told) == 3 and link.methods() == ["get_job_ads_among"]
+
+
+def test_an_evaluation_during_a_reset_reads_the_whole_old_view_not_half_the_new(monkeypatch):
+    """A reset's tables are built before they replace the old ones: a thread evaluating while the reactor fills them
+    (here, an evaluation made from inside the fill) finds every job of the old view."""
+    from gateway.workers import jobview
+
+    view = JobView()
+    view.update(update(3, False, *[[c, 0, literal_values(job(c, 0))] for c in range(1, 11)]))
+    constraint = classad2.ExprTree("ProcId == 0")
+    seen_meanwhile: list[list] = []
+    real = jobview.evaluation.literals_ad
+
+    def filling(values):
+        seen_meanwhile.append(view.matching(constraint, 30))
+        return real(values)
+
+    monkeypatch.setattr(jobview.evaluation, "literals_ad", filling)
+    view.update(update(4, True, *[[c, 0, literal_values(job(c, 0))] for c in range(1, 13)]))
+    assert all(sorted(found) == [(c, 0) for c in range(1, 11)] for found in seen_meanwhile)
+    assert len(seen_meanwhile) == 12 and sorted(view.matching(constraint, 30)) == [(c, 0) for c in range(1, 13)]
+
+
+def test_no_view_is_current_while_a_write_is_under_way(schedd, published):
+    """The store publishes a write's number before its ads are readable: a worker whose view is at the number before
+    crosses (the core reads the ads as they are) rather than answer what another reader may already have seen
+    change."""
+    cluster = commit(schedd, 1)
+    link = CoreOverCodecs(schedd)
+    worker = viewed(link, schedd.policy, published)
+    worker.set_constants({"job_views": True})
+    run(worker.get_job_ads(ALICE, None, f"ClusterId == {cluster}"))
+    assert worker.current()
+    schedd.backend._queue.store.changes.announce()  # (as a write does, before its ads are readable)
+    assert not worker.current()
+    run(worker.get_job_ad(ALICE, None, cluster, 0))
+    assert link.methods()[1:] == ["view_since", "get_job_ad"] and not worker.current()
+
+
+def test_the_null_transaction_is_no_transaction(schedd, published):
+    cluster = commit(schedd, 1)
+    link = CoreOverCodecs(schedd)
+    worker = viewed(link, schedd.policy, published)
+    worker.set_constants({"job_views": True})
+    run(worker.get_job_ads(ALICE, None, f"ClusterId == {cluster}"))
+    null = TransactionRef(0, 0)
+    assert null.is_null
+    run(worker.get_job_ads(ALICE, null, f"ClusterId == {cluster}"))
+    run(worker.get_job_ad(ALICE, null, cluster, 0))
+    assert link.methods() == ["get_job_ads_among"]

@@ -234,3 +234,17 @@ def test_the_answers_remembered_are_bounded():
         answers.put(f"ClusterId == {number}", 7, [(number, 0)])
     assert len(answers) == 3 and answers.get("ClusterId == 0", 7) is None
     assert answers.get("ClusterId == 4", 7) == [(4, 0)] and answers.get("ClusterId == 4", 8) is None
+
+
+def test_nothing_is_answered_from_memory_while_a_write_is_under_way(polled):
+    """A write announces its number before its ads are readable: until it is counted, a query evaluates the jobs as
+    they are (a reader that saw one of its ads must not be followed by one answered from before it)."""
+    store, evaluations = polled
+    constraint = classad2.ExprTree("ClusterId % 5 == 0")
+    store.selected(constraint, 30)
+    store.changes.announce()
+    store._jobs[(25, 0)] = classad2.ClassAd({"ClusterId": 25, "ProcId": 0, "JobStatus": 1})  # (half-way)
+    assert keys_of(store.selected(constraint, 30))[-1] == (25, 0)
+    count = len(evaluations)
+    store.selected(constraint, 30)
+    assert len(evaluations) > count  # nor remembered while it is under way

@@ -185,21 +185,23 @@ class JobStore:
         (``backends.literals.timeless``) and none of them changed since; else from the jobs' groups by value when
         that is cheaper (:func:`~backends.literals.select`), otherwise evaluated job by job.
 
-        The change number is read before any ad: a write counted after it is not in what is remembered at it, and one
-        readable but not counted yet (under way, its caller not answered) changed an ad's revision, which the
-        remembered answer is checked against, or only ads not found, which a query made meanwhile may or may not
-        see."""
+        The change number is read before any ad, and nothing is remembered or answered from memory while a write is
+        under way (:meth:`ChangeLog.announce`): an answer remembered at a number is the jobs as they were at that
+        number, whole, and it is answered only while the store is still there (each ad checked against its revision
+        too, which a write must change)."""
         if constraint is None or not self.loaded.is_set():
             return evaluation.filtered(self.values(), constraint, budget)
-        text, number = str(constraint), self.changes.number
-        remembered = self._answers.get(text, number)
+        changes = self.changes
+        text, number = str(constraint), changes.number
+        quiet = not changes.under_way(number)
+        remembered = self._answers.get(text, number) if quiet else None
         if remembered is not None:
             ads = self._at(remembered)
-            if ads is not None:
+            if ads is not None and not changes.under_way(number):
                 return ads
         found = literals.select(self._literals, constraint, budget, self.get, len(self._jobs))
         ads = [ad for _, ad in found] if found is not None else evaluation.filtered(self.values(), constraint, budget)
-        if literals.timeless(self._literals, constraint):
+        if quiet and not changes.under_way(number) and literals.timeless(self._literals, constraint):
             self._answers.put(text, number, [revision(ad) for ad in ads])  # type: ignore[misc]
         return ads
 
@@ -323,6 +325,7 @@ class JobStore:
                                      history)
                 self._db.executemany("DELETE FROM jobs WHERE cluster = ? AND proc = ?", archived)
             number = next(REVISIONS)
+            self.changes.announce()
             for key, ad in ads.items():
                 if key not in archived:
                     old, self._jobs[key] = self._jobs.get(key), stamp(ad, key, number)
@@ -407,6 +410,8 @@ class ChangeLog:
         self.capacity = capacity
         #: the number of the last write recorded
         self.number = 1
+        #: the number of the write under way (its ads being published) until it is recorded; :attr:`number` otherwise
+        self.announced = 1
         #: readers at this number or after it are told every change; one before it is too far behind
         self._known_after = 1
         self._entries: deque[tuple[int, JobKey]] = deque()
@@ -420,6 +425,20 @@ class ChangeLog:
             self._observers.append(observer)
             observer(self.number)
 
+    def announce(self) -> None:
+        """A write is about to publish its ads: its number is :attr:`announced`, and the observers hear it now, so
+        that nothing reads the number before as current while the write is half-applied (a reader that saw one of
+        its ads, and one after it that did not, would see time go back)."""
+        with self._lock:
+            self.announced = self.number + 1
+            for observer in self._observers:
+                observer(self.announced)
+
+    def under_way(self, number: int) -> bool:
+        """Whether a write was announced after ``number`` was read as :attr:`number` (or it is no longer the
+        number): what was read since may be half of it."""
+        return self.announced != number
+
     def record(self, keys: Iterable[JobKey]) -> int:
         """Number a write that changed ``keys`` (those it wrote and those that left); returns its number.  The
         entries of the oldest writes go beyond capacity, and with them what readers behind them can be told."""
@@ -430,7 +449,7 @@ class ChangeLog:
                 if len(entries) >= self.capacity:
                     self._known_after = entries.popleft()[0]
                 entries.append((number, key))
-            self.number = number
+            self.number = self.announced = number
             for observer in self._observers:
                 observer(number)
             return number

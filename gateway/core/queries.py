@@ -93,7 +93,8 @@ class QueryRunner:
         """Look one job up (``function`` needs no budget) on the query pool: a key lookup costs next to nothing, so it
         takes none of the caller's turns, and it never waits behind the backend's writes (a durable commit holds the
         backend's one thread for milliseconds, and under load every getJobAd queued behind them).  A worker's view
-        brought up to date is read so too: it is no caller's, and it costs what changed since the view's number."""
+        brought up to date is read so too: it is no caller's, and it costs what changed since the view's number (the
+        whole queue once per worker, for its first view)."""
         return self._call(function, *args)
 
     def stop(self) -> None:

@@ -3,9 +3,11 @@ passed to each worker at its start), which the core writes as each write is coun
 
 A worker whose view of the jobs (``gateway/workers/jobview.py``) is at the number it reads here knows that nothing
 changed since: it answers getJobAd and getJobAds from its view and the ads it holds, without crossing to the core.
-The number is one aligned 64-bit word, written and read whole (a single store and load), and the core writes it
-before the write it counts returns, so before any client can hear that write is done: a client that committed on
-one worker and reads on another is never answered from a view older than its commit.
+The number is one aligned 64-bit word, copied whole on each side (an aligned 8-byte copy, one access on x86-64 and
+aarch64).  The core writes a write's number before any of its ads is readable and again once it is counted, before
+the write returns, so before any client can hear that write is done: a client that committed on one worker and reads
+on another is never answered from a view older than its commit, and no view is current while a write is
+half-applied.
 """
 
 from __future__ import annotations

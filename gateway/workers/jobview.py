@@ -13,8 +13,8 @@ again on the current ads of the candidates and of every job changed since ``seen
 and answers the matching ads, the new change number, and the literals of the jobs changed since ``seen``, which the
 view takes in.  A worker's first query (an empty view at number 0), or one whose number the backend no longer
 remembers, is answered from the whole queue by the core, with every job's literals: the view starts again from them.
-The view of a worker holds about 1.1 KB a job (110 MB at 100,000 jobs); the core holds nothing per
-worker.
+The view of a worker holds about 1.1 KB a job and its revision number (110 MB and more at 100,000 jobs: bench/README.md
+has the measured figures); the core holds nothing per worker.
 
 Why the answer is exact, and reads the caller's own writes whichever worker served them: the core asks
 ``changes_since(seen)`` before it reads any ad, and the backend counts a write only once its ads are readable, so
@@ -82,17 +82,18 @@ class JobView:
     """Job key -> the ClassAd of the job's literals, as of change number :attr:`number` of the backend, and the
     number of the revision they were read from; and the jobs whose literals are not all literals (always
     candidates).  Replaced entries are new objects, never changed in place, so a thread evaluating the table
-    (:meth:`matching`) reads consistent ads."""
+    (:meth:`matching`) reads consistent ads; a reset's tables are built whole before they replace the old ones, in
+    one assignment (:attr:`tables`), so a thread never evaluates half of them."""
 
     def __init__(self) -> None:
         self.number = 0
-        self.ads: dict[JobKey, classad2.ClassAd] = {}
+        #: the table of the jobs' literals, and the same jobs grouped by value, as the local store groups its own
+        #: (``backends.literals``: a constraint over a literal many jobs share is evaluated once per value here too);
+        #: one attribute, read once by :meth:`matching` on its thread
+        self.tables: tuple[dict[JobKey, classad2.ClassAd], LiteralIndex] = ({}, LiteralIndex())
         self.irregular: set[JobKey] = set()
         #: every job's revision number (``backends.interface.Revision``): its ad as the view knows it
         self.revisions: dict[JobKey, int] = {}
-        #: the view's jobs grouped by value, as the local store groups its own (``backends.literals``): a constraint
-        #: over a literal many jobs share is evaluated once per value here too
-        self.groups = LiteralIndex()
         #: constraint text -> the keys :meth:`matching` found for it, at the view's number: a monitor polling the same
         #: constraint over a quiet queue costs no evaluation at all (the view's constraints are simple: a view's
         #: jobs whose literals are expressions are never among what it finds)
@@ -103,11 +104,15 @@ class JobView:
         view): from the groups by value when that is cheaper, otherwise over a copy of the table (:meth:`entries`).
         A view newer than the number the query is asked with is as good: the core evaluates again every job changed
         since that number."""
-        groups, ads = self.groups, self.ads  # (the objects of now: a reset replaces them, an update changes them)
+        ads, groups = self.tables  # (the objects of now: a reset replaces them, an update changes them)
         found = literals.select(groups, constraint, budget, ads.get, len(ads))
         if found is not None:
             return [key for key, _ in found]
         return evaluation.true_keys(self.entries(ads), constraint, budget)
+
+    @property
+    def ads(self) -> dict[JobKey, classad2.ClassAd]:
+        return self.tables[0]
 
     def entries(self, ads: dict[JobKey, classad2.ClassAd] | None = None) -> list[tuple[JobKey, classad2.ClassAd]]:
         """The table (``ads``, the view's now by default) copied in one operation under the GIL, which an update on
@@ -118,15 +123,17 @@ class JobView:
         """Take in an answer's update unless the view is already at or past its number; whether it did."""
         if answer.number <= self.number:
             return False
-        if answer.reset:
-            self.ads, self.irregular, self.groups, self.revisions = {}, set(), LiteralIndex(), {}
+        if answer.reset:  # (irregular and revisions are read on the reactor's thread only: never half of them)
+            (ads, groups), self.irregular, self.revisions = ({}, LiteralIndex()), set(), {}
+        else:
+            ads, groups = self.tables
         for cluster, proc, values, number in answer.changes:
             key = (cluster, proc)
             ad = None if values is None else evaluation.literals_ad(values)
-            old = self.ads.pop(key, None) if ad is None else self.ads.get(key)
+            old = ads.pop(key, None) if ad is None else ads.get(key)
             if ad is not None:
-                self.ads[key] = ad
-            self.groups.replace(key, old, ad)
+                ads[key] = ad
+            groups.replace(key, old, ad)
             if values is not None and ad is None:
                 self.irregular.add(key)
             else:
@@ -135,8 +142,14 @@ class JobView:
                 self.revisions.pop(key, None)
             else:
                 self.revisions[key] = number
+        self.tables = ads, groups
         self.number = answer.number
         return True
+
+
+def _outside(ref: TransactionRef | None) -> bool:
+    """Whether a call names no transaction (none, or the null one: the core's ``TransactionTable.enter``)."""
+    return ref is None or ref.is_null
 
 
 class ViewedSchedd(RemoteObject):
@@ -161,12 +174,14 @@ class ViewedSchedd(RemoteObject):
         self._refreshing = False
 
     def current(self) -> bool:
-        """Whether the view is at the change number the core publishes: no job changed since it was read."""
+        """Whether the view is at the change number the core publishes: no job changed since it was read, and no
+        write is under way (the core publishes a write's number before its ads are readable)."""
         number = self.view.number
-        return number > 0 and self._published is not None and self._published.value == number
+        return (number > 0 and self._published is not None and self._published.value == number
+                and self._link.alive)
 
     async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> JobAdStruct:
-        if ref is None and self.job_views:
+        if _outside(ref) and self.job_views:
             if not self.current():
                 self._refresh()
             else:
@@ -180,7 +195,7 @@ class ViewedSchedd(RemoteObject):
         parsed = self._simple(constraint)
         if parsed is None:
             return await self._link.call(self._service, "get_job_ads", caller, ref, constraint)
-        if ref is None:  # (in a transaction, the core checks the transaction first)
+        if _outside(ref):  # (in a transaction, the core checks the transaction first)
             self._policy.check(caller, Permission.READ)
         seen, irregular = self.view.number, list(self.view.irregular)
         found = self.view.answers.get(constraint, seen)  # type: ignore[arg-type]
@@ -191,7 +206,7 @@ class ViewedSchedd(RemoteObject):
                 raise BirdbathError.fail(f"Query failed: {exc}") from None
             if self.view.number == seen:  # (the view did not change during the evaluation)
                 self.view.answers.put(constraint, seen, found)  # type: ignore[arg-type]
-        if ref is None and not irregular and self.view.number == seen and self.current():
+        if _outside(ref) and not irregular and self.view.number == seen and self.current():
             ads = [self._held(key) for key in sorted(found)]
             if not any(ad is None for ad in ads):
                 return JobAdStructs(ads, self._now())  # type: ignore[arg-type]
@@ -209,19 +224,18 @@ class ViewedSchedd(RemoteObject):
     def _refresh(self) -> None:
         """Ask the core for the view's update (``view_since``), unless that is under way; the reads go on as they
         are meanwhile."""
-        if self._refreshing or not self._link.alive:
+        if self._refreshing or self._published is None or not self._link.alive:
             return
         self._refreshing = True
 
         def done(result: Any) -> None:
             self._refreshing = False
-            if isinstance(result, Failure):
-                if not result.check(ConnectionLost):
-                    log.failure("bringing the worker's view of the jobs up to date", result)
-            else:
+            if not isinstance(result, Failure):
                 self.view.update(result)
+            elif not result.check(ConnectionLost):
+                log.failure("bringing the worker's view of the jobs up to date", result)
 
-        self._link.call(self._service, "view_since", self.view.number).addBoth(done)
+        self._link.call(self._service, "view_since", self.view.number).addCallback(done).addErrback(done)
 
     def _now(self) -> int:
         return int(self._reactor.seconds())

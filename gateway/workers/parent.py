@@ -178,7 +178,7 @@ class Worker(ProcessProtocol):
                        "--index", str(self.index), "--", *self.pool.command_line]
             process = reactor.spawnProcess(self, sys.executable, command, env=os.environ.copy(),
                                            childFDs={1: 1, 2: 2, 3: theirs.fileno(),
-                                                     4: self.pool.changes.descriptor})
+                                                     4: self.pool.changes.descriptor})  # type: ignore[union-attr]
             self.pid = process.pid
             self.started = reactor.seconds()
         finally:
@@ -209,17 +209,21 @@ class WorkerPool:
         self._failures = [0] * count
         #: the requests counted by workers that have ended, as they last said (so that the sums never go back)
         self.retired = RequestTally()
-        #: the backend's change number, published to the workers (the gateway has the backend write it)
-        self.changes = PublishedNumber.create()
+        #: the backend's change number, published to the workers (the gateway has the backend write it); made by
+        #: :meth:`start` (a worker's own gateway makes a pool it never starts)
+        self.changes: PublishedNumber | None = None
 
     def factory(self, front: Front) -> HandOffFactory:
         return HandOffFactory(self, front)
 
-    def start(self) -> None:
+    def start(self) -> PublishedNumber:
+        """Start the workers; the page their change number is published in (0 until something publishes it)."""
+        self.changes = PublishedNumber.create()
         self.workers = [Worker(self, index) for index in range(self.count)]
         for worker in self.workers:
             worker.spawn()
         log.info("{count} worker processes serve the front ends (workers)", count=self.count)
+        return self.changes
 
     def hand(self, handed: HandOff) -> None:
         """Pass a new connection to the worker serving the fewest (those ready first); none alive: close it."""
