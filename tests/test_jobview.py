@@ -8,7 +8,7 @@ import threading
 
 import classad2
 import pytest
-from twisted.internet.defer import fail, succeed
+from twisted.internet.defer import Deferred, fail, succeed
 
 from backends.evaluation import VIEW_LITERALS, literal_values, literals_ad, true_keys
 from backends.interface import ActionChange, AttributeChange, Batch, Changes, NewJob, revision
@@ -259,6 +259,9 @@ class CoreOverCodecs:
         self.core = core
         self.codec, self._core_codec = Codec(), Codec()
         self.calls: list[tuple[str, tuple]] = []
+        #: methods whose answers are held back (the core ran them; the answer crosses at :meth:`release`)
+        self.held: set[str] = set()
+        self._waiting: list[tuple[Deferred, object]] = []
 
     def call(self, service: str, method: str, *args: object):
         self.calls.append((method, args))
@@ -266,7 +269,20 @@ class CoreOverCodecs:
             value = run(getattr(self.core, method)(*args))
         except Exception:  # noqa: BLE001 - the call's answer, as over the link
             return fail()
-        return succeed(self.codec.decode(self._core_codec.encode(value)))
+        if method in self.held:
+            answer: Deferred = Deferred()
+            self._waiting.append((answer, value))
+            return answer
+        return succeed(self._crossed(value))
+
+    def release(self) -> None:
+        """The answers held back cross now, in the order they were asked."""
+        waiting, self._waiting = self._waiting, []
+        for answer, value in waiting:
+            answer.callback(self._crossed(value))
+
+    def _crossed(self, value: object) -> object:
+        return self.codec.decode(self._core_codec.encode(value))
 
     def methods(self) -> list[str]:
         return [method for method, _ in self.calls]
@@ -481,3 +497,26 @@ def test_the_null_transaction_is_no_transaction(schedd, published):
     run(worker.get_job_ads(ALICE, null, f"ClusterId == {cluster}"))
     run(worker.get_job_ad(ALICE, null, cluster, 0))
     assert link.methods() == ["get_job_ads_among"]
+
+
+def test_a_views_update_arriving_after_other_answers_is_taken_in_or_dropped_by_its_number(schedd, published):
+    """A getJobAd that finds the view behind asks for its update and crosses meanwhile; the update may arrive after
+    other answers, a reset after another: the view takes in only what is newer, and its answers stay exact."""
+    cluster = commit(schedd, 3)
+    link = CoreOverCodecs(schedd)
+    link.held.add("view_since")
+    worker = viewed(link, schedd.policy, published)
+    worker.set_constants({"job_views": True})
+    assert run(worker.get_job_ad(ALICE, None, cluster, 1)).ad["ProcId"] == 1  # the update (a reset) held back
+    assert link.methods() == ["view_since", "get_job_ad"] and worker.view.number == 0
+    assert keys(run(worker.get_job_ads(ALICE, None, f"ClusterId == {cluster}"))) == [(cluster, p) for p in range(3)]
+    number = worker.view.number  # (the getJobAds answer reset the view first)
+    schedd.backend.commit(Batch(changes=[ActionChange(JobAction.HOLD, cluster, 2, "held", False)]))
+    link.release()  # the older reset arrives late: dropped
+    assert worker.view.number == number and not worker.current()
+    run(worker.get_job_ad(ALICE, None, cluster, 2))  # behind: asks again, crosses
+    link.release()
+    assert worker.current() and worker.view.number > number
+    for _ in range(2):  # from the view, and the held job's ad its getJobAd brought at its new revision
+        assert keys(run(worker.get_job_ads(ALICE, None, "JobStatus == 5"))) == [(cluster, 2)]
+    assert link.methods()[2:] == ["get_job_ads_among", "view_since", "get_job_ad"]
