@@ -288,13 +288,13 @@ class CoreOverCodecs:
         return [method for method, _ in self.calls]
 
 
-def viewed(link: CoreOverCodecs, policy: AccessPolicy | None = None,
-           published: PublishedNumber | None = None) -> ViewedSchedd:
-    """A worker's schedd over ``link``, its evaluations on this thread (the tests run no reactor)."""
+def viewed(link: CoreOverCodecs, policy: AccessPolicy | None = None, published: PublishedNumber | None = None,
+           call_in_thread=lambda function, *args: succeed(function(*args))) -> ViewedSchedd:
+    """A worker's schedd over ``link``, its evaluations on this thread by default (the tests run no reactor)."""
     from twisted.internet import reactor
 
     return ViewedSchedd(link, "schedd", reactor, QuerySettings(), policy or AccessPolicy(), published,
-                        call_in_thread=lambda function, *args: succeed(function(*args)))
+                        call_in_thread=call_in_thread)
 
 
 def test_a_workers_schedd_asks_the_core_over_its_view_only_for_simple_constraints(schedd):
@@ -412,8 +412,7 @@ def test_a_constraint_polled_again_over_an_unchanged_view_is_not_evaluated_again
         evaluated.append(args[0])
         return succeed(function(*args))
 
-    worker = ViewedSchedd(link, "schedd", schedd._clock, QuerySettings(), schedd.policy, published,
-                          call_in_thread=call_in_thread)
+    worker = viewed(link, schedd.policy, published, call_in_thread)
     worker.set_constants({"job_views": True})
     constraint = f"ClusterId == {cluster} && ProcId > 0"
     # (the first evaluation is over the empty view, which the core's answer resets)

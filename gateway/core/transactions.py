@@ -41,6 +41,11 @@ class TransactionRef:
         return not self.id
 
 
+def names_none(ref: TransactionRef | None) -> bool:
+    """Whether an operation names no transaction: no ref, or the null one (id 0), as clients send it outside one."""
+    return ref is None or ref.is_null
+
+
 @dataclass
 class StagedFile:
     """A file declared for a job of this transaction: its declared size and MD5, and what has arrived of it."""
@@ -156,7 +161,7 @@ class TransactionTable:
         """The transaction checks every operation starts with (``stub_prefix`` steps 1-3); renews the lease.
 
         Another caller's transaction is INVALIDTRANSACTION, exactly as an unknown id, and its lease is left alone."""
-        if ref is None or ref.is_null:
+        if names_none(ref):
             if required:
                 raise invalid_transaction()
             return None

@@ -70,7 +70,7 @@ from gateway.core.auth import AccessPolicy, Caller, Permission
 from gateway.core.queries import QueryRunner, QuerySettings, client_constraint
 from gateway.core.schedd import JobAdStructs, ViewAnswer, readable_job
 from gateway.core.status import BirdbathError
-from gateway.core.transactions import TransactionRef
+from gateway.core.transactions import TransactionRef, names_none
 from gateway.workers.changenumber import PublishedNumber
 from gateway.workers.link import CallingLink, RemoteObject
 from jobmodel.expressions import ExpressionRefused
@@ -147,11 +147,6 @@ class JobView:
         return True
 
 
-def _outside(ref: TransactionRef | None) -> bool:
-    """Whether a call names no transaction (none, or the null one: the core's ``TransactionTable.enter``)."""
-    return ref is None or ref.is_null
-
-
 class ViewedSchedd(RemoteObject):
     """The core's ``schedd`` as a worker's front ends see it: every call crosses to the core
     (:class:`~gateway.workers.link.RemoteObject`), but getJobAds with a simple constraint goes through this worker's
@@ -181,7 +176,7 @@ class ViewedSchedd(RemoteObject):
                 and self._link.alive)
 
     async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> JobAdStruct:
-        if _outside(ref) and self.job_views:
+        if names_none(ref) and self.job_views:
             if not self.current():
                 self._refresh()
             else:
@@ -195,7 +190,7 @@ class ViewedSchedd(RemoteObject):
         parsed = self._simple(constraint)
         if parsed is None:
             return await self._link.call(self._service, "get_job_ads", caller, ref, constraint)
-        if _outside(ref):  # (in a transaction, the core checks the transaction first)
+        if names_none(ref):  # (in a transaction, the core checks the transaction first)
             self._policy.check(caller, Permission.READ)
         seen, irregular = self.view.number, list(self.view.irregular)
         found = self.view.answers.get(constraint, seen)  # type: ignore[arg-type]
@@ -206,7 +201,7 @@ class ViewedSchedd(RemoteObject):
                 raise BirdbathError.fail(f"Query failed: {exc}") from None
             if self.view.number == seen:  # (the view did not change during the evaluation)
                 self.view.answers.put(constraint, seen, found)  # type: ignore[arg-type]
-        if _outside(ref) and not irregular and self.view.number == seen and self.current():
+        if names_none(ref) and not irregular and self.view.number == seen and self.current():
             ads = [self._held(key) for key in sorted(found)]
             if not any(ad is None for ad in ads):
                 return JobAdStructs(ads, self._now())  # type: ignore[arg-type]
