@@ -343,6 +343,36 @@ def test_pipelined_requests_are_answered_in_turn():
     assert not transport.disconnecting
 
 
+class HostCountingTransport(StringTransport):
+    """A transport that counts how often its own address is asked for (a ``getsockname`` on a real socket)."""
+
+    def __init__(self) -> None:
+        super().__init__(hostAddress=IPv4Address("TCP", "192.0.2.1", 1984),
+                         peerAddress=IPv4Address("TCP", "192.0.2.7", 40000))
+        self.host_asked = 0
+
+    def getHost(self):
+        self.host_asked += 1
+        return super().getHost()
+
+
+def test_the_connections_own_address_is_asked_of_the_socket_once_for_all_its_requests():
+    """Not once per request: each asking is a system call."""
+    site = GatewaySite(Echo(), max_body=1000, identification=Identification(), deadlines=DEADLINES, reactor=Clock())
+    protocol = site.buildProtocol(IPv4Address("TCP", "192.0.2.7", 40000))
+    transport = HostCountingTransport()
+    protocol.makeConnection(transport)
+    requests = []
+    protocol.requestFactory = lambda *args, factory=protocol.requestFactory, **kwargs: requests.append(
+        factory(*args, **kwargs)) or requests[-1]
+    asked_at_connection = transport.host_asked  # (identification reads the connection's addresses once)
+    for body in (b"a", b"b", b"c"):
+        protocol.dataReceived(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n" + body)
+    assert transport.value().count(b"HTTP/1.1 200") == 3
+    assert [request.getHost() for request in requests] == [IPv4Address("TCP", "192.0.2.1", 1984)] * 3
+    assert transport.host_asked == asked_at_connection + 1
+
+
 class CountingClock(Clock):
     def __init__(self) -> None:
         super().__init__()
