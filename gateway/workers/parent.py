@@ -115,9 +115,16 @@ class CoreLink(Link):
     def ask_figures(self) -> Deferred[WorkerFigures]:
         """The worker's figures (its requests' tally, memory, CPU time), asked for now."""
         self._next_scrape += 1
+        scrape_id = self._next_scrape
         answer: Deferred[WorkerFigures] = Deferred()
-        self._scrapes[self._next_scrape] = answer
-        self.send(Message.SCRAPE, self._next_scrape)
+        self._scrapes[scrape_id] = answer
+
+        def asked(result: Any) -> Any:  # answered, cancelled (a worker that does not answer in time) or lost
+            self._scrapes.pop(scrape_id, None)
+            return result
+
+        answer.addBoth(asked)
+        self.send(Message.SCRAPE, scrape_id)
         return answer
 
     def handle_figures(self, scrape_id: int, figures: WorkerFigures) -> None:
@@ -169,7 +176,9 @@ class Worker(ProcessProtocol):
         self.figures: WorkerFigures | None = None
 
     def spawn(self) -> None:
+        """Start the process and make its link; raises what failed (no socket pair, no fork), with no link left."""
         reactor = self.pool.reactor
+        self.started = reactor.seconds()  # (a start that fails is a worker that died young: the next waits longer)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.link = CoreLink(self)
@@ -180,7 +189,11 @@ class Worker(ProcessProtocol):
                                            childFDs={1: 1, 2: 2, 3: theirs.fileno(),
                                                      4: self.pool.changes.descriptor})  # type: ignore[union-attr]
             self.pid = process.pid
-            self.started = reactor.seconds()
+        except BaseException:
+            link, self.link = self.link, None
+            if link is not None and link.transport is not None:
+                link.transport.loseConnection()
+            raise
         finally:
             ours.close()
             theirs.close()
@@ -260,7 +273,8 @@ class WorkerPool:
         if self._stopping:
             return
         lived = self.reactor.seconds() - worker.started
-        how = "exited" if reason.check(ProcessDone) else f"ended ({reason.value})"
+        how = ("exited" if reason.check(ProcessDone) else f"ended ({reason.value})" if worker.pid
+               else f"could not start ({reason.value})")
         if lived > YOUNG:
             self._failures[worker.index] = 0
         delay = RESTART_DELAYS[min(self._failures[worker.index], len(RESTART_DELAYS) - 1)]
@@ -273,8 +287,14 @@ class WorkerPool:
         self.reactor.callLater(delay, self._respawn, replacement)
 
     def _respawn(self, worker: Worker) -> None:
-        if not self._stopping and self.workers[worker.index] is worker:
+        """Start the replacement; one that cannot start (a fork refused under memory pressure, no descriptors
+        left) counts as a worker that died at once, and another is tried after the next delay."""
+        if self._stopping or self.workers[worker.index] is not worker:
+            return
+        try:
             worker.spawn()
+        except Exception:  # noqa: BLE001 - the slot must not stay empty: try again later
+            self.ended(worker, Failure())
 
     async def stop(self) -> None:
         """End the workers (SIGTERM, then SIGKILL after :data:`STOP_GRACE` seconds)."""
@@ -282,11 +302,18 @@ class WorkerPool:
         running = [worker for worker in self.workers if worker.pid and not worker.ended.called]
         for worker in running:
             _signal(worker.pid, signal.SIGTERM)
-        killer = self.reactor.callLater(STOP_GRACE, lambda: [_signal(w.pid, signal.SIGKILL) for w in running])
+        killer = self.reactor.callLater(STOP_GRACE, self._kill, running)
         for worker in running:
             await worker.ended
         if killer.active():
             killer.cancel()
+
+    @staticmethod
+    def _kill(workers: list[Worker]) -> None:
+        """SIGKILL the workers that have not ended (one that has may have left its pid to another process)."""
+        for worker in workers:
+            if not worker.ended.called:
+                _signal(worker.pid, signal.SIGKILL)
 
 
 def _signal(pid: int, number: int) -> None:

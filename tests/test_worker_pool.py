@@ -1,0 +1,97 @@
+"""The core's pool of worker processes (gateway.workers.parent.WorkerPool) on a fake reactor: restarts after a
+worker's death or a failed start, and the end at shutdown."""
+
+from __future__ import annotations
+
+import errno
+import signal
+
+import pytest
+from twisted.internet.error import ProcessTerminated
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
+
+from gateway.workers import parent
+from gateway.workers.parent import RESTART_DELAYS, STOP_GRACE, WorkerPool
+
+
+class Process:
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+
+class Reactor(Clock):
+    """A clock that starts processes by number and refuses the starts listed in ``refused`` (1 = the first)."""
+
+    def __init__(self, refused: tuple[int, ...] = ()) -> None:
+        super().__init__()
+        self.starts = 0
+        self.refused = refused
+        self.links = []
+
+    def adoptStreamConnection(self, fd, family, factory):
+        self.links.append(factory.buildProtocol(None))
+
+    def spawnProcess(self, protocol, executable, args, env=None, childFDs=None):
+        self.starts += 1
+        if self.starts in self.refused:
+            raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+        return Process(1000 + self.starts)
+
+
+def killed(worker) -> None:
+    worker.processEnded(Failure(ProcessTerminated(signal=signal.SIGKILL)))
+
+
+def test_a_worker_that_dies_is_started_again():
+    reactor = Reactor()
+    pool = WorkerPool(reactor, 2, [], dict)
+    pool.start()
+    reactor.advance(60)
+    killed(pool.workers[1])
+    reactor.advance(RESTART_DELAYS[0])
+    assert reactor.starts == 3 and pool.workers[1].pid == 1003
+
+
+def test_a_replacement_that_cannot_start_is_tried_again_later_never_left_empty():
+    reactor = Reactor(refused=(2, 3))  # the first replacement's fork fails twice (memory pressure, say)
+    pool = WorkerPool(reactor, 1, [], dict)
+    pool.start()
+    reactor.advance(60)
+    killed(pool.workers[0])
+    reactor.advance(RESTART_DELAYS[0])  # refused
+    assert pool.workers[0].pid == 0 and pool.workers[0].link is None
+    reactor.advance(RESTART_DELAYS[1])  # refused again: the delays grow as for workers dying young
+    assert reactor.starts == 3 and pool.workers[0].link is None
+    reactor.advance(RESTART_DELAYS[2])
+    assert reactor.starts == 4 and pool.workers[0].pid == 1004 and pool.workers[0].link is not None
+
+
+def test_shutdown_kills_only_the_workers_still_running(monkeypatch):
+    reactor = Reactor()
+    pool = WorkerPool(reactor, 2, [], dict)
+    pool.start()
+    signalled = []
+    monkeypatch.setattr(parent.os, "kill", lambda pid, number: signalled.append((pid, number)))
+    stopping = pool.stop()
+    stopping.send(None)  # (SIGTERM to both, then waits for them)
+    pool.workers[0].processEnded(Failure(ProcessTerminated(signal=signal.SIGTERM)))  # the first ends at once
+    reactor.advance(STOP_GRACE)  # the second hangs: killed, and only it (the first's pid may be another's now)
+    assert signalled == [(1001, signal.SIGTERM), (1002, signal.SIGTERM), (1002, signal.SIGKILL)]
+    pool.workers[1].processEnded(Failure(ProcessTerminated(signal=signal.SIGKILL)))
+    with pytest.raises(StopIteration):
+        stopping.send(None)
+
+
+def test_a_scrape_a_hung_worker_never_answers_is_forgotten_when_its_wait_ends():
+    reactor = Reactor()
+    pool = WorkerPool(reactor, 1, [], dict)
+    pool.start()
+    link = pool.workers[0].link
+    link.transport, link.alive = StringTransport(), True
+    for _ in range(3):  # three scrapes of /metrics while the worker is stuck
+        asked = link.ask_figures().addTimeout(parent.FIGURES_WAIT, reactor)
+        asked.addErrback(lambda failure: None)
+        reactor.advance(parent.FIGURES_WAIT)
+    assert link._scrapes == {}
