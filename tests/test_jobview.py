@@ -362,7 +362,7 @@ def test_a_current_view_answers_reads_in_the_worker_and_a_change_sends_them_to_t
     ref = TransactionRef(transaction.id, 60)
     run(worker.get_job_ad(ALICE, ref, cluster, 1))
     run(worker.get_job_ads(ALICE, ref, constraint))
-    assert link.methods()[4:] == ["get_job_ad", "get_job_ads_among"]
+    assert link.methods()[4:] == ["get_job_ad", "get_job_ads"]
     with pytest.raises(BirdbathError) as unknown:  # a job not in the view: the core answers it unknown
         run(worker.get_job_ad(ALICE, None, cluster + 100, 0))
     assert unknown.value.status.code is StatusCode.UNKNOWNJOB and link.methods()[-1] == "get_job_ad"
@@ -483,6 +483,31 @@ def test_no_view_is_current_while_a_write_is_under_way(schedd, published):
     assert not worker.current()
     run(worker.get_job_ad(ALICE, None, cluster, 0))
     assert link.methods()[1:] == ["view_since", "get_job_ad"] and not worker.current()
+
+
+def test_a_query_in_a_transaction_is_the_cores_from_the_start(schedd, published):
+    """The core checks the transaction first, as one process does: a made-up one is refused as such (not as the
+    caller's missing READ), and nothing is evaluated in the worker for a caller the core then refuses."""
+    cluster = commit(schedd, 1)
+    link = CoreOverCodecs(schedd)
+    evaluated: list[object] = []
+
+    def call_in_thread(function, *args):
+        evaluated.append(args[0])
+        return succeed(function(*args))
+
+    worker = viewed(link, schedd.policy, published, call_in_thread)
+    worker.set_constants({"job_views": True})
+    stranger = Caller("192.0.2.9", "alice", Authentication.SOCKET)
+    schedd.policy = worker._policy = AccessPolicy(allow_read=HostList(["127.0.0.1"]),
+                                                  allow_write=HostList(["127.0.0.1"]))
+    with pytest.raises(BirdbathError) as refused:
+        run(worker.get_job_ads(stranger, TransactionRef(12345, 60), f"ClusterId == {cluster}"))
+    assert refused.value.status.code is StatusCode.INVALIDTRANSACTION and not evaluated
+    txn = run(schedd.begin_transaction(ALICE, 60))
+    answer = run(worker.get_job_ads(ALICE, TransactionRef(txn.id, 60), f"ClusterId == {cluster}"))
+    assert keys(answer) == [(cluster, 0)] and not evaluated
+    assert link.methods() == ["get_job_ads", "get_job_ads"]
 
 
 def test_the_null_transaction_is_no_transaction(schedd, published):

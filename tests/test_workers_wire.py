@@ -17,7 +17,7 @@ from gateway.core.auth import Authentication, Caller, Permission
 from gateway.core.status import BirdbathError, StatusCode
 from gateway.core.transactions import TransactionRef
 from gateway.identity.peers import PeerOwner
-from gateway.workers import wire
+from gateway.workers import link, wire
 from gateway.workers.link import MAX_MESSAGE, Link, Message
 from jobmodel.exprtext import SourceExpr, TextedAd, expression_text
 
@@ -201,6 +201,25 @@ def test_a_message_that_fails_to_encode_half_way_empties_both_ends_tables():
     assert heard() == ([((1, 1), 7), ((1, 0), 7)], [((1, 1), 7), ((1, 0), 7)])
     [first], [other_back], [kept_back] = receiver.results
     assert other_back["ProcId"] == 1 and kept_back is not first and kept_back["Content"] == 7  # whole again
+
+
+def test_a_message_too_large_for_the_other_end_fails_alone_and_the_link_stays(monkeypatch):
+    """The receiver would close the link on it (and a worker with its link ends, with all its connections): the
+    sender refuses it instead, as a message that cannot be encoded, and the next ones cross as before."""
+    sender, transport = linked()
+    receiver, _ = linked()
+    kept = job_ad(1, 0, 7)
+    sender.send(Message.RESULT, 1, True, [kept])
+    monkeypatch.setattr(link, "MAX_MESSAGE", len(transport.value()) + 2000)
+    with pytest.raises(link.MessageTooLarge, match="ask for fewer jobs"):
+        sender.send(Message.RESULT, 2, True, [job_ad(1, proc, 7) for proc in range(1, 40)])
+    receiver.dataReceived(transport.value())
+    transport.clear()
+    assert not receiver.transport.disconnecting and len(receiver.results) == 1
+    assert tables(sender.codec, receiver.codec) == ([], [])  # FORGET alone arrived after the first answer
+    sender.send(Message.RESULT, 3, True, [kept])
+    receiver.dataReceived(transport.value())
+    assert receiver.results[-1][0]["Content"] == 7 and not receiver.transport.disconnecting
 
 
 def test_a_reference_to_an_ad_not_held_is_refused():

@@ -46,8 +46,10 @@ the core nothing.  Evaluations over the view take the caller's turns (``max_quer
 and the view keeps the keys each constraint was found true for at its number (``JobView.answers``): the same
 constraint polled again over a quiet queue is not evaluated again.
 
-A constraint that is not simple, or a backend without ``Capability.CHANGES`` (``BirdbathSchedd.job_views``, sent
-with the link's constants), goes to the core's ``get_job_ads`` as before.
+A constraint that is not simple, a getJobAds inside a transaction (the core checks the transaction before anything
+else, as one process does, and no evaluation is spent on a caller it then refuses), or a backend without
+``Capability.CHANGES`` (``BirdbathSchedd.job_views``, sent with the link's constants), goes to the core's
+``get_job_ads`` as before.
 """
 
 from __future__ import annotations
@@ -188,10 +190,9 @@ class ViewedSchedd(RemoteObject):
 
     async def get_job_ads(self, caller: Caller, ref: TransactionRef | None, constraint: str | None) -> JobAdStructs:
         parsed = self._simple(constraint)
-        if parsed is None:
+        if parsed is None or not names_none(ref):  # (in a transaction, the core checks it before anything else)
             return await self._link.call(self._service, "get_job_ads", caller, ref, constraint)
-        if names_none(ref):  # (in a transaction, the core checks the transaction first)
-            self._policy.check(caller, Permission.READ)
+        self._policy.check(caller, Permission.READ)
         seen, irregular = self.view.number, list(self.view.irregular)
         found = self.view.answers.get(constraint, seen)  # type: ignore[arg-type]
         if found is None:
@@ -201,7 +202,7 @@ class ViewedSchedd(RemoteObject):
                 raise BirdbathError.fail(f"Query failed: {exc}") from None
             if self.view.number == seen:  # (the view did not change during the evaluation)
                 self.view.answers.put(constraint, seen, found)  # type: ignore[arg-type]
-        if names_none(ref) and not irregular and self.view.number == seen and self.current():
+        if not irregular and self.view.number == seen and self.current():
             ads = [self._held(key) for key in sorted(found)]
             if not any(ad is None for ad in ads):
                 return JobAdStructs(ads, self._now())  # type: ignore[arg-type]

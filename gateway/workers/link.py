@@ -48,6 +48,10 @@ _LENGTH = struct.Struct("!I")
 MAX_MESSAGE = 1 << 30
 
 
+class MessageTooLarge(ValueError):
+    """A message larger than :data:`MAX_MESSAGE`: not sent."""
+
+
 class Message(str, enum.Enum):
     CALL = "call"  # worker -> core: [CALL, id, service, method, args, kwargs]
     RESULT = "result"  # core -> worker: [RESULT, id, ok, value or exception]
@@ -93,9 +97,16 @@ class Link(Protocol):
 
     def encoded(self, kind: Message, *message: Any) -> bytes:
         """One message, encoded to be written next (:meth:`write`); raises what encoding it raised, and FORGET is
-        sent in its place (the table of sent ads is empty)."""
+        sent in its place (the table of sent ads is empty).  A message larger than :data:`MAX_MESSAGE`, which the
+        other end would refuse by closing the link (and with it every connection of a worker), fails here alone:
+        :class:`MessageTooLarge`, the call whose answer it was fails, the link stays."""
         try:
-            return self.codec.encode([kind.value, *message])
+            data = self.codec.encode([kind.value, *message])
+            if len(data) > MAX_MESSAGE:
+                self.codec.unsent()
+                raise MessageTooLarge(f"an answer of {len(data):,} bytes is more than the link between the gateway's "
+                                      f"processes carries ({MAX_MESSAGE:,}): ask for fewer jobs at a time")
+            return data
         except Exception:
             self.write(self.codec.encode([Message.FORGET.value]))  # (this one cannot fail: it holds no value of ours)
             raise

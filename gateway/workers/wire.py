@@ -240,6 +240,11 @@ class Codec:
         left as it is (only the link's messages move it, the same way at both ends)."""
         return self.received.get(key)
 
+    def unsent(self) -> None:
+        """The message just encoded is not sent after all (the link refused its size): its ads entered the table of
+        sent ones, so the table is emptied, as for a message that failed to encode (the link sends FORGET)."""
+        self.sent.clear()
+
     def forget(self) -> None:
         """The other end emptied its table of sent ads (a message failed to encode there): empty ours of received
         ones, before reading what it sent after."""
