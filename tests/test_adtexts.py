@@ -18,6 +18,7 @@ from backends.contract import job_ad, submitted
 from backends.interface import ActionChange, AttributeChange, Batch, stamp
 from backends.local import LocalBackend
 from backends.local.store import JobStore
+from gateway.soap import adtexts
 from gateway.soap.adtexts import ENTRY_COST, KeptTexts
 from gateway.soap.adwriter import own_items
 from gateway.testing import module_gateway, zeep_client
@@ -155,6 +156,35 @@ def test_the_kept_bytes_stay_within_the_budget_and_jobs_no_longer_asked_for_make
         texts.text(ad)
     assert convert.converted == converted  # every one of them answered from its kept text
     assert texts.kept_bytes == texts.entries_cost()
+
+
+def test_a_text_asked_for_again_at_its_revision_is_unpacked_once(monkeypatch):
+    unpacked = []
+    unpack = adtexts.Dictionary.unpack
+    monkeypatch.setattr(adtexts.Dictionary, "unpack", lambda self, packed: unpacked.append(packed) or unpack(self, packed))
+    texts = KeptTexts(own_items)
+    ads = [stamped(f'[A = {n}; B = "job {n}"]', (1, n), 1) for n in range(3)]
+    for _ in range(ROUNDS + 3):  # written, then packed, then unpacked once and answered unpacked
+        assert [texts.text(ad) for ad in ads] == [own_items(ad) for ad in ads]
+    assert len(unpacked) == len(ads)
+    changed = stamped('[A = 0; B = "changed"]', (1, 0), 2)
+    for _ in range(ROUNDS + 1):  # a new revision: never the old text, unpacked or not
+        assert texts.text(changed) == own_items(changed)
+    assert len(unpacked) == len(ads) + 1
+
+
+def test_the_unpacked_texts_stay_within_their_own_budget():
+    one = len(own_items(stamped('[A = 10; B = "job 10"]', (1, 10), 1))) + adtexts.UNPACKED_COST
+    texts = KeptTexts(own_items, unpacked_budget=5 * one)
+    ads = [stamped(f'[A = {n}; B = "job {n}"]', (1, n), 1) for n in range(10, 30)]
+    for _ in range(ROUNDS + 2):
+        for ad in ads:
+            assert texts.text(ad) == own_items(ad)
+            assert texts.unpacked_bytes <= texts.unpacked_budget
+    assert 0 < texts.unpacked_bytes
+    none = KeptTexts(own_items, unpacked_budget=0)
+    for _ in range(ROUNDS + 1):
+        assert none.text(ads[0]) == own_items(ads[0]) and none.unpacked_bytes == 0
 
 
 def test_threads_sharing_the_table_answer_every_ad_right():
