@@ -173,22 +173,56 @@ def test_a_text_asked_for_again_at_its_revision_is_unpacked_once(monkeypatch):
     assert len(unpacked) == len(ads) + 1
 
 
-def test_the_unpacked_texts_stay_within_their_own_budget():
+def test_a_polled_set_larger_than_the_unpacked_budget_keeps_what_fits_of_it(monkeypatch):
+    """Not each job evicting the next before it is asked for again, which would unpack every one of them at every
+    poll and cost more than keeping none."""
+    unpacked = []
+    unpack = adtexts.Dictionary.unpack
+    monkeypatch.setattr(adtexts.Dictionary, "unpack", lambda self, packed: unpacked.append(packed) or unpack(self, packed))
     one = len(own_items(stamped('[A = 10; B = "job 10"]', (1, 10), 1))) + adtexts.UNPACKED_COST
     texts = KeptTexts(own_items, unpacked_budget=5 * one)
     ads = [stamped(f'[A = {n}; B = "job {n}"]', (1, n), 1) for n in range(10, 30)]
-    for _ in range(ROUNDS + 2):
+    for _ in range(ROUNDS + 4):
+        unpacked.clear()
         for ad in ads:
             assert texts.text(ad) == own_items(ad)
             assert texts.unpacked_bytes <= texts.unpacked_budget
-    assert 0 < texts.unpacked_bytes
+    assert len(unpacked) <= len(ads) - 4  # the last poll: the four or five that fit were answered unpacked
+    assert texts.unpacked_bytes == texts.unpacked_cost() > 0
     none = KeptTexts(own_items, unpacked_budget=0)
     for _ in range(ROUNDS + 1):
         assert none.text(ads[0]) == own_items(ads[0]) and none.unpacked_bytes == 0
 
 
-def test_threads_sharing_the_table_answer_every_ad_right():
-    texts = KeptTexts(own_items, budget=30 * ENTRY_COST)
+def test_pollers_moving_to_other_jobs_have_them_kept_unpacked_within_a_while(monkeypatch):
+    unpacked = []
+    unpack = adtexts.Dictionary.unpack
+    monkeypatch.setattr(adtexts.Dictionary, "unpack", lambda self, packed: unpacked.append(packed) or unpack(self, packed))
+    now = [0.0]
+    one = len(own_items(stamped('[A = 10; B = "job 10"]', (1, 10), 1))) + adtexts.UNPACKED_COST
+    texts = KeptTexts(own_items, unpacked_budget=5 * one, clock=lambda: now[0])
+    before = [stamped(f'[A = {n}; B = "job {n}"]', (1, n), 1) for n in range(10, 15)]
+    after = [stamped(f'[A = {n}; B = "job {n}"]', (2, n), 1) for n in range(10, 15)]
+
+    def polled(ads: list) -> int:
+        """How many texts one poll unpacked."""
+        unpacked.clear()
+        assert [texts.text(ad) for ad in ads] == [own_items(ad) for ad in ads]
+        return len(unpacked)
+
+    for _ in range(ROUNDS):
+        polled(before)
+    assert polled(before) == 0
+    for _ in range(ROUNDS):
+        polled(after)
+    assert polled(after) == len(after)  # the budget is the first set's
+    now[0] += adtexts.UNPACKED_SECONDS  # all dropped at the next unpack: the set asked for now is kept
+    assert polled(after) == len(after) and polled(after) == 0 and polled(before) == len(before)
+
+
+@pytest.mark.parametrize("unpacked_budget", [adtexts.UNPACKED, 8 * (adtexts.UNPACKED_COST + 60)])
+def test_threads_sharing_the_table_answer_every_ad_right(unpacked_budget):
+    texts = KeptTexts(own_items, budget=30 * ENTRY_COST, unpacked_budget=unpacked_budget)
     ads = [stamped(f'[A = {n}; B = "{"x" * n}"]', (1, n % 50), n // 50) for n in range(200)]
     failures = []
 
@@ -210,6 +244,7 @@ def test_threads_sharing_the_table_answer_every_ad_right():
         sys.setswitchinterval(interval)
     assert not failures
     assert texts.kept_bytes == texts.entries_cost() <= 30 * ENTRY_COST
+    assert texts.unpacked_bytes == texts.unpacked_cost() <= unpacked_budget
 
 
 running = module_gateway("[backends.local]\nslots = 1\nkill_grace = 1.0\nperiodic_interval = 0.5\n"

@@ -19,8 +19,11 @@ change), so the text written for a job at one revision is right for as long as t
   without being kept, while the kept ones stay useful;
 - and the texts unpacked last are kept unpacked too, within a smaller budget of their own (:data:`UNPACKED`): a
   monitor polls the same jobs again and again, and unpacking each of them every time was a quarter of a polling
-  worker's CPU (py-spy, a 1 % constraint over 10,000 jobs).  When the next text would go past that budget, the
-  unpacked ones are all dropped at once and the jobs asked for next fill it again (no order to keep per look-up).
+  worker's CPU (py-spy, a 1 % constraint over 10,000 jobs).  When that budget is full, new texts are not kept
+  unpacked, and every :data:`UNPACKED_SECONDS` the unpacked ones are all dropped, to be kept again as they are asked
+  for: a set of jobs polled again and again that is larger than the budget keeps what fits of it (dropping one to
+  keep the next would unpack every one of them at every poll, and cost more than keeping none), and pollers that
+  move on to other jobs have them kept within that time.  No order is kept per look-up.
 
 Only the ad's own attributes are kept (what follows ``MyType``, ``TargetType`` and ``ServerTime``, which the writer
 puts first per answer).  Entries are read and replaced with single dictionary operations (atomic under the GIL) and
@@ -31,6 +34,7 @@ share one table.
 from __future__ import annotations
 
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from typing import NamedTuple
@@ -54,6 +58,8 @@ ENTRY_COST = 240
 #: the bytes of unpacked texts kept, at most, by default (some 10,000 jobs of a typical queue: what pollers ask for
 #: again and again), and what each costs besides its text (its tuple, the bytes object's header, its table slot)
 UNPACKED, UNPACKED_COST = 16 * 2**20, 120
+#: how often the unpacked texts are all dropped (s): what pollers ask for is kept again by their next poll
+UNPACKED_SECONDS = 60.0
 
 
 class Dictionary:
@@ -101,14 +107,16 @@ class KeptTexts:
     """The kept texts; :meth:`text` is the only entry point."""
 
     def __init__(self, convert: Callable[[classad2.ClassAd], bytes], budget: int = BUDGET,
-                 unpacked_budget: int = UNPACKED) -> None:
+                 unpacked_budget: int = UNPACKED, clock: Callable[[], float] = time.monotonic) -> None:
         self._convert = convert
         self.budget = budget
         self.unpacked_budget = unpacked_budget
         self._entries: dict[JobKey, _Entry] = {}
-        #: job key -> (revision number, text) of the texts unpacked last, and what they cost
+        #: job key -> (revision number, text) of the texts unpacked last, what they cost, and when they all go
         self._unpacked: dict[JobKey, tuple[int, bytes]] = {}
         self.unpacked_bytes = 0
+        self._clock = clock
+        self._unpacked_until = clock() + UNPACKED_SECONDS
         #: the jobs whose entry was used (made or answered from) since the last sweep
         self._used: set[JobKey] = set()
         self._lookups = 0  # since the last sweep
@@ -152,17 +160,20 @@ class KeptTexts:
         if unpacked is not None and unpacked[0] == entry.number:
             return unpacked[1]
         text = entry.dictionary.unpack(entry.packed)  # type: ignore[union-attr]
-        cost = UNPACKED_COST + len(text)
         with self._lock:
-            if self.unpacked_bytes + cost > self.unpacked_budget:
-                self._unpacked, self.unpacked_bytes = {}, 0
+            now = self._clock()
+            if now >= self._unpacked_until:
+                self._unpacked, self.unpacked_bytes, self._unpacked_until = {}, 0, now + UNPACKED_SECONDS
             replaced = self._unpacked.get(key)
-            if replaced is not None:
-                self.unpacked_bytes -= UNPACKED_COST + len(replaced[1])
-            if cost <= self.unpacked_budget:
+            growth = len(text) - len(replaced[1]) if replaced is not None else UNPACKED_COST + len(text)
+            if self.unpacked_bytes + growth <= self.unpacked_budget:
                 self._unpacked[key] = (entry.number, text)
-                self.unpacked_bytes += cost
+                self.unpacked_bytes += growth
         return text
+
+    def unpacked_cost(self) -> int:
+        """The bytes the unpacked texts cost, counted anew (:attr:`unpacked_bytes` keeps the count as they change)."""
+        return sum(UNPACKED_COST + len(text) for _, text in list(self._unpacked.values()))
 
     def _packed(self, number: int, text: bytes) -> _Entry | None:
         dictionary = self._dictionary
