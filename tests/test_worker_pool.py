@@ -31,7 +31,10 @@ class Reactor(Clock):
         self.links = []
 
     def adoptStreamConnection(self, fd, family, factory):
-        self.links.append(factory.buildProtocol(None))
+        link = factory.buildProtocol(None)
+        link.connectionMade = lambda: None  # (a link's start sends the services' constants, which these have none of)
+        link.makeConnection(StringTransport())
+        self.links.append(link)
 
     def spawnProcess(self, protocol, executable, args, env=None, childFDs=None):
         self.starts += 1
@@ -62,6 +65,7 @@ def test_a_replacement_that_cannot_start_is_tried_again_later_never_left_empty()
     killed(pool.workers[0])
     reactor.advance(RESTART_DELAYS[0])  # refused
     assert pool.workers[0].pid == 0 and pool.workers[0].link is None
+    assert reactor.links[-1].transport.disconnecting  # the link made for it is closed, not left open
     reactor.advance(RESTART_DELAYS[1])  # refused again: the delays grow as for workers dying young
     assert reactor.starts == 3 and pool.workers[0].link is None
     reactor.advance(RESTART_DELAYS[2])

@@ -5,6 +5,7 @@ the client's expression texts and their revision, and what may not cross is refu
 from __future__ import annotations
 
 import struct
+from types import SimpleNamespace
 
 import classad2
 import pytest
@@ -18,7 +19,8 @@ from gateway.core.status import BirdbathError, StatusCode
 from gateway.core.transactions import TransactionRef
 from gateway.identity.peers import PeerOwner
 from gateway.workers import link, wire
-from gateway.workers.link import MAX_MESSAGE, Link, Message
+from gateway.workers.link import MAX_MESSAGE, CallingLink, CoreCalls, Link, Message
+from gateway.workers.parent import CoreLink
 from jobmodel.exprtext import SourceExpr, TextedAd, expression_text
 
 
@@ -211,7 +213,7 @@ def test_a_message_too_large_for_the_other_end_fails_alone_and_the_link_stays(mo
     kept = job_ad(1, 0, 7)
     sender.send(Message.RESULT, 1, True, [kept])
     monkeypatch.setattr(link, "MAX_MESSAGE", len(transport.value()) + 2000)
-    with pytest.raises(link.MessageTooLarge, match="ask for fewer jobs"):
+    with pytest.raises(wire.MessageTooLarge, match="ask for fewer jobs"):
         sender.send(Message.RESULT, 2, True, [job_ad(1, proc, 7) for proc in range(1, 40)])
     receiver.dataReceived(transport.value())
     transport.clear()
@@ -220,6 +222,29 @@ def test_a_message_too_large_for_the_other_end_fails_alone_and_the_link_stays(mo
     sender.send(Message.RESULT, 3, True, [kept])
     receiver.dataReceived(transport.value())
     assert receiver.results[-1][0]["Content"] == 7 and not receiver.transport.disconnecting
+
+
+def test_an_answer_too_large_fails_its_call_in_the_worker_and_both_ends_carry_on(monkeypatch):
+    class Schedd:
+        def many(self) -> list:
+            return [job_ad(1, proc, 7) for proc in range(40)]
+
+        def one(self) -> int:
+            return 1
+
+    core = CoreLink(SimpleNamespace(pool=SimpleNamespace(calls=CoreCalls(lambda: {"schedd": Schedd()}))))
+    core.transport, core.alive = StringTransport(), True  # (its own start would send constants it has none of)
+    worker, worker_sent = CallingLink(), StringTransport()
+    worker.makeConnection(worker_sent)
+    monkeypatch.setattr(link, "MAX_MESSAGE", 3000)
+    too_large, answered = worker.call("schedd", "many"), worker.call("schedd", "one")
+    core.dataReceived(worker_sent.value())
+    worker.dataReceived(core.transport.value())
+    failures, values = [], []
+    too_large.addErrback(failures.append)
+    answered.addCallback(values.append)
+    assert failures[0].check(wire.MessageTooLarge) and "ask for fewer jobs" in failures[0].getErrorMessage()
+    assert values == [1] and not worker_sent.disconnecting and not core.transport.disconnecting
 
 
 def test_a_reference_to_an_ad_not_held_is_refused():

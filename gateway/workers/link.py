@@ -48,10 +48,6 @@ _LENGTH = struct.Struct("!I")
 MAX_MESSAGE = 1 << 30
 
 
-class MessageTooLarge(ValueError):
-    """A message larger than :data:`MAX_MESSAGE`: not sent."""
-
-
 class Message(str, enum.Enum):
     CALL = "call"  # worker -> core: [CALL, id, service, method, args, kwargs]
     RESULT = "result"  # core -> worker: [RESULT, id, ok, value or exception]
@@ -99,13 +95,15 @@ class Link(Protocol):
         """One message, encoded to be written next (:meth:`write`); raises what encoding it raised, and FORGET is
         sent in its place (the table of sent ads is empty).  A message larger than :data:`MAX_MESSAGE`, which the
         other end would refuse by closing the link (and with it every connection of a worker), fails here alone:
-        :class:`MessageTooLarge`, the call whose answer it was fails, the link stays."""
+        :class:`~gateway.workers.wire.MessageTooLarge`, the call whose answer it was fails, the link stays."""
         try:
             data = self.codec.encode([kind.value, *message])
             if len(data) > MAX_MESSAGE:
                 self.codec.unsent()
-                raise MessageTooLarge(f"an answer of {len(data):,} bytes is more than the link between the gateway's "
-                                      f"processes carries ({MAX_MESSAGE:,}): ask for fewer jobs at a time")
+                raise wire.MessageTooLarge(
+                    f"a {'call' if kind is Message.CALL else 'message'} of {len(data):,} bytes is more than the link "
+                    f"between the gateway's processes carries ({MAX_MESSAGE:,} bytes)"
+                    + (": ask for fewer jobs at a time" if kind is Message.RESULT else ""))
             return data
         except Exception:
             self.write(self.codec.encode([Message.FORGET.value]))  # (this one cannot fail: it holds no value of ours)

@@ -29,7 +29,7 @@ from gateway.monitoring.events import RequestTally
 from gateway.monitoring.processes import WorkerFigures
 from gateway.workers.changenumber import PublishedNumber
 from gateway.workers.link import CoreCalls, Link, Message
-from gateway.workers.wire import error_fields
+from gateway.workers.wire import MessageTooLarge, error_fields
 
 log = Logger(namespace="birdbath.workers")
 
@@ -103,6 +103,9 @@ class CoreLink(Link):
             return  # the worker died meanwhile: what the call did is done, as for a client gone
         try:
             self.send(Message.RESULT, call_id, True, value)
+        except MessageTooLarge as exc:  # the call fails, the link stays: said once, not as a bug of ours
+            log.warn("a worker's call into the core answered more than the link carries: {reason}", reason=exc)
+            self._failed(Failure(), call_id)
         except Exception:  # noqa: BLE001 - a value that cannot cross: the call fails, logged
             self._failed(Failure(), call_id)
 

@@ -68,6 +68,10 @@ class RemoteFailure(RuntimeError):
     """An exception raised in the core of a kind the front ends do not handle: its type and text."""
 
 
+class MessageTooLarge(ValueError):
+    """A message larger than the link carries (``link.MAX_MESSAGE``): not sent, the call it answers fails with this."""
+
+
 class UnknownAd(ValueError):
     """A reference to a job ad the receiving end does not hold (at that revision): the two ends' tables differ,
     which the protocol never lets happen, so the message cannot be read and the link is closed."""
@@ -101,7 +105,7 @@ ERRORS: dict[str, tuple[type[BaseException], Callable[[Any], list[Any]], Callabl
     "Throttled": (Throttled, lambda e: [e.retry_after], Throttled),
     **{cls.__name__: (cls, lambda e: [str(e)], cls) for cls in (
         BackendError, UnknownJob, InvalidState, BackendUnavailable, QueryFailed, BadAttribute, NotOwner, ValueError,
-        PermissionError, KeyError, RemoteFailure, SubmitDescriptionError, InputNotAwaited)},
+        PermissionError, KeyError, RemoteFailure, SubmitDescriptionError, InputNotAwaited, MessageTooLarge)},
 }
 _ERROR_NAMES = {cls: name for name, (cls, _, _) in ERRORS.items()}
 
