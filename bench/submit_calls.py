@@ -28,10 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from figures import Figure, print_figures
-from queue_scale import Client, job_ad, submit_flow
-from workers import CONFIG, processes
-
-from gateway.testing import GatewayProcess
+from queue_scale import Client, job_ad
+from workers import processes, started
 
 CALLS = ("beginTransaction", "newCluster", "newJob", "submit", "commitTransaction")
 
@@ -66,14 +64,9 @@ def pin(pids: list[int], cpu: int) -> None:
 
 
 def measure(workers: int, tmp: Path, jobs: int, cpu: int | None, figures: dict[str, Figure]) -> None:
-    gateway = GatewayProcess(tmp / f"state-{workers}-{time.time_ns()}", CONFIG, tmp=tmp,
-                             extra_args=("--workers", str(workers))).start()
+    gateway = started(workers, tmp)
     everywhere = os.sched_getaffinity(0)
     try:
-        deadline = time.monotonic() + 120
-        while gateway.log().count(") serving") < workers and time.monotonic() < deadline:  # the workers' start
-            time.sleep(0.2)
-        submit_flow(gateway.port, 4, 1.0)  # warm-up: each process's first requests load the service's schemas
         pids = processes(gateway)
         if cpu is not None:
             pin(pids, cpu)

@@ -86,14 +86,21 @@ def measured(gateway: GatewayProcess, name: str, seconds: float, rate: Callable[
     figures[f"{name}: all processes"].add((cpu_seconds(pids) - every) / done * 1000)
 
 
-def measure(workers: int, tmp: Path, seconds: float, jobs: int, figures: dict[str, Figure]) -> None:
+def started(workers: int, tmp: Path) -> GatewayProcess:
+    """A gateway of this layout, its workers serving, warmed up (each process's first requests load the service's
+    schemas)."""
     gateway = GatewayProcess(tmp / f"state-{workers}-{time.time_ns()}", CONFIG, tmp=tmp,
                              extra_args=("--workers", str(workers))).start()
+    deadline = time.monotonic() + 120
+    while gateway.log().count(") serving") < workers and time.monotonic() < deadline:  # the workers' start
+        time.sleep(0.2)
+    submit_flow(gateway.port, 4, 1.0)
+    return gateway
+
+
+def measure(workers: int, tmp: Path, seconds: float, jobs: int, figures: dict[str, Figure]) -> None:
+    gateway = started(workers, tmp)
     try:
-        deadline = time.monotonic() + 120
-        while gateway.log().count(") serving") < workers and time.monotonic() < deadline:  # the workers' start
-            time.sleep(0.2)
-        submit_flow(gateway.port, 4, 1.0)  # warm-up: each process's first requests load the service's schemas
         measured(gateway, "submit flow, 1 client", seconds, lambda: submit_flow(gateway.port, 1, seconds), figures)
         measured(gateway, "submit flow, 8 clients", seconds, lambda: submit_flow(gateway.port, 8, seconds), figures)
         if jobs:

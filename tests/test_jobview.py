@@ -403,9 +403,8 @@ def test_a_denied_caller_is_denied_in_the_worker_as_in_the_core(schedd, publishe
     assert link.methods() == ["get_job_ads_among"]
 
 
-def test_a_constraint_polled_again_over_an_unchanged_view_is_not_evaluated_again(schedd, published):
-    cluster = commit(schedd, 3)
-    link = CoreOverCodecs(schedd)
+def counting(link: CoreOverCodecs, schedd: BirdbathSchedd, published: PublishedNumber) -> tuple[ViewedSchedd, list]:
+    """A worker's schedd over ``link`` with job views, and the constraints it evaluates over its view, as they are."""
     evaluated: list[object] = []
 
     def call_in_thread(function, *args):
@@ -414,6 +413,13 @@ def test_a_constraint_polled_again_over_an_unchanged_view_is_not_evaluated_again
 
     worker = viewed(link, schedd.policy, published, call_in_thread)
     worker.set_constants({"job_views": True})
+    return worker, evaluated
+
+
+def test_a_constraint_polled_again_over_an_unchanged_view_is_not_evaluated_again(schedd, published):
+    cluster = commit(schedd, 3)
+    link = CoreOverCodecs(schedd)
+    worker, evaluated = counting(link, schedd, published)
     constraint = f"ClusterId == {cluster} && ProcId > 0"
     # (the first evaluation is over the empty view, which the core's answer resets)
     answers = [keys(run(worker.get_job_ads(ALICE, None, constraint))) for _ in range(4)]
@@ -490,14 +496,7 @@ def test_a_query_in_a_transaction_is_the_cores_from_the_start(schedd, published)
     caller's missing READ), and nothing is evaluated in the worker for a caller the core then refuses."""
     cluster = commit(schedd, 1)
     link = CoreOverCodecs(schedd)
-    evaluated: list[object] = []
-
-    def call_in_thread(function, *args):
-        evaluated.append(args[0])
-        return succeed(function(*args))
-
-    worker = viewed(link, schedd.policy, published, call_in_thread)
-    worker.set_constants({"job_views": True})
+    worker, evaluated = counting(link, schedd, published)
     stranger = Caller("192.0.2.9", "alice", Authentication.SOCKET)
     schedd.policy = worker._policy = AccessPolicy(allow_read=HostList(["127.0.0.1"]),
                                                   allow_write=HostList(["127.0.0.1"]))
