@@ -292,7 +292,7 @@ class GatewayConfig:
         return ScheddSettings(max_transaction_duration=self.max_soap_transaction_duration,
                               leave_in_queue=self.soap_leave_in_queue or None,
                               max_transactions_per_caller=self.max_transactions_per_caller,
-                              limits=self.expression_limits())
+                              limits=self.expression_limits(), max_read_bytes=self.max_request_bytes)
 
 
 _SECTIONS = {

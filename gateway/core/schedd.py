@@ -129,6 +129,8 @@ class ScheddSettings:
     leave_in_queue: str | None = None  # SOAP_LEAVE_IN_QUEUE
     max_transactions_per_caller: int = 20  # open transactions one caller (host, user, authentication) may hold
     limits: ExpressionLimits = ExpressionLimits()  # on the expression text of job ads and templates
+    #: the most one getFile reads (max_request_bytes: what a client may send in one request, it may read in one)
+    max_read_bytes: int = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -550,11 +552,17 @@ class BirdbathSchedd:
             raise BirdbathError.fail("LENGTH must be >= 0")
         if offset < 0:
             raise BirdbathError.fail(f"Failed to seek to offset {offset} in file '{name}'")
+        most = self.settings.max_read_bytes
         try:
-            return await self._spool_call(caller, txn, cluster, proc, self.backend.read_file, cluster, proc,
-                                          name or "", offset, length)
+            data = await self._spool_call(caller, txn, cluster, proc, self.backend.read_file, cluster, proc,
+                                          name or "", offset, min(length, most + 1))
         except BackendError as exc:
             raise BirdbathError.fail(str(exc)) from None
+        if len(data) > most:  # (a whole file asked for at once, as many clients do, stays within memory)
+            raise BirdbathError.fail(
+                f"Failed to read file '{name}': more than {most:,} bytes from offset {offset} were asked for at once, "
+                f"more than one answer carries (max_request_bytes in [gateway]); read it in pieces")
+        return data
 
     async def list_spool(self, caller: Caller, ref: TransactionRef | None, cluster: int,
                          proc: int) -> Sequence[FileInfo]:

@@ -163,6 +163,8 @@ class SubmissionSettings:
     max_staging_areas_per_caller: int = 20  # staging areas one caller (host, user, authentication) may hold
     limits: ExpressionLimits = ExpressionLimits()  # on the expression text of job ads and setAttribute values
     pool_name: str = ""  # the backend's pool (its central manager), which Aviary's ids name beside the schedd
+    #: the most one fetch reads (max_request_bytes: what a client may send in one request, it may read in one)
+    max_read_bytes: int = 16 * 1024 * 1024
 
 
 class SubmissionService:
@@ -531,6 +533,9 @@ class SubmissionService:
         path = _spool_file(ad, file, self._backend.spool_directory(ref.cluster, ref.proc))
         size, _ = await self._run(self._backend.read_job_file, ref.cluster, ref.proc, path, 0, 0)
         offset, length = _range(start, end, size)
+        if length > self.settings.max_read_bytes:
+            raise fail(f"{length:,} bytes of {file!r} were asked for at once, more than one answer carries "
+                       f"({self.settings.max_read_bytes:,}: max_request_bytes in [gateway]); fetch it in pieces")
         _, data = await self._run(self._backend.read_job_file, ref.cluster, ref.proc, path, offset, length)
         return JobFile(path, size, data)
 
