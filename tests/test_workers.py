@@ -296,6 +296,42 @@ def test_a_worker_killed_mid_upload_applies_nothing_of_it(gateway):
     assert (cluster, proc) not in job_ids(gateway.port)
 
 
+def test_an_input_upload_cut_short_by_a_killed_worker_can_be_sent_again(start_gateway):
+    """The files it declared before its worker died stay declared in the core's transaction: the upload sent again
+    starts clean instead of finding them declared (409) at every try."""
+    import threading
+
+    from tests.rest import call, tar_of
+    from tests.test_rest import NEEDS_INPUT, SCRIPT, submit
+
+    gateway = start_gateway("[gateway]\nmax_request_bytes = 67108864\n[backends.local]\nslots = 0\n")
+    wait_for_workers(gateway)
+    job = submit(gateway.port, NEEDS_INPUT)["job_ids"][0]
+    members = {"run.sh": SCRIPT, **{f"f{n:02d}": os.urandom(1 << 20) for n in range(40)}, "in.txt": "ok"}
+    cut: list[object] = []
+    upload = threading.Thread(target=lambda: cut.append(_answer_or_error(
+        lambda: call(gateway.port, "PUT", f"/api/v1/jobs/{job}/input", tar_of(members), "application/x-tar"))))
+    upload.start()
+    spool = gateway.state_dir / "spool"
+    wait_until(lambda: any(spool.rglob("f01")), "the upload under way", 60)
+    for pid in workers_of(gateway):
+        kill(pid)
+    upload.join(60)
+    if not isinstance(cut[0], Exception):
+        pytest.skip(f"the upload ended before its worker was killed ({cut[0].status}): nothing was cut short")
+    wait_for_workers(gateway, 2)
+    again = call(gateway.port, "PUT", f"/api/v1/jobs/{job}/input", tar_of({"run.sh": SCRIPT, "in.txt": "ok"}),
+                 "application/x-tar")
+    assert again.status == 200 and again.json["queued"] == [job], again.body
+
+
+def _answer_or_error(request):
+    try:
+        return request()
+    except (OSError, http.client.HTTPException) as exc:
+        return exc
+
+
 def test_a_worker_killed_mid_query_fails_its_connection_and_the_gateway_carries_on(gateway):
     """The query waits in the core while its worker dies; then every worker, the new one with a new view of the
     jobs, answers as before."""

@@ -99,8 +99,10 @@ class DescribedSubmissions:
             raise
         return Submitted(first, ids, [f"{cluster}.{proc}" for cluster, proc in sorted(waiting.jobs)])
 
-    async def awaited(self, caller: Caller, cluster: int, proc: int | None) -> AwaitedInput:
-        """The jobs of ``cluster`` (or its job ``proc``) waiting for input from ``caller`` (InputNotAwaited)."""
+    async def start_input(self, caller: Caller, cluster: int, proc: int | None) -> AwaitedInput:
+        """The jobs of ``cluster`` (or its job ``proc``) waiting for input from ``caller`` (InputNotAwaited), with
+        nothing staged for them: what an earlier upload staged is discarded (one cut short by a dropped connection
+        or a worker killed mid-way would otherwise make every upload sent again find its files declared)."""
         self._forget_expired()
         waiting = self._waiting.get(cluster)
         if waiting is None or waiting.caller != caller:
@@ -109,6 +111,7 @@ class DescribedSubmissions:
         jobs = sorted(key for key in waiting.jobs if key[0] == cluster and (proc is None or key[1] == proc))
         if not jobs:
             raise InputNotAwaited("it has had its input")
+        await self.schedd.restage(waiting.txn, jobs)
         return AwaitedInput(waiting.ref, jobs)
 
     async def received(self, caller: Caller, awaited: AwaitedInput) -> list[str]:

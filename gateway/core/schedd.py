@@ -536,6 +536,15 @@ class BirdbathSchedd:
             raise BirdbathError.fail(str(exc)) from None
         file.received.add(offset, end)
 
+    async def restage(self, txn: Transaction, jobs: Sequence[JobKey]) -> None:
+        """Forget the files declared for ``jobs`` of ``txn`` and discard what was staged for them, so that their
+        input sent again starts clean (an upload cut short: a dropped connection, a worker killed mid-way)."""
+        discarded = [key for key in jobs if txn.jobs[key].staged]
+        for key in jobs:
+            txn.jobs[key].files.clear()
+            txn.jobs[key].staged = False
+        await self._discard(discarded)
+
     async def _staged(self, caller: Caller, txn: Transaction, cluster: int, proc: int) -> StagedJob:
         """A job this transaction created; for any other, step 5 comes first (a committed job of another owner
         is "Not job owner", as in the original), then UNKNOWNJOB."""

@@ -254,7 +254,7 @@ class RestApi(resource.Resource):
     async def put_input(self, request: GatewayRequest, caller: Caller, job: str) -> Reply:
         ident = JobId.parse(job)
         try:
-            awaited = await self.described.awaited(caller, ident.cluster, ident.proc)
+            awaited = await self.described.start_input(caller, ident.cluster, ident.proc)
         except InputNotAwaited as exc:
             raise Problem(409, f"job {ident} is not waiting for input: {exc}") from None
         members = await tarfiles.checked_upload(self.offload, request.content, self.max_upload)
