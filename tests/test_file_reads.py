@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
-import urllib.request
 
 from gateway.testing import QUEUE_ONLY, zeep_client
 from tests.birdbath import ad, begin, expr, new_job
 from tests.conftest import module_gateway
+from tests.test_submission_api import call
 
 MOST = 65536
 gateway = module_gateway(f"[gateway]\nmax_request_bytes = {MOST}\n" + QUEUE_ONLY)
@@ -41,13 +40,6 @@ def test_get_file_reads_within_the_bound_and_refuses_more_at_once(gateway):
     assert b"".join(piece.data for piece in pieces) == data
     rest = schedd.getFile(None, cluster, proc, "big.bin", len(data) - 100, 2**31 - 1)  # what is left fits
     assert rest.status.code == "SUCCESS" and rest.data == data[-100:]
-
-
-def call(gateway, operation: str, **params) -> dict:
-    request = urllib.request.Request(gateway.url + f"submission/json/{operation}", json.dumps(params).encode(),
-                                     {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
 
 
 def test_fetch_reads_within_the_bound_and_refuses_more_at_once(gateway):
