@@ -85,6 +85,8 @@ class Tracked:
     running_sent: bool = False
     next_update: float = 0.0
     sending: bool = False  # a final reply is on its way
+    #: a poll is reading its ad (polls overlap while one awaits: another looking too would send its final twice)
+    looking: bool = False
     next_look: float = 0.0
     ended: bool = False  # its run is over (completed, removed, held): its slot is free, its final may be owed
     running_since: float | None = None
@@ -375,14 +377,17 @@ class LowLatencyService:
         now = self._reactor.seconds()
         soonest: float | None = None
         for tracked in list(self._tracked.values()):
-            if tracked.sending:
+            if tracked.sending or tracked.looking:
                 continue
             if tracked.next_look <= now:
+                tracked.looking = True
                 try:
                     await self._look(tracked)
                 except Exception:  # noqa: BLE001 - one job's trouble does not stop the others
                     log.failure("low-latency: following job {job}", job=str(tracked.ref))
                     tracked.next_look = now + 1.0
+                finally:
+                    tracked.looking = False
             if tracked.ref in self._tracked and not tracked.sending:
                 soonest = tracked.next_look if soonest is None else min(soonest, tracked.next_look)
         if soonest is not None:
