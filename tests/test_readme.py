@@ -34,6 +34,7 @@ from gateway.config import load
 from gateway.core.auth import LOOPBACK, HostList
 from gateway.testing import GatewayProcess
 from tests.conftest import ROOT, module_gateway, require_java
+from tests.test_logging import wait_for_line
 
 pytestmark = pytest.mark.readme
 
@@ -454,7 +455,7 @@ def tokens(example: Example, tmp_path: Path) -> None:
         path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"  # birdbath
         answer = run_sh(script, directory, PATH=path).splitlines()[-1]
         assert json.loads(answer)["status"]["code"] == "OK"
-        assert "(alice@birdbath.example.org by idtoken)" in process.log()
+        wait_for_line(process.log, "(alice@birdbath.example.org by idtoken)")  # (the log is written by a thread)
     finally:
         process.stop()
 
