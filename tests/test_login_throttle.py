@@ -14,7 +14,7 @@ from twisted.logger import capturedLogs
 from gateway.config import ConfigError, GatewayConfig, check_limits
 from gateway.identity.callers import Connection, Identification, Refusal
 from gateway.identity.passwords import PasswordFile
-from gateway.identity.throttle import LoginThrottle, ThrottleSettings
+from gateway.identity.throttle import ABANDONED_AFTER, LoginThrottle, ThrottleSettings
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +70,21 @@ def test_attempts_during_a_penalty_are_refused_unchecked_with_retry_after(identi
     assert outcome(login(identification, "bob", "builder", host="198.51.100.9")) == "bob"  # neither
     clock.advance(2)
     assert outcome(second) == (401, None)
+
+
+def test_a_check_whose_end_never_comes_stops_holding_its_user_and_source_back(identification, clock):
+    """With worker processes the core's throttle hears how a check ended from the worker that made it; a worker
+    that dies mid-check never says, and its user and source must not be refused for ever."""
+    throttle = identification.throttle
+    clock.advance(1000)
+    assert outcome(login(identification, "alice", "guess")) is None  # a failure: both have a record now
+    clock.advance(1)
+    Deferred.fromCoroutine(throttle.begin("192.0.2.7", "alice"))  # a check begun; its worker dies: no end
+    clock.advance(ABANDONED_AFTER - 1)
+    assert outcome(login(identification, "alice", "wonderland")) == (429, 1)
+    assert outcome(login(identification, "bob", "builder")) == (429, 1)  # (its source)
+    clock.advance(1)
+    assert outcome(login(identification, "alice", "wonderland")) == "alice"
 
 
 def test_a_success_clears_the_source_and_the_user(identification, clock):

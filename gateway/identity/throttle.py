@@ -7,7 +7,8 @@ on up to ``max_password_failure_delay``.  The failed attempt's own answer (401) 
 ends, so a client that tries again after each answer (every HTTP library does, sequentially) is simply slowed
 down.  An attempt made while its source or user is in a penalty, or while an earlier attempt of theirs is being
 checked, is answered at once with ``429 Too Many Requests`` and ``Retry-After``, its password not looked at: it
-costs no check and holds no connection open, and clients that honour ``Retry-After`` wait the right time.
+costs no check and holds no connection open, and clients that honour ``Retry-After`` wait the right time.  An
+attempt whose check never ends (its worker process died) stops counting after :data:`ABANDONED_AFTER` seconds.
 A success clears both records; a record is forgotten ``FORGET_AFTER_PENALTIES`` longest penalties after its last
 failure, and at most ``tracked`` records of each kind are kept (the least recently failed go first).
 
@@ -34,6 +35,10 @@ log = Logger(namespace="birdbath.login")
 
 #: a record's failures are forgotten this many longest penalties after its last one
 FORGET_AFTER_PENALTIES = 10
+#: seconds after which an attempt still being checked counts as abandoned: with worker processes, the worker checking
+#: it may die before it says how the check ended, and its user and source must not wait for that for ever (a
+#: password or token check takes well under a second)
+ABANDONED_AFTER = 60.0
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,11 @@ class _Record:
     failures: int = 0
     until: float = 0.0  # the end of the current penalty
     last: float = 0.0  # the last failure
-    checking: bool = False
+    checked_since: float | None = None  # an attempt being checked, since then
+
+    def checking(self, now: float) -> bool:
+        """Whether an attempt is being checked (one begun :data:`ABANDONED_AFTER` ago or more is not any more)."""
+        return self.checked_since is not None and now - self.checked_since < ABANDONED_AFTER
 
 
 class _Records:
@@ -76,7 +85,7 @@ class _Records:
 
     def get(self, key: Hashable, now: float) -> _Record | None:
         record = self._records.get(key)
-        if record is not None and not record.checking and now - record.last >= self._forget_after:
+        if record is not None and not record.checking(now) and now - record.last >= self._forget_after:
             del self._records[key]
             return None
         return record
@@ -86,7 +95,7 @@ class _Records:
         record.failures += 1
         record.last = now
         record.until = now + settings.delay(record.failures)
-        record.checking = False
+        record.checked_since = None
         self._records[key] = record
         self._records.move_to_end(key)
         while len(self._records) > self._size:
@@ -121,10 +130,10 @@ class LoginThrottle:
         source, name = host_key(host), _user_key(user)
         now = self._clock.seconds()
         records = [found for found in (self.sources.get(source, now), self.users.get(name, now)) if found]
-        if any(record.checking or record.until > now for record in records):
+        if any(record.checking(now) or record.until > now for record in records):
             raise Throttled(max([record.until - now for record in records] + [self.settings.first_delay]))
         for record in records:  # who failed before is checked one attempt at a time
-            record.checking = True
+            record.checked_since = now
 
     async def end(self, host: str, user: str, matched: bool | None, kind: str = "HTTP Basic login") -> None:
         """The outcome of the attempt :meth:`begin` let through (None: the check itself failed): a success clears
@@ -132,7 +141,7 @@ class LoginThrottle:
         source, name = host_key(host), _user_key(user)
         for record in (self.sources.peek(source), self.users.peek(name)):
             if record is not None:
-                record.checking = False
+                record.checked_since = None
         if matched is None:
             return
         if matched:
