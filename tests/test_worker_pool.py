@@ -13,7 +13,8 @@ from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 
 from gateway.workers import parent
-from gateway.workers.parent import RESTART_DELAYS, STOP_GRACE, WorkerPool
+from gateway.workers.link import Link, Message
+from gateway.workers.parent import NOT_RESPONDING, PING_INTERVAL, RESTART_DELAYS, STOP_GRACE, WorkerPool
 
 
 class Process:
@@ -99,3 +100,29 @@ def test_a_scrape_a_hung_worker_never_answers_is_forgotten_when_its_wait_ends():
         asked.addErrback(lambda failure: None)
         reactor.advance(parent.FIGURES_WAIT)
     assert link._scrapes == {}
+
+
+def test_a_worker_that_stops_answering_is_killed_and_started_again(monkeypatch):
+    """Its connections and calls would hang with it, and nothing else notices: the core's keepalive goes on."""
+    reactor = Reactor()
+    pool = WorkerPool(reactor, 2, [], dict)
+    pool.start()
+    signalled = []
+    monkeypatch.setattr(parent.os, "kill", lambda pid, number: signalled.append((pid, number)))
+    hung, alive = pool.workers
+    for worker in pool.workers:
+        worker.link.ready = worker.link.alive = True  # (READY heard; the fake start sends no constants)
+    framer = Link()
+    framer.makeConnection(StringTransport())
+    framer.send(Message.CLOSED, 999)  # (any message the worker sends says it is alive)
+    said = framer.transport.value()
+    for _ in range(int(NOT_RESPONDING / PING_INTERVAL) + 1):
+        reactor.advance(PING_INTERVAL)
+        alive.link.dataReceived(said)
+    assert b"scrape" in hung.link.transport.value()  # it was asked, and never answered
+    assert signalled == [(hung.pid, signal.SIGKILL)]
+    reactor.advance(PING_INTERVAL)
+    assert signalled == [(hung.pid, signal.SIGKILL)]  # once
+    killed(hung)
+    reactor.advance(RESTART_DELAYS[0])
+    assert pool.workers[0] is not hung and pool.workers[0].pid == 1003

@@ -22,6 +22,7 @@ from typing import Any
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.internet.error import ConnectionLost, ProcessDone
 from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
+from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -41,6 +42,10 @@ YOUNG = 10.0
 STOP_GRACE = 10.0
 #: seconds a scrape of /metrics waits for each worker's figures
 FIGURES_WAIT = 5.0
+#: how often the core asks each worker for its figures to know it still answers, and how long a worker may hear
+#: nothing: one whose reactor is stuck is killed and started again, as condor_master does to a gateway that stops
+#: sending its keepalive (the core's keepalive goes on whatever a worker does)
+PING_INTERVAL, NOT_RESPONDING = 10.0, 60.0
 
 
 class Front(enum.Enum):
@@ -86,6 +91,9 @@ class CoreLink(Link):
         super().__init__()
         self.worker = worker
         self.ready = False
+        #: when the worker last said anything (it answers the pings, :data:`PING_INTERVAL`); None: not since the
+        #: first ping
+        self.heard: float | None = None
         self.connections: dict[int, HandOff] = {}
         self._scrapes: dict[int, Deferred[WorkerFigures]] = {}
         self._next_scrape = 0
@@ -114,6 +122,10 @@ class CoreLink(Link):
             log.failure("a worker's call into the core failed", failure)
         if self.alive:
             self.send(Message.RESULT, call_id, False, failure.value)
+
+    def dataReceived(self, data: bytes) -> None:
+        self.heard = None  # (heard now: counted again from the next ping)
+        super().dataReceived(data)
 
     def ask_figures(self) -> Deferred[WorkerFigures]:
         """The worker's figures (its requests' tally, memory, CPU time), asked for now."""
@@ -175,6 +187,7 @@ class Worker(ProcessProtocol):
         self.pid = 0
         self.started = 0.0
         self.ended: Deferred[None] = Deferred()
+        self.killed = False  # for not answering (the core's SIGKILL)
         #: what the worker last said of itself (at the last scrape)
         self.figures: WorkerFigures | None = None
 
@@ -223,6 +236,7 @@ class WorkerPool:
         self._next_id = 0
         self._stopping = False
         self._failures = [0] * count
+        self._watch = LoopingCall(self._ping)
         #: the requests counted by workers that have ended, as they last said (so that the sums never go back)
         self.retired = RequestTally()
         #: the backend's change number, published to the workers (the gateway has the backend write it); made by
@@ -238,8 +252,29 @@ class WorkerPool:
         self.workers = [Worker(self, index) for index in range(self.count)]
         for worker in self.workers:
             worker.spawn()
+        self._watch.clock = self.reactor
+        self._watch.start(PING_INTERVAL, now=False)
         log.info("{count} worker processes serve the front ends (workers)", count=self.count)
         return self.changes
+
+    def _ping(self) -> None:
+        """Ask each serving worker to answer; kill one that has said nothing for :data:`NOT_RESPONDING` seconds
+        (its connections and calls hang with it, and nothing else would notice: the core's keepalive goes on)."""
+        now = self.reactor.seconds()
+        for worker in self.workers:
+            link = worker.link
+            if link is None or not link.alive or not link.ready or not worker.pid or worker.ended.called:
+                continue
+            if link.heard is None:
+                link.heard = now
+            elif now - link.heard >= NOT_RESPONDING:
+                if not worker.killed:
+                    worker.killed = True
+                    log.warn("worker {index} (pid {pid}) has not answered for {silent:.0f} s: killed, to be started "
+                             "again", index=worker.index, pid=worker.pid, silent=now - link.heard)
+                    _signal(worker.pid, signal.SIGKILL)
+                continue
+            link.ask_figures().addTimeout(PING_INTERVAL, self.reactor).addErrback(lambda failure: None)
 
     def hand(self, handed: HandOff) -> None:
         """Pass a new connection to the worker serving the fewest (those ready first); none alive: close it."""
@@ -302,6 +337,8 @@ class WorkerPool:
     async def stop(self) -> None:
         """End the workers (SIGTERM, then SIGKILL after :data:`STOP_GRACE` seconds)."""
         self._stopping = True
+        if self._watch.running:
+            self._watch.stop()
         running = [worker for worker in self.workers if worker.pid and not worker.ended.called]
         for worker in running:
             _signal(worker.pid, signal.SIGTERM)
