@@ -44,14 +44,27 @@ class Reactor(Clock):
         return Process(1000 + self.starts)
 
 
+def started(count: int, refused: tuple[int, ...] = ()) -> tuple[Reactor, WorkerPool]:
+    reactor = Reactor(refused)
+    pool = WorkerPool(reactor, count, [], dict)
+    pool.start()
+    return reactor, pool
+
+
+@pytest.fixture
+def signalled(monkeypatch) -> list[tuple[int, int]]:
+    """The signals the pool sends, by pid (none is sent)."""
+    sent: list[tuple[int, int]] = []
+    monkeypatch.setattr(parent.os, "kill", lambda pid, number: sent.append((pid, number)))
+    return sent
+
+
 def killed(worker) -> None:
     worker.processEnded(Failure(ProcessTerminated(signal=signal.SIGKILL)))
 
 
 def test_a_worker_that_dies_is_started_again():
-    reactor = Reactor()
-    pool = WorkerPool(reactor, 2, [], dict)
-    pool.start()
+    reactor, pool = started(2)
     reactor.advance(60)
     killed(pool.workers[1])
     reactor.advance(RESTART_DELAYS[0])
@@ -59,9 +72,7 @@ def test_a_worker_that_dies_is_started_again():
 
 
 def test_a_replacement_that_cannot_start_is_tried_again_later_never_left_empty():
-    reactor = Reactor(refused=(2, 3))  # the first replacement's fork fails twice (memory pressure, say)
-    pool = WorkerPool(reactor, 1, [], dict)
-    pool.start()
+    reactor, pool = started(1, refused=(2, 3))  # the first replacement's fork fails twice (memory pressure, say)
     reactor.advance(60)
     killed(pool.workers[0])
     reactor.advance(RESTART_DELAYS[0])  # refused
@@ -73,12 +84,8 @@ def test_a_replacement_that_cannot_start_is_tried_again_later_never_left_empty()
     assert reactor.starts == 4 and pool.workers[0].pid == 1004 and pool.workers[0].link is not None
 
 
-def test_shutdown_kills_only_the_workers_still_running(monkeypatch):
-    reactor = Reactor()
-    pool = WorkerPool(reactor, 2, [], dict)
-    pool.start()
-    signalled = []
-    monkeypatch.setattr(parent.os, "kill", lambda pid, number: signalled.append((pid, number)))
+def test_shutdown_kills_only_the_workers_still_running(signalled):
+    reactor, pool = started(2)
     stopping = pool.stop()
     stopping.send(None)  # (SIGTERM to both, then waits for them)
     pool.workers[0].processEnded(Failure(ProcessTerminated(signal=signal.SIGTERM)))  # the first ends at once
@@ -90,9 +97,7 @@ def test_shutdown_kills_only_the_workers_still_running(monkeypatch):
 
 
 def test_a_scrape_a_hung_worker_never_answers_is_forgotten_when_its_wait_ends():
-    reactor = Reactor()
-    pool = WorkerPool(reactor, 1, [], dict)
-    pool.start()
+    reactor, pool = started(1)
     link = pool.workers[0].link
     link.transport, link.alive = StringTransport(), True
     for _ in range(3):  # three scrapes of /metrics while the worker is stuck
@@ -102,13 +107,9 @@ def test_a_scrape_a_hung_worker_never_answers_is_forgotten_when_its_wait_ends():
     assert link._scrapes == {}
 
 
-def test_a_worker_that_stops_answering_is_killed_and_started_again(monkeypatch):
+def test_a_worker_that_stops_answering_is_killed_and_started_again(signalled):
     """Its connections and calls would hang with it, and nothing else notices: the core's keepalive goes on."""
-    reactor = Reactor()
-    pool = WorkerPool(reactor, 2, [], dict)
-    pool.start()
-    signalled = []
-    monkeypatch.setattr(parent.os, "kill", lambda pid, number: signalled.append((pid, number)))
+    reactor, pool = started(2)
     hung, alive = pool.workers
     for worker in pool.workers:
         worker.link.ready = worker.link.alive = True  # (READY heard; the fake start sends no constants)
