@@ -262,8 +262,8 @@ class WorkerPool:
         (its connections and calls hang with it, and nothing else would notice: the core's keepalive goes on)."""
         now = self.reactor.seconds()
         for worker in self.workers:
-            link = worker.link
-            if link is None or not link.alive or not link.ready or not worker.pid or worker.ended.called:
+            link = worker.link  # (None for a worker that ended or could not start)
+            if link is None or not link.alive or not link.ready:
                 continue
             if link.heard is None:
                 link.heard = now
