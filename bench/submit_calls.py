@@ -64,7 +64,7 @@ def pin(pids: list[int], cpu: int) -> None:
 
 
 def measure(workers: int, tmp: Path, jobs: int, cpu: int | None, figures: dict[str, Figure]) -> None:
-    gateway = started(workers, tmp)
+    gateway = started(workers, tmp, lone_in_core=False)  # (the lone client's calls crossing to the core)
     everywhere = os.sched_getaffinity(0)
     try:
         pids = processes(gateway)

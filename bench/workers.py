@@ -23,7 +23,8 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
@@ -45,15 +46,29 @@ def polls(port: int, clients: int, seconds: float) -> float:
     return looped(port, clients, seconds, lambda client: client.count(ONE_PERCENT))
 
 
-LAYOUT_FIGURES = ("submit flow, 1 client", "submit flow, 8 clients", "getVersionString, 16 connections",
-                  "getJobAd, 16 connections", "getJobAds 1 % polling, 1 client", "getJobAds 1 % polling, 8 clients")
-UNITS = ("jobs/s", "jobs/s", "req/s", "req/s", "queries/s", "queries/s")
+#: "beside an idle connection": a lone client while another connection is open, which the workers serve (the lone
+#: connection alone is the core's, ``lone_connection_in_core``); in one process the same as alone
+LAYOUT_FIGURES = ("submit flow, 1 client", "submit flow, 1 client beside an idle connection", "submit flow, 8 clients",
+                  "getVersionString, 16 connections", "getJobAd, 16 connections", "getJobAds 1 % polling, 1 client",
+                  "getJobAds 1 % polling, 1 client beside an idle connection", "getJobAds 1 % polling, 8 clients")
+UNITS = ("jobs/s", "jobs/s", "jobs/s", "req/s", "req/s", "queries/s", "queries/s", "queries/s")
 #: what each rate counts, for the CPU figures' units
-OPERATIONS = ("job", "job", "request", "request", "query", "query")
+OPERATIONS = ("job", "job", "job", "request", "request", "query", "query", "query")
 
 
 #: the CPU figures: the core's alone and the gateway's processes' together, per unit of each rate
 CPU_FIGURES = ("core", "all processes")
+
+
+@contextmanager
+def idle_connection(port: int) -> Iterator[None]:
+    """A connection held open (answered once, so that it is served) while the block runs."""
+    client = Client(port)
+    client.soap("getVersionString", "")
+    try:
+        yield
+    finally:
+        client.close()
 
 
 def processes(gateway: GatewayProcess) -> list[int]:
@@ -86,11 +101,13 @@ def measured(gateway: GatewayProcess, name: str, seconds: float, rate: Callable[
     figures[f"{name}: all processes"].add((cpu_seconds(pids) - every) / done * 1000)
 
 
-def started(workers: int, tmp: Path) -> GatewayProcess:
+def started(workers: int, tmp: Path, lone_in_core: bool = True) -> GatewayProcess:
     """A gateway of this layout, its workers serving, warmed up (each process's first requests load the service's
-    schemas)."""
+    schemas); ``lone_in_core``: its ``lone_connection_in_core`` (the default, on, unless a benchmark of what
+    crosses between the processes turns it off)."""
     gateway = GatewayProcess(tmp / f"state-{workers}-{time.time_ns()}", CONFIG, tmp=tmp,
-                             extra_args=("--workers", str(workers))).start()
+                             extra_args=("--workers", str(workers), "--lone-connection-in-core",
+                                         "yes" if lone_in_core else "no")).start()
     deadline = time.monotonic() + 120
     while gateway.log().count(") serving") < workers and time.monotonic() < deadline:  # the workers' start
         time.sleep(0.2)
@@ -102,6 +119,9 @@ def measure(workers: int, tmp: Path, seconds: float, jobs: int, figures: dict[st
     gateway = started(workers, tmp)
     try:
         measured(gateway, "submit flow, 1 client", seconds, lambda: submit_flow(gateway.port, 1, seconds), figures)
+        with idle_connection(gateway.port):
+            measured(gateway, "submit flow, 1 client beside an idle connection", seconds,
+                     lambda: submit_flow(gateway.port, 1, seconds), figures)
         measured(gateway, "submit flow, 8 clients", seconds, lambda: submit_flow(gateway.port, 8, seconds), figures)
         if jobs:
             submit_flow(gateway.port, 8, 600, limit=max(1, jobs // 8))
@@ -117,6 +137,9 @@ def measure(workers: int, tmp: Path, seconds: float, jobs: int, figures: dict[st
                      figures)
         measured(gateway, "getJobAds 1 % polling, 1 client", seconds, lambda: polls(gateway.port, 1, seconds),
                  figures)
+        with idle_connection(gateway.port):
+            measured(gateway, "getJobAds 1 % polling, 1 client beside an idle connection", seconds,
+                     lambda: polls(gateway.port, 1, seconds), figures)
         measured(gateway, "getJobAds 1 % polling, 8 clients", seconds, lambda: polls(gateway.port, 8, seconds),
                  figures)
     finally:

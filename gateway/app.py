@@ -95,7 +95,8 @@ class Gateway:
         self.routes: Routes | None = None
         #: with ``workers = N``: the worker processes this (the core) process passes its connections to, started
         #: with the gateway's ``command_line``
-        self.workers = (WorkerPool(reactor, config.workers, command_line or [], self._core_services)
+        self.workers = (WorkerPool(reactor, config.workers, command_line or [], self._core_services,
+                                   alone=lambda: self.gate.open == 0)
                         if config.workers else None)
 
     def listen(self) -> None:
@@ -125,9 +126,11 @@ class Gateway:
 
     def _front(self, front: Front) -> ConnectionGuard:
         """A port's factory: the gate, then this process's own protocols, or with ``workers`` the hand-off of
-        the connection to a worker (which serves it with :meth:`protocol_factory`)."""
+        the connection to a worker (which serves it with :meth:`protocol_factory`), or of all but the lone one
+        (``lone_connection_in_core``)."""
         if self.workers is not None:
-            return ConnectionGuard(self.workers.factory(front), self.gate)
+            own = self.protocol_factory(front) if self.config.lone_connection_in_core else None
+            return ConnectionGuard(self.workers.factory(front, own), self.gate)
         return ConnectionGuard(self.protocol_factory(front), self.gate)
 
     def _core_services(self) -> dict[str, Any]:
@@ -172,6 +175,9 @@ class Gateway:
                    DescribedSubmissions(self.schedd, config.staging_lifetime), Monitor(self))
         if self.workers is not None:
             changes = self.workers.start()
+            if config.lone_connection_in_core:
+                log.info("a connection that arrives while no other is open is served by the core process itself "
+                         "(lone_connection_in_core)")
             if self.schedd.job_views:  # the workers read whether their views are current from it
                 self.backend.watch_changes(changes.publish)
         limits = self.gate.limits

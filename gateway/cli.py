@@ -29,7 +29,8 @@ EXIT_START = 1
 OVERRIDES = {"listen": "listen", "port": "port", "state_dir": "state_dir", "backend": "backend",
              "log_file": "log_file", "log_level": "log_level", "ssl_port": "soap_ssl_port",
              "ssl_keyfile": "soap_ssl_server_keyfile", "ssl_ca_file": "soap_ssl_ca_file",
-             "master_keepalive": "master_keepalive", "workers": "workers"}
+             "master_keepalive": "master_keepalive", "workers": "workers",
+             "lone_connection_in_core": "lone_connection_in_core"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -61,8 +62,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, metavar="N",
                         help="worker processes serving the front ends around the core process (workers; 0: one "
                              "process does everything)")
+    parser.add_argument("--lone-connection-in-core", type=_yes_no, metavar="yes|no",
+                        help="with workers: serve a connection that arrives while no other is open in the core "
+                             "process itself (lone_connection_in_core; default yes)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser.parse_args(argv)
+
+
+def _yes_no(text: str) -> bool:
+    if text not in ("yes", "no"):
+        raise argparse.ArgumentTypeError(f"yes or no, not {text!r}")
+    return text == "yes"
 
 
 def _port(text: str) -> int | str:

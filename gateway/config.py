@@ -15,6 +15,8 @@ query_workers = 4             # queries (getJobAds, summaries, history) that run
 max_queries_per_caller = 2    # of those, how many one caller runs at once (more wait their turn)
 max_query_seconds = 20        # a query still evaluating then is stopped and answers FAIL
 workers = 0                   # processes doing the protocol work (HTTP, TLS, XML, JSON) around the core; 0: none
+lone_connection_in_core = true   # with workers: a connection that arrives while no other is open is served by the
+                              # core itself, as with workers = 0 (a lone client's calls cross to no other process)
 log_file = "/var/log/birdbath-gateway.log"   # --log-file (default: standard error)
 log_level = "info"            # --log-level: debug, info, warn or error
 max_file_descriptors = 0      # the open files limit set at start (HTCondor's MAX_FILE_DESCRIPTORS); 0: the hard limit
@@ -147,6 +149,9 @@ class GatewayConfig:
     max_query_seconds: int = int(QuerySettings.budget)
     #: worker processes serving the front ends around this (the core) process; 0: one process does everything
     workers: int = 0
+    #: with workers: a connection that arrives while the gateway has no other open is served by the core process
+    #: itself (a lone client's calls then cost what they cost in one process: nothing crosses between processes)
+    lone_connection_in_core: bool = True
     log_file: Path | None = None  # None: standard error
     log_level: str = "info"
     max_file_descriptors: int = 0  # 0: the hard limit
@@ -298,8 +303,8 @@ class GatewayConfig:
 _SECTIONS = {
     "gateway": ("listen", "port", "state_dir", "local_socket", "backend", "max_request_bytes",
                 "max_expression_length", "max_expression_depth", "query_workers", "max_queries_per_caller",
-                "max_query_seconds", "workers", "log_file", "log_level", "max_file_descriptors", "max_connections",
-                "max_connections_per_caller", "reserved_connections", "max_header_seconds", "max_body_seconds",
+                "max_query_seconds", "workers", "lone_connection_in_core", "log_file", "log_level",
+                "max_file_descriptors", "max_connections", "max_connections_per_caller", "reserved_connections", "max_header_seconds", "max_body_seconds",
                 "metrics_port"),
     "submission": ("staging_lifetime", "output_retention", "max_staging_areas_per_caller"),
     "birdbath": ("allow_soap", "allow_read", "allow_write", "queue_all_users_trusted", "queue_super_users",

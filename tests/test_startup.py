@@ -94,6 +94,7 @@ BAD_CONFIGS = {
     "log file in a missing directory": ('[gateway]\nlog_file = "/nonexistent/dir/gateway.log"\n', "log file"),
     "port neither a number nor auto": ('[gateway]\nport = "any"\n', '"auto"'),
     "bad ssl switch": ('[birdbath]\nenable_soap_ssl = "yes"\n', "enable_soap_ssl"),
+    "bad lone connection switch": ('[gateway]\nlone_connection_in_core = "yes"\n', "lone_connection_in_core"),
     "ssl port out of range": ("[birdbath]\nsoap_ssl_port = 65536\n", "soap_ssl_port"),
     "ssl without a way to identify callers": ("[birdbath]\nenable_soap_ssl = true\n", "certificate_mapfile"),
     "ssl without a key": ('[birdbath]\nenable_soap_ssl = true\npassword_file = "/dev/null"\n',

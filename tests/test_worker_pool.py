@@ -8,6 +8,7 @@ import signal
 
 import pytest
 from twisted.internet.error import ProcessTerminated
+from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
@@ -127,3 +128,31 @@ def test_a_worker_that_stops_answering_is_killed_and_started_again(signalled):
     killed(hung)
     reactor.advance(RESTART_DELAYS[0])
     assert pool.workers[0] is not hung and pool.workers[0].pid == 1003
+
+
+class Own(Factory):
+    """The core's own protocols for a front (lone_connection_in_core), counting its starts."""
+
+    protocol = Protocol
+
+    def __init__(self) -> None:
+        self.starts = 0
+
+    def startFactory(self) -> None:
+        self.starts += 1
+
+
+@pytest.mark.parametrize("own, alone, served_by", [
+    (True, True, "core"), (True, False, "worker"), (False, True, "worker"), (False, False, "worker")])
+def test_the_core_serves_the_lone_connection_only_when_told_to(own, alone, served_by):
+    reactor = Reactor()
+    pool = WorkerPool(reactor, 2, [], dict, alone=lambda: alone)
+    core = Own() if own else None
+    factory = pool.factory(parent.Front.SITE, core)
+    factory.doStart()  # (as its port does)
+    protocol = factory.buildProtocol(None)
+    assert isinstance(protocol, parent.HandOff) == (served_by == "worker")
+    if core is not None:
+        assert core.starts == 1  # the core's protocols are started with the port (the access log is opened there)
+        factory.doStop()
+        assert core.numPorts == 0

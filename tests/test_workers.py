@@ -22,7 +22,8 @@ from lxml import etree
 from tests.test_logging import wait_for_line, wait_until
 from tests.wire import body_element
 
-WORKERS = ("--workers", "2")
+#: the lone connection too goes to a worker: these tests are of what crosses between the processes
+WORKERS = ("--workers", "2", "--lone-connection-in-core", "no")
 ENVELOPE = ('<?xml version="1.0" encoding="UTF-8"?><SOAP-ENV:Envelope '
             'xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/" xmlns:c="urn:condor"><SOAP-ENV:Body>'
             '{}</SOAP-ENV:Body></SOAP-ENV:Envelope>')
@@ -164,6 +165,20 @@ def worker_holding(gateway, server_port: int, client_port: int) -> int:
 
     wait_until(lambda: holder() is not None, "a worker holding the connection", 60)  # the hand-off waits under load
     return holder()  # type: ignore[return-value]
+
+
+def served_by_no_worker(gateway, client: Client) -> bool:
+    """Whether no worker holds the server's socket of a client's connection (a connection that has been answered:
+    one passed to a worker is held by it from then on)."""
+    inode = f"socket:[{_socket_inode(gateway.port, client.local_port)}]"
+    for pid in workers_of(gateway):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                if os.readlink(fd) == inode:
+                    return False
+            except FileNotFoundError:
+                continue
+    return True
 
 
 def kill(pid: int) -> None:
@@ -596,3 +611,42 @@ def test_a_quiet_queue_is_read_without_crossing_to_the_core(start_gateway):
     assert held["HoldReason"] == "stopped no more"
     job = client.call("getJobAd", clusterId=cluster, jobId=proc)
     assert ad_values(job.find(".//classAd"))["HoldReason"] == "stopped no more"
+
+
+def test_the_lone_connection_is_served_by_the_core_and_outlives_the_workers(start_gateway):
+    """lone_connection_in_core: a connection that arrives while none is open is the core's (its calls cross to no
+    other process), one that arrives while another is open goes to a worker; and once none is open, the next is
+    the core's again."""
+    gateway = start_gateway(extra_args=("--workers", "2"))  # (lone_connection_in_core's default)
+    workers = wait_for_workers(gateway)
+    lone = Client(gateway.port)
+    transaction_id = begin(lone)
+    assert served_by_no_worker(gateway, lone)
+    other = Client(gateway.port)
+    other.call("getVersionString")
+    assert serving_worker(gateway, other) in workers
+    for pid in workers:
+        kill(pid)
+    assert connection_fails(other)  # a worker's connection ends with it
+    job = submit_job(lone, transaction_id)  # the core's carries on, and its transaction
+    assert code(lone.call("commitTransaction", transaction=txn(transaction_id))) == "SUCCESS"
+    wait_for_workers(gateway, without=tuple(workers))
+    assert job in job_ids(gateway.port)
+    lone.close()
+
+    def the_next_is_the_cores() -> bool:  # (the core hears of closed connections a moment after their clients)
+        client = Client(gateway.port)
+        try:
+            client.call("getVersionString")
+            return served_by_no_worker(gateway, client)
+        finally:
+            client.close()
+
+    wait_until(the_next_is_the_cores, "the next lone connection served by the core", 30)
+
+
+def test_with_lone_connection_in_core_off_every_connection_goes_to_a_worker(gateway):
+    """(The tests' gateways with workers have it off, as this one: what they test is what crosses.)"""
+    lone = Client(gateway.port)
+    lone.call("getVersionString")
+    assert serving_worker(gateway, lone) in workers_of(gateway)
