@@ -14,7 +14,8 @@ max_expression_depth = 1000     # levels it may nest (operators chained, bracket
 query_workers = 4             # queries (getJobAds, summaries, history) that run at once, apart from job control
 max_queries_per_caller = 2    # of those, how many one caller runs at once (more wait their turn)
 max_query_seconds = 20        # a query still evaluating then is stopped and answers FAIL
-workers = 0                   # processes doing the protocol work (HTTP, TLS, XML, JSON) around the core; 0: none
+workers = 4                   # processes doing the protocol work (HTTP, TLS, XML, JSON) around the core
+                              # (default: the number of CPUs this process may run on, 0 on one; 0: one process)
 lone_connection_in_core = true   # with workers: a connection that arrives while no other is open is served by the
                               # core itself, as with workers = 0 (a lone client's calls cross to no other process)
 log_file = "/var/log/birdbath-gateway.log"   # --log-file (default: standard error)
@@ -133,6 +134,17 @@ def default_state_dir() -> Path:
     return Path(base) / "birdbath-gateway"
 
 
+#: the most worker processes (``workers``)
+MAX_WORKERS = 256
+
+
+def default_workers() -> int:
+    """``workers``' default: one per CPU the gateway may run on (its affinity, as a container or ``taskset`` sets
+    it), none on a single CPU, where the workers would only add their crossings to the core."""
+    cpus = len(os.sched_getaffinity(0))
+    return min(cpus, MAX_WORKERS) if cpus > 1 else 0
+
+
 @dataclass
 class GatewayConfig:
     listen: str = "127.0.0.1"
@@ -148,7 +160,7 @@ class GatewayConfig:
     max_queries_per_caller: int = QuerySettings.per_caller
     max_query_seconds: int = int(QuerySettings.budget)
     #: worker processes serving the front ends around this (the core) process; 0: one process does everything
-    workers: int = 0
+    workers: int = field(default_factory=default_workers)
     #: with workers: a connection that arrives while the gateway has no other open is served by the core process
     #: itself (a lone client's calls then cost what they cost in one process: nothing crosses between processes)
     lone_connection_in_core: bool = True
@@ -377,7 +389,8 @@ _RANGES: dict[str, tuple[int, int | None]] = {
     "soap_ssl_port": (0, 65535), "collector_port": (0, 65535), "metrics_port": (0, 65535),
     "max_request_bytes": (1, None), "staging_lifetime": (1, None), "output_retention": (0, None),
     "max_transactions_per_caller": (1, None), "max_staging_areas_per_caller": (1, None),
-    "max_expression_length": (16, None), "max_expression_depth": (8, 100000), "query_workers": (1, 64), "workers": (0, 256),
+    "max_expression_length": (16, None), "max_expression_depth": (8, 100000), "query_workers": (1, 64),
+    "workers": (0, MAX_WORKERS),
     "max_queries_per_caller": (1, None), "max_query_seconds": (1, None), "not_responding_timeout": (0, None),
     "max_file_descriptors": (0, None), "max_connections": (0, None), "max_connections_per_caller": (0, None),
     "reserved_connections": (0, None), "max_header_seconds": (1, None), "max_body_seconds": (1, None),

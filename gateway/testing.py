@@ -26,9 +26,10 @@ SOURCE_ROOT = Path(__file__).resolve().parents[1]
 #: exits, which is seen at once
 START_SECONDS = 120
 #: ``BIRDBATH_TEST_WORKERS=2``: every gateway the tests start runs with that many worker processes (``--workers``),
-#: so that the same end-to-end tests run against both process layouts; with workers, ``lone_connection_in_core`` is
-#: off unless a test sets it (what those tests are about is what crosses between the processes)
-TEST_WORKERS = os.environ.get("BIRDBATH_TEST_WORKERS", "")
+#: so that the same end-to-end tests run against both process layouts (0, one process, unless set, whatever the
+#: machine's default; a test that names ``--workers`` has its own); with workers, ``lone_connection_in_core`` is
+#: off (what those tests are about is what crosses between the processes)
+TEST_WORKERS = os.environ.get("BIRDBATH_TEST_WORKERS", "0")
 
 #: a gateway whose local backend has no slots: vanilla jobs stay idle, as in a pool without matching machines,
 #: so tests of the queue itself see jobs exactly as submitted
@@ -78,8 +79,10 @@ class GatewayProcess:
         if self.ssl:
             args += ["--ssl-port", str(self.ssl_port or 0), "--ssl-port-file", str(port_files["ssl_port"])]
         args += self.extra_args
-        if TEST_WORKERS and "--workers" not in self.extra_args:
-            args += ["--workers", TEST_WORKERS, "--lone-connection-in-core", "no"]
+        if "--workers" not in self.extra_args:
+            args += ["--workers", TEST_WORKERS]
+            if TEST_WORKERS != "0":
+                args += ["--lone-connection-in-core", "no"]
         if self.config_text is not None:
             config = self.tmp / f"config-{id(self)}.toml"
             config.write_text(self.config_text)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway import config as gateway_config
 from gateway.testing import START_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,3 +188,15 @@ def test_root_keeps_its_state_where_the_owners_of_its_jobs_can_reach_it(monkeypa
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     monkeypatch.setenv("XDG_STATE_HOME", "/home/alice/.state")
     assert default_state_dir() == Path("/home/alice/.state/birdbath-gateway")
+
+
+@pytest.mark.parametrize("cpus, workers", [(1, 0), (2, 2), (16, 16), (1000, 256)])
+def test_workers_default_to_one_per_cpu_the_gateway_may_run_on(monkeypatch, tmp_path, cpus, workers):
+    """None on one CPU (the workers would only add their crossings); at most MAX_WORKERS."""
+    monkeypatch.setattr(gateway_config.os, "sched_getaffinity", lambda pid: set(range(cpus)))
+    assert gateway_config.GatewayConfig().workers == workers
+    file = tmp_path / "gateway.toml"
+    file.write_text("[gateway]\nport = 1984\n")
+    assert gateway_config.load(file).workers == workers
+    file.write_text("[gateway]\nworkers = 0\n")
+    assert gateway_config.load(file).workers == 0
