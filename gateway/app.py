@@ -38,6 +38,7 @@ from gateway.soap.dispatch import SoapDispatcher
 from gateway.soap.jsonapi import JsonApi
 from gateway.soap.schedd import job_ad_answers, schedd_service
 from gateway.soap.submission import SubmissionContext, soap_application
+from gateway.workers.inputs import inputs_digest
 from gateway.workers.parent import Front, WorkerPool
 
 log = Logger()
@@ -96,7 +97,8 @@ class Gateway:
         #: with ``workers = N``: the worker processes this (the core) process passes its connections to, started
         #: with the gateway's ``command_line``
         self.workers = (WorkerPool(reactor, config.workers, command_line or [], self._core_services,
-                                   alone=lambda: self.gate.open == 0)
+                                   alone=(lambda: self.gate.open == 0) if config.lone_connection_in_core
+                                   else lambda: False)
                         if config.workers else None)
 
     def listen(self) -> None:
@@ -126,11 +128,10 @@ class Gateway:
 
     def _front(self, front: Front) -> ConnectionGuard:
         """A port's factory: the gate, then this process's own protocols, or with ``workers`` the hand-off of
-        the connection to a worker (which serves it with :meth:`protocol_factory`), or of all but the lone one
-        (``lone_connection_in_core``)."""
+        the connection to a worker (which serves it with :meth:`protocol_factory`), but for the lone one
+        (``lone_connection_in_core``) and any while no worker is alive, served here."""
         if self.workers is not None:
-            own = self.protocol_factory(front) if self.config.lone_connection_in_core else None
-            return ConnectionGuard(self.workers.factory(front, own), self.gate)
+            return ConnectionGuard(self.workers.factory(front, self.protocol_factory(front)), self.gate)
         return ConnectionGuard(self.protocol_factory(front), self.gate)
 
     def _core_services(self) -> dict[str, Any]:
@@ -174,7 +175,7 @@ class Gateway:
         self.serve(self.schedd, self.collector, self.submissions,
                    DescribedSubmissions(self.schedd, config.staging_lifetime), Monitor(self))
         if self.workers is not None:
-            changes = self.workers.start()
+            changes = self.workers.start(inputs_digest(config))
             if config.lone_connection_in_core:
                 log.info("a connection that arrives while no other is open is served by the core process itself "
                          "(lone_connection_in_core)")

@@ -210,6 +210,8 @@ class GatewayConfig:
     metrics_port: int = 0  # 0: the monitoring pages are served on the gateway's own port only
     backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     carod: CarodSettings = field(default_factory=CarodSettings)  # the [carod] section
+    #: the file the settings were read from (None: the defaults)
+    source: Path | None = None
 
     @property
     def plain_port(self) -> int | None:
@@ -335,6 +337,7 @@ def load(path: Path | None) -> GatewayConfig:
     config = GatewayConfig()
     if path is None:
         return config
+    config.source = Path(path).absolute()
     try:
         with open(path, "rb") as stream:
             data = tomllib.load(stream)

@@ -56,6 +56,11 @@ class GatewayProcess:
         self.log_path = self.tmp / f"gateway-{id(self)}.log"
 
     @property
+    def config_path(self) -> Path:
+        """The configuration file written from ``config`` (a test may edit it while the gateway runs)."""
+        return self.tmp / f"config-{id(self)}.toml"
+
+    @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/"
 
@@ -84,9 +89,8 @@ class GatewayProcess:
             if TEST_WORKERS != "0":
                 args += ["--lone-connection-in-core", "no"]
         if self.config_text is not None:
-            config = self.tmp / f"config-{id(self)}.toml"
-            config.write_text(self.config_text)
-            args += ["--config", str(config)]
+            self.config_path.write_text(self.config_text)
+            args += ["--config", str(self.config_path)]
         return args
 
     def start(self) -> "GatewayProcess":

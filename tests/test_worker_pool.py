@@ -14,6 +14,7 @@ from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 
 from gateway.workers import parent
+from gateway.workers.inputs import EXIT_REFUSED
 from gateway.workers.link import Link, Message
 from gateway.workers.parent import NOT_RESPONDING, PING_INTERVAL, RESTART_DELAYS, STOP_GRACE, WorkerPool
 
@@ -142,17 +143,49 @@ class Own(Factory):
         self.starts += 1
 
 
-@pytest.mark.parametrize("own, alone, served_by", [
-    (True, True, "core"), (True, False, "worker"), (False, True, "worker"), (False, False, "worker")])
-def test_the_core_serves_the_lone_connection_only_when_told_to(own, alone, served_by):
+@pytest.mark.parametrize("alive, alone, served_by", [
+    (True, False, "worker"), (True, True, "core"), (False, False, "core"), (False, True, "core")],
+    ids=["a worker's", "the lone one", "none alive", "none alive and alone"])
+def test_the_core_serves_the_lone_connection_and_any_while_no_worker_is_alive(alive, alone, served_by):
     reactor = Reactor()
     pool = WorkerPool(reactor, 2, [], dict, alone=lambda: alone)
-    core = Own() if own else None
+    pool.start()
+    for link in reactor.links:
+        link.alive = alive
+    core = Own()
     factory = pool.factory(parent.Front.SITE, core)
     factory.doStart()  # (as its port does)
+    assert core.starts == 1  # the core's protocols are started with the port (the access log is opened there)
     protocol = factory.buildProtocol(None)
     assert isinstance(protocol, parent.HandOff) == (served_by == "worker")
-    if core is not None:
-        assert core.starts == 1  # the core's protocols are started with the port (the access log is opened there)
-        factory.doStop()
-        assert core.numPorts == 0
+    factory.doStop()
+    assert core.numPorts == 0
+
+
+def test_without_the_cores_protocols_every_connection_is_handed_off():
+    pool = WorkerPool(Reactor(), 2, [], dict, alone=lambda: True)
+    assert isinstance(pool.factory(parent.Front.SITE).buildProtocol(None), parent.HandOff)
+
+
+def test_a_worker_that_refuses_its_inputs_is_not_started_again_and_readyz_says_so(signalled):
+    reactor, pool = started(2)
+    first = pool.workers[0]
+    first.processEnded(Failure(ProcessTerminated(exitCode=EXIT_REFUSED)))
+    reactor.advance(max(RESTART_DELAYS) * 10)
+    assert reactor.starts == 2  # not started again
+    assert pool.workers[0] is first
+    assert pool.problems() == [("worker 0 refused to start: the configuration or a file it names changed since the "
+                                "gateway started (restart the gateway to apply the change)")]
+    pool.workers[1].processEnded(Failure(ProcessTerminated(exitCode=1)))
+    reactor.advance(RESTART_DELAYS[0])
+    assert reactor.starts == 3  # any other end is started again
+
+
+def test_the_workers_are_given_the_digest_of_what_the_core_read():
+    reactor = Reactor()
+    commands = []
+    spawn = reactor.spawnProcess
+    reactor.spawnProcess = lambda protocol, executable, args, **kw: commands.append(args) or spawn(
+        protocol, executable, args, **kw)
+    WorkerPool(reactor, 1, ["--port", "1984"], dict).start("abc123")
+    assert commands[0][-5:] == ["--inputs-digest", "abc123", "--", "--port", "1984"]

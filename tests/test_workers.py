@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
+from gateway.testing import QUEUE_ONLY
 from tests.test_logging import wait_for_line, wait_until
+from tests.test_metrics import get
 from tests.wire import body_element
 
 #: the lone connection too goes to a worker: these tests are of what crosses between the processes
@@ -524,8 +526,6 @@ def answered(client: Client, constraint: str) -> tuple[str, list[dict[str, str]]
 
 
 def test_polling_through_the_workers_answers_what_the_single_process_answers(start_gateway, tmp_path):
-    from gateway.testing import QUEUE_ONLY
-
     single = start_gateway(QUEUE_ONLY, extra_args=(), state_dir=tmp_path / "queue")
     client = Client(single.port)
     jobs = []
@@ -554,8 +554,6 @@ def test_polling_through_the_workers_answers_what_the_single_process_answers(sta
 
 
 def test_a_change_made_through_one_worker_shows_in_the_next_answer_of_the_other(start_gateway):
-    from gateway.testing import QUEUE_ONLY
-
     gateway = start_gateway(QUEUE_ONLY)
     wait_for_workers(gateway)
     writer, reader = Client(gateway.port), Client(gateway.port)
@@ -587,8 +585,6 @@ def test_a_quiet_queue_is_read_without_crossing_to_the_core(start_gateway):
     """Once a worker's view is at the change number the core publishes, getJobAds and getJobAd are answered from the
     view and the ads the worker holds: they are answered while the core is stopped.  A change (made before the stop)
     sends the next reads to the core again."""
-    from gateway.testing import QUEUE_ONLY
-
     gateway = start_gateway(QUEUE_ONLY)
     wait_for_workers(gateway)
     client = Client(gateway.port)
@@ -650,3 +646,37 @@ def test_with_lone_connection_in_core_off_every_connection_goes_to_a_worker(gate
     lone = Client(gateway.port)
     lone.call("getVersionString")
     assert serving_worker(gateway, lone) in workers_of(gateway)
+
+
+def test_a_worker_started_after_an_edit_of_the_configuration_refuses_to_serve_and_the_gateway_serves_on(
+        start_gateway, tmp_path):
+    """One process applies an edit of its configuration (or of a file it names) at its next restart; a worker
+    started again after its death would apply it alone.  It refuses to start instead, for good, /readyz says so,
+    and with no worker left the core serves every connection itself."""
+    passwords = tmp_path / "passwords"
+    passwords.write_text("")
+    gateway = start_gateway(f'{QUEUE_ONLY}[birdbath]\npassword_file = "{passwords}"\n')
+    first, second = wait_for_workers(gateway)
+    assert get(gateway.port, "/readyz")[0] == 200
+    gateway.config_path.write_text(gateway.config_path.read_text() + "# edited\n")
+    kill(first)
+    wait_for_line(gateway.log, "refused to start", timeout=60)
+    status, _, body = get(gateway.port, "/readyz")
+    assert status == 503 and b"changed since the gateway started" in body
+    client = Client(gateway.port)
+    client.call("getVersionString")
+    assert serving_worker(gateway, client) == second  # the other serves on
+    client.close()
+    gateway.config_path.write_text(gateway.config_path.read_text().replace("# edited\n", ""))
+    passwords.write_text("alice:$2b$12$" + "x" * 53 + "\n")  # a file it names, edited
+    kill(second)
+    wait_until(lambda: gateway.log().count("refused to start") == 2, "the second worker refused", 60)
+    assert workers_of(gateway) == []
+    lone = Client(gateway.port)
+    transaction_id = begin(lone)  # none alive: the core serves it
+    submit_job(lone, transaction_id)
+    assert code(lone.call("commitTransaction", transaction=txn(transaction_id))) == "SUCCESS"
+    other = Client(gateway.port)
+    assert other.call("getVersionString") is not None
+    lone.close()
+    other.close()

@@ -85,6 +85,8 @@ class Monitor:
             await self.gateway.calls(self.gateway.backend.get_job, 0, 0)
         except Exception as exc:  # noqa: BLE001 - whatever the backend raises, it does not answer
             found.append(f"backend does not answer: {exc}")
+        if self.gateway.workers is not None:
+            found += self.gateway.workers.problems()
         service = self.gateway.lowlatency
         if service is not None and not amqp_connected(service):
             found.append("AMQP broker not connected")

@@ -3,7 +3,9 @@ through the one :class:`~gateway.connections.ConnectionGate` (so that the limits
 and passes its socket to the worker serving the fewest connections, which does all the protocol work.  It starts
 the workers, restarts one that dies, and stops them with the gateway.
 
-With ``lone_connection_in_core`` (the default), a connection that arrives while the gateway has no other open is
+The core serves a connection itself, with the same protocols as one process (``workers = 0``), when no worker
+can take it (none alive: all died at once, or could not start), rather than closing it; and with
+``lone_connection_in_core`` (the default), a connection that arrives while the gateway has no other open is
 served by the core itself, with the same protocols as one process (``workers = 0``): every call of a worker that
 needs the core crosses between the processes, some 300 us of CPU each way, five times in a Birdbath submit flow,
 which made a lone client's submissions a third slower than in one process, while a lone client gains nothing from
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred, DeferredList
-from twisted.internet.error import ConnectionLost, ProcessDone
+from twisted.internet.error import ConnectionLost, ProcessDone, ProcessTerminated
 from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
@@ -36,6 +38,7 @@ from twisted.python.failure import Failure
 from gateway.monitoring.events import RequestTally
 from gateway.monitoring.processes import WorkerFigures
 from gateway.workers.changenumber import PublishedNumber
+from gateway.workers.inputs import EXIT_REFUSED
 from gateway.workers.link import CoreCalls, Link, Message
 from gateway.workers.wire import MessageTooLarge, error_fields
 
@@ -81,8 +84,8 @@ class HandOff(Protocol):
 
 
 class HandOffFactory(Factory):
-    """A port's connections for the workers; with ``own`` (this process's protocols for the front), the lone one is
-    served here (:meth:`WorkerPool.alone`)."""
+    """A port's connections for the workers; with ``own`` (this process's protocols for the front), those the pool
+    says the core serves are served here (:meth:`WorkerPool.serves_here`)."""
 
     noisy = False
 
@@ -92,7 +95,7 @@ class HandOffFactory(Factory):
         self.own = own
 
     def buildProtocol(self, addr: Any) -> Protocol | None:
-        if self.own is not None and self.pool.alone():
+        if self.own is not None and self.pool.serves_here():
             return self.own.buildProtocol(addr)
         return HandOff(self.pool, self.front)
 
@@ -223,8 +226,9 @@ class Worker(ProcessProtocol):
         try:
             self.link = CoreLink(self)
             reactor.adoptStreamConnection(ours.fileno(), socket.AF_UNIX, Factory.forProtocol(lambda: self.link))
+            checked = [] if self.pool.digest is None else ["--inputs-digest", self.pool.digest]
             command = [sys.executable, "-m", "gateway.workers.worker", "--link-fd", "3", "--changes-fd", "4",
-                       "--index", str(self.index), "--", *self.pool.command_line]
+                       "--index", str(self.index), *checked, "--", *self.pool.command_line]
             process = reactor.spawnProcess(self, sys.executable, command, env=os.environ.copy(),
                                            childFDs={1: 1, 2: 2, 3: theirs.fileno(),
                                                      4: self.pool.changes.descriptor})  # type: ignore[union-attr]
@@ -254,9 +258,15 @@ class WorkerPool:
                  services: Callable[[], dict[str, Any]], alone: Callable[[], bool] = lambda: False) -> None:
         self.reactor = reactor
         self.count = count
-        #: whether a connection arriving now would be the gateway's only one open (the core then serves it, when
-        #: its factory has the core's protocols: ``lone_connection_in_core``)
+        #: whether a connection arriving now would be the gateway's only one open (the core then serves it:
+        #: ``lone_connection_in_core``; always false when that is off)
         self.alone = alone
+        #: the digest of what the core read (``inputs.inputs_digest``), given to each worker to check its own
+        #: reading against (None: not checked); set by :meth:`start`
+        self.digest: str | None = None
+        #: the workers that refused to start because what they read is not the core's (an edited configuration):
+        #: index -> since when; their slots stay empty until the gateway restarts
+        self.refused: dict[int, float] = {}
         self.command_line = command_line
         self.calls = CoreCalls(services)
         self.workers: list[Worker] = []
@@ -274,8 +284,10 @@ class WorkerPool:
         """The factory of a front's ports; ``own``: the core's protocols for it, for the lone connection."""
         return HandOffFactory(self, front, own)
 
-    def start(self) -> PublishedNumber:
-        """Start the workers; the page their change number is published in (0 until something publishes it)."""
+    def start(self, digest: str | None = None) -> PublishedNumber:
+        """Start the workers, which check that they read what the core read (``digest``); the page their change
+        number is published in (0 until something publishes it)."""
+        self.digest = digest
         self.changes = PublishedNumber.create()
         self.workers = [Worker(self, index) for index in range(self.count)]
         for worker in self.workers:
@@ -303,6 +315,16 @@ class WorkerPool:
                     _signal(worker.pid, signal.SIGKILL)
                 continue
             link.ask_figures().addTimeout(PING_INTERVAL, self.reactor).addErrback(lambda failure: None)
+
+    def serves_here(self) -> bool:
+        """Whether the core serves a connection arriving now: the lone one (``alone``), or any while no worker is
+        alive to take it (all died at once, or cannot start): served slower, never refused for that."""
+        return self.alone() or not any(worker.link is not None and worker.link.alive for worker in self.workers)
+
+    def problems(self) -> list[str]:
+        """What /readyz says of the workers: those that refused to start."""
+        return [f"worker {index} refused to start: the configuration or a file it names changed since the gateway "
+                f"started (restart the gateway to apply the change)" for index in sorted(self.refused)]
 
     def hand(self, handed: HandOff) -> None:
         """Pass a new connection to the worker serving the fewest (those ready first); none alive: close it."""
@@ -339,6 +361,12 @@ class WorkerPool:
         if self._stopping:
             return
         lived = self.reactor.seconds() - worker.started
+        if reason.check(ProcessTerminated) and reason.value.exitCode == EXIT_REFUSED:
+            self.refused[worker.index] = self.reactor.seconds()
+            log.error("worker {index} (pid {pid}) refused to start: what it read is not what the gateway read at its "
+                      "start (an edited configuration, or a file it names); the gateway serves on without it, and "
+                      "a restart applies the change to every process", index=worker.index, pid=worker.pid)
+            return
         how = ("exited" if reason.check(ProcessDone) else f"ended ({reason.value})" if worker.pid
                else f"could not start ({reason.value})")
         if lived > YOUNG:

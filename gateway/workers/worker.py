@@ -23,10 +23,12 @@ from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from gateway.config import ConfigError
 from gateway.identity.peers import PeerOwner
 from gateway.monitoring.events import RequestCounter
 from gateway.monitoring.processes import own_figures
 from gateway.workers.changenumber import PublishedNumber
+from gateway.workers.inputs import EXIT_REFUSED, check_inputs
 from gateway.workers.jobview import ViewedSchedd
 from gateway.workers.link import CallingLink, Message, RemoteObject
 from gateway.workers.parent import Front
@@ -126,7 +128,10 @@ class RemoteMonitor:
         """Nothing of its own to stop."""
 
 
-def serve(reactor: Any, link_fd: int, index: int, argv: list[str], published: PublishedNumber | None = None) -> None:
+def serve(reactor: Any, link_fd: int, index: int, argv: list[str], published: PublishedNumber | None = None,
+          digest: str | None = None) -> None:
+    """Serve what the core passes; raises ConfigError (:class:`~gateway.workers.inputs.InputsChanged` among them)
+    when the configuration, as read now, is not the core's (``digest``: what the core read)."""
     from gateway import logging, memory
     from gateway.app import Gateway
     from gateway.cli import configure, parse_args
@@ -135,6 +140,8 @@ def serve(reactor: Any, link_fd: int, index: int, argv: list[str], published: Pu
     logging.begin(logging.open_log(config.log_file), config.log_level)
     memory.install(reactor)  # as the core: HTCondor's configuration loaded (or every freed ClassAd leaks), SIGUSR1
     gateway = Gateway(config, reactor)
+    if digest is not None:  # (once its front ends have read the files the configuration names, as the core's had)
+        check_inputs(config, digest)
     link = WorkerLink(reactor, {}, index)
     services = link.services
     services["schedd"] = ViewedSchedd(link, "schedd", reactor, config.query_settings(), config.policy(),
@@ -159,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--link-fd", type=int, required=True)
     parser.add_argument("--index", type=int, required=True)
     parser.add_argument("--changes-fd", type=int)
+    parser.add_argument("--inputs-digest", help="what the core read (gateway.workers.inputs): refuse to serve else")
     parser.add_argument("gateway_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
@@ -170,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     def start() -> None:
         try:
             published = None if args.changes_fd is None else PublishedNumber.attach(args.changes_fd)
-            serve(reactor, args.link_fd, args.index, gateway_args, published)
+            serve(reactor, args.link_fd, args.index, gateway_args, published, args.inputs_digest)
         except BaseException as exc:  # noqa: BLE001 - said on stderr; the core starts another
             failed.append(exc)
             reactor.stop()
@@ -179,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     reactor.run()
     if failed:
         print(f"birdbath-gateway worker {args.index}: cannot start: {failed[0]}", file=sys.stderr)
-        return 1
+        return EXIT_REFUSED if isinstance(failed[0], ConfigError) else 1
     return 0
 
 
