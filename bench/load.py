@@ -483,7 +483,8 @@ def main() -> None:
         iwd.mkdir(exist_ok=True)
         mix = Mix(str(iwd), frozenset(filter(None, args.without.split(","))), not args.no_wait)
         config = CONFIG.format(limit=max(20, 2 * args.clients), queries=args.queries_per_caller or args.clients)
-        gateway = GatewayProcess(tmp / "state", config, tmp=tmp, extra_args=("--workers", str(args.workers))).start()
+        layout = ("--workers", str(args.workers)) + (("--lone-connection-in-core", "yes") if args.workers else ())
+        gateway = GatewayProcess(tmp / "state", config, tmp=tmp, extra_args=layout).start()
         try:
             measure(gateway, args, mix)
         finally:

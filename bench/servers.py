@@ -74,9 +74,11 @@ class Soap:
         self.connection.close()
 
 
-def gateway(tmp: Path, config: str = "") -> GatewayProcess:
-    """A gateway on a loopback port whose local backend runs nothing (jobs stay queued as submitted)."""
-    return GatewayProcess(tmp / "state", "[backends.local]\nslots = 0\n" + config, tmp=tmp).start()
+def gateway(tmp: Path, config: str = "", workers: int = 0) -> GatewayProcess:
+    """A gateway on a loopback port whose local backend runs nothing (jobs stay queued as submitted), in one process
+    or with ``workers`` (the lone connection the core's, as by default)."""
+    layout = ("--workers", str(workers)) + (("--lone-connection-in-core", "yes") if workers else ())
+    return GatewayProcess(tmp / "state", "[backends.local]\nslots = 0\n" + config, tmp=tmp, extra_args=layout).start()
 
 
 class Process:

@@ -8,7 +8,9 @@ A gateway (local backend, no slots) gets one job whose ``getJobAd`` answer has 5
 the gateway's CPU time per request (user + system, from ``/proc``), which other load on the machine disturbs much
 less than a rate.
 
-Run: ``python bench/soap_rates.py [--seconds 5] [--runs 3]``.
+``--workers N`` measures the gateway with N worker processes (issue #30's target: 1.3 times the bare server).
+
+Run: ``python bench/soap_rates.py [--seconds 5] [--runs 3] [--workers 0]``.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=5, help="length of one wrk run (s)")
     parser.add_argument("--runs", type=int, default=RUNS)
+    parser.add_argument("--workers", type=int, default=0, help="the gateway's worker processes (0: one process)")
     args = parser.parse_args()
     print("== small operations: requests/s, 16 kept-alive connections (wrk -t1 -c16)")
     missing = wrk_missing()
@@ -88,7 +91,7 @@ def main() -> None:
     print(anchor_note)
     with tempfile.TemporaryDirectory() as tmp:
         servers: list[Process] = []
-        gw = gateway(Path(tmp), CONFIG)
+        gw = gateway(Path(tmp), CONFIG, args.workers)
         try:
             soap = Soap(gw.port)
             cluster, proc = job_with_attributes(soap, ATTRIBUTES)
