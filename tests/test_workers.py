@@ -152,35 +152,31 @@ def worker_holding(gateway, server_port: int, client_port: int) -> int:
     owned by no process."""
 
     def holder() -> int | None:
-        number = _socket_inode(server_port, client_port)
-        if number == 0:
-            return None
-        inode = f"socket:[{number}]"
-        for pid in workers_of(gateway):
-            for fd in Path(f"/proc/{pid}/fd").iterdir():
-                try:
-                    if os.readlink(fd) == inode:
-                        return pid
-                except FileNotFoundError:
-                    continue
-        return None
+        return _holding_worker(gateway, _socket_inode(server_port, client_port))
 
     wait_until(lambda: holder() is not None, "a worker holding the connection", 60)  # the hand-off waits under load
     return holder()  # type: ignore[return-value]
 
 
-def served_by_no_worker(gateway, client: Client) -> bool:
-    """Whether no worker holds the server's socket of a client's connection (a connection that has been answered:
-    one passed to a worker is held by it from then on)."""
-    inode = f"socket:[{_socket_inode(gateway.port, client.local_port)}]"
+def _holding_worker(gateway, number: int) -> int | None:
+    """The worker holding the socket of that inode (none for 0, a socket not accepted yet)."""
+    if number == 0:
+        return None
+    inode = f"socket:[{number}]"
     for pid in workers_of(gateway):
         for fd in Path(f"/proc/{pid}/fd").iterdir():
             try:
                 if os.readlink(fd) == inode:
-                    return False
+                    return pid
             except FileNotFoundError:
                 continue
-    return True
+    return None
+
+
+def served_by_no_worker(gateway, client: Client) -> bool:
+    """Whether no worker holds the server's socket of a client's connection (a connection that has been answered:
+    one passed to a worker is held by it from then on)."""
+    return _holding_worker(gateway, _socket_inode(gateway.port, client.local_port)) is None
 
 
 def kill(pid: int) -> None:
