@@ -70,6 +70,9 @@ class Gateway:
         #: how callers are identified (a worker replaces its login throttle with the core's: one count per gateway)
         self.identification = identification
         self.tls = config.server_tls() if config.enable_soap_ssl else None
+        #: with ``workers = N``: what the front ends read, as :func:`~gateway.workers.inputs.inputs_digest` says it
+        #: (taken now that they have read it): the core gives it to each worker, which checks its own against it
+        self.inputs = inputs_digest(config) if config.workers else None
         #: who may hold how many connections, on every port (the limits follow the open files limit)
         self.gate = ConnectionGate(config.connection_limits(descriptor_limit()), config.policy(),
                                    RefusalLog(reactor))
@@ -94,11 +97,12 @@ class Gateway:
         self.monitor: Monitor | None = None  # /metrics, /healthz, /readyz: made in start()
         #: the site's resource tree (gateway/routes.py), made in start(): ``routes.mount(path, resource)`` adds to it
         self.routes: Routes | None = None
+        #: with ``workers = N``: the ports' factories whose connections go to the workers (see :meth:`_alone`)
+        self._fronts: list[ConnectionGuard] = []
         #: with ``workers = N``: the worker processes this (the core) process passes its connections to, started
         #: with the gateway's ``command_line``
         self.workers = (WorkerPool(reactor, config.workers, command_line or [], self._core_services,
-                                   alone=(lambda: self.gate.open == 0) if config.lone_connection_in_core
-                                   else lambda: False)
+                                   alone=self._alone if config.lone_connection_in_core else lambda: False)
                         if config.workers else None)
 
     def listen(self) -> None:
@@ -131,8 +135,14 @@ class Gateway:
         the connection to a worker (which serves it with :meth:`protocol_factory`), but for the lone one
         (``lone_connection_in_core``) and any while no worker is alive, served here."""
         if self.workers is not None:
-            return ConnectionGuard(self.workers.factory(front, self.protocol_factory(front)), self.gate)
+            guard = ConnectionGuard(self.workers.factory(front, self.protocol_factory(front)), self.gate)
+            self._fronts.append(guard)
+            return guard
         return ConnectionGuard(self.protocol_factory(front), self.gate)
+
+    def _alone(self) -> bool:
+        """Whether no connection is open on the ports the workers serve (``metrics_port``'s do not count)."""
+        return not any(guard.open for guard in self._fronts)
 
     def _core_services(self) -> dict[str, Any]:
         """The core's services a worker calls (:class:`gateway.workers.link.CoreCalls`)."""
@@ -175,7 +185,7 @@ class Gateway:
         self.serve(self.schedd, self.collector, self.submissions,
                    DescribedSubmissions(self.schedd, config.staging_lifetime), Monitor(self))
         if self.workers is not None:
-            changes = self.workers.start(inputs_digest(config))
+            changes = self.workers.start(self.inputs)
             if config.lone_connection_in_core:
                 log.info("a connection that arrives while no other is open is served by the core process itself "
                          "(lone_connection_in_core)")

@@ -83,6 +83,7 @@ carod_broker_queue = "grid"
 from __future__ import annotations
 
 import getpass
+import hashlib
 import inspect
 import os
 import pwd
@@ -139,10 +140,40 @@ MAX_WORKERS = 256
 
 
 def default_workers() -> int:
-    """``workers``' default: one per CPU the gateway may run on (its affinity, as a container or ``taskset`` sets
-    it), none on a single CPU, where the workers would only add their crossings to the core."""
-    cpus = len(os.sched_getaffinity(0))
+    """``workers``' default: one per CPU the gateway may run on (its affinity, as ``taskset`` sets it, within its
+    cgroup's CPU quota, as ``docker --cpus`` sets it), none on a single CPU, where the workers would only add their
+    crossings to the core."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    quota = quota_cpus()
+    if quota is not None:
+        cpus = min(cpus, quota)
     return min(cpus, MAX_WORKERS) if cpus > 1 else 0
+
+
+def quota_cpus(root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")) -> int | None:
+    """The CPUs this process's cgroup quota allows, rounded up (cgroup v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` over
+    ``cpu.cfs_period_us``); None without a quota or a cgroup to read."""
+    try:
+        lines = membership.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        try:
+            if controllers == "":  # v2
+                quota, period = (root / path.lstrip("/") / "cpu.max").read_text().split()
+            elif "cpu" in controllers.split(","):  # v1
+                directory = root / controllers / path.lstrip("/")
+                quota = (directory / "cpu.cfs_quota_us").read_text().strip()
+                period = (directory / "cpu.cfs_period_us").read_text().strip()
+            else:
+                continue
+            if quota in ("max", "-1"):
+                return None
+            return max(1, -(-int(quota) // int(period)))
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 @dataclass
@@ -210,8 +241,9 @@ class GatewayConfig:
     metrics_port: int = 0  # 0: the monitoring pages are served on the gateway's own port only
     backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     carod: CarodSettings = field(default_factory=CarodSettings)  # the [carod] section
-    #: the file the settings were read from (None: the defaults)
+    #: the file the settings were read from (None: the defaults), and the digest of the bytes read
     source: Path | None = None
+    source_digest: str | None = None
 
     @property
     def plain_port(self) -> int | None:
@@ -339,9 +371,10 @@ def load(path: Path | None) -> GatewayConfig:
         return config
     config.source = Path(path).absolute()
     try:
-        with open(path, "rb") as stream:
-            data = tomllib.load(stream)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        text = Path(path).read_bytes()
+        config.source_digest = hashlib.sha256(text).hexdigest()  # (of the bytes parsed: workers check theirs)
+        data = tomllib.loads(text.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read configuration {path}: {exc}") from None
     for section, keys in _SECTIONS.items():
         values = data.pop(section, {})

@@ -282,11 +282,13 @@ class _Guarded(ProtocolWrapper):
             self.transport = transport
             transport.loseConnection()
             return
+        self.factory.open += 1
         super().makeConnection(transport)
 
     def connectionLost(self, reason: Failure) -> None:  # type: ignore[override]
         self.factory.gate.release(self.holder)
         if self.holder is not None:
+            self.factory.open -= 1
             super().connectionLost(reason)
 
 
@@ -301,6 +303,8 @@ class ConnectionGuard(WrappingFactory):
     def __init__(self, wrapped: Any, gate: ConnectionGate) -> None:
         super().__init__(wrapped)
         self.gate = gate
+        #: the connections of this factory's ports open now (the gate counts every port's)
+        self.open = 0
 
     def buildProtocol(self, addr: IAddress) -> IProtocol | None:
         host = LOCAL_SOCKET_HOST if isinstance(addr, UNIXAddress) else getattr(addr, "host", "")

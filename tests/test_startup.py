@@ -194,9 +194,30 @@ def test_root_keeps_its_state_where_the_owners_of_its_jobs_can_reach_it(monkeypa
 def test_workers_default_to_one_per_cpu_the_gateway_may_run_on(monkeypatch, tmp_path, cpus, workers):
     """None on one CPU (the workers would only add their crossings); at most MAX_WORKERS."""
     monkeypatch.setattr(gateway_config.os, "sched_getaffinity", lambda pid: set(range(cpus)))
+    monkeypatch.setattr(gateway_config, "quota_cpus", lambda: None)
     assert gateway_config.GatewayConfig().workers == workers
     file = tmp_path / "gateway.toml"
     file.write_text("[gateway]\nport = 1984\n")
     assert gateway_config.load(file).workers == workers
     file.write_text("[gateway]\nworkers = 0\n")
     assert gateway_config.load(file).workers == 0
+
+
+@pytest.mark.parametrize("membership, files, cpus", [
+    ("0::/system.slice/gw.service\n", {"system.slice/gw.service/cpu.max": "150000 100000\n"}, 2),
+    ("0::/\n", {"cpu.max": "max 100000\n"}, None),
+    ("4:cpu,cpuacct:/docker/abc\n1:name=systemd:/\n", {"cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "400000\n",
+                                                       "cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000\n"}, 4),
+    ("4:cpu,cpuacct:/\n", {"cpu,cpuacct/cpu.cfs_quota_us": "-1\n", "cpu,cpuacct/cpu.cfs_period_us": "100000\n"}, None),
+    ("0::/gone\n", {}, None),
+], ids=["v2 quota", "v2 none", "v1 quota", "v1 none", "no cgroup to read"])
+def test_a_cgroups_cpu_quota_bounds_the_workers(tmp_path, monkeypatch, membership, files, cpus):
+    """docker --cpus sets a quota, not an affinity: the workers follow the smaller."""
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "self-cgroup").write_text(membership)
+    assert gateway_config.quota_cpus(tmp_path, tmp_path / "self-cgroup") == cpus
+    monkeypatch.setattr(gateway_config, "quota_cpus", lambda: cpus)
+    monkeypatch.setattr(gateway_config.os, "sched_getaffinity", lambda pid: set(range(8)))
+    assert gateway_config.default_workers() == (8 if cpus is None else cpus)

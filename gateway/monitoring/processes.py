@@ -35,10 +35,12 @@ def own_figures(index: int, requests: RequestCounter) -> WorkerFigures:
 
 
 class WorkerProcesses(Collector):
-    """Each worker's resident memory and CPU time (``seen``: the figures the core last gathered)."""
+    """Each worker's resident memory and CPU time (``seen``: the figures the core last gathered), and how many
+    refused to start (``refused``: their configuration edited since the gateway started)."""
 
-    def __init__(self, seen: Callable[[], Iterable[WorkerFigures]]) -> None:
+    def __init__(self, seen: Callable[[], Iterable[WorkerFigures]], refused: Callable[[], int] = lambda: 0) -> None:
         self.seen = seen
+        self.refused = refused
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         workers = sorted(self.seen(), key=lambda figures: figures.index)
@@ -51,3 +53,6 @@ class WorkerProcesses(Collector):
             cpu.add_metric([str(figures.index)], figures.cpu_seconds)
         yield memory
         yield cpu
+        yield GaugeMetricFamily("birdbath_workers_refused", "Worker processes that refused to start because the "
+                                "configuration, or a file it names, changed since the gateway started (their slots "
+                                "stay empty until it restarts)", value=self.refused())

@@ -49,7 +49,7 @@ class Monitor:
         self.workers_seen: list[WorkerFigures] = []
         self.events = EventMetrics(self.registry, self._workers_requests)
         if gateway.workers is not None:
-            self.registry.register(WorkerProcesses(lambda: self.workers_seen))
+            self.registry.register(WorkerProcesses(lambda: self.workers_seen, lambda: len(gateway.workers.refused)))
         self.figures = ScrapedFigures(self.state_dir, lambda: len(gateway.schedd.transactions),
                                       lambda: gateway.submissions.staging_areas, lambda: gateway.lowlatency)
         self.registry.register(self.figures)
@@ -85,8 +85,6 @@ class Monitor:
             await self.gateway.calls(self.gateway.backend.get_job, 0, 0)
         except Exception as exc:  # noqa: BLE001 - whatever the backend raises, it does not answer
             found.append(f"backend does not answer: {exc}")
-        if self.gateway.workers is not None:
-            found += self.gateway.workers.problems()
         service = self.gateway.lowlatency
         if service is not None and not amqp_connected(service):
             found.append("AMQP broker not connected")

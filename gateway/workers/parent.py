@@ -321,11 +321,6 @@ class WorkerPool:
         alive to take it (all died at once, or cannot start): served slower, never refused for that."""
         return self.alone() or not any(worker.link is not None and worker.link.alive for worker in self.workers)
 
-    def problems(self) -> list[str]:
-        """What /readyz says of the workers: those that refused to start."""
-        return [f"worker {index} refused to start: the configuration or a file it names changed since the gateway "
-                f"started (restart the gateway to apply the change)" for index in sorted(self.refused)]
-
     def hand(self, handed: HandOff) -> None:
         """Pass a new connection to the worker serving the fewest (those ready first); none alive: close it."""
         links = [worker.link for worker in self.workers if worker.link is not None and worker.link.alive]
@@ -363,9 +358,10 @@ class WorkerPool:
         lived = self.reactor.seconds() - worker.started
         if reason.check(ProcessTerminated) and reason.value.exitCode == EXIT_REFUSED:
             self.refused[worker.index] = self.reactor.seconds()
-            log.error("worker {index} (pid {pid}) refused to start: what it read is not what the gateway read at its "
-                      "start (an edited configuration, or a file it names); the gateway serves on without it, and "
-                      "a restart applies the change to every process", index=worker.index, pid=worker.pid)
+            log.error("worker {index} (pid {pid}) refused to start: the configuration file, or a file it names, is not "
+                      "what the gateway read at its start (an edit since; the worker said which on standard error); "
+                      "the gateway serves on without it, and a restart applies the edit to every process",
+                      index=worker.index, pid=worker.pid)
             return
         how = ("exited" if reason.check(ProcessDone) else f"ended ({reason.value})" if worker.pid
                else f"could not start ({reason.value})")

@@ -23,12 +23,11 @@ from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from gateway.config import ConfigError
 from gateway.identity.peers import PeerOwner
 from gateway.monitoring.events import RequestCounter
 from gateway.monitoring.processes import own_figures
 from gateway.workers.changenumber import PublishedNumber
-from gateway.workers.inputs import EXIT_REFUSED, check_inputs
+from gateway.workers.inputs import EXIT_REFUSED, InputsChanged, check_configuration_file, check_inputs
 from gateway.workers.jobview import ViewedSchedd
 from gateway.workers.link import CallingLink, Message, RemoteObject
 from gateway.workers.parent import Front
@@ -130,18 +129,21 @@ class RemoteMonitor:
 
 def serve(reactor: Any, link_fd: int, index: int, argv: list[str], published: PublishedNumber | None = None,
           digest: str | None = None) -> None:
-    """Serve what the core passes; raises ConfigError (:class:`~gateway.workers.inputs.InputsChanged` among them)
-    when the configuration, as read now, is not the core's (``digest``: what the core read)."""
+    """Serve what the core passes; raises :class:`~gateway.workers.inputs.InputsChanged` when what it reads is not
+    what the core read (``digest``), and whatever else stops its start."""
     from gateway import logging, memory
     from gateway.app import Gateway
     from gateway.cli import configure, parse_args
 
-    config = configure(parse_args(argv))
+    args = parse_args(argv)
+    if digest is not None:  # (before parsing it: an edit that made it invalid is an edit, not a fault to retry)
+        check_configuration_file(args.config, digest)
+    config = configure(args)
     logging.begin(logging.open_log(config.log_file), config.log_level)
     memory.install(reactor)  # as the core: HTCondor's configuration loaded (or every freed ClassAd leaks), SIGUSR1
     gateway = Gateway(config, reactor)
-    if digest is not None:  # (once its front ends have read the files the configuration names, as the core's had)
-        check_inputs(config, digest)
+    if digest is not None and gateway.inputs is not None:
+        check_inputs(gateway.inputs, digest)
     link = WorkerLink(reactor, {}, index)
     services = link.services
     services["schedd"] = ViewedSchedd(link, "schedd", reactor, config.query_settings(), config.policy(),
@@ -187,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     reactor.run()
     if failed:
         print(f"birdbath-gateway worker {args.index}: cannot start: {failed[0]}", file=sys.stderr)
-        return EXIT_REFUSED if isinstance(failed[0], ConfigError) else 1
+        return EXIT_REFUSED if isinstance(failed[0], InputsChanged) else 1
     return 0
 
 
