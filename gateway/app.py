@@ -140,6 +140,14 @@ class Gateway:
             return guard
         return ConnectionGuard(self.protocol_factory(front), self.gate)
 
+    def _keep_in_core(self) -> bool:
+        """With workers, whether a connection the core serves stays open after its request: while it is the only one
+        on the workers' ports, or no worker is alive to take it.  Else it ends and its client connects again, to a
+        worker: the core serves a lone client, not the first connection of a busy gateway for good (a proxy's first
+        upstream connection may carry many clients), nor, once the workers are back, those it took meanwhile."""
+        assert self.workers is not None
+        return sum(guard.open for guard in self._fronts) <= 1 or not self.workers.alive()
+
     def _alone(self) -> bool:
         """Whether no connection is open on the ports the workers serve (``metrics_port``'s do not count)."""
         return not any(guard.open for guard in self._fronts)
@@ -186,6 +194,7 @@ class Gateway:
                    DescribedSubmissions(self.schedd, config.staging_lifetime), Monitor(self))
         if self.workers is not None:
             changes = self.workers.start(self.inputs)
+            self.site.keep_open = self.collector_site.keep_open = self._keep_in_core
             if config.lone_connection_in_core:
                 log.info("a connection that arrives while no other is open is served by the core process itself "
                          "(lone_connection_in_core)")

@@ -426,10 +426,24 @@ class GatewayChannel(DeadlineChannel):
             self.site.identification.accepted(connection, admitted_owner(self.transport))
             self.birdbath_connection = connection
 
+    def checkPersistence(self, request: server.Request, version: bytes) -> bool:
+        """HTTP/1.1's rules, and the site's say (:attr:`GatewaySite.keep_open`): a connection it does not keep
+        answers its request with ``Connection: close`` and ends, and its client connects again."""
+        if not super().checkPersistence(request, version):
+            return False
+        if self.site.keep_open():
+            return True
+        request.responseHeaders.setRawHeaders(b"Connection", [b"close"])
+        return False
+
 
 class GatewaySite(server.Site):
     """A Site whose requests carry the size cap and the caller's identification, on channels that give each
     request's headers and body a deadline (``reactor``: twisted's, or a Clock in tests)."""
+
+    #: whether a connection may stay open once its request is answered, asked as each request arrives: always here;
+    #: the core with workers keeps the connections it serves only while that is right (``Gateway._keep_in_core``)
+    keep_open: Callable[[], bool] = staticmethod(lambda: True)
 
     def __init__(self, root: resource.Resource, *, max_body: int, identification: Identification,
                  deadlines: RequestDeadlines = DEFAULT_DEADLINES, reactor: Any = None,

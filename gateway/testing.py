@@ -28,7 +28,8 @@ START_SECONDS = 120
 #: ``BIRDBATH_TEST_WORKERS=2``: every gateway the tests start runs with that many worker processes (``--workers``),
 #: so that the same end-to-end tests run against both process layouts (0, one process, unless set, whatever the
 #: machine's default; a test that names ``--workers`` has its own); with workers, ``lone_connection_in_core`` is
-#: off (what those tests are about is what crosses between the processes)
+#: off (what those tests are about is what crosses between the processes).  ``default``: the gateway's own defaults
+#: (a worker per CPU, the lone connection the core's), as a user's gateway runs (the README's examples)
 TEST_WORKERS = os.environ.get("BIRDBATH_TEST_WORKERS", "0")
 
 #: a gateway whose local backend has no slots: vanilla jobs stay idle, as in a pool without matching machines,
@@ -84,7 +85,7 @@ class GatewayProcess:
         if self.ssl:
             args += ["--ssl-port", str(self.ssl_port or 0), "--ssl-port-file", str(port_files["ssl_port"])]
         args += self.extra_args
-        if "--workers" not in self.extra_args:
+        if "--workers" not in self.extra_args and TEST_WORKERS != "default":
             args += ["--workers", TEST_WORKERS]
             if TEST_WORKERS != "0":
                 args += ["--lone-connection-in-core", "no"]

@@ -396,3 +396,21 @@ def test_kept_alive_requests_do_not_schedule_a_timer_each():
     protocol.dataReceived(b"POST / HTTP/1.1\r\nHost: x\r\n")  # headers under way when the timer fires: once more
     clock.advance(30)
     assert clock.scheduled == 2 and transport.disconnecting
+
+
+def test_a_connection_the_site_does_not_keep_ends_after_its_answer_with_connection_close():
+    """GatewaySite.keep_open, asked as each request arrives (the core with workers keeps a connection only while it
+    is alone): kept, the next request is served on it; not kept, the answer says Connection: close and it ends."""
+    keep = [True]
+    clock = Clock()
+    protocol, transport = channel(clock)
+    protocol.site.keep_open = lambda: keep[0]
+    request = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\na"
+    protocol.dataReceived(request)
+    assert transport.value().count(b"HTTP/1.1 200") == 1 and not transport.disconnecting
+    assert b"Connection: close" not in transport.value()
+    keep[0] = False
+    protocol.dataReceived(request)
+    assert transport.value().count(b"HTTP/1.1 200") == 2
+    assert transport.value().split(b"HTTP/1.1 200")[2].count(b"Connection: close") == 1
+    assert transport.disconnecting

@@ -10,7 +10,10 @@ served by the core itself, with the same protocols as one process (``workers = 0
 needs the core crosses between the processes, some 300 us of CPU each way, five times in a Birdbath submit flow,
 which made a lone client's submissions a third slower than in one process, while a lone client gains nothing from
 the workers (one connection's requests come one after another).  Connections that arrive while others are open go
-to the workers: the core's own serves at most one client's calls, which it would have run anyway.
+to the workers, and the core's own connection, once it is not alone, answers its next request with
+``Connection: close`` (``Gateway._keep_in_core``): its client connects again, to a worker.  So the core serves one
+client's calls only while that client is alone, and a connection it took while no worker was alive goes back to
+the workers when they are.
 
 The core keeps its own copy of each passed socket, not read, until the worker says it closed it: when a worker
 dies, the core closes the copies of its connections, so their clients see them end (never a half-served request
@@ -319,7 +322,11 @@ class WorkerPool:
     def serves_here(self) -> bool:
         """Whether the core serves a connection arriving now: the lone one (``alone``), or any while no worker is
         alive to take it (all died at once, or cannot start): served slower, never refused for that."""
-        return self.alone() or not any(worker.link is not None and worker.link.alive for worker in self.workers)
+        return self.alone() or not self.alive()
+
+    def alive(self) -> bool:
+        """Whether any worker is alive to take connections (one starting counts: connections wait for it)."""
+        return any(worker.link is not None and worker.link.alive for worker in self.workers)
 
     def hand(self, handed: HandOff) -> None:
         """Pass a new connection to the worker serving the fewest (those ready first); none alive: close it."""
