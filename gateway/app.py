@@ -72,6 +72,7 @@ class Gateway:
         self.tls = config.server_tls() if config.enable_soap_ssl else None
         #: with ``workers = N``: what the front ends read, as :func:`~gateway.workers.inputs.inputs_digest` says it
         #: (taken now that they have read it): the core gives it to each worker, which checks its own against it
+        #: before its front ends read them
         self.inputs = inputs_digest(config) if config.workers else None
         #: who may hold how many connections, on every port (the limits follow the open files limit)
         self.gate = ConnectionGate(config.connection_limits(descriptor_limit()), config.policy(),
@@ -142,11 +143,13 @@ class Gateway:
 
     def _keep_in_core(self) -> bool:
         """With workers, whether a connection the core serves stays open after its request: while it is the only one
-        on the workers' ports, or no worker is alive to take it.  Else it ends and its client connects again, to a
+        on the workers' ports (``lone_connection_in_core``), or no worker is ready to take it (one starting may yet
+        fail: the core's connections wait for one that serves).  Else it ends and its client connects again, to a
         worker: the core serves a lone client, not the first connection of a busy gateway for good (a proxy's first
         upstream connection may carry many clients), nor, once the workers are back, those it took meanwhile."""
         assert self.workers is not None
-        return sum(guard.open for guard in self._fronts) <= 1 or not self.workers.alive()
+        alone = self.config.lone_connection_in_core and sum(guard.open for guard in self._fronts) <= 1
+        return alone or not self.workers.ready()
 
     def _alone(self) -> bool:
         """Whether no connection is open on the ports the workers serve (``metrics_port``'s do not count)."""

@@ -86,7 +86,13 @@ def _port(text: str) -> int | str:
 
 def configure(args: argparse.Namespace) -> "GatewayConfig":
     """The configuration file with the flags applied, checked (raises ConfigError; creates nothing)."""
-    from gateway.config import ConfigError, load, validate
+    return checked(settings(args), args)
+
+
+def settings(args: argparse.Namespace) -> "GatewayConfig":
+    """The configuration file with the flags applied, not checked yet (raises ConfigError for a file that cannot be
+    read as TOML settings)."""
+    from gateway.config import load
 
     config = load(args.config)
     for flag, setting in OVERRIDES.items():
@@ -96,6 +102,13 @@ def configure(args: argparse.Namespace) -> "GatewayConfig":
         config.enable_soap_ssl = True
     # the backend runs jobs from directories of their own: a relative state directory would name another place
     config.state_dir = config.state_dir.absolute()
+    return config
+
+
+def checked(config: "GatewayConfig", args: argparse.Namespace) -> "GatewayConfig":
+    """``config``, once checked (raises ConfigError; creates nothing): the files it names are read here."""
+    from gateway.config import ConfigError, validate
+
     validate(config)
     if args.port_file and config.plain_port is None:
         raise ConfigError("--port-file names the plain port's file, but port = 0 switches the plain port off")

@@ -151,29 +151,54 @@ def default_workers() -> int:
 
 
 def quota_cpus(root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")) -> int | None:
-    """The CPUs this process's cgroup quota allows, rounded up (cgroup v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` over
-    ``cpu.cfs_period_us``); None without a quota or a cgroup to read."""
+    """The CPUs this process's cgroups let it use, rounded up: the smallest quota of its cgroup and their ancestors
+    (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``); None without a quota or a cgroup to read.
+    In a container whose cgroups are not its own namespace, /proc names the host's path, not found under the mount:
+    the mount's root is then the container's cgroup."""
     try:
         lines = membership.read_text().splitlines()
     except OSError:
         return None
+    quotas: list[int] = []
     for line in lines:
-        _, controllers, path = line.split(":", 2)
-        try:
-            if controllers == "":  # v2
-                quota, period = (root / path.lstrip("/") / "cpu.max").read_text().split()
-            elif "cpu" in controllers.split(","):  # v1
-                directory = root / controllers / path.lstrip("/")
-                quota = (directory / "cpu.cfs_quota_us").read_text().strip()
-                period = (directory / "cpu.cfs_period_us").read_text().strip()
-            else:
-                continue
-            if quota in ("max", "-1"):
-                return None
-            return max(1, -(-int(quota) // int(period)))
-        except (OSError, ValueError):
+        fields = line.split(":", 2)
+        if len(fields) != 3:
             continue
-    return None
+        controllers, path = fields[1], fields[2]
+        if controllers == "":
+            base, read = root, _v2_quota
+        elif "cpu" in controllers.split(","):
+            base, read = root / controllers, _v1_quota
+        else:
+            continue
+        directory = base / path.lstrip("/")
+        if not directory.is_dir():
+            directory = base
+        while True:  # the cgroup, then its ancestors up to the mount's root
+            quota = read(directory)
+            if quota is not None:
+                quotas.append(quota)
+            if directory == base or directory.parent == directory:
+                break
+            directory = directory.parent
+    return min(quotas) if quotas else None
+
+
+def _v2_quota(directory: Path) -> int | None:
+    try:
+        quota, period = (directory / "cpu.max").read_text().split()
+        return None if quota == "max" else max(1, -(-int(quota) // int(period)))
+    except (OSError, ValueError):
+        return None
+
+
+def _v1_quota(directory: Path) -> int | None:
+    try:
+        quota = int((directory / "cpu.cfs_quota_us").read_text())
+        period = int((directory / "cpu.cfs_period_us").read_text())
+        return None if quota <= 0 else max(1, -(-quota // period))
+    except (OSError, ValueError):
+        return None
 
 
 @dataclass

@@ -209,8 +209,13 @@ def test_workers_default_to_one_per_cpu_the_gateway_may_run_on(monkeypatch, tmp_
     ("4:cpu,cpuacct:/docker/abc\n1:name=systemd:/\n", {"cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "400000\n",
                                                        "cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000\n"}, 4),
     ("4:cpu,cpuacct:/\n", {"cpu,cpuacct/cpu.cfs_quota_us": "-1\n", "cpu,cpuacct/cpu.cfs_period_us": "100000\n"}, None),
+    ("4:cpu,cpuacct:/docker/abc\n", {"cpu,cpuacct/cpu.cfs_quota_us": "300000\n",
+                                     "cpu,cpuacct/cpu.cfs_period_us": "100000\n"}, 3),
+    ("0::/kubepods/pod1/c1\n", {"kubepods/pod1/c1/cpu.max": "max 100000\n", "kubepods/pod1/cpu.max": "200000 100000\n",
+                                "kubepods/cpu.max": "800000 100000\n"}, 2),
     ("0::/gone\n", {}, None),
-], ids=["v2 quota", "v2 none", "v1 quota", "v1 none", "no cgroup to read"])
+], ids=["v2 quota", "v2 none", "v1 quota", "v1 none", "v1 in a container (the host's path)",
+        "v2 quota of a parent", "no cgroup to read"])
 def test_a_cgroups_cpu_quota_bounds_the_workers(tmp_path, monkeypatch, membership, files, cpus):
     """docker --cpus sets a quota, not an affinity: the workers follow the smaller."""
     for name, text in files.items():

@@ -188,3 +188,29 @@ def test_the_workers_are_given_the_digest_of_what_the_core_read():
         protocol, executable, args, **kw)
     WorkerPool(reactor, 1, ["--port", "1984"], dict).start("abc123")
     assert commands[0][-5:] == ["--inputs-digest", "abc123", "--", "--port", "1984"]
+
+
+@pytest.mark.parametrize("lone, others, ready, kept", [
+    (True, 0, True, True), (True, 1, True, False), (False, 0, True, False),
+    (True, 1, False, True), (False, 0, False, True)],
+    ids=["alone", "not alone", "policy off", "no worker ready", "policy off, no worker ready"])
+def test_the_core_keeps_a_connection_while_it_is_alone_or_no_worker_serves(lone, others, ready, kept):
+    """Gateway._keep_in_core, asked as each request on a connection the core serves arrives (the connection itself
+    is one of the open ones): a worker starting may yet fail, so only one that serves takes the core's connections."""
+    from types import SimpleNamespace
+
+    from gateway.app import Gateway
+
+    gateway = SimpleNamespace(config=SimpleNamespace(lone_connection_in_core=lone),
+                              _fronts=[SimpleNamespace(open=1), SimpleNamespace(open=others)],
+                              workers=SimpleNamespace(ready=lambda: ready))
+    assert Gateway._keep_in_core(gateway) is kept
+
+
+def test_a_worker_serves_once_it_said_ready():
+    reactor, pool = started(2)
+    for link in reactor.links:
+        link.alive = True
+    assert pool.alive() and not pool.ready()
+    reactor.links[1].ready = True
+    assert pool.ready()

@@ -692,6 +692,22 @@ def test_a_worker_started_after_an_edit_of_the_configuration_refuses_to_serve_an
     # (the refused slots stay empty: what the core took meanwhile stays the core's, as nothing could take it)
 
 
+def test_an_invalid_edit_of_a_file_the_configuration_names_is_refused_too(start_gateway, tmp_path):
+    """With TLS on, the password file is read once by each worker's front ends: one edited into something that
+    does not parse is an edit (refused for good), not a fault to retry; the gateway serves on over TLS."""
+    from gateway.testing import TestPki
+
+    pki = TestPki(tmp_path / "pki")
+    pki.password_file.write_text("")
+    gateway = start_gateway(QUEUE_ONLY + pki.config(passwords=True), ssl=True)
+    first, _ = wait_for_workers(gateway)
+    pki.password_file.write_text("not a password line\n")
+    kill(first)
+    wait_for_line(gateway.log, "refused to start", timeout=60)
+    assert "cannot start: a file the configuration names" in gateway.log()  # (the worker's reason, on stderr)
+    assert b"\nbirdbath_workers_refused 1.0\n" in get(gateway.port, "/metrics")[2]
+
+
 def test_a_worker_that_cannot_start_for_another_reason_is_started_again(start_gateway, tmp_path):
     """Only an edit is refused for good: a log directory gone is a fault of the moment, tried again."""
     logs = tmp_path / "logs"

@@ -75,8 +75,9 @@ def check_configuration_file(path: Path | None, expected: str) -> None:
 
 
 def check_inputs(read: str, expected: str) -> None:
-    """Once a worker's front ends have read what the configuration names (``read``, its :func:`inputs_digest`):
-    raise :class:`InputsChanged` when it is not what the core's read."""
+    """Before a worker's front ends read what the configuration names (``read``, its :func:`inputs_digest`; one
+    edited invalid would raise there, as a fault to retry): raise :class:`InputsChanged` when it is not what the
+    core's read."""
     if read.partition(":")[0] != expected.partition(":")[0]:
         raise InputsChanged("the configuration file changed since the gateway started: restart the gateway to apply it")
     if read != expected:

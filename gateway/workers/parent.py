@@ -325,8 +325,12 @@ class WorkerPool:
         return self.alone() or not self.alive()
 
     def alive(self) -> bool:
-        """Whether any worker is alive to take connections (one starting counts: connections wait for it)."""
+        """Whether any worker is alive to take connections (one starting counts: new connections wait for it)."""
         return any(worker.link is not None and worker.link.alive for worker in self.workers)
+
+    def ready(self) -> bool:
+        """Whether any worker serves (has said READY and is alive)."""
+        return any(worker.link is not None and worker.link.alive and worker.link.ready for worker in self.workers)
 
     def hand(self, handed: HandOff) -> None:
         """Pass a new connection to the worker serving the fewest (those ready first); none alive: close it."""

@@ -27,7 +27,7 @@ from gateway.identity.peers import PeerOwner
 from gateway.monitoring.events import RequestCounter
 from gateway.monitoring.processes import own_figures
 from gateway.workers.changenumber import PublishedNumber
-from gateway.workers.inputs import EXIT_REFUSED, InputsChanged, check_configuration_file, check_inputs
+from gateway.workers.inputs import EXIT_REFUSED, InputsChanged, check_configuration_file, check_inputs, inputs_digest
 from gateway.workers.jobview import ViewedSchedd
 from gateway.workers.link import CallingLink, Message, RemoteObject
 from gateway.workers.parent import Front
@@ -133,17 +133,18 @@ def serve(reactor: Any, link_fd: int, index: int, argv: list[str], published: Pu
     what the core read (``digest``), and whatever else stops its start."""
     from gateway import logging, memory
     from gateway.app import Gateway
-    from gateway.cli import configure, parse_args
+    from gateway.cli import checked, parse_args, settings
 
     args = parse_args(argv)
     if digest is not None:  # (before parsing it: an edit that made it invalid is an edit, not a fault to retry)
         check_configuration_file(args.config, digest)
-    config = configure(args)
+    config = settings(args)
+    if digest is not None:  # (before the files it names are read, by its checks and its front ends: one edited
+        check_inputs(inputs_digest(config), digest)  # invalid would raise there, as a fault to retry)
+    checked(config, args)
     logging.begin(logging.open_log(config.log_file), config.log_level)
     memory.install(reactor)  # as the core: HTCondor's configuration loaded (or every freed ClassAd leaks), SIGUSR1
     gateway = Gateway(config, reactor)
-    if digest is not None and gateway.inputs is not None:
-        check_inputs(gateway.inputs, digest)
     link = WorkerLink(reactor, {}, index)
     services = link.services
     services["schedd"] = ViewedSchedd(link, "schedd", reactor, config.query_settings(), config.policy(),
