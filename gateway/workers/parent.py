@@ -3,13 +3,12 @@ through the one :class:`~gateway.connections.ConnectionGate` (so that the limits
 and passes its socket to the worker serving the fewest connections, which does all the protocol work.  It starts
 the workers, restarts one that dies, and stops them with the gateway.
 
-The core serves a connection itself, with the same protocols as one process (``workers = 0``), when no worker
-can take it (none alive: all died at once, or could not start), rather than closing it; and with
-``lone_connection_in_core`` (the default), a connection that arrives while the gateway has no other open is
-served by the core itself, with the same protocols as one process (``workers = 0``): every call of a worker that
-needs the core crosses between the processes, some 300 us of CPU each way, five times in a Birdbath submit flow,
-which made a lone client's submissions a third slower than in one process, while a lone client gains nothing from
-the workers (one connection's requests come one after another).  Connections that arrive while others are open go
+The core serves a connection itself, with the same protocols as one process (``workers = 0``), in two cases.
+When no worker can take it (none alive: all died at once, or could not start), rather than closing it.  And with
+``lone_connection_in_core`` (the default), when it arrives while no other is open on the workers' ports: every
+call of a worker that needs the core crosses between the processes, some 300 us of CPU each way, five times in a
+Birdbath submit flow, which made a lone client's submissions a third slower than in one process, while a lone
+client gains nothing from the workers (one connection's requests come one after another).  Connections that arrive while others are open go
 to the workers, and the core's own connection, once it is not alone, answers its next request with
 ``Connection: close`` (``Gateway._keep_in_core``): its client connects again, to a worker.  So the core serves one
 client's calls only while that client is alone, and a connection it took while no worker was alive goes back to
