@@ -148,12 +148,16 @@ class Gateway:
         worker: the core serves a lone client, not the first connection of a busy gateway for good (a proxy's first
         upstream connection may carry many clients), nor, once the workers are back, those it took meanwhile."""
         assert self.workers is not None
-        alone = self.config.lone_connection_in_core and sum(guard.open for guard in self._fronts) <= 1
+        alone = self.config.lone_connection_in_core and self._open_on_fronts() <= 1  # (itself one of them)
         return alone or not self.workers.ready()
 
     def _alone(self) -> bool:
-        """Whether no connection is open on the ports the workers serve (``metrics_port``'s do not count)."""
-        return not any(guard.open for guard in self._fronts)
+        """Whether no connection is open on the ports the workers serve."""
+        return self._open_on_fronts() == 0
+
+    def _open_on_fronts(self) -> int:
+        """The connections open on the ports the workers serve (``metrics_port``'s do not count)."""
+        return sum(guard.open for guard in self._fronts)
 
     def _core_services(self) -> dict[str, Any]:
         """The core's services a worker calls (:class:`gateway.workers.link.CoreCalls`)."""

@@ -15,7 +15,8 @@ query_workers = 4             # queries (getJobAds, summaries, history) that run
 max_queries_per_caller = 2    # of those, how many one caller runs at once (more wait their turn)
 max_query_seconds = 20        # a query still evaluating then is stopped and answers FAIL
 workers = 4                   # processes doing the protocol work (HTTP, TLS, XML, JSON) around the core
-                              # (default: the number of CPUs this process may run on, 0 on one; 0: one process)
+                              # (default: the CPUs this process may run on, within its cgroup's CPU quota, 0 on
+                              # one; 0: one process)
 lone_connection_in_core = true   # with workers: a connection that arrives while no other is open is served by the
                               # core itself, as with workers = 0 (a lone client's calls cross to no other process)
 log_file = "/var/log/birdbath-gateway.log"   # --log-file (default: standard error)
@@ -133,6 +134,11 @@ def default_state_dir() -> Path:
         return SYSTEM_STATE_DIR
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(base) / "birdbath-gateway"
+
+
+def content_digest(data: bytes) -> str:
+    """The digest a file's content is known by (the configuration file's, which workers compare with theirs)."""
+    return hashlib.sha256(data).hexdigest()
 
 
 #: the most worker processes (``workers``)
@@ -375,8 +381,8 @@ _SECTIONS = {
     "gateway": ("listen", "port", "state_dir", "local_socket", "backend", "max_request_bytes",
                 "max_expression_length", "max_expression_depth", "query_workers", "max_queries_per_caller",
                 "max_query_seconds", "workers", "lone_connection_in_core", "log_file", "log_level",
-                "max_file_descriptors", "max_connections", "max_connections_per_caller", "reserved_connections", "max_header_seconds", "max_body_seconds",
-                "metrics_port"),
+                "max_file_descriptors", "max_connections", "max_connections_per_caller", "reserved_connections",
+                "max_header_seconds", "max_body_seconds", "metrics_port"),
     "submission": ("staging_lifetime", "output_retention", "max_staging_areas_per_caller"),
     "birdbath": ("allow_soap", "allow_read", "allow_write", "queue_all_users_trusted", "queue_super_users",
                  "default_owner", "max_soap_transaction_duration", "soap_leave_in_queue", "max_transactions_per_caller",
@@ -397,7 +403,7 @@ def load(path: Path | None) -> GatewayConfig:
     config.source = Path(path).absolute()
     try:
         text = Path(path).read_bytes()
-        config.source_digest = hashlib.sha256(text).hexdigest()  # (of the bytes parsed: workers check theirs)
+        config.source_digest = content_digest(text)  # (of the bytes parsed: workers check theirs)
         data = tomllib.loads(text.decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read configuration {path}: {exc}") from None

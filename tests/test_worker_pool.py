@@ -202,7 +202,7 @@ def test_the_core_keeps_a_connection_while_it_is_alone_or_no_worker_serves(lone,
     from gateway.app import Gateway
 
     gateway = SimpleNamespace(config=SimpleNamespace(lone_connection_in_core=lone),
-                              _fronts=[SimpleNamespace(open=1), SimpleNamespace(open=others)],
+                              _open_on_fronts=lambda: 1 + others,
                               workers=SimpleNamespace(ready=lambda: ready))
     assert Gateway._keep_in_core(gateway) is kept
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import hashes
 
-from gateway.config import ConfigError, GatewayConfig
+from gateway.config import ConfigError, GatewayConfig, content_digest
 from gateway.identity.tls import TlsError, load_authorities
 
 #: a worker's exit status when it refuses to serve for what it read (birdbath-gateway's own for a configuration it
@@ -42,7 +42,7 @@ def file_digest(path: Path | None) -> str:
     if path is None:
         return "none"
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return content_digest(path.read_bytes())
     except OSError as exc:
         return f"unreadable {exc.errno}"
 

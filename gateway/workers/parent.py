@@ -8,9 +8,9 @@ When no worker can take it (none alive: all died at once, or could not start), r
 ``lone_connection_in_core`` (the default), when it arrives while no other is open on the workers' ports: every
 call of a worker that needs the core crosses between the processes, some 300 us of CPU each way, five times in a
 Birdbath submit flow, which made a lone client's submissions a third slower than in one process, while a lone
-client gains nothing from the workers (one connection's requests come one after another).  Connections that arrive while others are open go
-to the workers, and the core's own connection, once it is not alone, answers its next request with
-``Connection: close`` (``Gateway._keep_in_core``): its client connects again, to a worker.  So the core serves one
+client gains nothing from the workers (one connection's requests come one after another).  Connections that arrive
+while others are open go to the workers, and the core's own connection, once it is not alone, answers its next
+request with ``Connection: close`` (``Gateway._keep_in_core``): its client connects again, to a worker.  So the core serves one
 client's calls only while that client is alone, and a connection it took while no worker was alive goes back to
 the workers when they are.
 
@@ -266,9 +266,9 @@ class WorkerPool:
         #: the digest of what the core read (``inputs.inputs_digest``), given to each worker to check its own
         #: reading against (None: not checked); set by :meth:`start`
         self.digest: str | None = None
-        #: the workers that refused to start because what they read is not the core's (an edited configuration):
-        #: index -> since when; their slots stay empty until the gateway restarts
-        self.refused: dict[int, float] = {}
+        #: the indexes of the workers that refused to start because what they read is not the core's (an edited
+        #: configuration): their slots stay empty until the gateway restarts
+        self.refused: set[int] = set()
         self.command_line = command_line
         self.calls = CoreCalls(services)
         self.workers: list[Worker] = []
@@ -279,7 +279,7 @@ class WorkerPool:
         #: the requests counted by workers that have ended, as they last said (so that the sums never go back)
         self.retired = RequestTally()
         #: the backend's change number, published to the workers (the gateway has the backend write it); made by
-        #: :meth:`start` (a worker's own gateway makes a pool it never starts)
+        #: :meth:`start`
         self.changes: PublishedNumber | None = None
 
     def factory(self, front: Front, own: Factory | None = None) -> HandOffFactory:
@@ -323,17 +323,21 @@ class WorkerPool:
         alive to take it (all died at once, or cannot start): served slower, never refused for that."""
         return self.alone() or not self.alive()
 
+    def _links(self) -> list[CoreLink]:
+        """The links of the workers alive (those starting among them)."""
+        return [worker.link for worker in self.workers if worker.link is not None and worker.link.alive]
+
     def alive(self) -> bool:
         """Whether any worker is alive to take connections (one starting counts: new connections wait for it)."""
-        return any(worker.link is not None and worker.link.alive for worker in self.workers)
+        return bool(self._links())
 
     def ready(self) -> bool:
         """Whether any worker serves (has said READY and is alive)."""
-        return any(worker.link is not None and worker.link.alive and worker.link.ready for worker in self.workers)
+        return any(link.ready for link in self._links())
 
     def hand(self, handed: HandOff) -> None:
         """Pass a new connection to the worker serving the fewest (those ready first); none alive: close it."""
-        links = [worker.link for worker in self.workers if worker.link is not None and worker.link.alive]
+        links = self._links()
         if not links:
             handed.transport.loseConnection()
             return
@@ -355,8 +359,7 @@ class WorkerPool:
     async def figures(self) -> list[WorkerFigures]:
         """Each live worker's figures, asked for now (for /metrics); a worker that does not answer within
         :data:`FIGURES_WAIT` seconds is reported as it last answered."""
-        links = [worker.link for worker in self.workers if worker.link is not None and worker.link.ready]
-        asked = [link.ask_figures().addTimeout(FIGURES_WAIT, self.reactor) for link in links if link.alive]
+        asked = [link.ask_figures().addTimeout(FIGURES_WAIT, self.reactor) for link in self._links() if link.ready]
         await DeferredList(asked, consumeErrors=True)
         return [worker.figures for worker in self.workers if worker.figures is not None]
 
@@ -367,7 +370,7 @@ class WorkerPool:
             return
         lived = self.reactor.seconds() - worker.started
         if reason.check(ProcessTerminated) and reason.value.exitCode == EXIT_REFUSED:
-            self.refused[worker.index] = self.reactor.seconds()
+            self.refused.add(worker.index)
             log.error("worker {index} (pid {pid}) refused to start: the configuration file, or a file it names, is not "
                       "what the gateway read at its start (an edit since; the worker said which on standard error); "
                       "the gateway serves on without it, and a restart applies the edit to every process",

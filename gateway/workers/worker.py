@@ -14,6 +14,7 @@ import argparse
 import os
 import socket
 import sys
+from dataclasses import replace
 from typing import Any
 
 from twisted.internet.interfaces import IFileDescriptorReceiver
@@ -144,7 +145,8 @@ def serve(reactor: Any, link_fd: int, index: int, argv: list[str], published: Pu
     checked(config, args)
     logging.begin(logging.open_log(config.log_file), config.log_level)
     memory.install(reactor)  # as the core: HTCondor's configuration loaded (or every freed ClassAd leaks), SIGUSR1
-    gateway = Gateway(config, reactor)
+    gateway = Gateway(replace(config, workers=0), reactor)  # (this process's own gateway starts no workers and
+    # gives none a digest: the pool and what the workers check are the core's)
     link = WorkerLink(reactor, {}, index)
     services = link.services
     services["schedd"] = ViewedSchedd(link, "schedd", reactor, config.query_settings(), config.policy(),
