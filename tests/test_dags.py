@@ -200,6 +200,16 @@ def test_holding_the_dagman_job_pauses_new_nodes(schedd, tmp_path):
     assert node_clusters(dag)["A"] == [a_cluster]  # A was not submitted again
 
 
+def saved_dag_state(gateway, key) -> dict:
+    """The DAG's node states as the gateway last saved them in its queue's SQLite file."""
+    store = sqlite3.connect(gateway.state_dir / "queue.sqlite3")
+    try:
+        (text,) = store.execute("SELECT state FROM dag_state WHERE cluster = ?", (key[0],)).fetchone()
+    finally:
+        store.close()
+    return json.loads(text)
+
+
 def killed_while_c_runs(start_gateway, tmp_path):
     """The diamond on a gateway killed while node C's job runs (B done); C ends once ``gate`` exists.  The gateway,
     the DAG file, the DAGMan job's key, C's cluster and the gate."""
@@ -212,6 +222,8 @@ def killed_while_c_runs(start_gateway, tmp_path):
     key = submit_dag(schedd, dag)
     wait_until(lambda: runs(tmp_path, "C") == 1 and runs(tmp_path, "B") == 1)
     (c_cluster,) = node_clusters(dag)["C"]
+    # The DAG's state is saved after the node's commit, and a loaded machine may start C's job first.
+    wait_until(lambda: saved_dag_state(gateway, key)["C"]["cluster"] == c_cluster)
     gateway.kill()
     return gateway, dag, key, c_cluster, gate
 
@@ -231,12 +243,11 @@ def test_a_node_job_committed_just_before_a_crash_is_not_submitted_again(start_g
     """The crash came between C's commit and the save of the DAG's state (what a loaded machine hit): the saved
     state has C queued with no cluster, made here by hand in the queue's SQLite file while no gateway runs."""
     gateway, dag, key, c_cluster, gate = killed_while_c_runs(start_gateway, tmp_path)
+    state = saved_dag_state(gateway, key)
+    assert state["C"]["cluster"] == c_cluster
+    state["C"]["cluster"] = None
     store = sqlite3.connect(gateway.state_dir / "queue.sqlite3")
     with store:
-        (text,) = store.execute("SELECT state FROM dag_state WHERE cluster = ?", (key[0],)).fetchone()
-        state = json.loads(text)
-        assert state["C"]["cluster"] == c_cluster
-        state["C"]["cluster"] = None
         store.execute("UPDATE dag_state SET state = ? WHERE cluster = ?", (json.dumps(state), key[0]))
     store.close()
     gate.touch()
