@@ -44,6 +44,24 @@ def test_soap_on_any_path_with_or_without_soapaction_and_content_type(gateway, h
     assert body_element(answer).tag == "{urn:condor}getVersionStringResponse"
 
 
+@pytest.mark.parametrize("head, body, status", [
+    (["POST / HTTP/1.1", "Content-Type: text/xml"], GET_VERSION, 200),  # a SOAP answer
+    (["POST / HTTP/1.1", "Content-Type: text/xml"], envelope("<c:frobnicate/>"), 500),  # a SOAP fault
+    (["POST /submission/json/getSubmissions HTTP/1.1", "Content-Type: application/json"], b"{}", 200),  # JSON
+    (["POST /submission/json/nothing HTTP/1.1", "Content-Type: application/json"], b"{}", 404),  # JSON, unknown
+    (["GET /api/v1/history HTTP/1.1"], b"", 200),  # the REST face
+    (["GET /api/v1/nothing HTTP/1.1"], b"", 404),  # a REST problem
+    (["GET /healthz HTTP/1.1"], b"", 200),  # the monitoring pages
+])
+def test_a_whole_answer_says_its_length_and_is_not_chunked(gateway, head, body, status):
+    """What the gateway answers at once carries its Content-Length (only a streamed answer is chunked): a client
+    reads it in one go, and the connection stays open for the next request."""
+    answered, headers, answer = post(gateway.port, body, head)
+    assert answered == status, answer[:300]
+    assert "transfer-encoding" not in headers and int(headers["content-length"]) == len(answer) > 0
+    assert_alive(gateway)
+
+
 def test_chunked_request_bodies(gateway):
     status, _, answer = post(gateway.port, GET_VERSION, chunked=True)
     assert status == 200 and body_element(answer).tag == "{urn:condor}getVersionStringResponse"

@@ -21,6 +21,8 @@ from twisted.logger import Logger, globalLogPublisher
 from twisted.python.failure import Failure
 from twisted.web import resource, server
 
+from gateway.http import write_whole
+
 from .events import EventMetrics, RequestTally
 from .figures import ScrapedFigures, amqp_connected, snapshot
 from .processes import WorkerFigures, WorkerProcesses
@@ -192,5 +194,4 @@ def _finish(request: server.Request, code: int, content_type: bytes, body: bytes
         return
     request.setResponseCode(code)
     request.setHeader(b"content-type", content_type)
-    request.write(body)
-    request.finish()
+    write_whole(request, body)

@@ -34,7 +34,7 @@ from gateway.core.schedd import BirdbathSchedd
 from gateway.core.status import BirdbathError
 from gateway.core.submissions import SubmissionService
 from gateway.core.transactions import TransactionRef
-from gateway.http import GatewayRequest, RequestOutcome, refused
+from gateway.http import GatewayRequest, RequestOutcome, refused, write_whole
 from jobmodel.dagman import dagman_ad
 from jobmodel.files import transfer_name_problem
 from jobmodel.jobs import JobAction
@@ -136,8 +136,7 @@ class RestApi(resource.Resource):
             return  # written as it went (a tar)
         request.setResponseCode(reply.code)
         request.setHeader(b"content-type", JSON)
-        request.write(json.dumps(reply.body).encode())
-        request.finish()
+        write_whole(request, json.dumps(reply.body).encode())
 
     def _failed(self, failure: Failure, request: GatewayRequest, operation: str, caller: Caller) -> None:
         problem = from_core(failure.value)
@@ -151,8 +150,7 @@ class RestApi(resource.Resource):
         if request.startedWriting:  # a streamed answer cut short: the status line is gone
             request.channel.loseConnection()
             return
-        request.write(self._problem(request, problem))
-        request.finish()
+        write_whole(request, self._problem(request, problem))
 
     @staticmethod
     def _problem(request: GatewayRequest, problem: Problem) -> bytes:
