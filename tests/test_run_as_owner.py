@@ -22,6 +22,7 @@ from backends.local.sandbox import ExecuteDir
 from jobmodel.classads import evaluate
 from jobmodel.jobs import HoldCode
 from tests.local_runs import SCHEDD, attributes, make_world
+from tests.test_hostile_input import read_only
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="jobs run as their owners only when the gateway is root")
@@ -104,13 +105,59 @@ def test_a_spooled_job_gets_its_spool_and_the_directories_above_stay_roots(world
     (key,) = world.submit(**shell("cat input.txt > copy.txt", Out="out.txt"), spooled=True,
                           files={"input.txt": b"staged\n"})
     spool = world.queue.spool.directory(*key)
+    assert spool.stat().st_uid == 0 and (spool / "input.txt").stat().st_uid == 0  # the gateway's until it starts
+    assert attributes(world.run(key), "JobStatus", "ExitCode") == {"JobStatus": 4, "ExitCode": 0}
     assert owned_by_nobody(spool) and stat.S_IMODE(spool.stat().st_mode) == 0o700
     assert owned_by_nobody(spool / "input.txt")
     assert all(level.stat().st_uid == 0 and stat.S_IMODE(level.stat().st_mode) == 0o755
                for level in (spool.parent, spool.parent.parent))
-    assert attributes(world.run(key), "JobStatus", "ExitCode") == {"JobStatus": 4, "ExitCode": 0}
     assert world.queue.spool.read_job_file(*key, "copy.txt", 0, 100) == (7, b"staged\n")
     assert owned_by_nobody(spool / "copy.txt")
+
+
+@needs_root
+def test_a_job_without_files_gets_its_spool_when_it_starts_given_to_its_owner(world):
+    (key,) = world.submit(**shell("echo made here > made.txt", Out="out.txt"), spooled=True)
+    spool = world.queue.spool.directory(*key)
+    assert not spool.exists()  # nothing staged: the commit made no spool
+    assert world.queue.spool.list(*key) == []
+    assert attributes(world.run(key), "JobStatus", "ExitCode") == {"JobStatus": 4, "ExitCode": 0}
+    assert owned_by_nobody(spool) and stat.S_IMODE(spool.stat().st_mode) == 0o700
+    assert all(level.stat().st_uid == 0 and stat.S_IMODE(level.stat().st_mode) == 0o755
+               for level in (spool.parent, spool.parent.parent))
+    assert [info.name for info in world.queue.spool.list(*key)] == ["made.txt", "out.txt"]
+    assert owned_by_nobody(spool / "made.txt")
+
+
+@needs_root
+def test_a_job_whose_spool_cannot_be_made_when_it_starts_is_held_saying_why(world):
+    (key,) = world.submit(**shell("true"), spooled=True)
+    with read_only(world.queue.spool.root):
+        ad = world.run(key)
+    assert ad["JobStatus"] == 5 and not world.queue.spool.directory(*key).exists()
+    assert ad["HoldReason"] == (f"Failed to create the spool directory of job {key[0]}.{key[1]}, reason: "
+                                "Read-only file system")
+
+
+@needs_root
+def test_a_spool_still_the_gateways_when_its_job_starts_is_handed_over(world):
+    """As a crash between making a spool and handing it over would leave it: the start hands it over."""
+    (key,) = world.submit(**shell("echo ok > done.txt"), spooled=True)
+    spool = world.queue.spool.create(*key)
+    assert attributes(world.run(key), "JobStatus", "ExitCode") == {"JobStatus": 4, "ExitCode": 0}
+    assert owned_by_nobody(spool) and owned_by_nobody(spool / "done.txt")
+
+
+@needs_root
+def test_a_spool_given_already_is_not_handed_over_again(world):
+    """What is in a spool its owner has had may be the job's doing (a hard link to another's file, where the system
+    allows one): a start hands over only a spool that is still the gateway's."""
+    (key,) = world.submit(**shell("true"), spooled=True)
+    spool = world.queue.spool.create(*key)
+    world.queue.spool.give(*key, NOBODY.pw_uid, NOBODY.pw_gid)
+    (spool / "roots.txt").write_text("root's\n")  # (root's, standing for another's file linked in)
+    assert attributes(world.run(key), "JobStatus", "ExitCode") == {"JobStatus": 4, "ExitCode": 0}
+    assert (spool / "roots.txt").stat().st_uid == 0
 
 
 @needs_root

@@ -81,14 +81,28 @@ class JobQueue:
             return self.store.reserve_clusters()
 
     def commit(self, batch: Batch) -> None:
-        """Write a transaction's new jobs (their staged files synced, their spool given to their owner) and changes."""
+        """Write a transaction's new jobs (their staged files synced) and changes.
+
+        A job has a spool directory once a file is staged for it, and its owner gets it when the job starts
+        (:meth:`ensure_spool`, which makes one for a job without files): making a new cluster's three levels of
+        spool and looking its owner up were a fifth of a commit's time, which the client waits for."""
         ads, events = self._prepared(batch)
         for job in batch.jobs:
-            self.spool.create(*job.key)
             if job.files:
                 self.spool.sync(*job.key)
-            self._give_spool(job.key, ads[job.key])
         self.write(ads, events)
+
+    def ensure_spool(self, key: JobKey, ad: classad2.ClassAd) -> None:
+        """A starting job's spool directory (its default ``Iwd``, where its output comes back), made when it has none
+        and given to its owner while it is still the gateway's (what is in it then, the gateway put there).  One
+        given already is left as it is: what its job left in it could be a hard link to another's file."""
+        try:
+            owner = os.lstat(self.spool.directory(*key)).st_uid
+        except FileNotFoundError:
+            self.spool.create(*key)
+            owner = os.geteuid()
+        if owner == os.geteuid():
+            self._give_spool(key, ad)
 
     def check_changes(self, batch: Batch) -> None:
         self._prepared(batch)
@@ -158,8 +172,8 @@ class JobQueue:
         return ad
 
     def _give_spool(self, key: JobKey, ad: classad2.ClassAd) -> None:
-        """Hand a new job's spool directory (and the files staged in it) to the account it runs as, so the job can
-        write there; the directories above it stay the gateway's, so the job cannot swap it for another."""
+        """Hand a starting job's spool directory (and the files staged in it) to the account it runs as, so the job
+        can write there; the directories above it stay the gateway's, so the job cannot swap it for another."""
         try:
             account = to_switch(self.account_of(ad))
         except NoAccount:

@@ -22,6 +22,7 @@ from typing import Callable
 import classad2
 from twisted.logger import Logger
 
+from backends.interface import BackendError
 from jobmodel import matchtime
 from jobmodel.classads import evaluate_number, evaluate_string, job_status
 from jobmodel.jobs import HoldCode, JobStatus
@@ -144,6 +145,10 @@ class Scheduler:
         """A DAGMan job is run by the built-in DAG runner; any other job as a process from its execute directory, as
         its owner's account (raises NoAccount when there is none)."""
         account = self._queue.accounts.of(evaluate_string(ad, "Owner") or None)
+        try:
+            self._queue.ensure_spool(key, ad)
+        except BackendError as exc:  # (its default Iwd: the job is held saying why, as for an Iwd it cannot reach)
+            raise jobspec.BadJob(str(exc), HoldCode.UNSPECIFIED) from None
         if dagman.is_dagman(ad):
             return Launch(key, directory, 0, dag=True)
         try:  # the schedd fills $$() references from the slot it matched the job with
