@@ -85,7 +85,8 @@ class JobQueue:
 
         A job has a spool directory once a file is staged for it, and its owner gets it when the job starts
         (:meth:`ensure_spool`, which makes one for a job without files): making a new cluster's three levels of
-        spool and looking its owner up were a fifth of a commit's time, which the client waits for."""
+        spool and looking its owner up were a fifth of the commit's work on the backend's thread, which the client
+        waits for."""
         ads, events = self._prepared(batch)
         for job in batch.jobs:
             if job.files:
