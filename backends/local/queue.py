@@ -93,17 +93,25 @@ class JobQueue:
                 self.spool.sync(*job.key)
         self.write(ads, events)
 
-    def ensure_spool(self, key: JobKey, ad: classad2.ClassAd) -> None:
+    def ensure_spool(self, key: JobKey, account: Account | None) -> None:
         """A starting job's spool directory (its default ``Iwd``, where its output comes back), made when it has none
-        and given to its owner while it is still the gateway's (what is in it then, the gateway put there).  One
-        given already is left as it is: what its job left in it could be a hard link to another's file."""
+        and handed, with the files staged in it, to the account the job runs as (None: the gateway's user) while it is
+        still the gateway's (what is in it then, the gateway put there), so the job can write there; the directories
+        above it stay the gateway's, so the job cannot swap it for another.  One given already is left as it is:
+        what its job left in it could be a hard link to another's file."""
         try:
             owner = os.lstat(self.spool.directory(*key)).st_uid
         except FileNotFoundError:
             self.spool.create(*key)
             owner = os.geteuid()
-        if owner == os.geteuid():
-            self._give_spool(key, ad)
+        switched = to_switch(account)
+        if owner != os.geteuid() or switched is None:
+            return
+        try:
+            self.spool.give(*key, switched.uid, switched.gid)
+        except (BackendError, OSError) as exc:  # the job still starts; it finds its spool as it is
+            log.warn("cannot give the spool of job {job} to {owner}: {error}", job=key, owner=switched.name,
+                     error=exc)
 
     def check_changes(self, batch: Batch) -> None:
         self._prepared(batch)
@@ -171,20 +179,6 @@ class JobQueue:
         else:
             ad.pop("User", None)
         return ad
-
-    def _give_spool(self, key: JobKey, ad: classad2.ClassAd) -> None:
-        """Hand a starting job's spool directory (and the files staged in it) to the account it runs as, so the job
-        can write there; the directories above it stay the gateway's, so the job cannot swap it for another."""
-        try:
-            account = to_switch(self.account_of(ad))
-        except NoAccount:
-            return  # the job is held when it would start; its spool stays the gateway's
-        if account is not None:
-            try:
-                self.spool.give(*key, account.uid, account.gid)
-            except (BackendError, OSError) as exc:  # the job is still queued; it finds its spool as it is
-                log.warn("cannot give the spool of job {job} to {owner}: {error}", job=key, owner=account.name,
-                         error=exc)
 
     def account_of(self, ad: classad2.ClassAd) -> Account | None:
         """Whose rights a job's files are touched with: its owner's account, or None (the gateway's user) when the
