@@ -21,6 +21,7 @@ They call the backend directly (as the gateway's worker threads do), with jobs t
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import classad2
@@ -53,6 +54,12 @@ def job_ad(**attributes: object) -> classad2.ClassAd:
     for name, value in attributes.items():
         ad[name] = value
     return ad
+
+
+def given_reason(text: str) -> str:
+    """A hold or remove reason as the caller gave it: a real condor_schedd appends who acted (" (by user
+    nobody)"), which the contract leaves to the backend."""
+    return re.sub(r" \(by user [^()]+\)$", "", text)
 
 
 def new_cluster(backend: ScheddBackend) -> int:
@@ -147,7 +154,8 @@ class BackendContract:
         assert status(backend, cluster, proc) == JobStatus.IDLE
         backend.commit(Batch(changes=changes))
         ad = backend.get_job(cluster, proc)
-        assert ad.eval("JobStatus") == JobStatus.HELD and ad.eval("HoldReason") == "later" and ad.eval("Note") == 2
+        assert ad.eval("JobStatus") == JobStatus.HELD and given_reason(ad.eval("HoldReason")) == "later"
+        assert ad.eval("Note") == 2
 
     def test_a_job_whose_ad_names_other_ids_is_refused(self, backend):
         cluster = new_cluster(backend)
@@ -215,7 +223,7 @@ class BackendContract:
     def test_hold_release_remove_with_reasons(self, backend):
         cluster, (proc,) = submitted(backend, LeaveJobInQueue=True)
         act(backend, JobAction.HOLD, cluster, proc, "wait")
-        assert backend.get_job(cluster, proc).eval("HoldReason") == "wait"
+        assert given_reason(backend.get_job(cluster, proc).eval("HoldReason")) == "wait"
         with pytest.raises(InvalidState):
             act(backend, JobAction.HOLD, cluster, proc, "again")
         act(backend, JobAction.RELEASE, cluster, proc, "go")
@@ -224,7 +232,7 @@ class BackendContract:
             act(backend, JobAction.RELEASE, cluster, proc, "not held")
         act(backend, JobAction.REMOVE, cluster, proc, "gone")
         ad = backend.get_job(cluster, proc)
-        assert ad.eval("JobStatus") == JobStatus.REMOVED and ad.eval("RemoveReason") == "gone"
+        assert ad.eval("JobStatus") == JobStatus.REMOVED and given_reason(ad.eval("RemoveReason")) == "gone"
 
     def test_a_whole_cluster_can_be_removed(self, backend):
         cluster, procs = submitted(backend, 3, LeaveJobInQueue=True)

@@ -38,6 +38,11 @@ class JobAction(enum.Enum):
     SUSPEND = "suspend"
     CONTINUE = "continue"
 
+    @property
+    def done(self) -> str:
+        """The past participle, for messages ("cannot be held in its state")."""
+        return "held" if self is JobAction.HOLD else f"{self.value.rstrip('e')}ed"
+
 
 # Attributes that a real schedd (7.0.4+) never sends to SOAP clients.
 PRIVATE_ATTRIBUTES = frozenset(

@@ -67,5 +67,6 @@ def submit_job(schedd: Any, files: dict[str, bytes] | None = None, **attributes:
     attributes.setdefault("Requirements", expr("TRUE"))
     answer = schedd.submit(txn, cluster, proc, ad(**attributes))
     assert answer.status.code == "SUCCESS", answer
-    assert schedd.commitTransaction(txn).code == "SUCCESS"
+    committed = schedd.commitTransaction(txn)
+    assert committed.code == "SUCCESS", committed
     return cluster, proc

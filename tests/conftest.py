@@ -12,6 +12,7 @@ from twisted.internet.task import Clock
 
 from gateway.testing import QUEUE_ONLY, GatewayProcess, module_gateway, start_gateway, zeep_client
 from tests.accounts import accounts, traversable
+from tests.live_pool import live_pool, live_state
 
 os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
 
@@ -22,7 +23,8 @@ LEGACY_WSDL = DATA / "legacy" / "condorSchedd-7.2.4.wsdl"
 LEGACY_COLLECTOR_WSDL = DATA / "legacy" / "condorCollector-7.2.4.wsdl"
 WIRE = DATA / "wire"
 
-__all__ = ["GatewayProcess", "QUEUE_ONLY", "accounts", "module_gateway", "start_gateway", "traversable", "zeep_client"]
+__all__ = ["GatewayProcess", "QUEUE_ONLY", "accounts", "live_pool", "live_state", "module_gateway", "start_gateway",
+           "traversable", "zeep_client"]
 
 def require_java() -> None:
     """Skip the calling test where the Java toolchain the generated clients need is missing."""

@@ -321,3 +321,18 @@ def test_history_gets_constraint_projection_and_limit(tmp_path, pool):
     assert _asked(pool, "history") == ("true", [], 2)
     backend.history(parse_constraint("TARGET.ClusterId =?= undefined"), 5)
     assert _asked(pool, "history")[1:] == ([], -1)  # not translatable: the gateway filters, so it limits too
+
+
+def test_the_time_of_an_answer_is_not_part_of_a_jobs_revision(tmp_path, pool, monkeypatch):
+    """Every schedd answer carries ServerTime; a job unchanged between two answers a second apart keeps its
+    revision (found on the real schedd: the revision changed with the clock)."""
+    from backends.interface import revision
+
+    backend = make(tmp_path, pool)
+    cluster, (proc,) = submitted(backend)
+    monkeypatch.setattr("tests.htcondor_standin.time.time", lambda: 1_700_000_000.0)
+    first = backend.get_job(cluster, proc)
+    monkeypatch.setattr("tests.htcondor_standin.time.time", lambda: 1_700_000_001.0)
+    second = backend.get_job(cluster, proc)
+    assert first["ServerTime"] != second["ServerTime"]
+    assert revision(first) == revision(second)

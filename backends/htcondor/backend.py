@@ -38,6 +38,7 @@ import hashlib
 import re
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -98,6 +99,17 @@ class IdMap:
         self._db.execute("CREATE TABLE IF NOT EXISTS rolled_back (gateway INTEGER PRIMARY KEY)")
         self._rolled_back = {row[0] for row in self._db.execute("SELECT gateway FROM rolled_back")}
 
+    def empty(self) -> bool:
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM ids LIMIT 1").fetchone() is None
+
+    def raise_floor(self, used: int) -> None:
+        """Never hand out ``used`` or an id below it: a new state directory in front of a schedd that already holds
+        (or held) jobs of a gateway must not name its clusters again."""
+        with self._lock:
+            if used >= FIRST_GATEWAY_CLUSTER:
+                self._db.execute("INSERT OR IGNORE INTO ids (gateway, schedd) VALUES (?, NULL)", (used,))
+
     def allocate(self) -> int:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -147,6 +159,8 @@ class HTCondorBackend:
         self._schedd = schedd
         self._submitter = submitter
         self._ids = IdMap(state_dir / "htcondor-ids.sqlite3")
+        if self._ids.empty():
+            self._ids.raise_floor(self._last_gateway_cluster())
         # the condorCollector service's answers: the pool's collector (``pool_collector`` in tests)
         self._pool = CollectorPool(lambda: pool_collector if pool_collector is not None else _collector(collector))
         self._spool = Spool(state_dir / "spool")  # the submit side of the jobs' files
@@ -160,6 +174,15 @@ class HTCondorBackend:
     def info(self) -> BackendInfo:
         return self._info
 
+    def _last_gateway_cluster(self) -> int:
+        """The highest gateway cluster id the schedd knows, in its queue or its history (0 if none): asked once, when
+        the state directory is new, so that its ids continue after those of an earlier state directory."""
+        constraint, projection = "BirdbathClusterId isnt undefined", ["BirdbathClusterId"]
+        ads = [*self._call("query", self._schedd.query, constraint, projection),
+               *self._call("history", self._schedd.history, constraint, projection, -1)]
+        return max((ad.get("BirdbathClusterId") for ad in ads if isinstance(ad.get("BirdbathClusterId"), int)),
+                   default=0)
+
     def close(self) -> None:
         self._ids.close()
 
@@ -167,7 +190,7 @@ class HTCondorBackend:
         try:
             return function(*args, **kwargs)
         except Exception as exc:  # the bindings raise their own types for an unreachable or refusing schedd
-            raise BackendUnavailable(f"the schedd did not complete {operation}: {exc}") from None
+            raise BackendUnavailable(f"the schedd did not complete {operation}: {_reason(exc)}") from None
 
     # -- transactions -------------------------------------------------------------------------------
     def reserve_clusters(self) -> range:
@@ -269,15 +292,59 @@ class HTCondorBackend:
             for name in ("ClusterId", "ProcId"):
                 ad.pop(name, None)
             proc_ads.append((classad.parseOne(str(ad)), 1))
-        spool = any(self._spool.list(cluster, proc) for proc, _ in procs)
+        spool = any(self._spooled(cluster, proc, ad) for proc, ad in procs)
         results: list[Any] = []
         submitted.append((cluster, None))
         schedd_cluster = int(self._call("submit", self._submitter.submitMany, classad.ClassAd(), proc_ads,
                                         spool=spool, ad_results=results))
         submitted[-1] = (cluster, schedd_cluster)
         self._ids.record(cluster, schedd_cluster)
+        self._keep_requirements(schedd_cluster, proc_ads, results)
         if spool:
             self._call("spool", self._submitter.spool, results)
+            self._wait_for_spooled(schedd_cluster)
+
+    def _wait_for_spooled(self, schedd_cluster: int) -> None:
+        """Waits until the schedd has released the cluster from its spooling hold (``HoldReasonCode`` 16, "Spooling
+        input data files"), which it does on its own shortly after ``spool`` returns: a Birdbath client sees its
+        jobs idle once ``commitTransaction`` answers, and may hold or remove them at once."""
+        spooling = f"ClusterId == {schedd_cluster} && JobStatus == 5 && HoldReasonCode == 16"
+        deadline = time.monotonic() + self.call_timeout
+        pause = 0.02
+        while self._call("query", self._schedd.query, spooling, ["ProcId"]):
+            if time.monotonic() > deadline:
+                raise BackendUnavailable(f"the schedd did not release cluster {schedd_cluster} from its spooling hold "
+                                         f"within {self.call_timeout:.0f} s")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+    def _spooled(self, cluster: int, proc: int, ad: classad2.ClassAd) -> bool:
+        """Whether a job goes to the schedd with its files (``spool=True``): when it has staged files, or when its
+        ``Iwd`` is the gateway's directory for it, as Birdbath jobs' is by default.  Such a job runs from the
+        schedd's spool, never from the gateway's disk (which the execute side need not share, nor the job's account
+        be able to write), and its output comes back with ``retrieve`` when a client asks for it."""
+        return bool(self._spool.list(cluster, proc)) or ad.get("Iwd") == self.spool_directory(cluster, proc)
+
+    def _keep_requirements(self, schedd_cluster: int, sent_ads: list[tuple[Any, int]], results: list[Any]) -> None:
+        """Sets each job's ``Requirements`` back to the client's where the bindings changed it.
+
+        The v1 ``submitMany`` appends machine clauses to every job's ``Requirements`` (``TARGET.OPSYS``, ``ARCH``,
+        ``Disk``, ``Memory``, ``Cpus``, ``FileSystemDomain`` or ``HasFileTransfer``), as condor_submit does for a
+        job that runs on a machine.  A scheduler or local universe job is matched against the schedd's own ad,
+        where those clauses cannot evaluate ("StartSchedulerUniverse policy failed to evaluate"), so such a job
+        never starts; and Birdbath's ``submit`` always stored the ad as the client sent it.  ``sent_ads`` are
+        ``submitMany``'s (v1 ad, count 1) pairs, ``results`` its result ads, in the same order."""
+        wanted: dict[str, list[int]] = {}
+        for (sent, _), (schedd_proc, result) in zip(sent_ads, enumerate(results)):
+            if "Requirements" not in sent:
+                continue
+            text = str(sent.lookup("Requirements"))
+            if str(result.lookup("Requirements")) != text:
+                wanted.setdefault(text, []).append(schedd_proc)
+        for text, schedd_procs in wanted.items():
+            spec = f"ClusterId == {schedd_cluster}" if len(schedd_procs) == len(sent_ads) else \
+                f"ClusterId == {schedd_cluster} && member(ProcId, {{{', '.join(map(str, schedd_procs))}}})"
+            self._call("edit", self._schedd.edit, spec, "Requirements", text)
 
     def _act_in_commit(self, change: ActionChange, cluster: int, proc: int, before: classad2.ClassAd,
                        undo: list[tuple[str, Callable[[], Any]]]) -> None:
@@ -373,6 +440,7 @@ class HTCondorBackend:
         """Bring a finished spooled job's output back into its submit-side directory."""
         ad = self.get_job(cluster, proc)
         if ad is not None and ad.get("JobStatus") == 4 and ad.get("StageOutFinish") is None:
+            self._spool.create(cluster, proc)  # where the output comes back (a job with no input has none yet)
             self._call("retrieve", self._schedd.retrieve, self._spec(cluster, proc))
 
     # -- queue ----------------------------------------------------------------------------------------
@@ -431,7 +499,7 @@ class HTCondorBackend:
             raise UnknownJob(f"job {cluster}.{proc} is not in the queue")
         if skip_bad:
             return 0
-        raise InvalidState(f"job {cluster}.{proc} cannot be {action.value}d in its state")
+        raise InvalidState(f"job {cluster}.{proc} cannot be {action.done} in its state")
 
     def reschedule(self) -> None:
         self._call("reschedule", self._schedd.reschedule)
@@ -466,10 +534,24 @@ class HTCondorBackend:
         return shown
 
 
+def _reason(exc: BaseException) -> str:
+    """What the schedd said.  The v1 bindings' ``submitMany`` raises a ``SystemError`` ("... returned a result with
+    an exception set") whose cause holds the schedd's words (``Setting job owner to "root" is not permitted``)."""
+    while isinstance(exc, SystemError) and (exc.__cause__ or exc.__context__) is not None:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return str(exc)
+
+
 def revised(ad: classad2.ClassAd) -> classad2.ClassAd:
     """``ad`` stamped with its revision: a 64-bit digest of its text and kept texts (the schedd's ads are new objects
-    at every query; the digest is what lets the gateway know an unchanged one)."""
+    at every query; the digest is what lets the gateway know an unchanged one).  ``ServerTime``, the time of the
+    answer that the schedd adds to every ad it sends, is left out: it is not the job's."""
+    served = ad.get("ServerTime")
+    if served is not None:
+        del ad["ServerTime"]
     content = f"{ad}\0{texts_record(ad) or ''}".encode("utf-8", "surrogatepass")
+    if served is not None:
+        ad["ServerTime"] = served
     digest = int.from_bytes(hashlib.blake2b(content, digest_size=8).digest(), "big")
     return stamp(ad, (ad.get("ClusterId"), ad.get("ProcId")), digest)
 
@@ -578,10 +660,9 @@ def _connect(collector: str | None, schedd_name: str | None) -> tuple[classad2.C
     import htcondor2
 
     try:
-        location = htcondor2.Collector(collector).locate(htcondor2.DaemonType.Schedd, schedd_name) \
-            if collector or schedd_name else htcondor2.Collector().locate(htcondor2.DaemonType.Schedd)
-        v1_location = htcondor.Collector(collector).locate(htcondor.DaemonTypes.Schedd, schedd_name) \
-            if collector or schedd_name else htcondor.Collector().locate(htcondor.DaemonTypes.Schedd)
+        named = (schedd_name,) if schedd_name else ()  # v1's locate takes no None for "the default schedd"
+        location = htcondor2.Collector(collector).locate(htcondor2.DaemonType.Schedd, *named)
+        v1_location = htcondor.Collector(collector).locate(htcondor.DaemonTypes.Schedd, *named)
     except Exception as exc:
         where = f"collector {collector}" if collector else "the local pool"
         raise BackendUnavailable(f"cannot locate the schedd {schedd_name or ''} in {where}: {exc}") from None

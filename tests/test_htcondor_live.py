@@ -1,0 +1,154 @@
+"""The htcondor backend against real HTCondor daemons: a personal pool (tests/live_pool.py) started once per session
+from the install ``BIRDBATH_HTCONDOR`` names.  Skipped, saying why, where there is none; CI always has one."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backends.contract import BackendContract
+from backends.htcondor import HTCondorBackend
+from gateway.testing import GatewayProcess
+from gateway.testing_htcondor import PersonalPool, find_release
+from tests.birdbath import ad, begin, expr, new_job, submit_job, values
+from tests.live_pool import traversable_directory
+
+
+class TestTheContractOnARealSchedd(BackendContract):
+    @pytest.fixture
+    def backend(self, live_state: Path, live_pool: PersonalPool) -> Iterator[HTCondorBackend]:
+        backend = HTCondorBackend(live_state, collector=live_pool.collector_host)
+        yield backend
+        backend.close()
+
+
+@pytest.fixture(scope="module")
+def live_gateway(live_pool: PersonalPool) -> Iterator[GatewayProcess]:
+    directory = traversable_directory("birdbath-live-gateway-")
+    config = f'[gateway]\nbackend = "htcondor"\n[backends.htcondor]\ncollector = "{live_pool.collector_host}"\n'
+    gateway = GatewayProcess(directory / "state", config, tmp=directory).start()
+    yield gateway
+    gateway.stop()
+
+
+@pytest.fixture(scope="module")
+def schedd(live_gateway: GatewayProcess) -> Any:
+    import zeep
+
+    return zeep.Client(live_gateway.url + "condorSchedd.wsdl").service
+
+
+def job_values(schedd: Any, key: tuple[int, int]) -> dict[str, str]:
+    answer = schedd.getJobAd(None, *key)
+    return values(answer.classAd) if answer.status.code == "SUCCESS" else {}
+
+
+def wait_for(schedd: Any, key: tuple[int, int], status: str, timeout: float = 120) -> dict[str, str]:
+    """Polls the gateway until the job has this JobStatus: the real daemons run on their own clocks."""
+    deadline = time.monotonic() + timeout
+    while (current := job_values(schedd, key)).get("JobStatus") != status:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"job {key} never reached JobStatus {status}; last seen {current}")
+        time.sleep(0.5)
+    return current
+
+
+def condor_q(pool: PersonalPool, constraint: str, *attributes: str, history: bool = False) -> list[list[str]]:
+    """What HTCondor's own tool says, one row of attribute values per job."""
+    tool = ("condor_history",) if history else ("condor_q",)
+    out = pool.tool(*tool, "-constraint", constraint, "-af", *attributes)
+    return sorted(line.split() for line in out.splitlines() if line.strip())
+
+
+#: a job that runs on the pool (as nobody, whom the schedd maps root to) and stays until its output is fetched
+RUNS = dict(Owner="nobody", ShouldTransferFiles="YES", WhenToTransferOutput="ON_EXIT",
+            LeaveJobInQueue=expr("JobStatus == 4 && (StageOutFinish =?= undefined)"))
+#: a job that never matches: for job control and queries
+WAITS = dict(Owner="nobody", Requirements=expr("FALSE"))
+
+
+def test_a_birdbath_job_runs_on_the_pool_and_its_output_comes_back(schedd, live_pool):
+    key = submit_job(schedd, {"input.txt": b"spooled input\n"}, Cmd="/bin/cat", Arguments="input.txt",
+                     Out="out.txt", TransferInput="input.txt", **RUNS)
+    assert condor_q(live_pool, f"BirdbathClusterId == {key[0]}", "BirdbathProcId", "Owner") == [["0", "nobody"]]
+    done = wait_for(schedd, key, "4")
+    assert done["ExitCode"] == "0" and int(done["SchedulerClusterId"]) < 1_000_000_000
+    listed = schedd.listSpool(None, *key)
+    assert {(f.name, f.size) for f in listed.info.item} >= {("out.txt", 14)}
+    assert schedd.getFile(None, *key, "out.txt", 0, 100).data == b"spooled input\n"
+
+
+def test_hold_release_and_remove_show_in_condor_q_and_condor_history(schedd, live_pool):
+    key = submit_job(schedd, **WAITS)
+    assert schedd.holdJob(None, *key, "wait a moment", False, False, False).code == "SUCCESS"
+    ((status, reason),) = [(row[0], " ".join(row[1:])) for row in
+                           condor_q(live_pool, f"BirdbathClusterId == {key[0]}", "JobStatus", "HoldReason")]
+    assert status == "5" and reason.startswith("wait a moment")  # the schedd adds " (by user nobody)"
+    assert schedd.releaseJob(None, *key, "go on", False, False).code == "SUCCESS"
+    assert condor_q(live_pool, f"BirdbathClusterId == {key[0]}", "JobStatus") == [["1"]]
+    assert schedd.removeJob(None, *key, "enough", False).code == "SUCCESS"
+    live_pool.wait(lambda: condor_q(live_pool, f"BirdbathClusterId == {key[0]}", "JobStatus", history=True)
+                   == [["3"]], 60, "the removed job in the history")
+    assert job_values(schedd, key) == {}
+    found = schedd.getJobAds(None, f"ClusterId == {key[0]}")
+    assert found.status.code == "SUCCESS" and not (found.classAdArray and found.classAdArray.item)
+
+
+def test_constraints_in_the_gateways_ids_select_what_condor_q_selects(schedd, live_pool):
+    txn = begin(schedd)
+    first = schedd.newCluster(txn).integer
+    procs = [schedd.newJob(txn, first).integer for _ in range(3)]
+    for proc in procs:
+        assert schedd.submit(txn, first, proc, ad(Cmd="/bin/true", Tag=f"p{proc}", **WAITS)).status.code == "SUCCESS"
+    assert schedd.commitTransaction(txn).code == "SUCCESS"
+    constraint = f'ClusterId == {first} && ProcId >= 1 && Tag != "p2"'
+    answer = schedd.getJobAds(None, constraint)
+    through_gateway = sorted((values(one)["ClusterId"], values(one)["ProcId"]) for one in answer.classAdArray.item)
+    assert through_gateway == [(str(first), "1")]
+    schedd_side = condor_q(live_pool, f'BirdbathClusterId == {first} && BirdbathProcId >= 1 && Tag != "p2"',
+                           "BirdbathClusterId", "BirdbathProcId")
+    assert [tuple(row) for row in schedd_side] == through_gateway
+
+
+def test_a_cluster_the_schedd_refuses_rolls_the_whole_transaction_back(schedd, live_pool):
+    txn = begin(schedd)
+    good, _ = new_job(schedd, txn)
+    assert schedd.submit(txn, good, 0, ad(Cmd="/bin/true", Tag="fine", **WAITS)).status.code == "SUCCESS"
+    bad, _ = new_job(schedd, txn)
+    assert schedd.submit(txn, bad, 0, ad(Cmd="/bin/true", Tag="refused", **WAITS)).status.code == "SUCCESS"
+    answer = schedd.commitTransaction(txn)
+    assert answer.code == "FAIL" and "Tags may not be refused" in answer.message, answer
+    assert "rolled back" in answer.message
+    assert condor_q(live_pool, f"BirdbathClusterId == {good} || BirdbathClusterId == {bad}", "ClusterId") == []
+    removed = condor_q(live_pool, f"BirdbathClusterId == {good}", "JobStatus", "RemoveReason", history=True)
+    assert [" ".join(row[1:5]) for row in removed] == ["Birdbath transaction rolled back"]
+    for cluster in (good, bad):
+        assert job_values(schedd, (cluster, 0)) == {}
+
+
+def test_the_schedds_own_refusal_reaches_the_client_in_its_words(schedd, live_pool):
+    txn = begin(schedd)
+    cluster, proc = new_job(schedd, txn)
+    assert schedd.submit(txn, cluster, proc, ad(Cmd="/bin/true", Owner="root")).status.code == "SUCCESS"
+    answer = schedd.commitTransaction(txn)
+    assert answer.code == "FAIL" and 'Setting job owner to "root" is not permitted' in answer.message, answer
+
+
+def test_the_install_is_the_one_named_else_the_one_on_path(tmp_path):
+    release = tmp_path / "release"
+    (release / "sbin").mkdir(parents=True)
+    (release / "sbin" / "condor_master").write_text("#!/bin/sh\n")
+    (release / "sbin" / "condor_master").chmod(0o755)
+    assert find_release({"BIRDBATH_HTCONDOR": str(release), "PATH": "/usr/bin"}) == (release, "")
+    assert find_release({"PATH": f"/usr/bin:{release / 'sbin'}"}) == (release, "")
+
+
+def test_no_install_is_a_reason_to_skip_not_a_failure(tmp_path):
+    found, reason = find_release({"BIRDBATH_HTCONDOR": str(tmp_path), "PATH": "/usr/bin"})
+    assert found is None and reason == f"BIRDBATH_HTCONDOR={tmp_path} holds no sbin/condor_master"
+    found, reason = find_release({"PATH": str(tmp_path)})
+    assert found is None and "set BIRDBATH_HTCONDOR to a RELEASE_DIR" in reason
