@@ -7,7 +7,9 @@ that need one print when they skip.
 
 Run as root with no ``condor`` account, the daemons' condor identity is root (``CONDOR_IDS = 0.0``).  A schedd never
 accepts a job owned by root, so the schedd maps root's FS identity to ``nobody`` (``SCHEDD.CERTIFICATE_MAPFILE``):
-jobs a root gateway submits run as ``nobody``.  DAEMON-level commands need authentication, as in HTCondor's
+a root gateway's jobs that name no other owner run as ``nobody``.  A gateway queues its callers' jobs under their
+names (``Owner`` = the caller), which a schedd allows only with ``QUEUE_ALL_USERS_TRUSTED``: a queue super user
+may change the owner only through ``SetEffectiveOwner``, which HTCondor's Python bindings do not offer.  DAEMON-level commands need authentication, as in HTCondor's
 recommended security since 9.0; FS authentication is enough on one machine."""
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ ALLOW_WRITE = *
 ALLOW_DAEMON = root@* condor@*
 ALLOW_NEGOTIATOR = root@* condor@*
 ALLOW_ADMINISTRATOR = root@* condor@*
-QUEUE_SUPER_USERS = root, condor
+QUEUE_SUPER_USERS = root, condor, nobody
+QUEUE_ALL_USERS_TRUSTED = True
 SCHEDD.CERTIFICATE_MAPFILE = $(LOCAL_DIR)/schedd_mapfile
 CONDOR_Q_ONLY_MY_JOBS = False
 BASE_CGROUP =

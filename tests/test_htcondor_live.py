@@ -3,6 +3,10 @@ from the install ``BIRDBATH_HTCONDOR`` names.  Skipped, saying why, where there 
 
 from __future__ import annotations
 
+import json
+import os
+import pwd
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -152,3 +156,54 @@ def test_no_install_is_a_reason_to_skip_not_a_failure(tmp_path):
     assert found is None and reason == f"BIRDBATH_HTCONDOR={tmp_path} holds no sbin/condor_master"
     found, reason = find_release({"PATH": str(tmp_path)})
     assert found is None and "set BIRDBATH_HTCONDOR to a RELEASE_DIR" in reason
+
+
+def test_the_seeds_dag_recipe_runs_under_the_pools_condor_dagman(schedd, live_pool):
+    """The 2009 recipe (clients/java/*/example/SubmitDag.java): a scheduler-universe job ad running condor_dagman,
+    submitted through Birdbath; the pool's real DAGMan submits the node jobs to the schedd and they run."""
+    directory = traversable_directory("birdbath-live-dag-")
+    nobody = pwd.getpwnam("nobody")
+    os.chown(directory, nobody.pw_uid, nobody.pw_gid)
+    (directory / "A.sub").write_text("executable = /bin/echo\narguments = node A\noutput = A.out\nqueue\n")
+    (directory / "B.sub").write_text("executable = /bin/echo\narguments = node B\noutput = B.out\nqueue\n")
+    (directory / "diamond.dag").write_text("JOB A A.sub\nJOB B B.sub\nPARENT A CHILD B\n")
+    dag = str(directory / "diamond.dag")
+    txn = begin(schedd)
+    cluster, proc = new_job(schedd, txn)
+    recipe = ad(Owner="nobody", Iwd=str(directory), JobUniverse=7, Cmd=str(live_pool.release / "bin" / "condor_dagman"),
+                JobStatus=1, JobNotification=0, UserLog=dag + ".dagman.log", RemoveKillSig="SIGUSR1",
+                # a pool whose configuration is not in /etc/condor names it to DAGMan (condor_submit_dag's getenv)
+                Env=f"_CONDOR_MAX_DAGMAN_LOG=0;_CONDOR_DAGMAN_LOG={dag}.dagman.out;CONDOR_CONFIG={live_pool.config}",
+                Out=dag + ".stdout", Err=dag + ".stderr", ShouldTransferFiles="NO", Requirements=expr("TRUE"),
+                OnExitRemove=expr("(ExitSignal =?= 11 || (ExitCode =!= UNDEFINED && ExitCode >=0 && ExitCode <= 2))"),
+                LeaveJobInQueue=expr("FilesRetrieved =?= FALSE"), FilesRetrieved=expr("FALSE"),
+                Arguments=f"-f -l . -Debug 3 -AutoRescue 1 -DoRescueFrom 0 -Allowversionmismatch -Lockfile {dag}.lock"
+                          f" -Dag {dag}", ClusterId=cluster, ProcId=proc)
+    assert schedd.submit(txn, cluster, proc, recipe).status.code == "SUCCESS"
+    assert schedd.commitTransaction(txn).code == "SUCCESS"
+    assert schedd.requestReschedule().code == "SUCCESS"
+    assert condor_q(live_pool, f"BirdbathClusterId == {cluster}", "Requirements") == [["true"]]
+    done = wait_for(schedd, (cluster, proc), "4", timeout=180)
+    assert done["ExitCode"] == "0", (directory / "diamond.dag.dagman.out").read_text()[-2000:]
+    assert (directory / "A.out").read_text() == "node A\n" and (directory / "B.out").read_text() == "node B\n"
+    nodes = condor_q(live_pool, f"DAGManJobId == {done['SchedulerClusterId']}", "Cmd", "ExitCode", history=True)
+    assert nodes == [["/bin/echo", "0"], ["/bin/echo", "0"]]
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_the_rest_face_queues_a_callers_job_as_the_caller_and_fetches_its_output(live_gateway, live_pool, accounts):
+    """A real other user on this machine submits over REST; the gateway (a queue super user at the schedd) queues
+    the job with that Owner, and the pool runs it as that user."""
+    from tests.accounts import post_as
+    from tests.rest import call, tar_members
+    from tests.rest import wait_for as wait_for_rest
+
+    user = accounts.user()
+    body = json.dumps({"submit_file": "executable = /usr/bin/id\narguments = -un\noutput = out.txt\nqueue\n"})
+    submitted = json.loads(post_as(user.name, live_gateway.port, "/api/v1/jobs", body, "application/json"))
+    assert "job_ids" in submitted, submitted
+    job = submitted["job_ids"][0]
+    assert condor_q(live_pool, f"BirdbathClusterId == {submitted['cluster_id']}", "Owner") == [[user.name]]
+    assert wait_for_rest(live_gateway.port, job, "^4$", timeout=120)["JobStatus"] == 4
+    output = call(live_gateway.port, "GET", f"/api/v1/jobs/{job}/output")
+    assert output.status == 200 and tar_members(output.body)["out.txt"] == f"{user.name}\n".encode()

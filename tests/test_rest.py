@@ -163,6 +163,18 @@ def test_each_request_is_one_access_log_line_with_its_operation_and_outcome(gate
     assert "[birdbath.request#info]" in lines()[-1]
 
 
+@pytest.mark.parametrize("job, status", [("1000000000.0", 404), ("2147483647.2147483647", 404),
+                                         ("2147483648.0", 404), ("1.2147483648", 404), ("0.0", 404),
+                                         ("1" * 5000 + ".0", 404), ("1.", 404)])
+def test_job_ids_are_those_an_xsd_int_carries(gateway, job, status):
+    """Ids up to 2**31 - 1 are jobs that may be unknown (the htcondor backend's clusters have ten digits); others
+    are not job ids at all."""
+    document = problem(call(gateway.port, "GET", f"/api/v1/jobs/{job}"), status)
+    in_range = job.split(".")[0] != "0" and len(job) < 30 and not job.endswith(".") and \
+        all(int(part) <= 2**31 - 1 for part in job.split("."))
+    assert ("a job is cluster.proc" in document["detail"]) is not in_range, document
+
+
 # -- job control ---------------------------------------------------------------------------------------
 def test_edit_hold_release_and_remove_with_reasons(gateway):
     job = submit(gateway.port, "executable = /bin/true\nqueue\n")["job_ids"][0]

@@ -295,7 +295,7 @@ class HTCondorBackend:
         spool = any(self._spooled(cluster, proc, ad) for proc, ad in procs)
         results: list[Any] = []
         submitted.append((cluster, None))
-        schedd_cluster = int(self._call("submit", self._submitter.submitMany, classad.ClassAd(), proc_ads,
+        schedd_cluster = int(self._call("submit", self._submitter.submitMany, _cluster_ad(procs), proc_ads,
                                         spool=spool, ad_results=results))
         submitted[-1] = (cluster, schedd_cluster)
         self._ids.record(cluster, schedd_cluster)
@@ -522,6 +522,10 @@ class HTCondorBackend:
     def _translated(self, ad: classad2.ClassAd) -> classad2.ClassAd | None:
         """A schedd ad as the gateway shows it (gateway-submitted jobs under their gateway ids), or ``None`` for a
         job of a rolled-back commit."""
+        if "ServerTime" in ad:
+            # the time of the answer, which the bindings ask the schedd to add to every ad: not the job's, and
+            # Birdbath's answers never carried it (it would give an unchanged job a new revision every second)
+            del ad["ServerTime"]
         gateway_cluster = ad.get("BirdbathClusterId")
         if not isinstance(gateway_cluster, int) or isinstance(gateway_cluster, bool):
             return ad
@@ -534,6 +538,17 @@ class HTCondorBackend:
         return shown
 
 
+def _cluster_ad(procs: list[tuple[int, classad2.ClassAd]]) -> Any:
+    """The cluster ad ``submitMany`` starts from: the procs' ``Owner`` when they share one.  The schedd sets a new
+    cluster's owner at once, to the submitter's name unless the cluster ad names another, and refuses a proc that
+    changes it ("Setting owner to ... when previously set to ... is not permitted")."""
+    import classad
+
+    owners = {ad.get("Owner") for _, ad in procs}
+    owner = owners.pop() if len(owners) == 1 else None
+    return classad.ClassAd({"Owner": owner} if isinstance(owner, str) else {})
+
+
 def _reason(exc: BaseException) -> str:
     """What the schedd said.  The v1 bindings' ``submitMany`` raises a ``SystemError`` ("... returned a result with
     an exception set") whose cause holds the schedd's words (``Setting job owner to "root" is not permitted``)."""
@@ -544,14 +559,8 @@ def _reason(exc: BaseException) -> str:
 
 def revised(ad: classad2.ClassAd) -> classad2.ClassAd:
     """``ad`` stamped with its revision: a 64-bit digest of its text and kept texts (the schedd's ads are new objects
-    at every query; the digest is what lets the gateway know an unchanged one).  ``ServerTime``, the time of the
-    answer that the schedd adds to every ad it sends, is left out: it is not the job's."""
-    served = ad.get("ServerTime")
-    if served is not None:
-        del ad["ServerTime"]
+    at every query; the digest is what lets the gateway know an unchanged one)."""
     content = f"{ad}\0{texts_record(ad) or ''}".encode("utf-8", "surrogatepass")
-    if served is not None:
-        ad["ServerTime"] = served
     digest = int.from_bytes(hashlib.blake2b(content, digest_size=8).digest(), "big")
     return stamp(ad, (ad.get("ClusterId"), ad.get("ProcId")), digest)
 

@@ -57,6 +57,15 @@ EDIT_TYPES = {"string": AttrType.STRING, "integer": AttrType.INTEGER, "int": Att
               "raw": None, "expression": None}
 
 
+#: the largest id Birdbath's ``xsd:int`` carries (the htcondor backend's own cluster ids start at 1,000,000,000)
+XSD_INT_MAX = 2**31 - 1
+
+
+def _bounded(digits: str) -> int:
+    """The number, or one past ``XSD_INT_MAX`` when it has more digits than any id (never a huge parse)."""
+    return int(digits) if len(digits) <= 10 else XSD_INT_MAX + 1
+
+
 @dataclass(frozen=True)
 class JobId:
     cluster: int
@@ -66,7 +75,7 @@ class JobId:
     def parse(cls, text: str, whole_cluster: bool = True) -> JobId:
         cluster, _, proc = text.partition(".")
         if not cluster.isdigit() or (proc and not proc.isdigit()) or (not proc and "." in text) \
-                or len(cluster) > 9 or len(proc) > 9 or int(cluster) == 0:
+                or not 0 < _bounded(cluster) <= XSD_INT_MAX or (proc and _bounded(proc) > XSD_INT_MAX):
             raise Problem(404, f"no job {text!r}: a job is cluster.proc" + (", a cluster its number" if whole_cluster
                                                                               else ""))
         if not proc and not whole_cluster:
