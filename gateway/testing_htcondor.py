@@ -138,7 +138,10 @@ class PersonalPool:
 
     def tool(self, name: str, *args: str, check: bool = True, timeout: float = 60) -> str:
         """Runs one of the install's command-line tools against this pool and returns what it printed."""
-        done = subprocess.run([str(self.release / "bin" / name), *args], env=self.environment(),
+        program = self.release / "bin" / name
+        if not program.exists():
+            program = self.release / "sbin" / name  # condor_on, condor_off, condor_restart, condor_reconfig
+        done = subprocess.run([str(program), *args], env=self.environment(),
                               capture_output=True, text=True, timeout=timeout)
         if check and done.returncode != 0:
             raise RuntimeError(f"{name} {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
@@ -154,16 +157,16 @@ class PersonalPool:
         """``127.0.0.1:PORT``, the form a ``COLLECTOR_HOST`` or ``[backends.htcondor] collector`` takes."""
         return self.collector.strip("<>").split("?")[0]
 
-    def start(self, *, wait_for: int = 1, timeout: float = 90) -> None:
-        """Starts condor_master and waits until the collector lists ``wait_for`` slots and a schedd."""
+    def start(self, *, slots: int = 1, schedds: int = 1, timeout: float = 90) -> None:
+        """Starts condor_master and waits until the collector lists this many schedds and slots."""
         subprocess.run([str(self.release / "sbin" / "condor_master"), "-pidfile",
                         str(self.local / "run" / "master.pid")], env=self.environment(), check=True, timeout=30)
-        self.wait(lambda: self._counted("-schedd") >= 1 and (wait_for == 0 or self._counted("-startd") >= wait_for),
-                  timeout, f"a schedd and {wait_for} slot(s) in the collector")
+        self.wait(lambda: self._counted("-schedd") >= schedds and self._counted("-startd") >= slots,
+                  timeout, f"{schedds} schedd(s) and {slots} slot(s) in the collector")
 
     def _counted(self, kind: str) -> int:
         if not (self.log / ".collector_address").exists():
-            return 0
+            return -1  # no collector yet: not even "none"
         done = subprocess.run([str(self.release / "bin" / "condor_status"), kind, "-af", "Name"], check=False,
                               env=self.environment(), capture_output=True, text=True, timeout=30)
         return len(done.stdout.split()) if done.returncode == 0 else 0
