@@ -101,13 +101,17 @@ class PersonalPool:
     talks to the pool needs (the bindings, the command-line tools, a gateway with the htcondor backend)."""
 
     def __init__(self, release: Path, directory: Path, *, daemons: tuple[str, ...] = POOL_DAEMONS,
-                 extra_config: str = "") -> None:
+                 extra_config: str = "", collector: str | None = None, launcher: tuple[str, ...] = ()) -> None:
+        """``collector``: the pool's central manager (``HOST:PORT``) when this is another host of it (with its
+        network knobs in ``extra_config``); ``launcher``: what starts the master there (``ip netns exec NAME``)."""
         self.release = release
         self.directory = directory
         self.local = directory / "local"
         self.config = directory / "condor_config"
         self._daemons = daemons
-        self._extra = extra_config
+        self._extra = extra_config + (f"\nCOLLECTOR_HOST = {collector}\n" if collector else "")
+        self._collector = collector
+        self._launcher = launcher
         self._write_config()
 
     def _write_config(self) -> None:
@@ -155,17 +159,18 @@ class PersonalPool:
     @property
     def collector_host(self) -> str:
         """``127.0.0.1:PORT``, the form a ``COLLECTOR_HOST`` or ``[backends.htcondor] collector`` takes."""
-        return self.collector.strip("<>").split("?")[0]
+        return self._collector or self.collector.strip("<>").split("?")[0]
 
     def start(self, *, slots: int = 1, schedds: int = 1, timeout: float = 90) -> None:
         """Starts condor_master and waits until the collector lists this many schedds and slots."""
-        subprocess.run([str(self.release / "sbin" / "condor_master"), "-pidfile",
+        subprocess.run([*self._launcher, str(self.release / "sbin" / "condor_master"), "-pidfile",
                         str(self.local / "run" / "master.pid")], env=self.environment(), check=True, timeout=30)
-        self.wait(lambda: self._counted("-schedd") >= schedds and self._counted("-startd") >= slots,
+        self.wait(lambda: self.count("-schedd") >= schedds and self.count("-startd") >= slots,
                   timeout, f"{schedds} schedd(s) and {slots} slot(s) in the collector")
 
-    def _counted(self, kind: str) -> int:
-        if not (self.log / ".collector_address").exists():
+    def count(self, kind: str) -> int:
+        """How many ads of a kind (``-schedd``, ``-startd``) the collector holds; -1 before it has an address."""
+        if not self._collector and not (self.log / ".collector_address").exists():
             return -1  # no collector yet: not even "none"
         done = subprocess.run([str(self.release / "bin" / "condor_status"), kind, "-af", "Name"], check=False,
                               env=self.environment(), capture_output=True, text=True, timeout=30)

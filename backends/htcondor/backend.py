@@ -14,8 +14,9 @@ other means keep their own ids.
 **Queries** go to the schedd with the constraint and projection: a constraint that names none of ``ClusterId``,
 ``ProcId`` and ``SchedulerClusterId`` as it is, one that does with those references rewritten into what the gateway
 shows (``ifThenElse(isInteger(BirdbathClusterId), BirdbathClusterId, ClusterId)``, ...); only a constraint the
-rewrite cannot handle (a scoped reference other than ``MY.``) fetches every ad.  The gateway then evaluates the
-original constraint on the translated ads, which carry every attribute it names.
+rewrite cannot handle (a scoped reference other than ``MY.``) fetches every ad.  The gateway then evaluates a
+rewritten constraint again, in its original form, on the translated ads, which carry every attribute it names; one
+sent as it is was the schedd's to evaluate, and its answer stands.
 
 **Transactions** are kept by the gateway until commit, then submitted as one schedd cluster per Birdbath cluster,
 followed by the changes to existing jobs (a change outside a transaction is a commit of that change alone); :meth:`HTCondorBackend.commit` says what is atomic and what is rolled
@@ -448,7 +449,7 @@ class HTCondorBackend:
               budget: float | None = None) -> list[classad2.ClassAd]:
         text, _ = schedd_constraint(constraint)
         ads = self._call("query", self._schedd.query, text, schedd_projection(projection, constraint))
-        found = self._answer(ads, constraint, projection, budget)
+        found = self._answer(ads, _left_to_check(constraint), projection, budget)
         return found if projection else [revised(ad) for ad in found]
 
     def history(self, constraint: classad2.ExprTree | None, limit: int | None = None,
@@ -460,7 +461,7 @@ class HTCondorBackend:
         text, exact = schedd_constraint(constraint)
         match = limit if limit is not None and exact else -1
         ads = self._call("history", self._schedd.history, text, schedd_projection(projection, constraint), match)
-        found = self._answer(ads, constraint, projection, budget)
+        found = self._answer(ads, _left_to_check(constraint), projection, budget)
         return found[:limit] if limit is not None else found
 
     def _answer(self, ads: Sequence[classad2.ClassAd], constraint: classad2.ExprTree | None,
@@ -611,6 +612,13 @@ def schedd_constraint(constraint: classad2.ExprTree | None) -> tuple[str, bool]:
         return str(classad2.ExprTree("".join(final))), True
     except classad2.ClassAdException:
         return "true", False
+
+
+def _left_to_check(constraint: classad2.ExprTree | None) -> classad2.ExprTree | None:
+    """The constraint the gateway must still evaluate on the schedd's answer: none when the schedd evaluated the
+    client's own (one that names no id the gateway shows differently), which selected exactly those ads; a
+    rewritten or untranslatable one is checked again on the translated ads."""
+    return constraint if constraint is not None and _names_ids(constraint) else None
 
 
 def schedd_projection(projection: Sequence[str] | None, constraint: classad2.ExprTree | None) -> list[str]:
