@@ -3,6 +3,8 @@ every path is relative to it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import classad2
 
 #: condor_submit_dag's: removed when DAGMan exits normally, or after a segmentation fault (it then writes a rescue)
@@ -26,3 +28,15 @@ def dagman_ad(dag: str, cluster: int, leave_in_queue: str) -> classad2.ClassAd:
     ad["Requirements"] = classad2.ExprTree("true")
     ad["LeaveJobInQueue"] = classad2.ExprTree(leave_in_queue)
     return ad
+
+
+@dataclass(frozen=True)
+class DagDescription:
+    """A DAG submitted as condor_submit_dag submits it: one DAGMan job (:func:`dagman_ad`) for the .dag file ``dag``
+    in its spool, its ad made with the cluster id the schedd gives."""
+
+    dag: str
+    leave_in_queue: str
+
+    def ads(self, cluster: int) -> list[classad2.ClassAd]:
+        return [dagman_ad(self.dag, cluster, self.leave_in_queue)]
