@@ -1,5 +1,6 @@
-"""Jobs from a submit description (or one ad), submitted in one Birdbath transaction that stays open while some of
-them wait for input files from the client.
+"""Jobs from a submit description (or one ad), submitted in one whole transaction of the core
+(``BirdbathSchedd.submit_transaction``), which stays open as a Birdbath transaction while some of them wait for
+input files from the client.
 
 The REST face submits this way (``POST /api/v1/jobs``, then ``PUT .../input``).  What waits lives here, in the core,
 beside the transaction it belongs to: the upload of a job's input may arrive on another connection (and, with

@@ -3,9 +3,10 @@
 (``BirdbathSchedd`` for the queue and its transactions, ``SubmissionService`` for job control, edits and history,
 ``BirdbathCollector`` for the pool), with the caller the site identified, so owner checks and limits are theirs.
 
-Submitting is a Birdbath transaction: the jobs of a submit description are made and submitted in one; when none
-needs input from the client it is committed at once, else it stays open (its lease is ``staging_lifetime``) until
-the input of every job was PUT, and is committed then.  Until then the jobs are not in the queue, and a transaction
+Submitting is one whole transaction of the core (``BirdbathSchedd.submit_transaction``, as every front end
+submits): the jobs of a submit description, or a DAG's DAGMan job with the archive's files; when no job needs input
+from the client it is committed at once, else it stays open (its lease is ``staging_lifetime``) until the input of
+every job was PUT, and is committed then.  Until then the jobs are not in the queue, and a transaction
 that expires is rolled back as any other.
 """
 
