@@ -113,7 +113,7 @@ def test_an_ad_is_made_the_same_whether_its_client_built_the_transaction_call_by
 
     def made(key):
         ad = backend.get_job(*key)
-        return {name: str(ad.lookup(name)) for name in ad.keys() if name not in SCHEDD_SET}
+        return {name: str(ad.lookup(name)) for name in ad if name not in SCHEDD_SET}
 
     assert made((cluster, proc)) == made(whole)
     assert backend.get_job(*whole)["Iwd"] == "/tmp" and backend.get_job(*whole)["ClusterId"] == whole[0]

@@ -19,8 +19,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import classad2
 from twisted.internet.defer import Deferred
-from twisted.internet.threads import deferToThread
 from twisted.internet.interfaces import IReactorTime
+from twisted.internet.threads import deferToThread
 from twisted.logger import Logger
 
 from backends import evaluation

@@ -197,9 +197,10 @@ class SubmissionService:
             raise fail(f"Could not create a new cluster: {exc}") from None
         key = (cluster, 0)
         files = dict(area.files) if area is not None else {}
+        group = (area.submission if area is not None else None) or f"{self.settings.schedd_name}#{cluster}"
         fill_defaults(ad, AdRules.SUBMISSION_API, self._backend.spool_directory(*key), list(files),
                       client_iwd=isinstance(ad.get("Iwd"), str), retention=self.settings.output_retention,
-                      submission=(area.submission if area is not None else None) or f"{self.settings.schedd_name}#{cluster}")
+                      submission=group)
         txn = Transaction(0, 0, caller)  # a whole transaction of one job, with the area's files copied in
         txn.jobs[key] = StagedJob({name: StagedFile(size) for name, size in files.items()}, ad)
         inputs = [(key, name, area.directory / name) for name in files] if area is not None else []

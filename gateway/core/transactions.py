@@ -4,16 +4,15 @@
 Every front end's submission ends in :meth:`QueueWriter.commit`: Birdbath's commitTransaction of a transaction its
 client built call by call, and the whole transactions other front ends hand the core at once
 (:class:`WholeTransaction`: the REST face, DAG submission, the low-latency service; the submission API with a
-:class:`StagingArea`'s files).  A new job's ad is made by :func:`job_ad` alone, whichever front end it came from.
-
-Birdbath transactions are idle leases.
+:class:`StagingArea`'s files).  A new job's ad is made by :func:`client_ad` and :func:`fill_defaults` alone,
+whichever front end it came from; what the schedd assigns as the job enters the queue is the backend's.
 
 A transaction is the gateway's record of what a client builds (clusters, jobs with their ads and declared files,
 changes to queued jobs); the backend sees it only at commit, as one :class:`~backends.interface.Batch`, and before
-that only stages the files sent for its jobs.  A lease is armed for ``duration`` seconds at begin; every call that
-carries the transaction re-arms it with the ``duration`` carried *in that call*; when it fires, the owner's expiry
-callback discards the transaction and its staged files.  The clock is injected so tests drive expiry without
-sleeping.
+that only stages the files sent for its jobs.  An open Birdbath transaction is an idle lease, armed for ``duration``
+seconds at begin; every call that carries the transaction re-arms it with the ``duration`` carried *in that call*;
+when it fires, the owner's expiry callback discards the transaction and its staged files.  The clock is injected so
+tests drive expiry without sleeping.
 
 A transaction belongs to the caller that began it (host, user and how it was identified): its id comes from
 ``secrets``, so it cannot be guessed from one's own, and anyone else who sends it is told it does not exist.
@@ -26,7 +25,7 @@ import secrets
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol, Sequence, Union
+from typing import Callable, Protocol, Sequence
 
 import classad2
 from twisted.internet.defer import Deferred, DeferredLock, succeed
@@ -262,7 +261,7 @@ class DescribedCluster(Protocol):
 
 
 #: a new job's ad as a front end hands it: a ClassAd the gateway built, or a client's typed attributes
-JobSource = Union[classad2.ClassAd, Sequence[Attr]]
+JobSource = classad2.ClassAd | Sequence[Attr]
 
 
 @dataclass(frozen=True)
@@ -385,7 +384,7 @@ def client_ad(source: JobSource, limits: ExpressionLimits) -> tuple[TextedAd, bo
                 except ValueError as exc:
                     raise BadAttribute(name, str(exc)) from None
             ad[name] = value
-        carry_texts(source, ad, [name for name in ad.keys()])
+        carry_texts(source, ad, list(ad))
         return ad, isinstance(ad.get("Iwd"), str)
     for attr in source:
         if not attr.name:
@@ -432,7 +431,7 @@ class StagingArea:
 
 # -- the write ---------------------------------------------------------------------------------------------------------
 #: an input file to write into a new job's spool before the commit: its bytes, or the file they are copied from
-Input = tuple[JobKey, str, Union[bytes, Path]]
+Input = tuple[JobKey, str, bytes | Path]
 
 
 class QueueWriter:

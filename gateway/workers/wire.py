@@ -54,12 +54,12 @@ from gateway.identity.peers import PeerOwner
 from gateway.identity.throttle import Throttled
 from gateway.monitoring.events import RequestTally
 from gateway.monitoring.processes import WorkerFigures
+from jobmodel.dagman import DagDescription
 from jobmodel.expressions import ExpressionLimits
 from jobmodel.exprtext import SourceExpr, restored, texts_record
 from jobmodel.figures import Buckets
 from jobmodel.jobs import JobAction, Universe
 from jobmodel.pool import AdType
-from jobmodel.dagman import DagDescription
 from jobmodel.submitfile import ClusterDescription, SubmitDescriptionError
 
 
