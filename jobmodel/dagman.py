@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 import classad2
 
+from .files import transfer_name_problem
+from .submitfile import SubmitDescriptionError
+
 #: condor_submit_dag's: removed when DAGMan exits normally, or after a segmentation fault (it then writes a rescue)
 ON_EXIT_REMOVE = "(ExitSignal =?= 11 || (ExitCode =!= UNDEFINED && ExitCode >=0 && ExitCode <= 2))"
 DAGMAN = "/usr/bin/condor_dagman"
@@ -39,4 +42,9 @@ class DagDescription:
     leave_in_queue: str
 
     def ads(self, cluster: int) -> list[classad2.ClassAd]:
+        """The DAGMan job's ad; SubmitDescriptionError unless ``dag`` is a plain file name in its spool (it is
+        written into DAGMan's arguments)."""
+        problem = transfer_name_problem(self.dag)
+        if problem is not None:
+            raise SubmitDescriptionError(f"the DAG file {self.dag!r} is not a file in the job's spool: {problem}")
         return [dagman_ad(self.dag, cluster, self.leave_in_queue)]

@@ -29,9 +29,11 @@ from gateway.core.transactions import (
     needs_input,
 )
 from gateway.workers import wire
+from jobmodel.dagman import DagDescription
 from jobmodel.expressions import ExpressionLimits
 from jobmodel.exprtext import SourceExpr, TextedAd, expression_text
 from jobmodel.jobs import JobAction
+from jobmodel.submitfile import SubmitDescriptionError
 from tests.synchronous import run
 
 ALICE = Caller("127.0.0.1", "alice", Authentication.SOCKET)
@@ -238,3 +240,12 @@ def test_a_whole_transaction_crosses_between_a_worker_and_the_core_with_its_text
     assert list(crossed.changes) == list(whole.changes) and crossed.input_lease == 5
     made = Committed([(1, 0)], [(1, 0)], TransactionRef(7, 30))
     assert wire.Codec().decode(wire.Codec().encode(made)) == made
+
+
+def test_a_dag_is_one_dagman_job_whose_ad_names_its_cluster_and_a_dag_name_that_is_no_file_is_refused():
+    (ad,) = DagDescription("diamond.dag", "false").ads(7)
+    assert ad["Cmd"] == "/usr/bin/condor_dagman" and "-Dag diamond.dag" in ad["Arguments"]
+    assert str(ad.lookup("OtherJobRemoveRequirements")) == "DAGManJobId is 7"
+    for hostile in ("../elsewhere.dag", "a.dag -Dagman /bin/sh", ""):
+        with pytest.raises(SubmitDescriptionError):
+            DagDescription(hostile, "false").ads(7)
