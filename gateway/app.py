@@ -189,7 +189,7 @@ class Gateway:
             staging_lifetime=config.staging_lifetime, output_retention=config.output_retention,
             max_staging_areas_per_caller=config.max_staging_areas_per_caller, limits=limits,
             pool_name=self.backend.info().pool, max_read_bytes=config.max_request_bytes), queries=self.queries,
-            clusters=self.schedd.clusters)
+            clusters=self.schedd.clusters, writer=self.schedd.writer)
         if config.carod.enable_carod:  # low-latency jobs over AMQP: in the background, broker or not
             from gateway.lowlatency.service import LowLatencyService  # pika takes 0.6 s of CPU to import: only here
 

@@ -59,6 +59,10 @@ class ClusterDescription:
 
     statements: tuple[str, ...]
 
+    def ads(self, cluster: int) -> list[classad2.ClassAd]:
+        """The cluster's job ads for the id the schedd gave (:func:`cluster_ads`)."""
+        return cluster_ads(self, cluster)
+
 
 def clusters(text: str) -> list[ClusterDescription]:
     """The clusters a submit description makes (most make one); refuses what would reach the gateway's machine."""

@@ -476,13 +476,13 @@ def test_a_cycle_writes_its_ends_and_starts_before_one_sync(world, monkeypatch):
     world.result(ended)
     syncs: list[int] = []
     monkeypatch.setattr(world.queue.store, "durable", lambda written: syncs.append(written))
-    world.queue.deferred = []  # (as serially sets it: what waits for the sync is left to the caller)
     before = world.queue.store.written
-    [launch] = world.scheduler.cycle({ended: None}, 1, set())
+    with world.queue.synced_by_caller() as after_sync:  # (as serially runs it: the caller syncs, then runs these)
+        [launch] = world.scheduler.cycle({ended: None}, 1, set())
     assert syncs == [] and world.queue.store.written > before and launch.key == queued
     assert launch.written == world.queue.store.written  # the start is the cycle's last write
     assert ExecuteDir.of(world.execute, *ended).root.exists()  # removed only once the end is on disk
-    for action in world.queue.deferred:
+    for action in after_sync:
         action()
     assert not ExecuteDir.of(world.execute, *ended).root.exists()
 

@@ -238,5 +238,5 @@ def test_a_submit_is_one_call_on_the_backends_thread(backend, clock, root, tmp_p
     run(service.send(ALICE, staging, "in.dat", 0, b"data"))
     calls.clear()
     assert run(service.submit(ALICE, job, staging)) == "test.example#2.0"
-    assert calls == ["_submit_in_backend"]
+    assert calls == ["_write"]  # (QueueWriter._write: the files copied in, then the commit)
     assert (Path(backend.spool_directory(2, 0)) / "in.dat").read_bytes() == b"data"

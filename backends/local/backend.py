@@ -126,22 +126,22 @@ class LocalBackend:
         durable, and the next call does not wait for this one's sync."""
         store = self._queue.store
         with self._one_at_a_time:
-            if self._queue.deferred is not None:  # called from within a call (a method of ours): part of it
+            if self._queue.within_synced_work:  # called from within a call (a method of ours): part of it
                 return function(*args, **kwargs)
             before = store.written
-            self._queue.deferred = []
             try:
-                result = function(*args, **kwargs)
+                with self._queue.synced_by_caller() as after_sync:
+                    result = function(*args, **kwargs)
             finally:
-                after, deferred, self._queue.deferred = store.written, self._queue.deferred, None
+                after = store.written
         if after > before:
             try:
                 store.durable(after)
             except OSError as exc:
                 raise BackendError(f"the job queue could not be synced to disk: {exc}") from None
-        if deferred:
+        if after_sync:
             with self._one_at_a_time:
-                for action in deferred:
+                for action in after_sync:
                     action()
         return result
 

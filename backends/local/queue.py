@@ -69,8 +69,8 @@ class JobQueue:
         #: jobs whose process is (or may be) running: they stay in the queue whatever their state says
         self.active: set[JobKey] = set()
         self.listener: ChangeListener | None = None
-        #: what once_durable leaves for the caller to do after its sync (None: once_durable syncs itself)
-        self.deferred: list[Callable[[], None]] | None = None
+        #: within :meth:`synced_by_caller`: what once_durable leaves for after the caller's sync
+        self._after_sync: list[Callable[[], None]] | None = None
 
     def now(self) -> int:
         return int(self._clock())
@@ -299,15 +299,31 @@ class JobQueue:
         else:
             shutil.rmtree(directory, ignore_errors=True)
 
+    @contextmanager
+    def synced_by_caller(self) -> Iterator[list[Callable[[], None]]]:
+        """Work whose writes its caller makes durable once it returns (``LocalBackend.serially``), so that the next
+        call does not wait for this one's sync: within it :meth:`once_durable` does not sync but puts its action in
+        the list this yields, "after the write", for the caller to run after its sync."""
+        self._after_sync = after_sync = []
+        try:
+            yield after_sync
+        finally:
+            self._after_sync = None
+
+    @property
+    def within_synced_work(self) -> bool:
+        """Whether this runs within :meth:`synced_by_caller` (a call from within a call is part of it)."""
+        return self._after_sync is not None
+
     def once_durable(self, action: Callable[[], None]) -> None:
-        """Do ``action`` once every write so far is on disk: now, or, in a call that waits for its writes after it
-        (``LocalBackend.serially`` sets :attr:`deferred`), once it has."""
-        if self.deferred is None:
+        """Do ``action`` once every write so far is on disk: now, or within :meth:`synced_by_caller` after its
+        caller's sync."""
+        if self._after_sync is None:
             with _queue_errors():
                 self.store.durable(self.store.written)
             action()
         else:
-            self.deferred.append(action)
+            self._after_sync.append(action)
 
     def write_transitions(self, transitions: dict[JobKey, tuple[classad2.ClassAd, Transition]],
                           notify: bool = True) -> None:

@@ -1,5 +1,6 @@
-"""Jobs from a submit description (or one ad), submitted in one Birdbath transaction that stays open while some of
-them wait for input files from the client.
+"""Jobs from a submit description (or one ad), submitted in one whole transaction of the core
+(``BirdbathSchedd.submit_transaction``), which stays open as a Birdbath transaction while some of them wait for
+input files from the client.
 
 The REST face submits this way (``POST /api/v1/jobs``, then ``PUT .../input``).  What waits lives here, in the core,
 beside the transaction it belongs to: the upload of a job's input may arrive on another connection (and, with
@@ -13,15 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import classad2
-from twisted.internet.threads import deferToThread
+from jobmodel.submitfile import ClusterDescription
 
-from jobmodel.submitfile import ClusterDescription, cluster_ads
-
-from .adstruct import Attr, wire_value
+from .adstruct import Attr
 from .auth import Caller
 from .schedd import BirdbathSchedd
-from .transactions import Transaction, TransactionRef
+from .transactions import NewCluster, Transaction, TransactionRef, WholeTransaction
 
 #: a job by its (cluster, proc)
 JobKey = tuple[int, int]
@@ -70,34 +68,22 @@ class DescribedSubmissions:
 
     async def submit(self, caller: Caller, descriptions: list[ClusterDescription] | None = None,
                      ad: list[Attr] | None = None) -> Submitted:
-        """The clusters of ``descriptions`` (translated off the reactor, with the ids the schedd gives), or one job
-        of ``ad``, made in one transaction; committed now unless a job needs files the client must send.
-        SubmitDescriptionError for what condor_submit refuses; nothing is left behind by a failure."""
-        txn = await self.schedd.begin_transaction(caller, self.lease)
-        waiting = _Waiting(txn, caller)
-        ids: list[str] = []
-        first = 0
-        try:
-            for description in descriptions if descriptions is not None else [None]:
-                cluster = await self.schedd.new_cluster(caller, waiting.ref)
-                first = first or cluster
-                jobs = [ad or []] if description is None else await _translated(description, cluster)
-                for attrs in jobs:
-                    proc = await self.schedd.new_job(caller, waiting.ref, cluster)
-                    await self.schedd.submit(caller, waiting.ref, cluster, proc, attrs)
-                    ids.append(f"{cluster}.{proc}")
-                    if needs_input(attrs):
-                        waiting.jobs.add((cluster, proc))
-            if waiting.jobs:
-                self._forget_expired()
-                for cluster in {cluster for cluster, _ in waiting.jobs}:
-                    self._waiting[cluster] = waiting
-            else:
-                await self.schedd.commit_transaction(caller, waiting.ref)
-        except BaseException:
-            await self._abort(caller, waiting)
-            raise
-        return Submitted(first, ids, [f"{cluster}.{proc}" for cluster, proc in sorted(waiting.jobs)])
+        """The clusters of ``descriptions`` (translated by the core with the ids it gives), or one job of ``ad``,
+        made in one whole transaction (``BirdbathSchedd.submit_transaction``); committed now unless a job needs
+        files the client must send.  SubmitDescriptionError for what condor_submit refuses; nothing is left behind
+        by a failure."""
+        clusters = [NewCluster(described=description) for description in descriptions] \
+            if descriptions is not None else [NewCluster([ad or []])]
+        made = await self.schedd.submit_transaction(caller, WholeTransaction(clusters, input_lease=self.lease))
+        if made.transaction is not None:
+            txn = self.schedd.transactions.held(made.transaction, caller)
+            assert txn is not None  # (opened by the call just made, on this reactor turn)
+            waiting = _Waiting(txn, caller, set(made.awaiting))
+            self._forget_expired()
+            for cluster in {cluster for cluster, _ in waiting.jobs}:
+                self._waiting[cluster] = waiting
+        return Submitted(made.jobs[0][0], [f"{cluster}.{proc}" for cluster, proc in made.jobs],
+                         [f"{cluster}.{proc}" for cluster, proc in sorted(made.awaiting)])
 
     async def start_input(self, caller: Caller, cluster: int, proc: int | None) -> AwaitedInput:
         """The jobs of ``cluster`` (or its job ``proc``) waiting for input from ``caller`` (InputNotAwaited), with
@@ -133,30 +119,3 @@ class DescribedSubmissions:
         for cluster, waiting in list(self._waiting.items()):
             if waiting.txn not in self.schedd.transactions:
                 del self._waiting[cluster]
-
-    async def _abort(self, caller: Caller, waiting: _Waiting) -> None:
-        if waiting.txn in self.schedd.transactions:
-            await self.schedd.abort_transaction(caller, waiting.ref)
-
-
-async def _translated(description: ClusterDescription, cluster: int) -> list[list[Attr]]:
-    """A cluster's job ads from its description (condor_submit's translation, off the reactor), as typed
-    attributes."""
-    return [ad_attrs(ad) for ad in await deferToThread(cluster_ads, description, cluster)]
-
-
-def ad_attrs(ad: classad2.ClassAd) -> list[Attr]:
-    """An ad the gateway built (a translated description, the DAGMan job) as the typed attributes submit takes."""
-    return [Attr(name, *typed) for name, value in ad.items() if (typed := wire_value(ad, name, value))]
-
-
-def needs_input(attrs: list[Attr]) -> bool:
-    """Whether a job reads files the client must send: a relative executable it transfers, a relative standard
-    input, or transfer_input_files that are not URLs."""
-    values = {attr.name.lower(): attr.value for attr in attrs}
-    relative = [values.get("in", "/dev/null")]
-    if values.get("transferexecutable", "TRUE").upper() != "FALSE":
-        relative.append(values.get("cmd", "/"))
-    if any(value and value != "/dev/null" and not value.startswith("/") for value in relative):
-        return True
-    return any(name.strip() and "://" not in name for name in values.get("transferinput", "").split(","))

@@ -6,7 +6,9 @@ values or raises :class:`~gateway.core.status.BirdbathError` with the status cod
 
 A transaction is built here, on the reactor (``transactions.py``): beginTransaction, newCluster, newJob and submit
 call no backend (a new cluster takes an id from a block the backend reserved); the backend stages the declared
-files and gets the rest whole at commit.  What blocks (staging, commits, reads the backend cannot answer from
+files and gets the rest whole at commit.  :meth:`BirdbathSchedd.submit_transaction` takes a whole transaction in
+one call (the other front ends' way to submit); it and commitTransaction end in the same
+:class:`~gateway.core.transactions.QueueWriter`.  What blocks (staging, commits, reads the backend cannot answer from
 memory) runs off the reactor thread.
 """
 
@@ -16,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import classad2
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
+from twisted.internet.threads import deferToThread
 from twisted.logger import Logger
 
 from backends import evaluation
@@ -42,21 +45,29 @@ from jobmodel.files import transfer_name_problem
 from jobmodel.jobs import JobAction, JobStatus, Universe
 from jobmodel.values import excerpt
 
-from .adstruct import (
-    Attr,
-    AttrType,
-    BadAttribute,
-    JobAdStruct,
-    ad_to_struct,
-    attribute_value,
-    check_name,
-    struct_to_values,
-)
-from .auth import AccessPolicy, Caller, NotOwner, Permission, replaced_at_submit
+from .adstruct import Attr, BadAttribute, JobAdStruct, ad_to_struct, struct_to_values
+from .auth import AccessPolicy, Caller, NotOwner, Permission
 from .queries import QueryRunner
 from .status import BirdbathError, StatusCode
 from .templates import TemplateError, input_files, job_template
-from .transactions import ClusterIds, StagedFile, StagedJob, Transaction, TransactionRef, TransactionTable
+from .transactions import (
+    AdRules,
+    ClusterIds,
+    Committed,
+    Input,
+    JobSource,
+    NewCluster,
+    QueueWriter,
+    StagedFile,
+    StagedJob,
+    Transaction,
+    TransactionRef,
+    TransactionTable,
+    WholeTransaction,
+    client_ad,
+    fill_defaults,
+    needs_input,
+)
 
 log = Logger()
 
@@ -116,6 +127,26 @@ def readable_job(policy: AccessPolicy, caller: Caller, ad: classad2.ClassAd | No
     return ad
 
 
+def _input_files(new: NewCluster) -> dict[str, bytes]:
+    """A new cluster's input files by name, refused (FAIL) as declareFile refuses a name or a second file of it."""
+    files: dict[str, bytes] = {}
+    for file in new.files:
+        problem = transfer_name_problem(file.name)
+        if problem is not None:
+            raise BirdbathError.fail(f"Failed to open {file.name!r} for writing, reason: {problem}")
+        if file.name in files:
+            raise BirdbathError(StatusCode.ALREADYEXISTS, f"File '{file.name}' already declared.")
+        files[file.name] = file.data
+    return files
+
+
+def _received(data: bytes) -> StagedFile:
+    """A file the core holds whole (a whole transaction's): nothing missing, nothing to check."""
+    file = StagedFile(len(data), verified=True)
+    file.received.add(0, len(data))
+    return file
+
+
 def view_rows(current: Iterable[tuple[JobKey, classad2.ClassAd | None]]) -> list[list[Any]]:
     """A view's update (:attr:`ViewAnswer.changes`) for jobs and their current ads (None: gone)."""
     return [[*key, None, 0] if ad is None
@@ -144,9 +175,11 @@ class TemplateResult:
 class BirdbathSchedd:
     def __init__(self, backend: ScheddBackend, call: CallInThread, policy: AccessPolicy, clock: IReactorTime,
                  settings: ScheddSettings = ScheddSettings(), *, queries: QueryRunner | None = None,
-                 clusters: ClusterIds | None = None) -> None:
+                 clusters: ClusterIds | None = None, writer: QueueWriter | None = None) -> None:
         self.backend = backend
         self._call = call
+        #: what commits (shared with the submission API)
+        self.writer = writer or QueueWriter(backend, call)
         self.queries = queries or QueryRunner(call)  # without a pool of their own, queries share the backend's
         self.policy = policy
         self._clock = clock
@@ -245,9 +278,8 @@ class BirdbathSchedd:
         self._discard(txn.staged()).addErrback(
             lambda failure: log.failure("rolling back expired transaction {id}", failure, id=txn.id))
 
-    def _discard(self, jobs: list[tuple[int, int]]) -> "Deferred[None]":
-        """Remove what was staged for jobs that will never be committed (no backend call when there is nothing)."""
-        return self._call(self.backend.discard, jobs) if jobs else succeed(None)
+    def _discard(self, jobs: list[tuple[int, int]]) -> "Deferred[object]":
+        return self.writer.discard(jobs)
 
     def _now(self) -> int:
         return int(self._clock.seconds())
@@ -291,14 +323,58 @@ class BirdbathSchedd:
                 await self._check_files(cluster, proc, staged, "Commit refused (the transaction is still open: "
                                         "send what is missing and commit again, or abort it)")
         self.transactions.close(txn)
-        batch = txn.batch()
+        await self._commit(txn)
+
+    async def _commit(self, txn: Transaction, inputs: Sequence[Input] = ()) -> None:
         try:
-            if batch.jobs or batch.changes:
-                await self._call(self.backend.commit, batch)
+            await self.writer.commit(txn, inputs)
         except BackendError as exc:
-            await self._discard(txn.staged())
             raise BirdbathError.fail(f"Commit failed, transaction rolled back: {exc}") from None
-        await self._discard([key for key in txn.staged() if not txn.jobs[key].submitted])
+
+    async def submit_transaction(self, caller: Caller, whole: WholeTransaction) -> Committed:
+        """A whole transaction in one call, the way every front end but Birdbath's own submits: its clusters (each
+        job's ad made as ``submit`` makes it, with the cluster's input files in its spool) and its changes (checked
+        as ``setAttribute`` and the job actions check them), committed at once, atomic and durable.  With
+        ``whole.input_lease``, jobs that read files the client has not sent yet leave the transaction open for
+        them, as the caller's Birdbath transaction (``Committed.transaction``).  Refused with nothing left behind:
+        a BirdbathError as those operations' (SubmitDescriptionError for a description condor_submit refuses)."""
+        self.policy.check(caller, Permission.WRITE)
+        txn = Transaction(0, 0, caller)  # not in the table (no client can name it) unless it stays open
+        inputs: list[Input] = []
+        awaiting: list[tuple[int, int]] = []
+        for new in whole.clusters:
+            files = _input_files(new)
+            cluster = await self._new_cluster_id()
+            jobs = new.jobs if new.described is None else await deferToThread(new.described.ads, cluster)
+            if not jobs:
+                raise BirdbathError.fail(f"Could not create new cluster: cluster {cluster} has no job")
+            for proc, source in enumerate(jobs):
+                staged = txn.jobs[(cluster, proc)] = StagedJob({name: _received(data) for name, data in files.items()})
+                staged.ad = self._job_ad(caller, cluster, proc, staged, source)
+                inputs += [((cluster, proc), name, data) for name, data in files.items()]
+                if whole.input_lease > 0 and needs_input(staged.ad):
+                    awaiting.append((cluster, proc))
+        for change in whole.changes:
+            where = f"{change.cluster}" if change.proc is None else f"{change.cluster}.{change.proc}"
+            await self._change(caller, txn, change, f"Failed to change {where}")
+        if not awaiting:
+            await self._commit(txn, inputs)
+            return Committed(list(txn.jobs))
+        self._check_room(caller)
+        held = self.transactions.adopt(txn, self._clamp(caller, "a submission awaiting input", whole.input_lease))
+        try:
+            await self.writer.stage(held, inputs)
+        except BackendError as exc:
+            self.transactions.close(held)
+            await self._discard(held.staged())
+            raise BirdbathError.fail(f"Could not stage the input files: {exc}") from None
+        return Committed(list(held.jobs), awaiting, TransactionRef(held.id, held.duration))
+
+    async def _new_cluster_id(self) -> int:
+        try:
+            return await self.clusters.next()
+        except BackendError as exc:
+            raise BirdbathError.fail(f"Could not create new cluster: {exc}") from None
 
     async def abort_transaction(self, caller: Caller, ref: TransactionRef | None) -> None:
         txn = self._enter(caller, ref, Permission.WRITE, required=True)
@@ -313,10 +389,7 @@ class BirdbathSchedd:
     # -- clusters and jobs --------------------------------------------------------------------------
     async def new_cluster(self, caller: Caller, ref: TransactionRef | None) -> int:
         txn = self._enter(caller, ref, Permission.WRITE, required=True)
-        try:
-            cluster = await self.clusters.next()
-        except BackendError as exc:
-            raise BirdbathError.fail(f"Could not create new cluster: {exc}") from None
+        cluster = await self._new_cluster_id()
         txn.active_cluster, txn.next_proc = cluster, 0
         return cluster
 
@@ -340,30 +413,15 @@ class BirdbathSchedd:
         staged.ad = self._job_ad(caller, cluster, proc, staged, list(attrs or ()))
 
     def _job_ad(self, caller: Caller, cluster: int, proc: int, staged: StagedJob,
-                attrs: list[Attr]) -> classad2.ClassAd:
-        """The job ad ``submit`` builds (§5.2): spool defaults, then the client's attributes, then Owner rules.
-
-        What the schedd assigns itself (ids, QDate, User, ...) is dropped from the client's ad, not refused:
-        legacy clients send createJobTemplate's whole ad back."""
-        spool = self.backend.spool_directory(cluster, proc)
-        ad = TextedAd()  # keeps the text of the client's expressions
-        ad["SOAPJob"] = True
-        ad["Iwd"] = spool
-        ad["TransferInput"] = ",".join(staged.files)
-        client_iwd = False
-        for attr in attrs:
-            if not attr.name:
-                continue  # a NULL name is skipped, as the original did
-            try:
-                check_name(attr.name)
-                if replaced_at_submit(attr.name):
-                    continue
-                ad[attr.name] = attribute_value(attr.name, attr.type, attr.value, self.settings.limits)
-            except BadAttribute as exc:
-                raise BirdbathError.fail(f"Failed to set job {cluster}.{proc}'s {attr.name} attribute: {exc}") from None
-            client_iwd |= attr.name == "Iwd" and attr.type is AttrType.STRING
-        if not client_iwd:
-            ad["Iwd"] = spool
+                source: JobSource) -> classad2.ClassAd:
+        """The job ad ``submit`` builds (§5.2): the client's attributes (``transactions.client_ad``), Birdbath's
+        defaults (``transactions.fill_defaults``), then the Owner rules."""
+        try:
+            ad, client_iwd = client_ad(source, self.settings.limits)
+        except BadAttribute as exc:
+            raise BirdbathError.fail(f"Failed to set job {cluster}.{proc}'s {exc.name} attribute: {exc}") from None
+        fill_defaults(ad, AdRules.BIRDBATH, self.backend.spool_directory(cluster, proc), list(staged.files),
+                      client_iwd=client_iwd)
         self._apply_owner(caller, cluster, proc, ad)
         return ad
 

@@ -22,12 +22,13 @@ import os
 import re
 import shutil
 import uuid
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import classad2
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from backends.interface import (
@@ -36,7 +37,6 @@ from backends.interface import (
     BackendError,
     Batch,
     Capability,
-    NewJob,
     ScheddBackend,
     UnknownJob,
 )
@@ -44,15 +44,23 @@ from jobmodel.classads import job_status, literal_int, parse_constraint
 from jobmodel.expressions import ExpressionLimits, ExpressionRefused
 from jobmodel.exprtext import TextedAd, expression_text
 from jobmodel.files import ByteRanges, is_plain_name, md5_of, transfer_name_problem, write_at
-from jobmodel.jobs import JobAction, JobStatus, Universe
+from jobmodel.jobs import JobAction, JobStatus
 from jobmodel.values import BadValue, check_attribute_name, excerpt
 
 from .adstruct import Attr, AttrType, BadAttribute, ad_to_struct, typed_value
 from .auth import AccessPolicy, Caller, NotOwner, OwnerUse, Permission, replaced_at_submit, schedd_owned
 from .queries import QueryRunner
 from .status import BirdbathError
-from .templates import LEAVE_IN_QUEUE
-from .transactions import ClusterIds
+from .transactions import (
+    AdRules,
+    ClusterIds,
+    QueueWriter,
+    StagedFile,
+    StagedJob,
+    StagingArea,
+    Transaction,
+    fill_defaults,
+)
 
 log = Logger()
 
@@ -126,34 +134,6 @@ class SubmissionInfo:
     counts: dict[str, int]
 
 
-@dataclass(eq=False)
-class StagingArea:
-    id: str
-    submission: str | None
-    directory: Path
-    creator: Caller  # the only caller that may send to it, abort it or submit from it
-    files: dict[str, int] = field(default_factory=dict)  # name -> size
-    #: the parts of each file that sends wrote (a failed write takes its part out again)
-    received: dict[str, ByteRanges] = field(default_factory=dict)
-    #: files that did not match the MD5 sent with their last send that had one (name -> that MD5)
-    mismatched: dict[str, str] = field(default_factory=dict)
-    expiry: IDelayedCall | None = None
-
-    def refusal(self) -> str | None:
-        """Why a job cannot be submitted from this area (a file is not as the client sent it), or None: a file
-        with bytes no send wrote (a write failed, or a send at a far offset left a hole that submit would copy as
-        zeros), or one that did not match its MD5."""
-        for name, size in self.files.items():
-            missing = size - self.received[name].covered()
-            if missing:
-                return (f"staged file {name!r} is incomplete: {missing} of its {size} bytes were not written (a "
-                        f"send failed or skipped them); send them")
-        if self.mismatched:
-            name, md5 = next(iter(self.mismatched.items()))
-            return f"staged file {name!r} does not match the MD5 sent with it ({md5}); send it again"
-        return None
-
-
 @dataclass(frozen=True)
 class SubmissionSettings:
     schedd_name: str
@@ -170,9 +150,10 @@ class SubmissionSettings:
 class SubmissionService:
     def __init__(self, backend: ScheddBackend, call: Callable[..., Any], policy: AccessPolicy, clock: IReactorTime,
                  settings: SubmissionSettings, *, queries: QueryRunner | None = None,
-                 clusters: ClusterIds | None = None) -> None:
+                 clusters: ClusterIds | None = None, writer: QueueWriter | None = None) -> None:
         self._backend = backend
         self._call = call
+        self._writer = writer or QueueWriter(backend, call)
         #: the ids of new clusters (shared with the Birdbath service, so ids go up across both)
         self._clusters = clusters or ClusterIds(lambda: call(backend.reserve_clusters))
         self._queries = queries or QueryRunner(call)  # without a pool of their own, queries share the backend's
@@ -191,14 +172,8 @@ class SubmissionService:
 
     async def _run(self, function: Callable[..., Any], *args: Any, lane: Callable[..., Any] | None = None) -> Any:
         """``function(*args)`` on the backend's thread (or on ``lane``), its errors as statuses."""
-        try:
+        with _statuses():
             return await (lane or self._call)(function, *args)
-        except UnknownJob as exc:
-            raise ApiError(ApiStatus.NO_MATCH, str(exc)) from None
-        except BackendError as exc:
-            raise fail(str(exc)) from None
-        except OSError as exc:  # the staging areas' own files (a full disk, say)
-            raise fail(_os_reason(exc)) from None
 
     async def _query(self, caller: Caller, function: Callable[..., Any], *args: Any) -> Any:
         """A query, on the query pool (``function`` takes the ``budget`` keyword)."""
@@ -215,36 +190,28 @@ class SubmissionService:
         refusal = area.refusal() if area is not None else None
         if refusal is not None:
             raise fail(f"Cannot submit from staging area {staging}: {refusal}")
-        ad = self._job_ad(caller, attrs, spooled=area is not None)
-        if area is not None and "Submission" not in ad and area.submission:
-            ad["Submission"] = area.submission
+        ad = self._client_ad(caller, attrs, spooled=area is not None)
         try:
             cluster = await self._clusters.next()
         except BackendError as exc:
             raise fail(f"Could not create a new cluster: {exc}") from None
-        return await self._run(self._submit_in_backend, cluster, ad, area)
+        key = (cluster, 0)
+        files = dict(area.files) if area is not None else {}
+        group = (area.submission if area is not None else None) or f"{self.settings.schedd_name}#{cluster}"
+        fill_defaults(ad, AdRules.SUBMISSION_API, self._backend.spool_directory(*key), list(files),
+                      client_iwd=isinstance(ad.get("Iwd"), str), retention=self.settings.output_retention,
+                      submission=group)
+        txn = Transaction(0, 0, caller)  # a whole transaction of one job, with the area's files copied in
+        txn.jobs[key] = StagedJob({name: StagedFile(size) for name, size in files.items()}, ad)
+        inputs = [(key, name, area.directory / name) for name in files] if area is not None else []
+        with _statuses():
+            await self._writer.commit(txn, inputs)
+        return f"{self.settings.schedd_name}#{cluster}.0"
 
-    def _submit_in_backend(self, cluster: int, ad: classad2.ClassAd, area: StagingArea | None) -> str:
-        """Staging and commit of the job in one call on the backend's thread, so that a submit waits for that thread
-        once; what was staged is discarded if it fails."""
-        proc, files = 0, ()
-        try:
-            if area is not None:
-                self._spool_staged(cluster, proc, area)
-                self._spooled_defaults(ad, self._backend.spool_directory(cluster, proc), area)
-                files = tuple(area.files)
-            if "Submission" not in ad:
-                ad["Submission"] = f"{self.settings.schedd_name}#{cluster}"
-            self._backend.commit(Batch([NewJob(cluster, proc, ad, files)]))
-        except BaseException:
-            if area is not None:
-                self._backend.discard([(cluster, proc)])
-            raise
-        return f"{self.settings.schedd_name}#{cluster}.{proc}"
-
-    def _job_ad(self, caller: Caller, attrs: Sequence[Attr], spooled: bool) -> classad2.ClassAd:
+    def _client_ad(self, caller: Caller, attrs: Sequence[Attr], spooled: bool) -> classad2.ClassAd:
+        """The client's typed attributes (what the schedd assigns dropped), checked for what the API requires, with
+        their Owner; its defaults are :func:`~gateway.core.transactions.fill_defaults`' once its cluster is known."""
         ad = TextedAd()
-        ad["ShouldTransferFiles"] = "NO"  # as the originals: the ad may override it
         for attr in attrs:
             _check_name(attr.name)
             if replaced_at_submit(attr.name):
@@ -258,38 +225,7 @@ class SubmissionService:
             ad["Owner"] = self._policy.submit_owner(caller, ad.get("Owner"))
         except NotOwner as exc:
             raise fail(f"Owner refused: {exc}") from None
-        for name, default in (("JobStatus", int(JobStatus.IDLE)), ("RemoteUserCpu", 0.0), ("JobPrio", 0),
-                              ("ImageSize", 0), ("JobUniverse", int(Universe.VANILLA)), ("MaxHosts", 1),
-                              ("MinHosts", 1), ("CurrentHosts", 0)):
-            if name not in ad:
-                ad[name] = default
         return ad
-
-    def _spool_staged(self, cluster: int, proc: int, area: StagingArea) -> None:
-        """Copy a staging area's files into the new job's spool (on the backend's thread)."""
-        for name in area.files:
-            self._backend.stage_file(cluster, proc, name)
-            with open(area.directory / name, "rb") as stream:
-                offset = 0
-                for block in iter(lambda: stream.read(1 << 20), b""):
-                    self._backend.write_file(cluster, proc, name, offset, block)
-                    offset += len(block)
-
-    def _spooled_defaults(self, ad: classad2.ClassAd, spool: str, area: StagingArea) -> None:
-        """Staged input becomes the job's input, as in Birdbath: Iwd = spool, TransferInput = the files; the finished
-        job stays queued for its output until a client closes its spool, or output_retention passes."""
-        if not isinstance(ad.get("Iwd"), str):
-            ad["Iwd"] = spool
-        if "TransferInput" not in ad:
-            ad["TransferInput"] = ",".join(area.files)
-        ad["ShouldTransferFiles"] = "YES"
-        if "LeaveJobInQueue" not in ad:
-            # until its output was retrieved (closeSpool sets FilesRetrieved, as createJobTemplate's jobs use it),
-            # at most output_retention seconds
-            ad["FilesRetrieved"] = False
-            ad["LeaveJobInQueue"] = classad2.ExprTree(
-                f"{LEAVE_IN_QUEUE} && (JobStatus == 3 || JobStatus == 4) && (time() - EnteredCurrentStatus) < "
-                f"{self.settings.output_retention}")
 
     # -- staging ------------------------------------------------------------------------------------
     @property
@@ -547,6 +483,19 @@ class JobFile:
     name: str
     size: int
     data: bytes
+
+
+@contextmanager
+def _statuses() -> Iterator[None]:
+    """The backend's errors, and those of the staging areas' own files (a full disk, say), as the API's statuses."""
+    try:
+        yield
+    except UnknownJob as exc:
+        raise ApiError(ApiStatus.NO_MATCH, str(exc)) from None
+    except BackendError as exc:
+        raise fail(str(exc)) from None
+    except OSError as exc:
+        raise fail(_os_reason(exc)) from None
 
 
 def _check_name(name: str) -> None:

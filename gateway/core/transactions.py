@@ -1,11 +1,18 @@
-"""Birdbath transactions as idle leases (docs/architecture.md), built here and handed to the backend whole.
+"""Transactions, built here and handed to the backend whole: the one path by which jobs enter the queue
+(docs/architecture.md).
+
+Every front end's submission ends in :meth:`QueueWriter.commit`: Birdbath's commitTransaction of a transaction its
+client built call by call, and the whole transactions other front ends hand the core at once
+(:class:`WholeTransaction`: the REST face, DAG submission, the low-latency service; the submission API with a
+:class:`StagingArea`'s files).  A new job's ad is made by :func:`client_ad` and :func:`fill_defaults` alone,
+whichever front end it came from; what the schedd assigns as the job enters the queue is the backend's.
 
 A transaction is the gateway's record of what a client builds (clusters, jobs with their ads and declared files,
 changes to queued jobs); the backend sees it only at commit, as one :class:`~backends.interface.Batch`, and before
-that only stages the files sent for its jobs.  A lease is armed for ``duration`` seconds at begin; every call that
-carries the transaction re-arms it with the ``duration`` carried *in that call*; when it fires, the owner's expiry
-callback discards the transaction and its staged files.  The clock is injected so tests drive expiry without
-sleeping.
+that only stages the files sent for its jobs.  An open Birdbath transaction is an idle lease, armed for ``duration``
+seconds at begin; every call that carries the transaction re-arms it with the ``duration`` carried *in that call*;
+when it fires, the owner's expiry callback discards the transaction and its staged files.  The clock is injected so
+tests drive expiry without sleeping.
 
 A transaction belongs to the caller that began it (host, user and how it was identified): its id comes from
 ``secrets``, so it cannot be guessed from one's own, and anyone else who sends it is told it does not exist.
@@ -13,20 +20,27 @@ A transaction belongs to the caller that began it (host, user and how it was ide
 
 from __future__ import annotations
 
+import enum
 import secrets
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Protocol, Sequence
 
 import classad2
-from twisted.internet.defer import Deferred, DeferredLock
+from twisted.internet.defer import Deferred, DeferredLock, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
-from backends.interface import Batch, Change, JobKey, NewJob
+from backends.interface import Batch, Change, JobKey, NewJob, ScheddBackend
+from jobmodel.expressions import ExpressionLimits
+from jobmodel.exprtext import TextedAd, carry_texts
 from jobmodel.files import ByteRanges
+from jobmodel.jobs import JobStatus, Universe
 
-from .auth import Caller
+from .adstruct import Attr, AttrType, BadAttribute, attribute_value, check_name, wire_value
+from .auth import Caller, replaced_at_submit
 from .status import BirdbathError, invalid_transaction
+from .templates import LEAVE_IN_QUEUE
 
 
 @dataclass(frozen=True)
@@ -151,11 +165,21 @@ class TransactionTable:
 
     def open(self, duration: int, caller: Caller) -> Transaction:
         """Register a new transaction of ``caller`` and arm its lease."""
-        txn = Transaction(self._new_id(), duration, caller)
+        return self.adopt(Transaction(0, duration, caller), duration)
+
+    def adopt(self, txn: Transaction, duration: int) -> Transaction:
+        """Open ``txn``, built whole elsewhere (``BirdbathSchedd.submit_transaction``), as its caller's: it gets
+        an id and its lease."""
+        txn.id, txn.duration = self._new_id(), duration
         self._open[txn.id] = txn
-        self._held[caller] += 1
+        self._held[txn.caller] += 1
         self._arm(txn, duration)
         return txn
+
+    def held(self, ref: TransactionRef, caller: Caller) -> Transaction | None:
+        """The open transaction ``ref`` names when ``caller`` began it, its lease left alone (None otherwise)."""
+        txn = None if names_none(ref) else self._open.get(ref.id)  # type: ignore[arg-type]
+        return txn if txn is not None and txn.caller == caller else None
 
     def enter(self, ref: TransactionRef | None, required: bool, caller: Caller) -> Transaction | None:
         """The transaction checks every operation starts with (``stub_prefix`` steps 1-3); renews the lease.
@@ -218,3 +242,248 @@ class TransactionTable:
             candidate = secrets.randbelow(MAX_ID) + 1
             if candidate not in self._open:
                 return candidate
+
+
+# -- whole transactions ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InputFile:
+    """An input file of a new job, whole: its name in the job's spool and its bytes."""
+
+    name: str
+    data: bytes
+
+
+class DescribedCluster(Protocol):
+    """A cluster whose job ads are made from a description with the id the core gives it (the ads may name it):
+    ``jobmodel.submitfile.ClusterDescription`` (a submit description), ``jobmodel.dagman.DagDescription``."""
+
+    def ads(self, cluster: int) -> list[classad2.ClassAd]: ...
+
+
+#: a new job's ad as a front end hands it: a ClassAd the gateway built, or a client's typed attributes
+JobSource = classad2.ClassAd | Sequence[Attr]
+
+
+@dataclass(frozen=True)
+class NewCluster:
+    """One new cluster of a :class:`WholeTransaction`: its jobs' ads (``jobs``, or those ``described`` makes, off
+    the reactor, with the cluster's id; SubmitDescriptionError when it cannot), and the input files every one of its
+    jobs gets in its spool."""
+
+    jobs: Sequence[JobSource] = ()
+    files: Sequence[InputFile] = ()
+    described: DescribedCluster | None = None
+
+
+@dataclass(frozen=True)
+class WholeTransaction:
+    """What a front end submits in one call (``BirdbathSchedd.submit_transaction``): new clusters, then changes to
+    queued jobs, committed together.  With ``input_lease`` above 0, jobs that read files the client has not sent
+    yet (:func:`needs_input`) wait for them: the transaction stays open that many seconds, for declareFile,
+    sendFile and commitTransaction."""
+
+    clusters: Sequence[NewCluster]
+    changes: Sequence[Change] = ()
+    input_lease: int = 0
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What a whole transaction made: every new job, in order; those waiting for input and the transaction, still
+    open, they wait in (None when it was committed)."""
+
+    jobs: Sequence[JobKey]
+    awaiting: Sequence[JobKey] = ()
+    transaction: TransactionRef | None = None
+
+
+def needs_input(ad: classad2.ClassAd) -> bool:
+    """Whether a job reads files the client must send: a relative executable it transfers, a relative standard
+    input, or transfer_input_files that are not URLs."""
+    def text(name: str, default: str) -> str:
+        value = ad.get(name, default)
+        return str(value).upper() if isinstance(value, bool) else value if isinstance(value, str) else default
+
+    relative = [text("In", "/dev/null")]
+    if text("TransferExecutable", "TRUE").upper() != "FALSE":
+        relative.append(text("Cmd", "/"))
+    if any(value and value != "/dev/null" and not value.startswith("/") for value in relative):
+        return True
+    return any(name.strip() and "://" not in name for name in text("TransferInput", "").split(","))
+
+
+# -- a new job's ad ----------------------------------------------------------------------------------------------------
+class AdRules(enum.Enum):
+    """Whose defaults a new job's ad gets (:func:`fill_defaults`)."""
+
+    BIRDBATH = "birdbath"  # condorSchedd's submit, and the front ends that submit as it does
+    SUBMISSION_API = "submission"  # the submission API's submit (QMF's and Aviary's)
+
+
+#: the submission API's defaults, as the originals (QMF's and Aviary's submit) set them
+API_DEFAULTS: tuple[tuple[str, object], ...] = (
+    ("JobStatus", int(JobStatus.IDLE)), ("RemoteUserCpu", 0.0), ("JobPrio", 0), ("ImageSize", 0),
+    ("JobUniverse", int(Universe.VANILLA)), ("MaxHosts", 1), ("MinHosts", 1), ("CurrentHosts", 0))
+
+
+def fill_defaults(ad: classad2.ClassAd, rules: AdRules, spool: str, files: Sequence[str], *, client_iwd: bool,
+                  retention: int = 0, submission: str | None = None) -> None:
+    """The one place a new job's ad gets what its client did not say (what the schedd assigns on entering the
+    queue, ids, QDate and the like, is the backend's).  ``files`` are the input files staged in its ``spool``.
+
+    Birdbath (§5.2 of its description): ``SOAPJob``, the spool as ``Iwd`` unless the client gave a string
+    (``client_iwd``), the staged files as ``TransferInput``.  The submission API: its originals' counters; staged
+    input becomes the job's input as in Birdbath, and the finished job stays queued for its output until a client
+    closes its spool, or ``retention`` seconds pass; ``submission`` names its group unless the ad does."""
+    if rules is AdRules.BIRDBATH:
+        _default(ad, "SOAPJob", True)
+        _default(ad, "TransferInput", ",".join(files))
+        if not client_iwd:
+            ad["Iwd"] = spool
+        return
+    _default(ad, "ShouldTransferFiles", "NO")
+    for name, value in API_DEFAULTS:
+        _default(ad, name, value)
+    if submission is not None:
+        _default(ad, "Submission", submission)
+    if not files:
+        return
+    if not client_iwd:
+        ad["Iwd"] = spool
+    _default(ad, "TransferInput", ",".join(files))
+    ad["ShouldTransferFiles"] = "YES"
+    if "LeaveJobInQueue" not in ad:  # until its output was retrieved (closeSpool sets FilesRetrieved)
+        ad["FilesRetrieved"] = False
+        ad["LeaveJobInQueue"] = classad2.ExprTree(
+            f"{LEAVE_IN_QUEUE} && (JobStatus == 3 || JobStatus == 4) && (time() - EnteredCurrentStatus) < "
+            f"{retention}")
+
+
+def _default(ad: classad2.ClassAd, name: str, value: object) -> None:
+    if name not in ad:
+        ad[name] = value
+
+
+def client_ad(source: JobSource, limits: ExpressionLimits) -> tuple[TextedAd, bool]:
+    """A job's ad from what its front end sent, without what the schedd assigns (ids, QDate, User...: dropped, not
+    refused, as legacy clients send createJobTemplate's whole ad back), and whether it names its own ``Iwd`` (a
+    string).  Typed attributes are parsed as Birdbath's submit parses them (a NULL name skipped); a ClassAd's
+    expressions are checked against ``limits`` as a client's text is, and keep their text.  BadAttribute names the
+    attribute that fails."""
+    ad = TextedAd()
+    client_iwd = False
+    if isinstance(source, classad2.ClassAd):
+        for name, value in source.items():
+            check_name(name)
+            typed = wire_value(source, name, value)
+            if typed is None or replaced_at_submit(name):
+                continue  # (a value no client could send: a list, a nested ad, an undefined or error literal)
+            if typed[0] is AttrType.EXPRESSION:
+                try:
+                    limits.check(typed[1], "its value")
+                except ValueError as exc:
+                    raise BadAttribute(name, str(exc)) from None
+            ad[name] = value
+        carry_texts(source, ad, list(ad))
+        return ad, isinstance(ad.get("Iwd"), str)
+    for attr in source:
+        if not attr.name:
+            continue
+        check_name(attr.name)
+        if replaced_at_submit(attr.name):
+            continue
+        ad[attr.name] = attribute_value(attr.name, attr.type, attr.value, limits)
+        client_iwd |= attr.name == "Iwd" and attr.type is AttrType.STRING
+    return ad, client_iwd
+
+
+# -- the submission API's staging areas ------------------------------------------------------------------------------
+@dataclass(eq=False)
+class StagingArea:
+    """Files a client of the submission API sends before it submits the job that takes them (``create``, ``send``):
+    the gateway's own directory, copied into the job's spool when the job is committed."""
+
+    id: str
+    submission: str | None
+    directory: Path
+    creator: Caller  # the only caller that may send to it, abort it or submit from it
+    files: dict[str, int] = field(default_factory=dict)  # name -> size
+    #: the parts of each file that sends wrote (a failed write takes its part out again)
+    received: dict[str, ByteRanges] = field(default_factory=dict)
+    #: files that did not match the MD5 sent with their last send that had one (name -> that MD5)
+    mismatched: dict[str, str] = field(default_factory=dict)
+    expiry: IDelayedCall | None = None
+
+    def refusal(self) -> str | None:
+        """Why a job cannot be submitted from this area (a file is not as the client sent it), or None: a file
+        with bytes no send wrote (a write failed, or a send at a far offset left a hole that submit would copy as
+        zeros), or one that did not match its MD5."""
+        for name, size in self.files.items():
+            missing = size - self.received[name].covered()
+            if missing:
+                return (f"staged file {name!r} is incomplete: {missing} of its {size} bytes were not written (a "
+                        f"send failed or skipped them); send them")
+        if self.mismatched:
+            name, md5 = next(iter(self.mismatched.items()))
+            return f"staged file {name!r} does not match the MD5 sent with it ({md5}); send it again"
+        return None
+
+
+# -- the write ---------------------------------------------------------------------------------------------------------
+#: an input file to write into a new job's spool before the commit: its bytes, or the file they are copied from
+Input = tuple[JobKey, str, bytes | Path]
+
+
+class QueueWriter:
+    """The one way new jobs and changes reach the backend: a transaction's :meth:`~Transaction.batch`, after the
+    input files the core holds for its jobs are written into their spools, in one call on the backend's thread
+    (``call``), atomic and durable (``ScheddBackend.commit``); what was staged for its jobs is discarded when it
+    fails, and for those it leaves out when it succeeds."""
+
+    def __init__(self, backend: ScheddBackend, call: Callable[..., "Deferred[object]"]) -> None:
+        self._backend = backend
+        self._call = call
+
+    async def stage(self, txn: Transaction, inputs: Sequence[Input]) -> None:
+        """Write ``inputs`` into the spools of ``txn``'s jobs now (a transaction that stays open)."""
+        if inputs:
+            self._staging(txn, inputs)
+            await self._call(self._write, inputs, None)
+
+    async def commit(self, txn: Transaction, inputs: Sequence[Input] = ()) -> None:
+        """Write ``inputs`` and commit ``txn`` whole; BackendError (or OSError reading an input) once its staged
+        files are discarded."""
+        self._staging(txn, inputs)
+        batch = txn.batch()
+        try:
+            if batch.jobs or batch.changes:
+                await self._call(self._write, inputs, batch)
+        except BaseException:
+            await self.discard(txn.staged())
+            raise
+        await self.discard([key for key in txn.staged() if not txn.jobs[key].submitted])
+
+    def discard(self, jobs: list[JobKey]) -> "Deferred[object]":
+        """Remove what was staged for jobs that will never be committed (no backend call when there is nothing)."""
+        return self._call(self._backend.discard, jobs) if jobs else succeed(None)
+
+    @staticmethod
+    def _staging(txn: Transaction, inputs: Sequence[Input]) -> None:
+        for key, _, _ in inputs:
+            txn.jobs[key].staged = True
+
+    def _write(self, inputs: Sequence[Input], batch: Batch | None) -> None:
+        """On the backend's thread: the inputs into their spools (a file copied a block at a time), then the batch."""
+        backend = self._backend
+        for (cluster, proc), name, source in inputs:
+            backend.stage_file(cluster, proc, name)
+            if isinstance(source, bytes):
+                backend.write_file(cluster, proc, name, 0, source)
+                continue
+            with open(source, "rb") as stream:
+                offset = 0
+                for block in iter(lambda: stream.read(1 << 20), b""):
+                    backend.write_file(cluster, proc, name, offset, block)
+                    offset += len(block)
+        if batch is not None:
+            backend.commit(batch)

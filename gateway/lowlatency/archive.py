@@ -10,8 +10,8 @@ from __future__ import annotations
 import io
 import stat
 import zipfile
-from dataclasses import dataclass
 
+from gateway.core.transactions import InputFile
 from jobmodel.files import transfer_name_problem
 from jobmodel.values import excerpt
 
@@ -19,12 +19,6 @@ from .codec import BadMessage
 
 #: entries one input zip may have
 MAX_ENTRIES = 1000
-
-
-@dataclass(frozen=True)
-class InputFile:
-    name: str
-    data: bytes
 
 
 def input_files(body: bytes, max_bytes: int) -> list[InputFile]:

@@ -38,11 +38,11 @@ from gateway.core.collector import BirdbathCollector
 from gateway.core.schedd import BirdbathSchedd
 from gateway.core.status import BirdbathError, StatusCode
 from gateway.core.submissions import ApiError, ApiStatus, JobRef, SubmissionService
-from gateway.core.transactions import TransactionRef
+from gateway.core.transactions import InputFile, NewCluster, WholeTransaction
 from jobmodel.jobs import JobAction, JobStatus
 from jobmodel.pool import AdType
 
-from .archive import InputFile, input_files, results_zip
+from .archive import input_files, results_zip
 from .broker import Broker, Link, NotConnected
 from .codec import (
     AMQP_FINAL_SENT,
@@ -67,8 +67,6 @@ log = Logger()
 #: less and less often (a tenth of how long it has run), up to RUNNING_POLL
 WAITING_POLL = 0.005
 RUNNING_POLL = 1.0
-#: the lease of the transaction a job is submitted in (it lasts milliseconds unless the backend is stuck)
-TRANSACTION_SECONDS = 300
 #: bytes read from a spool file at once for the results
 CHUNK = 1 << 20
 
@@ -305,28 +303,12 @@ class LowLatencyService:
             raise BadMessage(f"Requirements {text} are false on this machine")
 
     async def _submit(self, caller: Caller, attributes: list[Attr], files: list[InputFile]) -> JobRef:
-        """The job through the core's Birdbath transaction: a new cluster and job, its input files into its spool
-        (its sandbox, which becomes its Iwd), the ad, the commit (durable when it returns); rolled back on any
-        failure.  Of these only the commit waits for the backend's thread (the submission API's submit took three
-        trips there: creating and discarding a staging area, then the job)."""
-        schedd = self._schedd
-        txn = await schedd.begin_transaction(caller, TRANSACTION_SECONDS)
-        ref = TransactionRef(txn.id, TRANSACTION_SECONDS)
-        try:
-            cluster = await schedd.new_cluster(caller, ref)
-            proc = await schedd.new_job(caller, ref, cluster)
-            for item in files:
-                await schedd.declare_file(caller, ref, cluster, proc, item.name, len(item.data), None)
-                await schedd.send_file(caller, ref, cluster, proc, item.name, 0, item.data)
-            await schedd.submit(caller, ref, cluster, proc, [*attributes, self._retention])
-            await schedd.commit_transaction(caller, ref)
-        except BaseException:
-            try:
-                await schedd.abort_transaction(caller, ref)
-            except BirdbathError:
-                pass  # committed or gone already
-            raise
-        return JobRef(cluster, proc)
+        """The job in one whole transaction of the core (``BirdbathSchedd.submit_transaction``): a new cluster of
+        one job, its input files in its spool (its sandbox, which becomes its Iwd), committed (durable when it
+        returns) or refused with nothing left behind, in one trip to the backend's thread."""
+        made = await self._schedd.submit_transaction(caller, WholeTransaction(
+            [NewCluster([[*attributes, self._retention]], files)]))
+        return JobRef(*made.jobs[0])
 
     # -- errors and the rejected queue ------------------------------------------------------------------------
     async def _error(self, address: ReplyAddress, properties: pika.BasicProperties, body: bytes, link: Link,

@@ -3,15 +3,15 @@
 (``BirdbathSchedd`` for the queue and its transactions, ``SubmissionService`` for job control, edits and history,
 ``BirdbathCollector`` for the pool), with the caller the site identified, so owner checks and limits are theirs.
 
-Submitting is a Birdbath transaction: the jobs of a submit description are made and submitted in one; when none
-needs input from the client it is committed at once, else it stays open (its lease is ``staging_lifetime``) until
-the input of every job was PUT, and is committed then.  Until then the jobs are not in the queue, and a transaction
+Submitting is one whole transaction of the core (``BirdbathSchedd.submit_transaction``, as every front end
+submits): the jobs of a submit description, or a DAG's DAGMan job with the archive's files; when no job needs input
+from the client it is committed at once, else it stays open (its lease is ``staging_lifetime``) until the input of
+every job was PUT, and is committed then.  Until then the jobs are not in the queue, and a transaction
 that expires is rolled back as any other.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -29,13 +29,12 @@ from zope.interface import implementer
 from gateway.core.adstruct import AttrType
 from gateway.core.auth import Caller
 from gateway.core.collector import BirdbathCollector
-from gateway.core.described import DescribedSubmissions, InputNotAwaited, Submitted, ad_attrs
+from gateway.core.described import DescribedSubmissions, InputNotAwaited, Submitted
 from gateway.core.schedd import BirdbathSchedd
-from gateway.core.status import BirdbathError
 from gateway.core.submissions import SubmissionService
-from gateway.core.transactions import TransactionRef
+from gateway.core.transactions import InputFile, NewCluster, TransactionRef, WholeTransaction
 from gateway.http import GatewayRequest, RequestOutcome, refused, write_whole
-from jobmodel.dagman import dagman_ad
+from jobmodel.dagman import DagDescription
 from jobmodel.files import transfer_name_problem
 from jobmodel.jobs import JobAction
 from jobmodel.pool import AdType
@@ -284,7 +283,7 @@ class RestApi(resource.Resource):
 
     async def submit_dag(self, request: GatewayRequest, caller: Caller) -> Reply:
         """A DAG: its .dag file and the node files in one archive, in the spool of one DAGMan job (as
-        condor_submit_dag makes it), committed in one transaction."""
+        condor_submit_dag makes it), committed in one whole transaction."""
         dag = _arg(request, "dag") or ""
         problem = transfer_name_problem(dag)
         if problem is not None:
@@ -292,19 +291,11 @@ class RestApi(resource.Resource):
         names = [member.name for member in await tarfiles.checked_upload(self.offload, request.content, self.max_upload)]
         if dag not in names:
             raise Problem(400, f"the archive does not hold the DAG file {dag!r} (it holds {', '.join(names) or 'nothing'})")
-        txn = await self.schedd.begin_transaction(caller, self.lease)
-        ref = TransactionRef(txn.id, txn.duration)
-        try:
-            cluster = await self.schedd.new_cluster(caller, ref)
-            proc = await self.schedd.new_job(caller, ref, cluster)
-            await self._send_archive(request, caller, ref, [(cluster, proc)])
-            ad = dagman_ad(dag, cluster, SPOOLED_LEAVE_IN_QUEUE)
-            await self.schedd.submit(caller, ref, cluster, proc, ad_attrs(ad))
-            await self.schedd.commit_transaction(caller, ref)
-        except BaseException:
-            with contextlib.suppress(BirdbathError):  # a transaction a failed commit ended is gone already
-                await self.schedd.abort_transaction(caller, ref)
-            raise
+        files = [InputFile(member.name, b"".join([chunk async for chunk in chunks]))
+                 async for member, chunks in tarfiles.uploaded_files(self.offload, request.content)]
+        made = await self.schedd.submit_transaction(caller, WholeTransaction(
+            [NewCluster(files=files, described=DagDescription(dag, SPOOLED_LEAVE_IN_QUEUE))]))
+        cluster, proc = made.jobs[0]
         request.setHeader(b"location", f"/api/v1/jobs/{cluster}.{proc}".encode())
         return Reply(201, {"cluster_id": cluster, "job_ids": [f"{cluster}.{proc}"], "awaiting_input": []})
 

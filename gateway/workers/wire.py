@@ -28,6 +28,8 @@ import classad2
 import msgpack
 
 from backends.interface import (
+    ActionChange,
+    AttributeChange,
     BackendError,
     BackendInfo,
     BackendUnavailable,
@@ -47,11 +49,12 @@ from gateway.core.described import AwaitedInput, InputNotAwaited, Submitted
 from gateway.core.schedd import JobAdStructs, TemplateResult, ViewAnswer
 from gateway.core.status import BirdbathError, Status, StatusCode
 from gateway.core.submissions import ApiError, ApiStatus, JobFile, JobRef, SubmissionInfo, SubmissionSettings
-from gateway.core.transactions import Transaction, TransactionRef
+from gateway.core.transactions import Committed, InputFile, NewCluster, Transaction, TransactionRef, WholeTransaction
 from gateway.identity.peers import PeerOwner
 from gateway.identity.throttle import Throttled
 from gateway.monitoring.events import RequestTally
 from gateway.monitoring.processes import WorkerFigures
+from jobmodel.dagman import DagDescription
 from jobmodel.expressions import ExpressionLimits
 from jobmodel.exprtext import SourceExpr, restored, texts_record
 from jobmodel.figures import Buckets
@@ -94,7 +97,8 @@ _TUPLE, _OBJECT, _ENUM, _ERROR, _CLASSAD, _EXPR, _PATH, _FROZENSET, _CLASSAD_REF
 CLASSES: dict[str, type] = {cls.__name__: cls for cls in (
     Caller, TransactionRef, Status, Attr, JobAdStruct, JobAdStructs, TemplateResult, Inserted, FileInfo, BackendInfo,
     JobRef, SubmissionInfo, JobFile, Revision, SubmissionSettings, ExpressionLimits, ClusterDescription, Submitted, AwaitedInput,
-    PeerOwner, WorkerFigures, RequestTally, Buckets, ViewAnswer)}
+    PeerOwner, WorkerFigures, RequestTally, Buckets, ViewAnswer, WholeTransaction, NewCluster, InputFile,
+    DagDescription, Committed, AttributeChange, ActionChange)}
 ENUMS: dict[str, type[enum.Enum]] = {cls.__name__: cls for cls in (
     Authentication, StatusCode, AttrType, ApiStatus, Universe, JobAction, AdType, Permission)}
 
