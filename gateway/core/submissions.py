@@ -174,7 +174,7 @@ class SubmissionService:
         self._backend = backend
         self._call = call
         #: the ids of new clusters (shared with the Birdbath service, so ids go up across both)
-        self._clusters = clusters or ClusterIds(lambda: call(backend.reserve_clusters))
+        self._clusters = clusters or ClusterIds.of(backend, call)
         self._queries = queries or QueryRunner(call)  # without a pool of their own, queries share the backend's
         self._policy = policy
         self._clock = clock
