@@ -35,6 +35,7 @@ from gateway.core.auth import LOOPBACK, HostList
 from gateway.testing import GatewayProcess
 from tests.conftest import ROOT, module_gateway, require_java
 from tests.test_logging import wait_for_line
+from tests.test_packaging import SKIP
 
 pytestmark = pytest.mark.readme
 
@@ -140,6 +141,38 @@ def dev_commands(example: Example, tmp_path: Path) -> None:
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
+
+
+def test_dev_serve_installs_only_when_a_pyproject_changes(tmp_path):
+    """A developer restarts the gateway many times a day: ``./dev serve`` installs (editable, saying so, with pip's
+    steps) on the first start and after a pyproject.toml changed, and otherwise starts at once; an install that
+    fails is tried again at the next start."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT, checkout, ignore=SKIP)
+    env = {**os.environ, "VENV": str(tmp_path / "venv")}
+
+    def serve() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["./dev", "serve", "--version"], cwd=checkout, env=env, capture_output=True, text=True,
+                              timeout=900)
+
+    first, again = serve(), serve()
+    assert first.returncode == 0 and "dev: installing" in first.stderr, first.stderr
+    assert re.search(r"^Successfully installed .*birdbath-gateway", first.stderr, re.M), first.stderr
+    assert "Requirement already satisfied" not in first.stderr  # pip's steps, not its pages of requirements
+    gateway_build = first.stderr.split("Obtaining file://")[1]  # (up to the client's: its pyproject.toml is its own)
+    assert gateway_build.startswith(str(checkout)) and "Warning" not in gateway_build, gateway_build
+    assert again.returncode == 0 and again.stdout.startswith("birdbath-gateway ") and again.stderr == ""
+    (checkout / "clients" / "python" / "birdbath_client" / "added.py").write_text("")  # code: editable, no install
+    assert serve().stderr == ""
+    pyproject = checkout / "pyproject.toml"
+    text = pyproject.read_text()
+    pyproject.write_text(text.replace("[project]", "[project", 1))  # broken: the install fails, and is tried again
+    broken = serve()
+    assert broken.returncode != 0 and "dev: the install failed" in broken.stderr
+    pyproject.write_text(text + "# changed\n")
+    changed = serve()
+    assert changed.returncode == 0 and "dev: installing" in changed.stderr and changed.stdout.startswith("birdbath")
+    assert serve().stderr == ""
 
 
 @runs("zeep-birdbath")
