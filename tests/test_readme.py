@@ -472,15 +472,37 @@ def config_tokens(example: Example, tmp_path: Path) -> None:
     assert settings.pool_signing_key_file == tmp_path / "tokens" / "POOL"
 
 
+@runs("tokens-key")
+def tokens_key(example: Example, tmp_path: Path) -> None:
+    """64 random bytes, the gateway user's alone (as the gateway requires of a key file)."""
+    run_sh(example.body.replace("/etc/birdbath", str(tmp_path)), tmp_path)
+    key = tmp_path / "tokens" / "POOL"
+    assert len(key.read_bytes()) == 64 and stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+def test_the_tokens_key_is_made_before_the_configuration_names_it():
+    """A gateway configured with a key file that is not there yet refuses to start: the README makes it first."""
+    text = README.read_text()
+    assert text.index("<!-- example: tokens-key -->") < text.index("<!-- example: config-tokens -->")
+
+
+def test_the_readme_names_the_debian_packages_the_java_build_needs():
+    packages = re.search(r'^PACKAGES="([^"]+)"', (ROOT / "clients" / "java" / "build.sh").read_text(), re.M)
+    java = README.read_text().split("**Java.**", 1)[1].split("<!-- example: java -->", 1)[0]
+    assert packages and f"`{packages.group(1)}`" in " ".join(java.split()), java
+    assert set(packages.group(1).split()) <= set(re.search(r'SYSTEM_PACKAGES="([^"]+)"',
+                                                            (ROOT / "dev").read_text()).group(1).split())
+
+
 @runs("tokens")
 def tokens(example: Example, tmp_path: Path) -> None:
-    """The key made by the first line, a gateway started with the README's TLS and token configuration, then the
-    token made and used by curl as the TLS example's note says to try on one machine (at localhost)."""
+    """The key made as the README makes it, a gateway started with the README's TLS and token configuration, then
+    the token made and used by curl as the TLS example's note says to try on one machine (at localhost)."""
     directory = tls_setup(tmp_path)
     config = directory / "gateway.toml"
     config.write_text(tokens_config(directory, tmp_path))
-    make_key, rest = example.body.replace("/etc/birdbath", str(directory)).split("\n", 1)
-    run_sh(make_key, directory)
+    run_sh(examples()["tokens-key"].body.replace("/etc/birdbath", str(directory)), directory)
+    rest = example.body.replace("/etc/birdbath", str(directory))
     process = GatewayProcess(tmp_path / "state", config.read_text(), tmp=tmp_path, ssl=True, plain=False).start()
     try:
         script = rest.replace("curl ", "curl -sS --fail -w '\\n' ") \

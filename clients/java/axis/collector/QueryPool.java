@@ -1,5 +1,6 @@
 package collector;
 
+import birdbath.Usage;
 import condor.ClassAdStructAttr;
 import condor.ClassAdType;
 import condor.CondorCollectorLocator;
@@ -16,10 +17,13 @@ import java.net.URL;
  */
 public final class QueryPool {
     public static void main(String[] args) throws Exception {
-        CondorCollectorPortType collector = new CondorCollectorLocator().getcondorCollector(new URL(args[0]));
-        if (args[1].equals("advertise")) {
+        Usage usage = usage(args);
+        URL url = new URL(usage.url(0));
+        ClassAdType type = args[1].equals("advertise") ? adType(usage, args) : null;
+        CondorCollectorPortType collector = new CondorCollectorLocator().getcondorCollector(url);
+        if (type != null) {
             ClassAdStructAttr[] ad = {new ClassAdStructAttr("Name", condor.ClassAdAttrType.value3, args[3])};
-            Status status = collector.insertAd(ClassAdType.fromValue(args[2]), ad);
+            Status status = collector.insertAd(type, ad);
             System.out.println(status.getCode() + " " + status.getMessage());
             System.exit(status.getCode() == condor.StatusCode.SUCCESS ? 0 : 1);
         }
@@ -38,6 +42,27 @@ public final class QueryPool {
             System.out.println(value(ad, "MyType") + " " + value(ad, "Name") + " " + value(ad, "State"));
         }
         System.out.println((ads == null ? 0 : ads.length) + " ads");
+    }
+
+    /** The command line checked: a KIND and at most a constraint, or advertise with a TYPE and a NAME. */
+    static Usage usage(String[] args) {
+        Usage usage = new Usage("QueryPool URL startd|schedd|master|submittor|license|storage|any [CONSTRAINT]"
+                + " | QueryPool URL advertise TYPE NAME", args, 2, 4);
+        String kind = usage.oneOf(1, "KIND", "startd", "schedd", "master", "submittor", "license", "storage", "any",
+                "advertise");
+        if (kind.equals("advertise") != (args.length == 4)) {
+            usage.fail(kind.equals("advertise") ? "advertise takes a TYPE and a NAME" : "too many arguments");
+        }
+        return usage;
+    }
+
+    /** The ClassAdType named on the command line (e.g. STARTD-AD-TYPE). */
+    static ClassAdType adType(Usage usage, String[] args) {
+        try {
+            return ClassAdType.fromValue(args[2]);
+        } catch (IllegalArgumentException e) {
+            return usage.fail("TYPE must be a ClassAdType such as STARTD-AD-TYPE, not '" + args[2] + "'");
+        }
     }
 
     static String value(ClassAdStructAttr[] ad, String name) {

@@ -1,5 +1,6 @@
 package collector;
 
+import birdbath.Usage;
 import condor.ClassAdAttrType;
 import condor.ClassAdStruct;
 import condor.ClassAdStructArray;
@@ -21,16 +22,19 @@ import javax.xml.ws.BindingProvider;
  */
 public final class QueryPool {
     public static void main(String[] args) {
+        Usage usage = usage(args);
+        String url = usage.url(0);
+        ClassAdType type = args[1].equals("advertise") ? adType(usage, args) : null;  // (checked before the stubs load)
         CondorCollectorPortType collector = new CondorCollector().getCondorCollector();
-        ((BindingProvider) collector).getRequestContext().put(BindingProvider.ENDPOINT_ADDRESS_PROPERTY, args[0]);
-        if (args[1].equals("advertise")) {
+        ((BindingProvider) collector).getRequestContext().put(BindingProvider.ENDPOINT_ADDRESS_PROPERTY, url);
+        if (type != null) {
             ClassAdStructAttr name = new ClassAdStructAttr();
             name.setName("Name");
             name.setType(ClassAdAttrType.STRING_ATTR);
             name.setValue(args[3]);
             ClassAdStruct ad = new ClassAdStruct();
             ad.getItem().add(name);
-            Status status = collector.insertAd(ClassAdType.fromValue(args[2]), ad);
+            Status status = collector.insertAd(type, ad);
             System.out.println(status.getCode().value() + " " + status.getMessage().getValue());
             System.exit(status.getCode() == StatusCode.SUCCESS ? 0 : 1);
         }
@@ -50,6 +54,27 @@ public final class QueryPool {
             System.out.println(value(ad, "MyType") + " " + value(ad, "Name") + " " + value(ad, "State"));
         }
         System.out.println(ads.size() + " ads");
+    }
+
+    /** The command line checked: a KIND and at most a constraint, or advertise with a TYPE and a NAME. */
+    static Usage usage(String[] args) {
+        Usage usage = new Usage("QueryPool URL startd|schedd|master|submittor|license|storage|any [CONSTRAINT]"
+                + " | QueryPool URL advertise TYPE NAME", args, 2, 4);
+        String kind = usage.oneOf(1, "KIND", "startd", "schedd", "master", "submittor", "license", "storage", "any",
+                "advertise");
+        if (kind.equals("advertise") != (args.length == 4)) {
+            usage.fail(kind.equals("advertise") ? "advertise takes a TYPE and a NAME" : "too many arguments");
+        }
+        return usage;
+    }
+
+    /** The ClassAdType named on the command line (e.g. STARTD-AD-TYPE). */
+    static ClassAdType adType(Usage usage, String[] args) {
+        try {
+            return ClassAdType.fromValue(args[2]);
+        } catch (IllegalArgumentException e) {
+            return usage.fail("TYPE must be a ClassAdType such as STARTD-AD-TYPE, not '" + args[2] + "'");
+        }
     }
 
     static String value(ClassAdStruct ad, String name) {
