@@ -17,9 +17,10 @@ import java.net.URL;
  */
 public final class QueryPool {
     public static void main(String[] args) throws Exception {
-        Usage usage = usage(args);
+        Usage usage = Usage.ofQueryPool(args);
         URL url = new URL(usage.url(0));
-        ClassAdType type = args[1].equals("advertise") ? adType(usage, args) : null;
+        ClassAdType type = args[1].equals("advertise")
+                ? usage.parsed(2, "TYPE must be a ClassAdType such as STARTD-AD-TYPE", ClassAdType::fromValue) : null;
         CondorCollectorPortType collector = new CondorCollectorLocator().getcondorCollector(url);
         if (type != null) {
             ClassAdStructAttr[] ad = {new ClassAdStructAttr("Name", condor.ClassAdAttrType.value3, args[3])};
@@ -42,27 +43,6 @@ public final class QueryPool {
             System.out.println(value(ad, "MyType") + " " + value(ad, "Name") + " " + value(ad, "State"));
         }
         System.out.println((ads == null ? 0 : ads.length) + " ads");
-    }
-
-    /** The command line checked: a KIND and at most a constraint, or advertise with a TYPE and a NAME. */
-    static Usage usage(String[] args) {
-        Usage usage = new Usage("QueryPool URL startd|schedd|master|submittor|license|storage|any [CONSTRAINT]"
-                + " | QueryPool URL advertise TYPE NAME", args, 2, 4);
-        String kind = usage.oneOf(1, "KIND", "startd", "schedd", "master", "submittor", "license", "storage", "any",
-                "advertise");
-        if (kind.equals("advertise") != (args.length == 4)) {
-            usage.fail(kind.equals("advertise") ? "advertise takes a TYPE and a NAME" : "too many arguments");
-        }
-        return usage;
-    }
-
-    /** The ClassAdType named on the command line (e.g. STARTD-AD-TYPE). */
-    static ClassAdType adType(Usage usage, String[] args) {
-        try {
-            return ClassAdType.fromValue(args[2]);
-        } catch (IllegalArgumentException e) {
-            return usage.fail("TYPE must be a ClassAdType such as STARTD-AD-TYPE, not '" + args[2] + "'");
-        }
     }
 
     static String value(ClassAdStructAttr[] ad, String name) {

@@ -4,6 +4,7 @@ import java.io.File;
 import java.net.MalformedURLException;
 import java.net.URI;
 import java.net.URISyntaxException;
+import java.util.function.Function;
 
 /**
  * The command line of an example program, checked before anything is sent: a wrong one ends the program with
@@ -53,11 +54,31 @@ public final class Usage {
 
     /** A whole number, named {@code what} in the message when it is not one. */
     public int number(int index, String what) {
+        return parsed(index, what + " must be a whole number", Integer::parseInt);
+    }
+
+    /** The argument made into a value by {@code parse}; {@code rule} and the argument are the message if it throws. */
+    public <T> T parsed(int index, String rule, Function<String, T> parse) {
         try {
-            return Integer.parseInt(args[index]);
-        } catch (NumberFormatException e) {
-            return fail(what + " must be a whole number, not '" + args[index] + "'");
+            return parse.apply(args[index]);
+        } catch (IllegalArgumentException e) {
+            return fail(rule + ", not '" + args[index] + "'");
         }
+    }
+
+    /**
+     * QueryPool's command line (the same for both stacks): a KIND and at most a constraint, or advertise with a
+     * TYPE and a NAME.
+     */
+    public static Usage ofQueryPool(String[] args) {
+        Usage usage = new Usage("QueryPool URL startd|schedd|master|submittor|license|storage|any [CONSTRAINT]"
+                + " | QueryPool URL advertise TYPE NAME", args, 2, 4);
+        String kind = usage.oneOf(1, "KIND", "startd", "schedd", "master", "submittor", "license", "storage", "any",
+                "advertise");
+        if (kind.equals("advertise") != (args.length == 4)) {
+            usage.fail(kind.equals("advertise") ? "advertise takes a TYPE and a NAME" : "too many arguments");
+        }
+        return usage;
     }
 
     /** One of {@code choices}, named {@code what} in the message when it is none of them. */
