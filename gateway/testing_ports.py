@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import socket
 from types import TracebackType
+from typing import Self
 
 
 class HeldPort:
@@ -27,7 +28,7 @@ class HeldPort:
     def close(self) -> None:
         self._socket.close()
 
-    def __enter__(self) -> HeldPort:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
