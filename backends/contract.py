@@ -168,6 +168,16 @@ class BackendContract:
         second = backend.reserve_clusters()
         assert len(first) >= 1 and len(second) >= 1 and second[0] > first[-1]
 
+    def test_cluster_ids_given_back_unused_come_again_and_no_others(self, backend):
+        block = backend.reserve_clusters()
+        backend.release_clusters(block)
+        again = backend.reserve_clusters()
+        assert again[0] == block[0]
+        later = backend.reserve_clusters()
+        backend.release_clusters(again)  # not the end of the last reservation: kept, never handed out twice
+        backend.release_clusters(range(later[-1] + 1, later[-1] + 3))  # never reserved
+        assert backend.reserve_clusters()[0] == later[-1] + 1
+
     # -- queries --------------------------------------------------------------------------------------
     def test_queries_with_constraint_and_projection(self, backend):
         cluster, _ = submitted(backend, 3, Size=5)

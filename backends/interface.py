@@ -231,6 +231,10 @@ class ScheddBackend(Protocol):
         """Cluster ids never handed out before, also across restarts (the gateway hands them out one per new
         cluster, and asks again when they are used up); a block, so that a new cluster costs no durable write."""
 
+    def release_clusters(self, unused: range) -> None:
+        """The end of the last block :meth:`reserve_clusters` returned, never handed out (the gateway stops): a
+        backend that can, hands these ids out again, so that the next start goes on from the last id used."""
+
     def commit(self, batch: Batch) -> None:
         """Make every job and change of ``batch`` durable and visible at once, or raise and change nothing.
 
@@ -301,7 +305,7 @@ class ScheddBackend(Protocol):
 
 
 REQUIRED_ATTRIBUTES = ("threads", "call_timeout", "capabilities")
-REQUIRED_METHODS = ("info", "close", "reserve_clusters", "commit", "check_changes", "spool_directory", "stage_file", "write_file",
+REQUIRED_METHODS = ("info", "close", "reserve_clusters", "release_clusters", "commit", "check_changes", "spool_directory", "stage_file", "write_file",
                     "file_md5", "discard", "list_files", "read_file", "read_job_file", "query", "get_job",
                     "job_in_memory", "reschedule")
 

@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # CannotListenError: the port is taken, or the address is not ours
         return refuse(exc, EXIT_START)
     try:
-        logging.begin(logging.open_log(config.log_file), config.log_level)
+        logging.begin(logging.open_log(config.log_file), config.log_level, "core" if config.workers else None)
     except OSError as exc:
         return refuse(f"cannot open the log file: {exc}", EXIT_CONFIG)
     if stack_warning:

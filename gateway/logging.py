@@ -4,6 +4,10 @@ Every log call in the gateway is a twisted.logger event whose fields (``cluster`
 ``exit_code``, ``reason``, ...) are named in its format string, so a reader of the text sees them and an observer
 added in-process (e.g. ``jsonFileLogObserver``) receives them as data.
 
+Twisted's own notes of a port opened or closed and a factory started or stopped are left out (:func:`chatter`): the
+gateway says where it listens in its own words.  With worker processes, every line names the process that wrote it
+(``[core]``, ``[worker 1]``) after its time: all of them write to the same log.
+
 The lines are written by a thread of their own (:class:`BackgroundWriter`): a write to a file waits whenever the file
 system commits its journal (each durable commit of the queue makes it do so), for milliseconds, and the reactor must
 never wait for the disk.
@@ -14,6 +18,7 @@ from __future__ import annotations
 import atexit
 import math
 import queue
+import re
 import sys
 import threading
 import time
@@ -25,6 +30,7 @@ from twisted.logger import (
     FileLogObserver,
     FilteringLogObserver,
     ILogObserver,
+    LogEvent,
     LogLevel,
     LogLevelFilterPredicate,
     PredicateResult,
@@ -40,7 +46,23 @@ LEVELS: dict[str, LogLevel] = {"debug": LogLevel.debug, "info": LogLevel.info, "
 
 def observer(stream: IO[str], predicate: KnownLevels) -> ILogObserver:
     """Text lines on ``stream`` for the events ``predicate`` admits (failures are critical, so always shown)."""
-    return FilteringLogObserver(FileLogObserver(stream, line_of), [predicate])
+    return FilteringLogObserver(FileLogObserver(stream, line_of), [predicate, chatter])
+
+
+def chatter(event: LogEvent) -> PredicateResult:
+    """``no`` for Twisted's notes of its own machinery (``HandOffFactory (ConnectionGuard) starting on 1984``,
+    ``(TCP Port 1984 Closed)``, ``Starting factory ...``), which it writes whatever a factory's ``noisy`` says for
+    ports, and which opened the log before the gateway's own lines; ``maybe`` for every other event."""
+    if event.get("log_format") in _FACTORY_NOTES:
+        return PredicateResult.no
+    if event.get("log_namespace") == "log_legacy" and _PORT_NOTE.match(str(event.get("log_text", ""))):
+        return PredicateResult.no
+    return PredicateResult.maybe
+
+
+_FACTORY_NOTES = frozenset({"Starting factory {factory!r}", "Stopping factory {factory!r}"})
+#: tcp, unix and udp ports' notes, as twisted.internet writes them (legacy log.msg events)
+_PORT_NOTE = re.compile(r".* starting on \S+$|\((TCP |UNIX |UDP )?Port \S+ Closed\)$")
 
 
 class KnownLevels(LogLevelFilterPredicate):
@@ -76,18 +98,27 @@ def line_of(event: Mapping[str, Any]) -> str | None:
 
 
 def log_time(when: float | None) -> str:
-    """``formatTime(when)`` as the log's lines show it, worked out once per second (the access log writes a line
-    per request, and the time zone's work costs more than the rest of a line)."""
+    """``formatTime(when)`` as the log's lines show it, then the name of the process when there are several
+    (``2026-01-02T03:04:05+0000 [worker 1]``); worked out once per second (the access log writes a line per
+    request, and the time zone's work costs more than the rest of a line)."""
     if when is None:
-        return formatTime(when)
+        return formatTime(when) + _process[0]
     second = math.floor(when)
     stamped = _stamped
     if stamped[0] != second:
-        stamped = _stamped[:] = [second, formatTime(second)]
+        stamped = _stamped[:] = [second, formatTime(second) + _process[0]]
     return stamped[1]
 
 
 _stamped: list[Any] = [None, ""]
+#: `` [core]``, `` [worker N]``: what follows the time of this process's lines ("" when it is the only one)
+_process: list[str] = [""]
+
+
+def name_process(name: str | None) -> None:
+    """Name this process in its lines from now on (``None``: the gateway is one process, its lines name none)."""
+    _process[0] = f" [{name}]" if name else ""
+    _stamped[:] = [None, ""]
 
 
 class AccessLog:
@@ -182,10 +213,12 @@ class BackgroundWriter:
         return batch, True
 
 
-def begin(stream: IO[str], level: str) -> None:
+def begin(stream: IO[str], level: str, process: str | None = None) -> None:
     """Send every event from now on (and those buffered since start-up), and the access log's lines, to ``stream``
-    through a :class:`BackgroundWriter`.  Standard output is not redirected: the backend's helpers and a foreground
-    user may still print there."""
+    through a :class:`BackgroundWriter`, each line naming ``process`` (the core's and each worker's, when there
+    are workers).  Standard output is not redirected: the backend's helpers and a foreground user may still print
+    there."""
+    name_process(process)
     writer = BackgroundWriter(stream)
     predicate = KnownLevels(defaultLogLevel=LEVELS[level])
     AccessLog.default.start(writer, predicate)

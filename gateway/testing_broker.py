@@ -1,6 +1,10 @@
 """A private RabbitMQ broker for tests: Debian's ``rabbitmq-server`` run in the foreground with its own node name,
 ports (AMQP, distribution, epmd) and directories, so it clashes with no other broker on the machine (the one the
-package may have started included), and stopped at the end.  Users are loaded from a definitions file made here."""
+package may have started included), and stopped at the end.  Users are loaded from a definitions file made here.
+
+The three ports are held (:class:`~gateway.testing_ports.HeldPort`) from the broker's making to its
+:meth:`~RabbitBroker.close`: no socket of the tests running beside it can take one meanwhile, whatever the kernel's
+ephemeral range, and a restart finds its ports free."""
 
 from __future__ import annotations
 
@@ -8,32 +12,16 @@ import base64
 import hashlib
 import json
 import os
-import random
 import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 
+from gateway.testing_ports import HeldPort
+
 SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
 EPMD = "epmd"
-
-
-def free_port() -> int:
-    """A port free on every interface, below the kernel's ephemeral range (``ip_local_port_range``): the broker binds
-    it seconds later, and a port the kernel hands out meanwhile to one of the many connections and port-0 listeners
-    of tests running beside it would stop the broker (``dist_port_already_used``)."""
-    first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    quiet = range(10000, max(first_ephemeral, 10001))
-    for _ in range(1000):
-        port = random.choice(quiet)
-        with socket.socket() as probe:
-            try:
-                probe.bind(("0.0.0.0", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port between {quiet.start} and {quiet.stop - 1} for the test broker")
 
 
 def password_hash(password: str, salt: bytes | None = None) -> str:
@@ -49,9 +37,8 @@ class RabbitBroker:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self.users = {"guest": "guest", **(users or {})}
-        self.port = free_port()
-        self.dist_port = free_port()
-        self.epmd_port = free_port()
+        self._held = [HeldPort() for _ in range(3)]  # (the broker binds them with SO_REUSEADDR, as Erlang does)
+        self.port, self.dist_port, self.epmd_port = (held.port for held in self._held)
         self.node = f"bbtest{os.getpid()}x{self.port}@localhost"
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = directory / "broker.out"
@@ -122,10 +109,12 @@ class RabbitBroker:
         return self.start()
 
     def close(self) -> None:
-        """Stop the broker and the epmd it started on its own port."""
+        """Stop the broker and the epmd it started on its own port, then let their ports go."""
         self.stop()
         subprocess.run([_epmd(), "-port", str(self.epmd_port), "-kill"], capture_output=True, timeout=30,
                        check=False)
+        for held in self._held:
+            held.close()
 
     def url(self, user: str = "guest") -> str:
         return f"amqp://{user}:{self.users[user]}@127.0.0.1:{self.port}/%2F"

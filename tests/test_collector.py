@@ -3,13 +3,13 @@ by zeep clients built from the shipped 7.2.4 WSDL and by raw envelopes written f
 
 from __future__ import annotations
 
-import socket
 import urllib.error
 import urllib.request
 
 import pytest
 from lxml import etree
 
+from gateway.testing_ports import HeldPort
 from tests.birdbath import submit_job
 from tests.conftest import LEGACY_COLLECTOR_WSDL, module_gateway, zeep_client
 from tests.test_execution import wait_until
@@ -20,13 +20,9 @@ ENVELOPE = ('<?xml version="1.0" encoding="UTF-8"?><SOAP-ENV:Envelope '
             '<SOAP-ENV:Body>{}</SOAP-ENV:Body></SOAP-ENV:Envelope>')
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-COLLECTOR_PORT = free_port()
+#: held for the module's gateway, which binds it (held, no other test's socket can take it before)
+COLLECTOR_HELD = HeldPort()
+COLLECTOR_PORT = COLLECTOR_HELD.port
 gateway = module_gateway(f"[backends.local]\nslots = 1\n[birdbath]\ncollector_port = {COLLECTOR_PORT}\n")
 COLLECTOR_URL = f"http://127.0.0.1:{COLLECTOR_PORT}/"
 

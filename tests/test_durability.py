@@ -117,6 +117,26 @@ def test_a_clean_stop_rolls_back_open_transactions(start_gateway):
     assert not spool_of(gateway, cluster, proc).exists()
 
 
+def test_after_a_clean_stop_cluster_ids_go_on_from_the_last_one_used(start_gateway):
+    """As condor_schedd's: the ids of the reserved block that no client got are not skipped (21, then 22; not 101)."""
+    gateway = start_gateway(QUEUE_ONLY)
+    schedd = client(gateway)
+    txn = begin(schedd)
+    first = schedd.newCluster(txn).integer
+    second = schedd.newCluster(txn).integer
+    schedd.commitTransaction(txn)
+    gateway.restart()
+    schedd = client(gateway)
+    txn = begin(schedd)
+    assert (first, second, schedd.newCluster(txn).integer) == (first, first + 1, first + 2)
+    schedd.abortTransaction(txn)  # an aborted transaction's id is used all the same: never handed out again
+    gateway.restart()
+    schedd = client(gateway)
+    txn = begin(schedd)
+    assert schedd.newCluster(txn).integer == first + 3
+    schedd.abortTransaction(txn)
+
+
 def test_the_cli_reports_an_unknown_backend_with_the_installed_ones(tmp_path):
     result = subprocess.run([sys.executable, "-m", "gateway.cli", "--port", "auto", "--backend", "nosuch", "--state-dir",
                              str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -121,9 +121,10 @@ def test_a_submission_that_fails_aborts_its_transaction(java_clients, strict_gat
     if program == "SubmitDag":  # the gateway refuses the Owner at submit
         dag = write_dag(tmp_path, "JOB A A.sub\n", {"A": "true"}, name="refused.dag")
         args, failure = ("alice", str(dag)), "may not submit jobs owned by 'alice'"
-    else:  # the client fails half way through spooling: the program is sent, the input does not exist
+    else:  # the client fails half way through spooling: the program is sent, the input is a directory
         (tmp_path / "job.sh").write_text("#!/bin/sh\ntrue\n")
-        args, failure = (str(tmp_path / "job.sh"), str(tmp_path / "missing.txt"), str(tmp_path / "out")), "missing.txt"
+        (tmp_path / "input").mkdir()
+        args, failure = (str(tmp_path / "job.sh"), str(tmp_path / "input"), str(tmp_path / "out")), "Is a directory"
     result = run_java(java_clients, variant, program, strict_gateway.url, *args)
     assert result.returncode != 0 and failure in result.stderr, result.stdout + result.stderr
     aborted = re.findall(r"^aborted transaction (\d+)$", result.stderr, re.MULTILINE)
@@ -269,3 +270,54 @@ def test_query_the_pool_and_advertise_a_machine(java_collector_clients, gateway,
     refused = run_java(java_collector_clients, variant, "QueryPool", gateway.url, "advertise", "SCHEDD-AD-TYPE", "",
                        program_package="collector")
     assert refused.returncode == 1 and refused.stdout.startswith("FAIL "), refused.stdout + refused.stderr
+
+
+# -- command lines: a usage line, never an exception -------------------------------------------------------------
+BAD_COMMAND_LINES = [
+    ("ControlJob", [], "too few arguments"),
+    ("ControlJob", ["URL", "hold", "1", "0"], "too few arguments"),
+    ("ControlJob", ["URL", "hold", "1", "0", "why", "extra"], "too many arguments"),
+    ("ControlJob", ["URL", "freeze", "1", "0", "why"], "the action must be one of hold, release, remove, not 'freeze'"),
+    ("ControlJob", ["URL", "hold", "1.0", "0", "why"], "CLUSTER must be a whole number, not '1.0'"),
+    ("ControlJob", ["URL", "hold", "1", "x", "why"], "PROC must be a whole number, not 'x'"),
+    ("ControlJob", ["localhost:1984", "hold", "1", "0", "why"], "URL must be the gateway's http:// or https:// address"),
+    ("ListJobs", [], "too few arguments"),
+    ("ListJobs", ["not a url"], "URL must be the gateway's http:// or https:// address, not 'not a url'"),
+    ("ListJobs", ["http://127.0.0.1:1/", "true", "more"], "too many arguments"),
+    ("SubmitJob", ["URL", "/no/such/program", "in", "out"], "PROGRAM '/no/such/program' does not exist"),
+    ("SubmitJob", ["URL", "/bin/sh", "/no/such/input", "out"], "INPUT '/no/such/input' does not exist"),
+    ("SubmitDag", ["URL", "alice"], "too few arguments"),
+    ("SubmitDag", ["URL", "alice", "/no/such.dag"], "DAG-FILE '/no/such.dag' does not exist"),
+]
+BAD_POOL_QUERIES = [
+    ([], "too few arguments"),
+    (["http://127.0.0.1:1/"], "too few arguments"),
+    (["http://127.0.0.1:1/", "machines"], "KIND must be one of startd, schedd"),
+    (["http://127.0.0.1:1/", "advertise", "STARTD-AD-TYPE"], "advertise takes a TYPE and a NAME"),
+    (["http://127.0.0.1:1/", "startd", "true", "extra"], "too many arguments"),
+    (["http://127.0.0.1:1/", "advertise", "MACHINE", "vm1"], "TYPE must be a ClassAdType such as STARTD-AD-TYPE"),
+    (["ftp://pool/", "startd"], "URL must be the gateway's http:// or https:// address, not 'ftp://pool/'"),
+]
+
+
+def assert_usage(result: subprocess.CompletedProcess, program: str, problem: str) -> None:
+    """Exit status 2, the problem and the usage line on stderr, nothing sent (nothing on stdout), no stack trace."""
+    lines = result.stderr.splitlines()
+    assert result.returncode == 2 and result.stdout == "", (result.returncode, result.stdout, result.stderr)
+    assert len(lines) == 2 and lines[0].startswith(f"{program}: {problem}"), lines
+    assert lines[1].startswith(f"usage: {program} URL "), lines
+
+
+@pytest.mark.parametrize("variant", ["axis-ours", "jaxws-legacy"])
+def test_a_wrong_command_line_prints_the_usage_line_and_exits_2(java_clients, variant, tmp_path):
+    for program, args, problem in BAD_COMMAND_LINES:
+        assert_usage(run_java(java_clients, variant, program, *args), program, problem)
+    helped = run_java(java_clients, variant, "ListJobs", "--help")
+    assert (helped.returncode, helped.stdout, helped.stderr) == (0, "usage: ListJobs URL [CONSTRAINT]\n", "")
+
+
+@pytest.mark.parametrize("variant", ["axis-collector", "jaxws-collector-legacy"])
+def test_a_wrong_pool_query_prints_the_usage_line_and_exits_2(java_collector_clients, variant):
+    for args, problem in BAD_POOL_QUERIES:
+        assert_usage(run_java(java_collector_clients, variant, "QueryPool", *args, program_package="collector"),
+                     "QueryPool", problem)

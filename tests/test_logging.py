@@ -94,6 +94,74 @@ def test_log_file_and_log_level_flags(tmp_path):
     assert "refused request" not in output.read_text()  # the log went to the file, not to stderr
 
 
+#: Twisted's notes of its machinery, which opened the log (before the gateway's first line) and closed it
+TWISTED_NOTES = re.compile(r"starting on|Port \S+ Closed\)|Starting factory|Stopping factory")
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_log_opens_with_the_gateways_own_lines_and_names_each_lines_process_when_there_are_several(
+        tmp_path, workers):
+    with serving(tmp_path, "--state-dir", tmp_path / "state", "--workers", str(workers)) as (port, output):
+        if workers:
+            for index in range(workers):
+                wait_for_line(output.read_text, f"worker {index} (pid", "serving")
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=30).close()
+        wait_for_line(output.read_text, "GET /healthz")
+    wait_until(lambda: "Main loop terminated" in output.read_text(), "the gateway to stop")
+    lines = output.read_text().splitlines()
+    assert not [line for line in lines if TWISTED_NOTES.search(line)], lines
+    assert re.match(r"\S+ (\[core\] )?\[(birdbath|gateway|backends)\.", lines[0]), lines
+    named = [re.match(r"\S+ \[(core|worker \d+)\] \[", line) for line in lines]
+    if workers:
+        assert all(named), [line for line, name in zip(lines, named) if not name]
+        stopped = {name.group(1) for name, line in zip(named, lines) if "Main loop terminated" in line}
+        assert stopped == {"core", "worker 0", "worker 1"}, lines
+    else:
+        assert not any(named), lines
+
+
+def test_twisteds_notes_of_its_machinery_are_left_out_and_other_events_kept():
+    from twisted.logger import LogLevel, PredicateResult
+
+    from gateway.logging import chatter
+
+    def legacy(text: str) -> dict:
+        return {"log_namespace": "log_legacy", "log_format": "{log_text}", "log_text": text, "log_system": "-"}
+
+    for event in (legacy("HandOffFactory (ConnectionGuard) starting on 1984"),
+                  legacy("HandOffFactory (ConnectionGuard) starting on '/srv/state/birdbath.sock'"),
+                  legacy("(TCP Port 1984 Closed)"), legacy("(UNIX Port /srv/state/birdbath.sock Closed)"),
+                  legacy("(UDP Port 9618 Closed)"), legacy("(Port '/x' Closed)"),
+                  {"log_namespace": "twisted.web.server.Site", "log_format": "Starting factory {factory!r}"},
+                  {"log_namespace": "pika.Factory", "log_format": "Stopping factory {factory!r}"}):
+        assert chatter(event) is PredicateResult.no, event
+    for event in (legacy("job 12.0 starting on a slot, then more"), legacy("Port 1984 Closed"),
+                  {"log_namespace": "gateway.app", "log_format": "listening on {port}", "port": 1984},
+                  {"log_namespace": "gateway.app", "log_format": "x starting on 1984", "log_level": LogLevel.info},
+                  {"log_namespace": "log_legacy", "log_format": "{log_text}"}, {}):
+        assert chatter(event) is PredicateResult.maybe, event
+
+
+def test_each_line_names_its_process_after_its_time_once_named():
+    from twisted.logger import LogLevel
+
+    from gateway.logging import line_of, log_time, name_process
+
+    event = {"log_namespace": "gateway.app", "log_level": LogLevel.info, "log_time": 1700000000.25,
+             "log_format": "hello {who}", "who": "you"}
+    unnamed = line_of(event)
+    try:
+        name_process("worker 3")
+        named = line_of(event)
+        assert log_time(None).endswith(" [worker 3]")
+        name_process(None)
+        assert line_of(event) == unnamed
+    finally:
+        name_process(None)
+    time_part, rest = unnamed.split(" ", 1)
+    assert named == f"{time_part} [worker 3] {rest}" and rest == "[gateway.app#info] hello you\n"
+
+
 def test_log_settings_in_the_configuration_file(start_gateway, tmp_path):
     log = tmp_path / "configured.log"
     gateway = start_gateway(f'[gateway]\nlog_file = "{log}"\nlog_level = "debug"\n')

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.testing import GatewayProcess, TestPki
+from gateway.testing_ports import HeldPort
 from jobmodel.arguments import join_v2
 from tests.birdbath import expr
 from tests.conftest import module_gateway, zeep_client
@@ -166,14 +166,12 @@ def test_amqp_figures_and_readiness_follow_the_broker(amqp_broker, open_base):  
 
 
 def test_readyz_says_when_the_broker_is_away(start_gateway, open_base):  # noqa: F811
-    with socket.socket() as unused:  # a port nothing listens on
-        unused.bind(("127.0.0.1", 0))
-        port = unused.getsockname()[1]
-    gateway = start_gateway(f"[carod]\nenable_carod = true\ncarod_broker_port = {port}\n",
-                            state_dir=open_base / "away")
-    status, _, body = get(gateway.port, "/readyz")
-    assert (status, json.loads(body)) == (503, {"ready": False, "problems": ["AMQP broker not connected"]})
-    assert scrape(gateway.port)[("birdbath_amqp_connected", frozenset())] == 0
+    with HeldPort() as unused:  # a port nothing listens on, and nothing will while the test runs
+        gateway = start_gateway(f"[carod]\nenable_carod = true\ncarod_broker_port = {unused.port}\n",
+                                state_dir=open_base / "away")
+        status, _, body = get(gateway.port, "/readyz")
+        assert (status, json.loads(body)) == (503, {"ready": False, "problems": ["AMQP broker not connected"]})
+        assert scrape(gateway.port)[("birdbath_amqp_connected", frozenset())] == 0
 
 
 def test_callers_refused_for_who_they_are_are_counted(start_gateway, tmp_path):
@@ -291,10 +289,9 @@ def test_status_and_the_scheduler_ad_show_the_figures_of_the_metrics(monitored, 
 
 
 def test_the_pages_on_a_port_of_their_own(start_gateway):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    gateway = start_gateway(f"[gateway]\nmetrics_port = {port}\n" + READERS)
+    with HeldPort() as held:  # bound by the gateway (SO_REUSEADDR), and by no other socket before it
+        port = held.port
+        gateway = start_gateway(f"[gateway]\nmetrics_port = {port}\n" + READERS)
     samples = scrape(port)
     assert samples[("birdbath_slots", frozenset())] > 0
     assert get(port, "/readyz")[0] == 200 and get(port, "/healthz")[0] == 200

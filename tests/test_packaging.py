@@ -36,9 +36,10 @@ def test_every_package_directory_is_listed_in_pyproject():
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[zipfile.ZipFile, str]:
+    """The wheel, and what its build wrote on stderr."""
     # built offline with this environment's setuptools (pyproject's build requirement), as pip install . would
-    pytest.importorskip("setuptools", minversion="68", reason="the build backend, setuptools>=68, is not installed")
+    pytest.importorskip("setuptools", minversion="77", reason="the build backend, setuptools>=77, is not installed")
     tmp = tmp_path_factory.mktemp("packaging")
     source = tmp / "source"
     shutil.copytree(ROOT, source, ignore=SKIP)
@@ -48,7 +49,21 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     assert built.returncode == 0, built.stderr
     (path,) = (tmp / "dist").glob("birdbath_gateway-*.whl")
     with zipfile.ZipFile(path) as archive:
-        yield archive
+        yield archive, built.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(build: tuple[zipfile.ZipFile, str]) -> zipfile.ZipFile:
+    return build[0]
+
+
+def test_the_build_warns_of_nothing_and_the_license_is_an_spdx_expression(build):
+    """(A license given as a TOML table made setuptools print a page of deprecation warnings at every install.)"""
+    archive, stderr = build
+    assert "Warning" not in stderr and "deprecated" not in stderr, stderr
+    metadata = dist_info(archive, "METADATA").splitlines()
+    assert "License-Expression: Apache-2.0" in metadata
+    assert not any(line.startswith("License:") for line in metadata)
 
 
 def dist_info(wheel: zipfile.ZipFile, name: str) -> str:

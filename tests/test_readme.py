@@ -35,6 +35,7 @@ from gateway.core.auth import LOOPBACK, HostList
 from gateway.testing import GatewayProcess
 from tests.conftest import ROOT, module_gateway, require_java
 from tests.test_logging import wait_for_line
+from tests.test_packaging import SKIP
 
 pytestmark = pytest.mark.readme
 
@@ -140,6 +141,38 @@ def dev_commands(example: Example, tmp_path: Path) -> None:
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
+
+
+def test_dev_serve_installs_only_when_a_pyproject_changes(tmp_path):
+    """A developer restarts the gateway many times a day: ``./dev serve`` installs (editable, saying so, with pip's
+    steps) on the first start and after a pyproject.toml changed, and otherwise starts at once; an install that
+    fails is tried again at the next start."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT, checkout, ignore=SKIP)
+    env = {**os.environ, "VENV": str(tmp_path / "venv")}
+
+    def serve() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["./dev", "serve", "--version"], cwd=checkout, env=env, capture_output=True, text=True,
+                              timeout=900, check=False)
+
+    first, again = serve(), serve()
+    assert first.returncode == 0 and "dev: installing" in first.stderr, first.stderr
+    assert re.search(r"^Successfully installed .*birdbath-gateway", first.stderr, re.MULTILINE), first.stderr
+    assert "Requirement already satisfied" not in first.stderr  # pip's steps, not its pages of requirements
+    gateway_build = first.stderr.split("Obtaining file://")[1]  # (up to the client's: its pyproject.toml is its own)
+    assert gateway_build.startswith(str(checkout)) and "Warning" not in gateway_build, gateway_build
+    assert again.returncode == 0 and again.stdout.startswith("birdbath-gateway ") and again.stderr == ""
+    (checkout / "clients" / "python" / "birdbath_client" / "added.py").write_text("")  # code: editable, no install
+    assert serve().stderr == ""
+    pyproject = checkout / "pyproject.toml"
+    text = pyproject.read_text()
+    pyproject.write_text(text.replace("[project]", "[project", 1))  # broken: the install fails, and is tried again
+    broken = serve()
+    assert broken.returncode != 0 and "dev: the install failed" in broken.stderr
+    pyproject.write_text(text + "# changed\n")
+    changed = serve()
+    assert changed.returncode == 0 and "dev: installing" in changed.stderr and changed.stdout.startswith("birdbath")
+    assert serve().stderr == ""
 
 
 @runs("zeep-birdbath")
@@ -439,15 +472,37 @@ def config_tokens(example: Example, tmp_path: Path) -> None:
     assert settings.pool_signing_key_file == tmp_path / "tokens" / "POOL"
 
 
+@runs("tokens-key")
+def tokens_key(example: Example, tmp_path: Path) -> None:
+    """64 random bytes, the gateway user's alone (as the gateway requires of a key file)."""
+    run_sh(example.body.replace("/etc/birdbath", str(tmp_path)), tmp_path)
+    key = tmp_path / "tokens" / "POOL"
+    assert len(key.read_bytes()) == 64 and stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+def test_the_tokens_key_is_made_before_the_configuration_names_it():
+    """A gateway configured with a key file that is not there yet refuses to start: the README makes it first."""
+    text = README.read_text()
+    assert text.index("<!-- example: tokens-key -->") < text.index("<!-- example: config-tokens -->")
+
+
+def test_the_readme_names_the_debian_packages_the_java_build_needs():
+    packages = re.search(r'^PACKAGES="([^"]+)"', (ROOT / "clients" / "java" / "build.sh").read_text(), re.MULTILINE)
+    java = README.read_text().split("**Java.**", 1)[1].split("<!-- example: java -->", 1)[0]
+    assert packages and f"`{packages.group(1)}`" in " ".join(java.split()), java
+    assert set(packages.group(1).split()) <= set(re.search(r'SYSTEM_PACKAGES="([^"]+)"',
+                                                            (ROOT / "dev").read_text()).group(1).split())
+
+
 @runs("tokens")
 def tokens(example: Example, tmp_path: Path) -> None:
-    """The key made by the first line, a gateway started with the README's TLS and token configuration, then the
-    token made and used by curl as the TLS example's note says to try on one machine (at localhost)."""
+    """The key made as the README makes it, a gateway started with the README's TLS and token configuration, then
+    the token made and used by curl as the TLS example's note says to try on one machine (at localhost)."""
     directory = tls_setup(tmp_path)
     config = directory / "gateway.toml"
     config.write_text(tokens_config(directory, tmp_path))
-    make_key, rest = example.body.replace("/etc/birdbath", str(directory)).split("\n", 1)
-    run_sh(make_key, directory)
+    run_sh(examples()["tokens-key"].body.replace("/etc/birdbath", str(directory)), directory)
+    rest = example.body.replace("/etc/birdbath", str(directory))
     process = GatewayProcess(tmp_path / "state", config.read_text(), tmp=tmp_path, ssl=True, plain=False).start()
     try:
         script = rest.replace("curl ", "curl -sS --fail -w '\\n' ") \

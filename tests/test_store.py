@@ -85,6 +85,33 @@ def test_after_a_restart_no_cluster_id_is_handed_out_again(tmp_path):
     assert JobStore(tmp_path / "legacy.sqlite3").next_cluster_id() == 8
 
 
+def test_ids_given_back_are_handed_out_again_and_a_clean_restart_goes_on_from_the_last_one_used(tmp_path):
+    store = JobStore(tmp_path / "queue.sqlite3")
+    block = store.reserve_clusters()
+    assert block == range(1, CLUSTER_BLOCK + 1)
+    store.release_clusters(range(4, CLUSTER_BLOCK + 1))  # 1..3 were used
+    assert store.reserve_clusters(2) == range(4, 6)  # from memory, no new reservation
+    store.release_clusters(range(5, 6))
+    store.close()
+    again = JobStore(tmp_path / "queue.sqlite3")
+    assert again.next_cluster_id() == 5
+    again.release_clusters(range(5, 6))  # and then a crash (no close): the reservation on disk holds
+    assert JobStore(tmp_path / "queue.sqlite3").next_cluster_id() == 5 + CLUSTER_BLOCK
+
+
+@pytest.mark.parametrize("unused", [range(50, CLUSTER_BLOCK), range(50, CLUSTER_BLOCK + 2), range(1, CLUSTER_BLOCK + 1),
+                                    range(2, CLUSTER_BLOCK + 1, 2), range(0)],
+                         ids=["not-the-end", "past-the-end", "before-the-block", "stepped", "empty"])
+def test_ids_that_are_not_the_end_of_the_last_reservation_are_not_taken_back(tmp_path, unused):
+    """Giving back ids that were handed out, or never reserved, would hand them out twice."""
+    store = JobStore(tmp_path / "queue.sqlite3")
+    store.next_cluster_id()  # 1, then 2..CLUSTER_BLOCK
+    store.reserve_clusters()
+    store.release_clusters(unused)
+    assert store.next_cluster_id() == CLUSTER_BLOCK + 1
+    store.close()
+
+
 def test_a_closed_store_hands_out_no_cluster_id(tmp_path):
     """(close() gives back the ids not handed out yet: one handed out after it would be handed out again.)"""
     store = JobStore(tmp_path / "queue.sqlite3")

@@ -25,7 +25,7 @@ from twisted.python.failure import Failure
 from backends.interface import Capability
 from birdbath_client import cli
 from gateway.core.auth import AccessPolicy, Caller, HostList
-from gateway.core.submissions import ApiError, SubmissionService, SubmissionSettings
+from gateway.core.submissions import ApiError, SubmissionService, SubmissionSettings, natural_order
 from tests.accounts import UserAccount, run_as
 from tests.conftest import ROOT, module_gateway
 from tests.test_execution import RUNNER, process_group, wait_until
@@ -167,6 +167,29 @@ def test_submission_counts_follow_the_jobs(gateway, tmp_path):
     jobs = call(gateway, "getSubmissionJobs", name="counted")["jobs"]
     states = [int(job["ad"]["JobStatus"]["VALUE"]) for job in jobs]
     assert states == sorted(states, key=[1, 2, 3, 4, 5, 6, 7].index)
+
+
+def test_submissions_are_listed_in_natural_order(gateway, tmp_path):
+    """Numbers inside names compare as numbers: a schedd's ``#2`` before its ``#10``, ``run-9`` before ``run-10``."""
+    base = {"Iwd": str(tmp_path), "Cmd": "/bin/true", "Requirements": {"TYPE": 0, "VALUE": "FALSE"}}
+    for name in ("natural-run-10", "natural-run-9", "natural-run-100", "natural-run-9b"):
+        ok(call(gateway, "submit", ad={**base, "Submission": name}))
+    for _ in range(11):  # unnamed: one submission per cluster, so ids on both sides of 10 are listed
+        ok(call(gateway, "submit", ad=base))
+    names = [submission["name"] for submission in call(gateway, "getSubmissions")["submissions"]]
+    assert [name for name in names if name.startswith("natural-")] == [
+        "natural-run-9", "natural-run-9b", "natural-run-10", "natural-run-100"]
+    clusters = [int(name.rsplit("#", 1)[1]) for name in names if "#" in name]
+    assert len(clusters) >= 11 and clusters == sorted(clusters) and clusters[-1] >= 10
+
+
+@pytest.mark.parametrize(("names", "order"), [
+    (["s#10", "s#2", "s#1", "s#11"], ["s#1", "s#2", "s#10", "s#11"]),
+    (["b", "a10", "a9", "a", "10", "9"], ["9", "10", "a", "a9", "a10", "b"]),
+    (["x007", "x7a", "x6", "", "x"], ["", "x", "x6", "x007", "x7a"]),
+])
+def test_natural_order_compares_runs_of_digits_as_numbers(names, order):
+    assert sorted(names, key=natural_order) == order
 
 
 def job_states(pgid: int) -> set[str]:

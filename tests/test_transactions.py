@@ -141,7 +141,7 @@ def test_cluster_ids_come_from_reserved_blocks_one_reservation_at_a_time():
     from gateway.core.transactions import ClusterIds
 
     pending: list[Deferred] = []
-    ids = ClusterIds(lambda: pending.append(Deferred()) or pending[-1])
+    ids = ClusterIds(lambda: pending.append(Deferred()) or pending[-1], lambda unused: None)
     first, second, third = (Deferred.fromCoroutine(ids.next()) for _ in range(3))
     assert len(pending) == 1 and not first.called
     pending[0].callback(range(1, 3))
@@ -152,3 +152,19 @@ def test_cluster_ids_come_from_reserved_blocks_one_reservation_at_a_time():
     pending[2].callback(range(8, 108))
     assert fourth.result == 8 and [Deferred.fromCoroutine(ids.next()).result for _ in range(2)] == [9, 10]
     assert len(pending) == 3
+
+
+def test_cluster_ids_not_handed_out_go_back_and_a_later_id_comes_from_a_new_reservation():
+    from twisted.internet.defer import Deferred, succeed
+
+    from gateway.core.transactions import ClusterIds
+
+    blocks = [range(1, 101), range(4, 104)]
+    released: list[range] = []
+    ids = ClusterIds(lambda: succeed(blocks.pop(0)), lambda unused: succeed(released.append(unused)))
+    Deferred.fromCoroutine(ids.give_back())  # nothing reserved yet: nothing given back
+    assert [Deferred.fromCoroutine(ids.next()).result for _ in range(3)] == [1, 2, 3]
+    Deferred.fromCoroutine(ids.give_back())
+    Deferred.fromCoroutine(ids.give_back())  # (twice: the second has nothing to give)
+    assert released == [range(4, 101)]
+    assert Deferred.fromCoroutine(ids.next()).result == 4 and blocks == []

@@ -20,6 +20,7 @@ import pytest
 from lxml import etree
 
 from gateway.testing import QUEUE_ONLY
+from gateway.testing_ports import HeldPort
 from tests.test_logging import wait_for_line, wait_until
 from tests.test_metrics import get
 from tests.wire import body_element
@@ -613,11 +614,10 @@ def test_the_lone_connection_is_the_cores_while_it_is_alone(start_gateway):
     other process), one that arrives while another is open goes to a worker, and the core's, no longer alone,
     ends after its next request: its client connects again, to a worker, its transaction carried on.  Once none is
     open, the next is the core's again.  A connection held to metrics_port (Prometheus's) does not count."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        metrics_port = probe.getsockname()[1]
-    gateway = start_gateway(f"[gateway]\nmetrics_port = {metrics_port}\n",
-                            extra_args=("--workers", "2"))  # (lone_connection_in_core's default)
+    with HeldPort() as held:  # bound by the gateway (SO_REUSEADDR), and by no other socket before it
+        metrics_port = held.port
+        gateway = start_gateway(f"[gateway]\nmetrics_port = {metrics_port}\n",
+                                extra_args=("--workers", "2"))  # (lone_connection_in_core's default)
     workers = wait_for_workers(gateway)
     scraper = http.client.HTTPConnection("127.0.0.1", metrics_port, timeout=30)  # kept alive, as Prometheus's
     scraper.request("GET", "/metrics")

@@ -120,6 +120,12 @@ class IdMap:
             self._db.execute("COMMIT")
         return cluster
 
+    def release(self, gateway: int) -> None:
+        """Forget an id allocated and never used, if it is the last one (the next allocation hands it out again)."""
+        with self._lock:
+            self._db.execute("DELETE FROM ids WHERE gateway = ? AND schedd IS NULL AND gateway = "
+                             "(SELECT MAX(gateway) FROM ids)", (gateway,))
+
     def record(self, gateway: int, schedd: int) -> None:
         with self._lock:
             self._db.execute("UPDATE ids SET schedd = ? WHERE gateway = ?", (schedd, gateway))
@@ -198,6 +204,10 @@ class HTCondorBackend:
         """One gateway cluster id at a time: each is a row of the id map, the schedd's cluster filled in at commit."""
         cluster = self._ids.allocate()
         return range(cluster, cluster + 1)
+
+    def release_clusters(self, unused: range) -> None:
+        for cluster in reversed(unused):
+            self._ids.release(cluster)
 
     def commit(self, batch: Batch) -> None:
         """Submit the batch's clusters, then apply its changes to existing jobs; on failure, undo what was done and

@@ -174,6 +174,9 @@ class LocalBackend:
     def reserve_clusters(self) -> range:
         return self._queue.reserve_clusters()
 
+    def release_clusters(self, unused: range) -> None:
+        self._queue.store.release_clusters(unused)
+
     def commit(self, batch: Batch) -> None:
         self.serially(self._queue.commit, batch)
 

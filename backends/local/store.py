@@ -92,6 +92,8 @@ class JobStore:
         row = self._db.execute("SELECT value FROM counters WHERE name = 'cluster'").fetchone()
         #: the last cluster id handed out, and the highest reserved durably (see next_cluster_id)
         self._last_cluster = self._reserved_cluster = row[0] if row else 0
+        #: the ids the last reservation handed out (what release_clusters may take back the end of)
+        self._last_block = range(0)
         #: every queued job; None for one whose ad is not parsed yet (the loader's or get's work)
         self._jobs: dict[JobKey, classad2.ClassAd | None] = {}
         #: the revision number of every ad read back from the file (a write's ads get numbers of their own)
@@ -288,12 +290,13 @@ class JobStore:
         return self.reserve_clusters(1)[0]
 
     def reserve_clusters(self, most: int | None = None) -> range:
-        """Up to ``most`` cluster ids (at least one; None: the rest of the reserved block) that are never handed out again, even if their transactions
-        abort or the gateway dies.
+        """Up to ``most`` cluster ids (at least one; None: the rest of the reserved block) that are never handed out
+        again, even if their transactions abort or the gateway dies.
 
         Ids are reserved durably :data:`CLUSTER_BLOCK` at a time (the counter holds the highest reserved) and handed
-        out from memory, so that new clusters cost a synced write once per block and not every time; a restart
-        goes on after the last reserved id (the rest of that block is never used)."""
+        out from memory, so that new clusters cost a synced write once per block and not every time.  A start after
+        a crash goes on after the last reserved id (the rest of that block is never used); after a clean stop, from
+        the last one used (the gateway gives back what it did not hand out: :meth:`release_clusters`)."""
         with self._lock:
             if self._closing:  # close() gives back the ids not handed out: one handed out now would come again
                 raise sqlite3.ProgrammingError("the job queue is closed")
@@ -307,7 +310,19 @@ class JobStore:
                 self._reserved_cluster = reserved
             block = range(self._last_cluster + 1, min(self._reserved_cluster, self._last_cluster + max(1, most or CLUSTER_BLOCK)) + 1)
             self._last_cluster = block[-1]
+            self._last_block = block
             return block
+
+    def release_clusters(self, unused: range) -> None:
+        """Take back the end of the last reservation, not handed out: the next reservation begins with it, and
+        :meth:`close` records the id before it as the last one used.  Ids that are not the end are kept away (one
+        of them may have been handed out after them)."""
+        with self._lock:
+            last = self._last_block
+            if (unused and unused.step == 1 and last and unused[0] >= last[0]
+                    and unused[-1] == last[-1] == self._last_cluster):
+                self._last_cluster = unused[0] - 1
+                self._last_block = range(last[0], unused[0])
 
     def apply(self, ads: Mapping[JobKey, classad2.ClassAd], archived: Iterable[JobKey] = ()) -> int:
         """Write these ads and move the ``archived`` jobs into the history, atomically; then publish the result to

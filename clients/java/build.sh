@@ -6,9 +6,9 @@
 #
 # For every WSDL and both stacks, Apache Axis 1.4 (WSDL2Java) and JAX-WS (wsimport), this writes
 # OUT/<stack>-<NAME>/classes (stubs + examples) and OUT/<stack>-<NAME>/classpath (what `java -cp` needs).
-# Everything comes from Debian packages (default-jdk-headless libaxis-java jaxws libwsdl4j-java
-# libcommons-discovery-java); there is no Maven here.
+# Everything comes from the Debian packages of PACKAGES below; there is no Maven here.
 set -euo pipefail
+PACKAGES="default-jdk-headless libaxis-java jaxws libwsdl4j-java libcommons-discovery-java"
 here=$(cd "$(dirname "$0")" && pwd)
 jars=${JAVA_JARS:-/usr/share/java}
 [ $# -ge 2 ] || { sed -n '5,9p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
@@ -18,7 +18,7 @@ shift
 classpath() {
     local path="" jar
     for jar in "$@"; do
-        [ -f "$jars/$jar.jar" ] || { echo "build.sh: missing $jars/$jar.jar (install the Debian packages above)" >&2; exit 1; }
+        [ -f "$jars/$jar.jar" ] || { echo "build.sh: missing $jars/$jar.jar (apt-get install $PACKAGES)" >&2; exit 1; }
         path="$path${path:+:}$jars/$jar.jar"
     done
     echo "$path"
@@ -45,7 +45,7 @@ build() {  # stack name wsdl
     esac
     local programs=example
     grep -q 'name="condorCollector"' "$wsdl" && programs=collector
-    find "$dir/src" "$here/$stack/$programs" -name '*.java' > "$dir/sources"
+    find "$dir/src" "$here/$stack/$programs" "$here/common" -name '*.java' > "$dir/sources"
     javac -nowarn -encoding UTF-8 -cp "$runtime" -d "$dir/classes" @"$dir/sources" 2>"$dir/compile.log" \
         || { cat "$dir/compile.log" >&2; exit 1; }
     echo "$dir/classes:$runtime" > "$dir/classpath"

@@ -186,7 +186,7 @@ class BirdbathSchedd:
         self.settings = settings
         self.transactions = TransactionTable(clock, self._expired)
         #: the ids of new clusters, from blocks the backend reserved (shared with the submission API)
-        self.clusters = clusters or ClusterIds(lambda: call(backend.reserve_clusters))
+        self.clusters = clusters or ClusterIds.of(backend, call)
         #: the backend's version and platform texts (getVersionString, getPlatformString), read once: a front end
         #: answers them without a call (with worker processes, without crossing to the core)
         self.backend_info = backend.info()
@@ -285,9 +285,11 @@ class BirdbathSchedd:
         return int(self._clock.seconds())
 
     async def abort_all(self) -> None:
-        """Roll back every open transaction (at shutdown: an uncommitted transaction never survives)."""
+        """Roll back every open transaction (at shutdown: an uncommitted transaction never survives), and give the
+        cluster ids not handed out back to the backend (the next start goes on from the last one used)."""
         for txn in self.transactions.close_all():
             await self._discard(txn.staged())
+        await self.clusters.give_back()
 
     # -- information --------------------------------------------------------------------------------
     # -- transactions -------------------------------------------------------------------------------

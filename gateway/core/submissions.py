@@ -155,7 +155,7 @@ class SubmissionService:
         self._call = call
         self._writer = writer or QueueWriter(backend, call)
         #: the ids of new clusters (shared with the Birdbath service, so ids go up across both)
-        self._clusters = clusters or ClusterIds(lambda: call(backend.reserve_clusters))
+        self._clusters = clusters or ClusterIds.of(backend, call)
         self._queries = queries or QueryRunner(call)  # without a pool of their own, queries share the backend's
         self._policy = policy
         self._clock = clock
@@ -426,7 +426,8 @@ class SubmissionService:
         return [(JobRef(*_left_order(ad)[1:]), self._wire_ad(ad)) for ad in ads]
 
     async def submissions(self, caller: Caller, name: str | None = None) -> list[SubmissionInfo]:
-        """Submissions (live and finished jobs), with owner, oldest QDate and per-state counts."""
+        """Submissions (live and finished jobs), with owner, oldest QDate and per-state counts, by name in natural
+        order (``#2`` before ``#10``, as a person numbers them)."""
         self._check(caller, Permission.READ)
         ads = await self._query(caller, self._everything, name)
         groups: dict[str, list[classad2.ClassAd]] = {}
@@ -434,8 +435,9 @@ class SubmissionService:
             groups.setdefault(_submission_of(ad, self.settings.schedd_name), []).append(ad)
         if name is not None and name not in groups:
             raise ApiError(ApiStatus.NO_MATCH, f"Unable to locate submission {name!r}")
-        return [SubmissionInfo(group, str(members[0].get("Owner", "")), min(int(a.get("QDate", 0)) for a in members),
-                               _counts(members)) for group, members in sorted(groups.items())]
+        return [SubmissionInfo(group, str(groups[group][0].get("Owner", "")),
+                               min(int(a.get("QDate", 0)) for a in groups[group]), _counts(groups[group]))
+                for group in sorted(groups, key=natural_order)]
 
     async def submission_jobs(self, caller: Caller, name: str) -> list[dict[str, Any]]:
         self._check(caller, Permission.READ)
@@ -514,6 +516,15 @@ def _check_file_name(name: str) -> None:
 def _os_reason(exc: OSError) -> str:
     """What an OSError says, without the path (which is the gateway's, not the client's business)."""
     return exc.strerror or str(exc)
+
+
+def natural_order(name: str) -> tuple[str | int, ...]:
+    """The sort key of a name whose runs of digits compare as numbers (``s#2`` < ``s#10``): the name's text split at
+    its numbers, so that text always meets text and a number a number."""
+    return tuple(int(part) if index % 2 else part for index, part in enumerate(_DIGITS.split(name)))
+
+
+_DIGITS = re.compile(r"(\d+)")
 
 
 def _submission_of(ad: classad2.ClassAd, schedd: str) -> str:

@@ -25,7 +25,7 @@ import secrets
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import classad2
 from twisted.internet.defer import Deferred, DeferredLock, succeed
@@ -114,13 +114,32 @@ class Transaction:
 
 class ClusterIds:
     """Cluster ids for new clusters, handed out from blocks the backend reserved (``reserve``: a Deferred of one),
-    so that a new cluster costs the backend a call once per block."""
+    so that a new cluster costs the backend a call once per block; at shutdown the rest of the block goes back
+    (``release``), so that the next start goes on from the last id handed out, as condor_schedd's does."""
 
-    def __init__(self, reserve: Callable[[], "Deferred[range]"]) -> None:
+    def __init__(self, reserve: Callable[[], "Deferred[range]"],
+                 release: Callable[[range], Deferred[None]]) -> None:
         self._reserve = reserve
+        self._release = release
         self._block: range = range(0)
         self._next = 0
         self._refill = DeferredLock()  # one reservation at a time; the others wait for it
+
+    @classmethod
+    def of(cls, backend: ScheddBackend, call: Callable[..., Deferred[Any]]) -> ClusterIds:
+        """The ids of ``backend``'s blocks, reserved and given back through ``call`` (its thread)."""
+        return cls(lambda: call(backend.reserve_clusters), lambda unused: call(backend.release_clusters, unused))
+
+    async def give_back(self) -> None:
+        """Hand the ids of the block not handed out yet back to the backend (at shutdown): without it, each restart
+        skipped the rest of a block (cluster 21, then 101).  A later :meth:`next` reserves again."""
+        await self._refill.acquire()
+        try:
+            unused, self._block, self._next = self._block[self._next:], range(0), 0
+            if unused:
+                await self._release(unused)
+        finally:
+            self._refill.release()
 
     async def next(self) -> int:
         if self._next >= len(self._block):

@@ -143,7 +143,7 @@ def serve(reactor: Any, link_fd: int, index: int, argv: list[str], published: Pu
     if digest is not None:  # (before the files it names are read, by its checks and its front ends: one edited
         check_inputs(inputs_digest(config), digest)  # invalid would raise there, as a fault to retry)
     checked(config, args)
-    logging.begin(logging.open_log(config.log_file), config.log_level)
+    logging.begin(logging.open_log(config.log_file), config.log_level, f"worker {index}")
     memory.install(reactor)  # as the core: HTCondor's configuration loaded (or every freed ClassAd leaks), SIGUSR1
     gateway = Gateway(replace(config, workers=0), reactor)  # (this process's own gateway starts no workers and
     # gives none a digest: the pool and what the workers check are the core's)

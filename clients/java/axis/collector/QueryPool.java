@@ -1,5 +1,6 @@
 package collector;
 
+import birdbath.Usage;
 import condor.ClassAdStructAttr;
 import condor.ClassAdType;
 import condor.CondorCollectorLocator;
@@ -16,10 +17,14 @@ import java.net.URL;
  */
 public final class QueryPool {
     public static void main(String[] args) throws Exception {
-        CondorCollectorPortType collector = new CondorCollectorLocator().getcondorCollector(new URL(args[0]));
-        if (args[1].equals("advertise")) {
+        Usage usage = Usage.ofQueryPool(args);
+        URL url = new URL(usage.url(0));
+        ClassAdType type = args[1].equals("advertise")
+                ? usage.parsed(2, "TYPE must be a ClassAdType such as STARTD-AD-TYPE", ClassAdType::fromValue) : null;
+        CondorCollectorPortType collector = new CondorCollectorLocator().getcondorCollector(url);
+        if (type != null) {
             ClassAdStructAttr[] ad = {new ClassAdStructAttr("Name", condor.ClassAdAttrType.value3, args[3])};
-            Status status = collector.insertAd(ClassAdType.fromValue(args[2]), ad);
+            Status status = collector.insertAd(type, ad);
             System.out.println(status.getCode() + " " + status.getMessage());
             System.exit(status.getCode() == condor.StatusCode.SUCCESS ? 0 : 1);
         }

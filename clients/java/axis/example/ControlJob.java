@@ -1,17 +1,20 @@
 package example;
 
+import birdbath.Usage;
 import condor.CondorScheddPortType;
 import condor.Status;
 
 /** Hold, release or remove a job: {@code ControlJob URL hold|release|remove CLUSTER PROC REASON}. */
 public final class ControlJob {
     public static void main(String[] args) throws Exception {
-        CondorScheddPortType schedd = Schedd.connect(args[0]);
-        int cluster = Integer.parseInt(args[2]);
-        int job = Integer.parseInt(args[3]);
+        Usage usage = new Usage("ControlJob URL hold|release|remove CLUSTER PROC REASON", args, 5, 5);
+        String action = usage.oneOf(1, "the action", "hold", "release", "remove");
+        int cluster = usage.number(2, "CLUSTER");
+        int job = usage.number(3, "PROC");
         String reason = args[4];
+        CondorScheddPortType schedd = Schedd.connect(usage.url(0));
         Status status;
-        switch (args[1]) {
+        switch (action) {
             case "hold":
                 status = schedd.holdJob(null, cluster, job, reason, false, false, false);
                 break;
@@ -22,9 +25,9 @@ public final class ControlJob {
                 status = schedd.removeJob(null, cluster, job, reason, false);
                 break;
             default:
-                throw new IllegalArgumentException("action must be hold, release or remove: " + args[1]);
+                throw new AssertionError(action);  // (oneOf admits no other)
         }
-        Schedd.check(status, args[1]);
-        System.out.println(args[1] + " " + cluster + "." + job + ": " + status.getCode());
+        Schedd.check(status, action);
+        System.out.println(action + " " + cluster + "." + job + ": " + status.getCode());
     }
 }

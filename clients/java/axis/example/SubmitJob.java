@@ -1,5 +1,6 @@
 package example;
 
+import birdbath.Usage;
 import condor.Base64DataAndStatus;
 import condor.ClassAdStructAndStatus;
 import condor.ClassAdStructAttr;
@@ -23,10 +24,11 @@ public final class SubmitJob {
     private static final int CHUNK = 4096;
 
     public static void main(String[] args) throws Exception {
-        CondorScheddPortType schedd = Schedd.connect(args[0]);
-        File program = new File(args[1]);
-        File input = new File(args[2]);
+        Usage usage = new Usage("SubmitJob URL PROGRAM INPUT OUTPUT-DIR", args, 4, 4);
+        File program = usage.existing(1, "PROGRAM");
+        File input = usage.existing(2, "INPUT");
         File output = new File(args[3]);
+        CondorScheddPortType schedd = Schedd.connect(usage.url(0));
 
         // Until the commit succeeds the cluster exists only in this transaction: on any failure, abort it
         // rather than leave it (and the spooled files) to the schedd until the 60 s lease runs out.

@@ -1,5 +1,6 @@
 package collector;
 
+import birdbath.Usage;
 import condor.ClassAdAttrType;
 import condor.ClassAdStruct;
 import condor.ClassAdStructArray;
@@ -21,16 +22,20 @@ import javax.xml.ws.BindingProvider;
  */
 public final class QueryPool {
     public static void main(String[] args) {
+        Usage usage = Usage.ofQueryPool(args);
+        String url = usage.url(0);
+        ClassAdType type = args[1].equals("advertise")  // (checked before the stubs load: they write warnings)
+                ? usage.parsed(2, "TYPE must be a ClassAdType such as STARTD-AD-TYPE", ClassAdType::fromValue) : null;
         CondorCollectorPortType collector = new CondorCollector().getCondorCollector();
-        ((BindingProvider) collector).getRequestContext().put(BindingProvider.ENDPOINT_ADDRESS_PROPERTY, args[0]);
-        if (args[1].equals("advertise")) {
+        ((BindingProvider) collector).getRequestContext().put(BindingProvider.ENDPOINT_ADDRESS_PROPERTY, url);
+        if (type != null) {
             ClassAdStructAttr name = new ClassAdStructAttr();
             name.setName("Name");
             name.setType(ClassAdAttrType.STRING_ATTR);
             name.setValue(args[3]);
             ClassAdStruct ad = new ClassAdStruct();
             ad.getItem().add(name);
-            Status status = collector.insertAd(ClassAdType.fromValue(args[2]), ad);
+            Status status = collector.insertAd(type, ad);
             System.out.println(status.getCode().value() + " " + status.getMessage().getValue());
             System.exit(status.getCode() == StatusCode.SUCCESS ? 0 : 1);
         }

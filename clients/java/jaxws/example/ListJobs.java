@@ -1,5 +1,6 @@
 package example;
 
+import birdbath.Usage;
 import condor.ClassAdStruct;
 import condor.ClassAdStructArray;
 import condor.ClassAdStructArrayAndStatus;
@@ -10,8 +11,9 @@ import java.util.List;
 /** List the queue like condor_q: {@code ListJobs URL [CONSTRAINT]}, one "ID STATUS OWNER CMD" line per job. */
 public final class ListJobs {
     public static void main(String[] args) throws Exception {
-        CondorScheddPortType schedd = Schedd.connect(args[0]);
-        ClassAdStructArrayAndStatus answer = schedd.getJobAds(null, args.length > 1 ? args[1] : null);
+        Usage usage = new Usage("ListJobs URL [CONSTRAINT]", args, 1, 2);
+        CondorScheddPortType schedd = Schedd.connect(usage.url(0));
+        ClassAdStructArrayAndStatus answer = schedd.getJobAds(null, usage.word(1));
         Schedd.check(answer.getStatus(), "getJobAds");
         ClassAdStructArray array = Schedd.value(answer.getClassAdArray());
         List<ClassAdStruct> ads = array == null ? List.of() : array.getItem();

@@ -1,5 +1,6 @@
 package example;
 
+import birdbath.Usage;
 import condor.ClassAdStruct;
 import condor.CondorScheddPortType;
 import condor.Transaction;
@@ -13,9 +14,10 @@ import java.util.Arrays;
  */
 public final class SubmitDag {
     public static void main(String[] args) throws Exception {
-        CondorScheddPortType schedd = Schedd.connect(args[0]);
+        Usage usage = new Usage("SubmitDag URL OWNER DAG-FILE", args, 3, 3);
         String owner = args[1];
-        File dagFile = new File(args[2]).getAbsoluteFile();
+        File dagFile = usage.existing(2, "DAG-FILE").getAbsoluteFile();
+        CondorScheddPortType schedd = Schedd.connect(usage.url(0));
         String dag = dagFile.getPath();
 
         // Until the commit succeeds the DAG job exists only in this transaction: on any failure (the schedd
