@@ -337,3 +337,30 @@ def test_the_time_of_an_answer_is_not_part_of_a_jobs_revision(tmp_path, pool, mo
     second = backend.get_job(cluster, proc)
     assert "ServerTime" not in first and "ServerTime" not in second
     assert revision(first) == revision(second)
+
+
+def test_a_new_state_directory_goes_on_after_the_gateway_ids_the_schedd_knows(tmp_path, pool):
+    first = make(tmp_path / "one", pool)
+    cluster, _ = submitted(first)
+    first.close()
+    second = make(tmp_path / "two", pool)
+    assert second.reserve_clusters()[0] > cluster
+
+
+def test_the_id_map_of_an_earlier_release_is_gone_on_from(tmp_path, pool):
+    """Earlier releases kept a row per gateway id (``ids``); their ids are never handed out again."""
+    import sqlite3
+
+    tmp_path.mkdir(exist_ok=True)
+    with sqlite3.connect(tmp_path / "htcondor-ids.sqlite3") as db:
+        db.execute("CREATE TABLE ids (gateway INTEGER PRIMARY KEY, schedd INTEGER)")
+        db.execute("INSERT INTO ids VALUES (1000000041, 7), (1000000042, NULL)")
+    assert make(tmp_path, pool).reserve_clusters()[0] == 1_000_000_043
+
+
+def test_ids_come_in_blocks_and_a_reopened_map_never_repeats_them(tmp_path, pool):
+    backend = make(tmp_path, pool)
+    block = backend.reserve_clusters()
+    assert len(block) == 100
+    backend.close()
+    assert make(tmp_path, pool).reserve_clusters()[0] == block[-1] + 1

@@ -7,7 +7,7 @@ raw job ClassAds and only the v1 bindings submit raw ads (``htcondor2`` takes su
 **Ids.** A real schedd allocates a cluster id when the jobs are submitted, which the gateway does at
 ``commitTransaction``, but a Birdbath client needs the id at ``newCluster``.  The gateway therefore hands out its
 own cluster ids, from 1,000,000,000 up and never reused, records each job's gateway id in the job ad
-(``BirdbathClusterId``/``BirdbathProcId``) and in a mapping table, and shows gateway-submitted jobs under those ids:
+(``BirdbathClusterId``/``BirdbathProcId``), reserving them a hundred at a time (:class:`IdMap`), and shows gateway-submitted jobs under those ids:
 ``ClusterId``/``ProcId`` in answers are the gateway's, ``SchedulerClusterId`` is the schedd's.  Jobs submitted by
 other means keep their own ids.
 
@@ -64,7 +64,7 @@ from backends.interface import (
 from backends.spool import Spool
 from jobmodel.classads import copy_ad, projected
 from jobmodel.exprtext import old_syntax, source_text, texts_record
-from jobmodel.jobs import JobAction
+from jobmodel.jobs import JobAction, Universe
 from jobmodel.pool import AdType
 
 from .pool import CollectorPool
@@ -76,6 +76,8 @@ _ACTIONS = {JobAction.HOLD: "Hold", JobAction.RELEASE: "Release", JobAction.REMO
 _INVERSE = {JobAction.HOLD: JobAction.RELEASE, JobAction.RELEASE: JobAction.HOLD,
             JobAction.SUSPEND: JobAction.CONTINUE, JobAction.CONTINUE: JobAction.SUSPEND}
 ROLLBACK_REASON = "Birdbath transaction rolled back"
+#: the universes whose jobs the schedd runs itself, matching their Requirements against its own ad
+_ON_THE_SCHEDD = frozenset({Universe.SCHEDULER, Universe.LOCAL})
 
 #: the attributes the gateway shows differently from the schedd, and what each is in the schedd's terms
 _GATEWAY_VIEW = {
@@ -90,45 +92,48 @@ _TOKEN = re.compile(r"""(?P<string>"(?:[^"\\]|\\.)*")|(?P<quoted>'(?:[^'\\]|\\.)
 
 
 class IdMap:
-    """Gateway cluster ids (allocated durably, never reused), the schedd's cluster for each, and the clusters a
-    failed commit rolled back (removed from the schedd, hidden from the gateway's answers)."""
+    """Gateway cluster ids, handed out in blocks and never again (one durable write per block), and the clusters a
+    failed commit rolled back (removed from the schedd, hidden from the gateway's answers).  Which schedd cluster a
+    gateway cluster became is the schedd's to say (``BirdbathClusterId`` in its ads), not kept here."""
 
-    def __init__(self, path: Path) -> None:
+    BLOCK = 100
+
+    def __init__(self, path: Path, last_used: Callable[[], int]) -> None:
+        """``last_used``: the highest gateway id the schedd knows, asked when the state directory is new."""
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("CREATE TABLE IF NOT EXISTS ids (gateway INTEGER PRIMARY KEY, schedd INTEGER)")
+        self._db.execute("CREATE TABLE IF NOT EXISTS handed_out (one INTEGER PRIMARY KEY CHECK (one = 1), "
+                         "high INTEGER NOT NULL)")
         self._db.execute("CREATE TABLE IF NOT EXISTS rolled_back (gateway INTEGER PRIMARY KEY)")
         self._rolled_back = {row[0] for row in self._db.execute("SELECT gateway FROM rolled_back")}
+        self._last_block: range | None = None
+        row = self._db.execute("SELECT high FROM handed_out").fetchone()
+        if row is None:
+            # a new state directory, or one of an earlier release that kept a row per id: go on after both
+            earlier = self._db.execute("SELECT name FROM sqlite_master WHERE name = 'ids'").fetchone()
+            kept = self._db.execute("SELECT MAX(gateway) FROM ids").fetchone()[0] if earlier else None
+            self._store(max(kept or 0, last_used(), FIRST_GATEWAY_CLUSTER - 1))
 
-    def empty(self) -> bool:
-        with self._lock:
-            return self._db.execute("SELECT 1 FROM ids LIMIT 1").fetchone() is None
+    def _store(self, high: int) -> None:
+        self._db.execute("INSERT OR REPLACE INTO handed_out (one, high) VALUES (1, ?)", (high,))
 
-    def raise_floor(self, used: int) -> None:
-        """Never hand out ``used`` or an id below it: a new state directory in front of a schedd that already holds
-        (or held) jobs of a gateway must not name its clusters again."""
-        with self._lock:
-            if used >= FIRST_GATEWAY_CLUSTER:
-                self._db.execute("INSERT OR IGNORE INTO ids (gateway, schedd) VALUES (?, NULL)", (used,))
-
-    def allocate(self) -> int:
+    def reserve(self) -> range:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
-            row = self._db.execute("SELECT MAX(gateway) FROM ids").fetchone()
-            cluster = max(row[0] or 0, FIRST_GATEWAY_CLUSTER - 1) + 1
-            self._db.execute("INSERT INTO ids (gateway, schedd) VALUES (?, NULL)", (cluster,))
+            high = self._db.execute("SELECT high FROM handed_out").fetchone()[0]
+            self._store(high + self.BLOCK)
             self._db.execute("COMMIT")
-        return cluster
+            self._last_block = range(high + 1, high + 1 + self.BLOCK)
+        return self._last_block
 
-    def release(self, gateway: int) -> None:
-        """Forget an id allocated and never used, if it is the last one (the next allocation hands it out again)."""
+    def release(self, unused: range) -> None:
+        """Take back the unused end of the last block (the gateway stops); any other range is kept handed out."""
         with self._lock:
-            self._db.execute("DELETE FROM ids WHERE gateway = ? AND schedd IS NULL AND gateway = "
-                             "(SELECT MAX(gateway) FROM ids)", (gateway,))
-
-    def record(self, gateway: int, schedd: int) -> None:
-        with self._lock:
-            self._db.execute("UPDATE ids SET schedd = ? WHERE gateway = ?", (schedd, gateway))
+            last = self._last_block
+            if last is None or not unused or unused.stop != last.stop or unused.start < last.start:
+                return
+            self._store(unused.start - 1)
+            self._last_block = range(last.start, unused.start)
 
     def roll_back(self, gateway: int) -> None:
         with self._lock:
@@ -137,16 +142,6 @@ class IdMap:
 
     def rolled_back(self, gateway: int) -> bool:
         return gateway in self._rolled_back
-
-    def schedd_cluster(self, cluster: int) -> int | None:
-        """The schedd's cluster for a gateway id; a schedd id (below the gateway range) is itself."""
-        if cluster < FIRST_GATEWAY_CLUSTER:
-            return cluster
-        if cluster in self._rolled_back:
-            return None
-        with self._lock:
-            row = self._db.execute("SELECT schedd FROM ids WHERE gateway = ?", (cluster,)).fetchone()
-        return row[0] if row else None
 
     def close(self) -> None:
         self._db.close()
@@ -165,9 +160,7 @@ class HTCondorBackend:
             location, schedd, submitter = _connect(collector, schedd_name)
         self._schedd = schedd
         self._submitter = submitter
-        self._ids = IdMap(state_dir / "htcondor-ids.sqlite3")
-        if self._ids.empty():
-            self._ids.raise_floor(self._last_gateway_cluster())
+        self._ids = IdMap(state_dir / "htcondor-ids.sqlite3", self._last_gateway_cluster)
         # the condorCollector service's answers: the pool's collector (``pool_collector`` in tests)
         self._pool = CollectorPool(lambda: pool_collector if pool_collector is not None else _collector(collector))
         self._spool = Spool(state_dir / "spool")  # the submit side of the jobs' files
@@ -201,13 +194,10 @@ class HTCondorBackend:
 
     # -- transactions -------------------------------------------------------------------------------
     def reserve_clusters(self) -> range:
-        """One gateway cluster id at a time: each is a row of the id map, the schedd's cluster filled in at commit."""
-        cluster = self._ids.allocate()
-        return range(cluster, cluster + 1)
+        return self._ids.reserve()
 
     def release_clusters(self, unused: range) -> None:
-        for cluster in reversed(unused):
-            self._ids.release(cluster)
+        self._ids.release(unused)
 
     def commit(self, batch: Batch) -> None:
         """Submit the batch's clusters, then apply its changes to existing jobs; on failure, undo what was done and
@@ -309,7 +299,6 @@ class HTCondorBackend:
         schedd_cluster = int(self._call("submit", self._submitter.submitMany, _cluster_ad(procs), proc_ads,
                                         spool=spool, ad_results=results))
         submitted[-1] = (cluster, schedd_cluster)
-        self._ids.record(cluster, schedd_cluster)
         self._keep_requirements(schedd_cluster, proc_ads, results)
         if spool:
             self._call("spool", self._submitter.spool, results)
@@ -337,17 +326,18 @@ class HTCondorBackend:
         return bool(self._spool.list(cluster, proc)) or ad.get("Iwd") == self.spool_directory(cluster, proc)
 
     def _keep_requirements(self, schedd_cluster: int, sent_ads: list[tuple[Any, int]], results: list[Any]) -> None:
-        """Sets each job's ``Requirements`` back to the client's where the bindings changed it.
+        """Sets a scheduler or local universe job's ``Requirements`` back to the client's where the bindings
+        changed it.
 
         The v1 ``submitMany`` appends machine clauses to every job's ``Requirements`` (``TARGET.OPSYS``, ``ARCH``,
         ``Disk``, ``Memory``, ``Cpus``, ``FileSystemDomain`` or ``HasFileTransfer``), as condor_submit does for a
-        job that runs on a machine.  A scheduler or local universe job is matched against the schedd's own ad,
-        where those clauses cannot evaluate ("StartSchedulerUniverse policy failed to evaluate"), so such a job
-        never starts; and Birdbath's ``submit`` always stored the ad as the client sent it.  ``sent_ads`` are
-        ``submitMany``'s (v1 ad, count 1) pairs, ``results`` its result ads, in the same order."""
+        job that runs on a machine, where they are harmless.  A scheduler or local universe job is matched against
+        the schedd's own ad, where those clauses cannot evaluate ("StartSchedulerUniverse policy failed to
+        evaluate"), so such a job would never start.  ``sent_ads`` are ``submitMany``'s (v1 ad, count 1) pairs,
+        ``results`` its result ads, in the same order."""
         wanted: dict[str, list[int]] = {}
         for (sent, _), (schedd_proc, result) in zip(sent_ads, enumerate(results)):
-            if "Requirements" not in sent:
+            if "Requirements" not in sent or sent.get("JobUniverse") not in _ON_THE_SCHEDD:
                 continue
             text = str(sent.lookup("Requirements"))
             if str(result.lookup("Requirements")) != text:
@@ -429,8 +419,13 @@ class HTCondorBackend:
 
     def discard(self, jobs: Sequence[JobKey]) -> None:
         for cluster, proc in jobs:
-            if self._ids.schedd_cluster(cluster) is None:  # (never one of a committed cluster)
+            if not self._known_to_schedd(cluster):  # (never one of a committed cluster)
                 self._spool.discard(cluster, proc)
+
+    def _known_to_schedd(self, cluster: int) -> bool:
+        spec, one = f"BirdbathClusterId == {cluster}", ["ProcId"]
+        return bool(self._call("query", self._schedd.query, spec, one) or
+                    self._call("history", self._schedd.history, spec, one, 1))
 
     def list_files(self, cluster: int, proc: int) -> Sequence[FileInfo]:
         self._retrieve(cluster, proc)
@@ -482,9 +477,6 @@ class HTCondorBackend:
         return [projected(ad, projection) if projection else ad for ad in shown]
 
     def get_job(self, cluster: int, proc: int) -> classad2.ClassAd | None:
-        real = self._ids.schedd_cluster(cluster)
-        if real is None:
-            return None
         found = self._call("query", self._schedd.query, self._spec(cluster, proc))
         shown = [ad for ad in map(self._translated, found) if ad is not None]
         return revised(shown[0]) if shown else None
