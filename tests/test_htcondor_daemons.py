@@ -19,13 +19,17 @@ from typing import Iterator
 
 import pytest
 
-from gateway.testing import SOURCE_ROOT
+from gateway.testing import TEST_WORKERS, SOURCE_ROOT
 from gateway.testing_htcondor import PersonalPool
 from tests.live_pool import release_or_skip, traversable_directory
 
 TIMEOUT = 6  # BIRDBATH_NOT_RESPONDING_TIMEOUT
 SOCK_ID = "birdbath"
 
+
+#: these tests take minutes of real time and run once, in the suite's first environment: the master starts the gateway with --workers 0 in both environments
+pytestmark = pytest.mark.skipif(TEST_WORKERS not in ("0", "default"),
+                                reason="run once, in the environment without worker processes")
 
 class MasterPool:
     """A master with a collector, condor_shared_port and the gateway (``BIRDBATH`` in ``DAEMON_LIST``)."""

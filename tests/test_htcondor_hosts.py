@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from gateway.testing import GatewayProcess
+from gateway.testing import TEST_WORKERS, GatewayProcess
 from gateway.testing_htcondor import PersonalPool
 from tests.birdbath import ad, begin, expr, new_job, values
 from tests.lan import Lan, LanHost
@@ -32,6 +32,10 @@ NUM_CPUS = 1
 CLASSAD_LIFETIME = 15
 """
 
+
+#: these tests take minutes of real time and run once, in the suite's first environment: what it tests is the pool's, whatever the gateway's layout
+pytestmark = pytest.mark.skipif(TEST_WORKERS not in ("0", "default"),
+                                reason="run once, in the environment without worker processes")
 
 class Hosts:
     def __init__(self, lan: Lan, pools: dict[str, PersonalPool], hosts: dict[str, LanHost]) -> None:
