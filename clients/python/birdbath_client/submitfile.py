@@ -162,11 +162,14 @@ def _stderr_to(path: Path) -> Iterator[None]:
 def _jobs(description: Any, path: Path, cluster: int, first_proc: int) -> list[Any]:
     """The bindings' ads for a description, its relative paths taken from the submit file's directory."""
     directory = path.resolve().parent
-    if not any(key.lower() == "initialdir" for key in description.keys()):
+    initialdir = next((key for key in description.keys() if key.lower() == "initialdir"), None)
+    if initialdir is None:
         description["initialdir"] = str(directory)
+    elif not os.path.isabs(description[initialdir]):  # as condor_submit run in the submit file's directory
+        description[initialdir] = os.path.join(directory, description[initialdir])
     executable = next((key for key in description.keys() if key.lower() == "executable"), None)
     if executable and not os.path.isabs(description[executable]):
-        description[executable] = str(directory / description[executable])
+        description[executable] = os.path.join(directory, description[executable])  # "./prog" kept, as condor_submit
     arguments = description.getQArgs().split()
     count = int(arguments[0]) if arguments and arguments[0].isdigit() else 1
     items = list(description.itemdata() or [])
