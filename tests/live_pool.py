@@ -13,9 +13,12 @@ import pytest
 
 from gateway.testing_htcondor import PersonalPool, find_release
 
-#: what the live tests need of the schedd besides a personal pool: a submit requirement to refuse one cluster of a
-#: transaction with (a job whose Tag is "refused")
+#: what the live tests need of the pool besides a personal pool's knobs: the startd's cores offered to the schedd's
+#: dedicated scheduler (the parallel universe), and a submit requirement to refuse one cluster of a transaction
+#: with (a job whose Tag is "refused")
 LIVE_CONFIG = """\
+DedicatedScheduler = "DedicatedScheduler@$(FULL_HOSTNAME)"
+STARTD_ATTRS = $(STARTD_ATTRS) DedicatedScheduler
 SUBMIT_REQUIREMENT_NAMES = NotRefused
 SUBMIT_REQUIREMENT_NotRefused = Tag =!= "refused"
 SUBMIT_REQUIREMENT_NotRefused_REASON = "Tags may not be refused"

@@ -3,6 +3,8 @@ from the install ``BIRDBATH_HTCONDOR`` names.  Skipped, saying why, where there 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import pwd
@@ -16,9 +18,11 @@ import pytest
 
 from backends.contract import BackendContract
 from backends.htcondor import HTCondorBackend
-from gateway.testing import GatewayProcess
+from gateway.testing import TEST_WORKERS, GatewayProcess
 from gateway.testing_htcondor import PersonalPool, find_release
+from tests.accounts import run_as
 from tests.birdbath import ad, begin, expr, new_job, submit_job, values
+from tests.conftest import DATA
 from tests.live_pool import traversable_directory
 
 
@@ -207,3 +211,39 @@ def test_the_rest_face_queues_a_callers_job_as_the_caller_and_fetches_its_output
     assert wait_for_rest(live_gateway.port, job, "^4$", timeout=120)["JobStatus"] == 4
     output = call(live_gateway.port, "GET", f"/api/v1/jobs/{job}/output")
     assert output.status == 200 and tar_members(output.body)["out.txt"] == f"{user.name}\n".encode()
+
+
+@pytest.mark.skipif(TEST_WORKERS not in ("0", "default"), reason="run once, in the environment without worker "
+                    "processes (a minute of real time; the gateway's layout is not what it tests)")
+def test_the_parallel_rendezvous_recipe_runs_under_the_dedicated_scheduler(live_gateway, live_pool, accounts):
+    """HTCondor's parallel-universe recipe (tests/data/parallel, seed 000) submitted with ``birdbath submit`` by a
+    real user: the schedd's dedicated scheduler starts both nodes together, and node 1 reads with the pool's
+    ``condor_chirp`` the attribute node 0 set."""
+    user = accounts.user()
+    directory = traversable_directory("birdbath-live-parallel-")
+    shutil.copy(DATA / "parallel" / "job.sub", directory / "job.sub")
+    shutil.copy(DATA / "parallel" / "rendezvous.sh", directory / "run.sh")
+    for path in (directory, *directory.iterdir()):
+        os.chown(path, user.uid, user.gid)
+    # getenv = true: the nodes find condor_config_val (and through it condor_chirp) on the submitter's PATH
+    environment = {"PATH": f"{live_pool.release / 'bin'}:/usr/bin:/bin", "HOME": str(directory),
+                   "CONDOR_CONFIG": str(live_pool.config)}
+    from birdbath_client import cli
+
+    def submit() -> bytes:  # as the user, in a forked child (run_as): birdbath submit job.sub in its directory
+        os.chdir(directory)
+        os.environ.clear()
+        os.environ.update(environment)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            status = cli.main(["--url", live_gateway.url, "submit", "job.sub"])
+        assert status == 0, printed.getvalue()
+        return printed.getvalue().encode()
+
+    submitted = run_as(user, submit).decode()
+    cluster = int(submitted.split("cluster ")[1].rstrip(".\n"))
+    live_pool.wait(lambda: condor_q(live_pool, f"BirdbathClusterId == {cluster}", "JobStatus", "ExitCode",
+                                    history=True) == [["4", "0"]], 240, "the parallel job done, in the history")
+    assert (directory / "out.1").read_text() == 'JobServerAddress is "This is my address"\n'
+    assert (directory / "err.1").read_text() == ""
+    shutil.rmtree(directory, ignore_errors=True)
