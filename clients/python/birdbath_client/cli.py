@@ -53,7 +53,7 @@ from . import batches, status_tables, tables
 from .ads import parse_constraint
 from .collector import Collector
 from .credentials import Credentials
-from .errors import GatewayError, UnknownJob
+from .errors import GatewayError, GatewayUnavailable, UnknownJob
 from .jobs import FINAL_STATES, JOB_STATES, JobId, JobStatus, Scope, Selection, all_of, any_of
 from .schedd import Progress, Schedd
 
@@ -228,8 +228,9 @@ def _parser() -> argparse.ArgumentParser:
     _option(q, "nobatch", action="store_true", help="one line per job instead of one per batch (cluster or DAG)")
     _option(q, "totals", action="store_true", help="only the totals line")
     _option(q, "allusers", action="store_true",
-            help="every user's jobs (without it and without CLUSTER|CLUSTER.PROC|OWNER arguments, only yours: "
-                 "$BIRDBATH_USER, else your login name, as condor_q since 8.5)")
+            help="every user's jobs (without it and without CLUSTER|CLUSTER.PROC|OWNER arguments, only yours, as "
+                 "condor_q since 8.5: the owner the gateway takes you for, by your socket, certificate, password "
+                 "or token)")
     _option(q, "better-analyze", "analyze", dest="analyze", action="store_true",
             help="why each job does not run: its Requirements against the pool's slots, condition by condition")
     view = q.add_mutually_exclusive_group()
@@ -422,7 +423,7 @@ def _q(schedd: Schedd, args: argparse.Namespace) -> int:
     columns, status = VIEWS.get(args.view, (tables.QUEUE, None))
     if args.constraint:
         parse_constraint(args.constraint)  # a ValueError naming the caller's own text, not the combined one
-    mine = None if args.allusers or args.selections else Selection(Scope.OWNER, owner=_user()).constraint()
+    mine = None if args.allusers or args.selections else Selection(Scope.OWNER, owner=schedd.owner()).constraint()
     constraint = all_of(mine, any_of(args.selections), args.constraint, status and f"JobStatus == {int(status)}")
     ads = sorted(schedd.query(constraint), key=lambda ad: (ad.get("ClusterId", 0), ad.get("ProcId", 0)))
     if args.totals:
@@ -618,11 +619,15 @@ def _wait(schedd: Schedd, args: argparse.Namespace) -> int:
 
 
 def _wait_for_cluster(schedd: Schedd, cluster: int, timeout: float | None) -> int:
-    """Every job of the cluster (those still queued, or those of the history once it left), one after the other,
-    as condor_wait waits for every job of a log; 0 if each exited 0, else the first other status."""
+    """Every job of the cluster, those still queued and those that already left the queue for the history, one
+    after the other, as condor_wait waits for every job of a log; 0 if each exited 0, else the first other status
+    (by proc), so that a script never takes a failed job for a success."""
     constraint = f"ClusterId == {cluster}"
-    jobs = sorted(JobId(ad["ClusterId"], ad["ProcId"]) for ad in schedd.query(constraint) or
-                  schedd.history(constraint))
+    try:
+        gone = schedd.history(constraint)
+    except GatewayUnavailable:  # no submission API (an HTCondor schedd): only the queue can be asked
+        gone = []
+    jobs = sorted({JobId(ad["ClusterId"], ad["ProcId"]) for ad in [*schedd.query(constraint), *gone]})
     if not jobs:
         raise UnknownJob("wait", f"cluster {cluster} is unknown (neither in the queue nor in the history)")
     deadline = None if timeout is None else time.monotonic() + timeout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import os
 import subprocess
 import sys
 import time
@@ -503,3 +504,28 @@ def test_selections_become_constraints():
     assert any_of([]) is None and all_of(None, None) is None
     assert all_of(any_of([Selection.parse("1"), Selection.parse("al")]), "JobStatus == 5") == (
         '((ClusterId == 1) || (Owner == "al")) && (JobStatus == 5)')
+
+
+def test_wait_for_a_cluster_counts_the_jobs_that_already_left_the_queue(gateway, schedd):
+    """condor_wait's status for a script: proc 0 exited 1 and left the queue, proc 1 exited 0 and stays; the
+    cluster failed."""
+    failed = {"Cmd": "/bin/sh", "Arguments": "-c 'exit 1'", "Requirements": Expr("TRUE")}
+    jobs = schedd.submit_many([failed, {**failed, "Arguments": "-c 'exit 0'", "LeaveJobInQueue": True}])
+    poll(lambda: schedd.job(jobs[0]) is None and schedd.job(jobs[1])["JobStatus"] == 4, "proc 0 to leave the queue")
+    waited = birdbath(gateway, "wait", str(jobs[0].cluster))
+    assert waited.returncode == 1, waited.stderr
+    assert waited.stdout.splitlines() == [f"job {jobs[0]}: Completed, exit code 1",
+                                          f"job {jobs[1]}: Completed, exit code 0",
+                                          f"All jobs in cluster {jobs[0].cluster} done."]
+
+
+def test_q_lists_the_jobs_of_the_owner_the_gateway_names(gateway, schedd):
+    """The gateway, not the local login, says whose jobs are "mine" (a login name the gateway does not use lists
+    nothing of its own)."""
+    assert schedd.http.who_am_i() == {"owner": getpass.getuser(), "user": getpass.getuser(),
+                                      "authentication": "socket"}
+    (job,) = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE})
+    listed = subprocess.run(command(gateway, "q", "-af", "ClusterId"), capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "BIRDBATH_USER": unique("someone"), "USER": unique("someone")})
+    assert [str(job.cluster)] in af(listed)
+    schedd.remove(job)
