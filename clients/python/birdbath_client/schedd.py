@@ -62,7 +62,8 @@ def system_error(exc: BaseException) -> OSError | None:
         seen.add(id(current))
         if isinstance(current, OSError) and current.errno is not None and current.strerror:
             found = current
-        pending += [current.__cause__, current.__context__, getattr(current, "reason", None), *current.args]
+        pending += [current.__cause__, current.__context__, getattr(current, "reason", None),
+                    getattr(current, "exception", None), *current.args]  # (pika keeps it in .exception)
     return found
 
 
@@ -101,6 +102,8 @@ def invoke(service: Any, url: str, operation: str, *args: Any) -> Any:
     except zeep.exceptions.TransportError as exc:
         raise refusal(operation, exc) or GatewayUnavailable(f"the gateway at {url} answered {operation} with HTTP "
                                                             f"{exc.status_code}") from None
+    except zeep.exceptions.Error as exc:  # an answer that is no SOAP (a proxy's page, a cut connection)
+        raise GatewayUnavailable(f"the answer of {url} to {operation} is no Birdbath answer: {exc}") from None
 
 
 class Schedd:

@@ -529,3 +529,52 @@ def test_q_lists_the_jobs_of_the_owner_the_gateway_names(gateway, schedd):
                             env={**os.environ, "BIRDBATH_USER": unique("someone"), "USER": unique("someone")})
     assert [str(job.cluster)] in af(listed)
     schedd.remove(job)
+
+
+def test_a_broker_that_is_down_is_one_line_without_its_password(tmp_path):
+    (tmp_path / "job.sub").write_text("executable = /bin/true\nqueue\n")
+    result = subprocess.run([sys.executable, "-m", "birdbath_client.cli", "amqp-submit", str(tmp_path / "job.sub"),
+                             "-broker", "amqp://guest:secret@127.0.0.1:1/%2F"], capture_output=True, text=True,
+                            timeout=60)
+    assert (result.returncode, result.stderr) == (
+        1, "birdbath: the AMQP broker at amqp://guest:***@127.0.0.1:1/%2F: cannot connect: connection refused\n")
+
+
+def test_an_answer_that_is_no_soap_is_one_line(gateway):
+    """Something between us and the gateway (a proxy's page) answers the operations with HTML: an error line, not
+    zeep's traceback."""
+    import http.server
+    import threading
+    import urllib.request
+
+    wsdl = urllib.request.urlopen(gateway.url + "condorSchedd.wsdl", timeout=30).read()
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the WSDL, naming this server as the service's address
+            self._answer(wsdl.replace(gateway.url.rstrip("/").encode(), f"http://127.0.0.1:{port}".encode()))
+
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self._answer(b"<html><body>Service temporarily unavailable</body></html>", b"text/html")
+
+        def _answer(self, body: bytes, kind: bytes = b"text/xml") -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", kind.decode())
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = subprocess.run([sys.executable, "-m", "birdbath_client.cli", "-url", f"http://127.0.0.1:{port}/",
+                                 "q", "-allusers"], capture_output=True, text=True, timeout=60)
+    finally:
+        server.shutdown()
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"birdbath: the answer of http://127.0.0.1:{port}/ to getJobAds is no Birdbath "
+                                    f"answer: ") and result.stderr.count("\n") == 1, result.stderr
