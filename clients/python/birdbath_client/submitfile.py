@@ -20,7 +20,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from .ads import Expr
 
@@ -63,15 +63,17 @@ class Cluster:
         return [_plain(ad) for ad in ads]
 
 
-def clusters(path: Path) -> list[Cluster]:
-    """The clusters a submit file makes (most make one)."""
+def clusters(path: Path, defined: Sequence[str] = (), appended: Sequence[str] = ()) -> list[Cluster]:
+    """The clusters a submit file makes (most make one); ``defined``: condor_submit's ``VAR=VALUE`` arguments, read
+    as the file's first lines; ``appended``: its ``-append`` commands, read just before the first queue
+    statement."""
     try:
         text = path.read_text()
     except OSError as exc:
         raise SubmitFileError(f"ERROR: Failed to open command file ({exc.strerror})") from None
     found: list[Cluster] = []
     executable = None
-    for statement, statement_executable in _statements(text):
+    for statement, statement_executable in _statements("".join(f"{line}\n" for line in defined) + text, appended):
         if not found or statement_executable != executable:
             found.append(Cluster(path, ()))
             executable = statement_executable
@@ -87,19 +89,27 @@ def job_ads(path: Path, cluster: int) -> list[dict[str, Any]]:
     return made[0].ads(cluster)
 
 
-def _statements(text: str) -> Iterator[tuple[Statement, str | None]]:
-    """Each ``queue`` statement with the description in force there, and the executable it runs.  A file without
-    a queue statement queues one job (as ``queue`` would)."""
+def _statements(text: str, appended: Sequence[str] = ()) -> Iterator[tuple[Statement, str | None]]:
+    """Each ``queue`` statement with the description in force there, and the executable it runs; the ``appended``
+    commands come just before the first.  A file without a queue statement queues one job (as ``queue`` would)."""
     commands: list[str] = []
     executable = None
     lines = iter(_logical_lines(text))
     queued = False
+
+    def command(line: str) -> None:
+        nonlocal executable
+        commands.append(line)
+        named = _EXECUTABLE.match(line)
+        executable = named["value"] if named else executable
+
     for line in lines:
         if not _QUEUE.match(line):
-            commands.append(line)
-            named = _EXECUTABLE.match(line)
-            executable = named["value"] if named else executable
+            command(line)
             continue
+        if not queued:
+            for extra in appended:
+                command(extra)
         block = [line]
         if _OPEN_LIST.search(line):  # the item list's lines, up to the one that closes it, belong to it
             for item in lines:
@@ -109,6 +119,8 @@ def _statements(text: str) -> Iterator[tuple[Statement, str | None]]:
         queued = True
         yield Statement("\n".join(commands + block) + "\n"), executable
     if not queued:
+        for extra in appended:
+            command(extra)
         yield Statement("\n".join(commands) + "\nqueue\n"), executable
 
 
