@@ -1,10 +1,12 @@
 """``birdbath``: HTCondor-style commands against a Birdbath gateway.
 
-    birdbath [-url URL] submit FILE.sub [-spool] [-terse]  submit a submit description (condor_submit)
+    birdbath [-url URL] submit [VAR=VALUE...] FILE.sub [-spool] [-terse] [-a CMD]... [-batch-name NAME] [-dry-run F]
+                                                        submit a submit description (condor_submit)
     birdbath q [-allusers] [-nobatch] [-totals] [-better-analyze] [-hold | -run] [-constraint EXPR]
                [-long | -af[:jhlnrt] ATTR... | -format FMT ATTR...] [CLUSTER | CLUSTER.PROC | OWNER]...
                                                         list queued jobs (condor_q; a line per batch unless -nobatch;
-                                                        only yours unless -allusers or jobs are named)
+                                                        only those of the owner the gateway takes you for unless
+                                                        -allusers or jobs are named)
     birdbath history [-limit N] [-constraint EXPR] [-long | -af ATTR...] [CLUSTER | CLUSTER.PROC | OWNER]...
                                                         jobs that left the queue, newest first (condor_history)
     birdbath rm|hold|release CLUSTER.PROC|CLUSTER|OWNER... [-reason TEXT]
@@ -13,25 +15,26 @@
     birdbath qedit CLUSTER.PROC|CLUSTER|OWNER|-constraint EXPR ATTR VALUE...
                                                         set job attributes (condor_qedit)
     birdbath wait ID|CLUSTER [-timeout S]               wait for a job or a cluster (progress on stderr)
-    birdbath fetch ID [DIR] [-close]                    download a job's spool (output) files
+    birdbath fetch ID|CLUSTER [DIR] [-close]            download a job's (or a cluster's jobs') spool (output) files
     birdbath submit_dag FILE.dag [-owner NAME] [-wait]  submit a DAG (condor_submit_dag)
     birdbath status [-schedd | -submitters | -master | -any] [-constraint EXPR] [-long | -af ATTR...]
                                                         the pool's machines, schedulers, ... (condor_status)
     birdbath token create -identity USER@DOMAIN [-key KEYID] [-authz AUTHZ]... [-lifetime S] [-token NAME | -file F]
                                                         make an IDTOKEN with the gateway's key (condor_token_create;
                                                         on the gateway's host, with the gateway installed)
-    birdbath version
+    birdbath version                                    the gateway's version (-version: this client's)
 
 A number is a cluster (all its jobs), CLUSTER.PROC one job, anything else an owner's jobs.  Every option may be
-spelled with one dash or two (-long, --long).  The gateway URL comes from -url, else BIRDBATH_URL, else the
+spelled with one dash or two (-long, --long), -url before or after the command.  The gateway URL comes from -url, else BIRDBATH_URL, else the
 local socket of the gateway on this machine (one's own gateway's, else /var/lib/birdbath-gateway/birdbath.sock),
 where the kernel tells the gateway who you are, else http://127.0.0.1:1984/.  For an https URL, BIRDBATH_CA names the CA file that signed the gateway's certificate,
 BIRDBATH_CERT (and BIRDBATH_KEY) a client certificate, or BIRDBATH_USER and BIRDBATH_PASSWORD a password login; a
 bearer token is sent over https when one is found as HTCondor finds it (BEARER_TOKEN, BEARER_TOKEN_FILE, else
 _CONDOR_SEC_TOKEN_DIRECTORY or ~/.condor/tokens.d).
 
-Exit status: 0 on success, 1 on an error (a message on stderr), 2 on a usage error.  wait (and submit_dag -wait)
-exits with the job's exit code, 128 + N if a signal N killed it, 1 if it was removed.  When the reader of the
+Exit status: 0 on success, 1 on an error (one line on stderr, never a traceback), 2 on a usage error.  wait (and
+submit_dag -wait) exits with the job's exit code, 128 + N if a signal N killed it, 1 if it was removed; for a
+cluster, 0 if every job (queued or already in the history) exited 0, else the first other status.  When the reader of the
 output goes away (birdbath q -long | head -1) the command stops quietly with 141 (128 + SIGPIPE), the status a
 shell reports for a C tool killed by SIGPIPE.
 """
@@ -415,13 +418,14 @@ def _jobs(cluster: Any, number: int, spool: bool) -> list[tuple[dict[str, Any], 
 
 
 def _dry_run(clusters: list[Any], args: argparse.Namespace) -> int:
-    """condor_submit -dry-run: the ads, as -long prints them, to the file named (``-``: the standard output)."""
+    """condor_submit -dry-run: the ads, as -long prints them, to the file named (``-``: the standard output); with
+    -spool too the ads are condor_submit's, whose Out keeps the submit file's path (out/job.0.out)."""
     texts, counts = [], []
     for number, cluster in enumerate(clusters, start=1):
-        jobs = _jobs(cluster, number, args.spool)
+        ads = cluster.ads(number)  # as condor_submit sends them: -spool's rewriting is the spool's (spooling.py)
         texts += [tables.long_form({"ClusterId": number, "ProcId": proc, **ad}) + "\n\n"
-                  for proc, (ad, _) in enumerate(jobs)]
-        counts.append((number, len(jobs)))
+                  for proc, ad in enumerate(ads)]
+        counts.append((number, len(ads)))
     if args.dry_run == "-":
         sys.stdout.write("".join(texts))
     else:

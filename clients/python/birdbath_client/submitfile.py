@@ -26,6 +26,8 @@ from .ads import Expr
 
 os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
 
+#: what starts a reference the schedd fills when it matches the job with a slot (``$$(OpSys)``)
+MATCH_TIME = "$$("
 #: attributes condor_submit fills that the schedd sets itself at commit
 SCHEDD_OWNED = {"ClusterId", "ProcId", "QDate", "EnteredCurrentStatus", "MyType", "TargetType", "Owner"}
 
@@ -151,7 +153,8 @@ def _translate(path: Path, statement: Statement, cluster: int, first_proc: int) 
             return _jobs(htcondor.Submit(statement.text), path, cluster, first_proc)
     except Exception as exc:  # the bindings raise their own error types (HTCondorInternalError, ...)
         said = " ".join(captured.read_text(errors="replace").split()) if captured.exists() else ""
-        raise SubmitFileError(said if said.startswith("ERROR") else f"ERROR: {str(exc).strip()}") from None
+        reason = str(exc).strip() or f"{path}: the submit language's translation failed ({type(exc).__name__})"
+        raise SubmitFileError(said if said.startswith("ERROR") else f"ERROR: {reason}") from None
     finally:
         captured.unlink(missing_ok=True)
 
@@ -189,7 +192,9 @@ def _jobs(description: Any, path: Path, cluster: int, first_proc: int) -> list[A
 
 def check_files(ad: Any) -> None:
     """What condor_submit opens before it queues a job: the executable (unless it is not transferred) and the
-    input, and every file of ``transfer_input_files`` (not URLs) when files are transferred."""
+    input, and every file of ``transfer_input_files`` (not URLs) when files are transferred.  A name with a
+    ``$$()`` reference (``prog.$$(OpSys).$$(Arch)``) is only known when the job is matched with a slot, so it is
+    not checked, as condor_submit does not."""
     iwd = Path(str(ad.get("Iwd", ".")))
     needed = [] if ad.get("TransferExecutable") is False else [str(ad.get("Cmd", ""))]
     stdin = str(ad.get("In", "/dev/null"))
@@ -198,6 +203,8 @@ def check_files(ad: Any) -> None:
         needed += [name.strip() for name in str(ad.get("TransferInput", "")).split(",")
                    if name.strip() and "://" not in name]
     for name in needed:
+        if MATCH_TIME in name:
+            continue
         target = iwd / name
         if not os.access(target, os.R_OK):
             reason = os.strerror(2 if not os.path.lexists(target) else 13)
@@ -212,7 +219,12 @@ def _plain(ad: Any) -> dict[str, Any]:
     for name in ad.keys():
         if name in SCHEDD_OWNED:
             continue
-        value = ad[name]
+        try:
+            value = ad[name]
+        except UnicodeDecodeError as exc:  # the bindings read every text as UTF-8
+            hint = " (getenv = true copies your environment into it)" if name in ("Environment", "Env") else ""
+            raise SubmitFileError(f"ERROR: the job's {name} holds text that is not UTF-8{hint}: byte "
+                                  f"{exc.object[exc.start]:#04x} at {exc.start}") from None
         if isinstance(value, classad.Value):  # undefined/error literals: nothing to send
             continue
         if isinstance(value, classad.ExprTree):

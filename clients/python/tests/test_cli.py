@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import RUNNER
 
-from birdbath_client import Expr, GatewayError, JobId, Schedd, Selection
+from birdbath_client import Collector, Expr, GatewayError, JobId, Schedd, Selection
 
 
 def birdbath(gateway, *args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -673,3 +673,60 @@ def test_wait_writes_its_progress_once_where_stderr_is_no_terminal(gateway, sche
     waited = birdbath(gateway, "wait", str(job))
     assert waited.returncode == 0
     assert "\r" not in waited.stderr and waited.stderr.count("\n") == 1 and "Completed" in waited.stderr
+
+
+# -- submit files from HTCondor's manual and test suite --------------------------------------------------------
+def test_an_executable_chosen_at_match_time_is_not_checked_and_runs(gateway, tmp_path):
+    """The manual's heterogeneous example: ``executable = prog.$$(OpSys).$$(Arch)`` names a file only once the
+    job is matched with a slot; condor_submit does not look for it, and the slot's values pick it."""
+    slot = Collector(gateway.url).machines()[0]
+    program = tmp_path / f"prog.{slot['OpSys']}.{slot['Arch']}"
+    program.write_text("#!/bin/sh\necho picked for $0\n")
+    program.chmod(0o755)
+    (tmp_path / "job.sub").write_text("executable = prog.$$(OpSys).$$(Arch)\noutput = out.txt\nqueue\n")
+    submitted = birdbath(gateway, "submit", str(tmp_path / "job.sub"))
+    assert submitted.returncode == 0, submitted.stderr
+    (cluster,) = submitted_clusters(submitted)
+    assert birdbath(gateway, "wait", f"{cluster}.0").returncode == 0
+    assert poll(lambda: (tmp_path / "out.txt").exists() and (tmp_path / "out.txt").read_text(),
+                "the output") == f"picked for {program}\n"
+    spooled = birdbath(gateway, "submit", "-spool", str(tmp_path / "job.sub"))
+    assert (spooled.returncode, spooled.stdout) == (1, "")
+    assert "is chosen when the job is matched with a slot ($$()), so it cannot be spooled" in spooled.stderr
+
+
+def test_an_environment_full_of_shell_characters_with_getenv(gateway, tmp_path):
+    """In the spirit of HTCondor's job_core_env_van test: an old-syntax environment (``;`` between variables)
+    whose values hold every shell metacharacter, and ``getenv = true``; the job sees each value as written."""
+    (tmp_path / "env.sub").write_text(
+        "universe = vanilla\nexecutable = /usr/bin/env\noutput = env.out\nlog = env.log\nnotification = never\n"
+        "environment = v1=\"x;v2=&;v3=>/dev/null;v4=\\\" | cat;v5=-a environment = no=yes;v6=`date`;v7=\\n;"
+        "v8=!@#$%^&*()><-_+=|;v9=;\ngetenv = true\nqueue\n")
+    submitted = subprocess.run(command(gateway, "submit", str(tmp_path / "env.sub")), capture_output=True, text=True,
+                               timeout=120, env={**os.environ, "FROM_MY_SHELL": "kept"})
+    assert submitted.returncode == 0, submitted.stderr
+    (cluster,) = submitted_clusters(submitted)
+    assert birdbath(gateway, "wait", f"{cluster}.0").returncode == 0
+    seen = poll(lambda: (tmp_path / "env.out").exists() and (tmp_path / "env.out").read_text(), "the output")
+    lines = seen.splitlines()
+    for expected in ('v1="x', "v2=&", "v3=>/dev/null", 'v4=\\" | cat', "v5=-a environment = no=yes", "v6=`date`",
+                     "v7=\\n", "v8=!@#$%^&*()><-_+=|", "v9=", "FROM_MY_SHELL=kept"):
+        assert expected in lines, expected
+
+
+def test_an_environment_that_is_not_utf8_is_one_clear_line(tmp_path):
+    (tmp_path / "env.sub").write_text("executable = /bin/true\ngetenv = true\nqueue\n")
+    environment = {**os.environ, "NOT_UTF8": "caf\udce9"}  # the byte 0xe9 alone, as a Latin-1 shell would set it
+    refused = subprocess.run([sys.executable, "-m", "birdbath_client.cli", "submit", str(tmp_path / "env.sub"),
+                              "-dry-run", "-"], capture_output=True, text=True, timeout=60, env=environment)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.startswith("birdbath: ERROR: the job's Environment holds text that is not UTF-8 (getenv "
+                                     "= true copies your environment into it): byte 0xe9 at ")
+
+
+def test_a_dry_run_with_spool_shows_the_ad_condor_submit_writes(tmp_path):
+    (tmp_path / "job.sub").write_text("executable = /bin/echo\noutput = out/job.$(Cluster).$(Process).out\n"
+                                      "should_transfer_files = YES\nqueue\n")
+    shown = subprocess.run([sys.executable, "-m", "birdbath_client.cli", "submit", "-spool", str(tmp_path / "job.sub"),
+                            "-dry-run", "-"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and 'Out = "out/job.1.0.out"\n' in shown.stdout, shown.stderr
