@@ -9,5 +9,5 @@ from .jobs import JobId, JobStatus, Selection
 from .schedd import Schedd, Transaction
 from .submission import SubmissionApi
 
-__all__ = ["Collector", "Credentials", "Expr", "GatewayError", "GatewayUnavailable", "JobId", "Refused", "JobStatus", "Schedd", "Selection",
-           "SubmissionApi", "Transaction", "UnknownJob", "from_struct", "to_struct"]
+__all__ = ["Collector", "Credentials", "Expr", "GatewayError", "GatewayUnavailable", "JobId", "JobStatus", "Refused",
+           "Schedd", "Selection", "SubmissionApi", "Transaction", "UnknownJob", "from_struct", "to_struct"]

@@ -161,7 +161,7 @@ def _run(args: argparse.Namespace) -> int:
     except (GatewayError, OSError, ValueError) as exc:  # OSError: GatewayUnavailable, TimeoutError, local files
         _error(str(exc) or type(exc).__name__)
         return 1
-    except Exception as exc:  # noqa: BLE001 - what nobody foresaw: still one line, never a traceback
+    except Exception as exc:  # what nobody foresaw: still one line, never a traceback
         if os.environ.get("BIRDBATH_DEBUG"):
             raise
         _error(f"ERROR: {type(exc).__name__}: {exc} (BIRDBATH_DEBUG=1 shows where)")
