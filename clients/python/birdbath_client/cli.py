@@ -42,7 +42,6 @@ shell reports for a C tool killed by SIGPIPE.
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
 import re
 import signal
@@ -80,10 +79,10 @@ class Action:
     acts_on: frozenset[JobStatus]
     clears: Callable[[dict[str, Any]], bool] = lambda ad: False
 
-    def default_reason(self) -> str:
+    def default_reason(self, user: str) -> str:
         """The reason condor_rm gives when none is given, naming the tool and the user ("via condor_rm (by user
-        alice)")."""
-        return f"via birdbath {self.name} (by user {_user()})"
+        alice)"): the owner the gateway takes the caller for."""
+        return f"via birdbath {self.name} (by user {user})"
 
     def refusal(self, job: JobId, state: JobStatus | None) -> str:
         """Why a job in ``state`` is not acted on, as condor_hold and condor_release say it."""
@@ -101,12 +100,6 @@ def kept_for_output(ad: dict[str, Any]) -> bool:
     (``FilesRetrieved`` false, as spooled submits, createJobTemplate's template and the submission API's staged jobs
     set it), not one with a plain ``LeaveJobInQueue = true``."""
     return JobStatus.of(ad) is JobStatus.COMPLETED and ad.get("FilesRetrieved") is False
-
-
-def _user() -> str:
-    """Who the caller is to the gateway, as far as the client knows: the password login's user, else the login name
-    (an anonymous caller on loopback is the gateway's default owner, its own user)."""
-    return os.environ.get("BIRDBATH_USER") or getpass.getuser()
 
 
 ACTIONS = {
@@ -592,7 +585,7 @@ def _act(schedd: Schedd, args: argparse.Namespace) -> int:
         selections = [Selection.matching(args.constraint)]
     else:
         selections = [Selection.everything()] if args.all else args.selections
-    reason = args.reason or args.action.default_reason()
+    reason = args.reason or args.action.default_reason(schedd.owner())
     failures = [selection for selection in selections if not _act_on(schedd, args.action, selection, reason)]
     return 1 if failures else 0
 

@@ -102,4 +102,6 @@ def test_q_lists_the_jobs_of_who_the_gateway_says_you_are(pki, tls_gateway):
     assert theirs.returncode == 0 and f"{job.cluster} carol" not in theirs.stdout.splitlines(), theirs.stderr
     assert {line.split()[1] for line in theirs.stdout.splitlines()} <= {USER}
     assert someone.owner() == USER
-    mine.remove(job)
+    removed = cli(environment, "rm", str(job))
+    assert removed.returncode == 0, removed.stderr
+    assert mine.job(job, history=True)["RemoveReason"] == "via birdbath rm (by user carol)"  # condor_rm's words
