@@ -56,7 +56,8 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="birdbath-passwd", description=__doc__.split("\n\n")[0])
+    # the module's first paragraph without its reStructuredText literals: the help is read as plain text
+    parser = argparse.ArgumentParser(prog="birdbath-passwd", description=__doc__.split("\n\n")[0].replace("``", ""))
     parser.add_argument("file", type=Path, help="the password file (created if missing)")
     parser.add_argument("user", help="the user name (user or user@domain; the owner of its jobs is the part before @)")
     parser.add_argument("-D", "--delete", action="store_true", help="remove the user instead")

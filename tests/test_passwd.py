@@ -63,3 +63,10 @@ def test_a_password_longer_than_bcrypt_reads_is_cut_where_htpasswd_cuts_it(tmp_p
     users = PasswordFile.load(path)
     assert users.check("alice", long) and users.check("alice", long + "ignored")
     assert not users.check("alice", long[:35])
+
+
+def test_help_is_plain_text():
+    shown = passwd("--help")
+    assert shown.returncode == 0
+    assert "birdbath-passwd FILE USER: set (or with -D remove) a user's password" in " ".join(shown.stdout.split())
+    assert "`" not in shown.stdout

@@ -7,6 +7,7 @@ import gzip
 import http.client
 import io
 import json
+import os
 import pwd
 import tarfile
 import threading
@@ -516,3 +517,18 @@ def test_the_pool_lists_the_collectors_ads(runner):
     assert len(every) > len(machines)
     assert call(runner.port, "GET", "/api/v1/pool?constraint=false").json["ads"] == []
     problem(call(runner.port, "GET", "/api/v1/pool?type=Toaster"), 400, "Toaster")
+
+
+# -- the caller ------------------------------------------------------------------------------------------
+def test_whoami_names_the_owner_the_caller_submits_as(gateway):
+    """What ``birdbath q`` lists as "yours": the owner a job submitted without one gets, and how the gateway knows."""
+    me = call(gateway.port, "GET", "/api/v1/whoami")
+    assert me.status == 200
+    job = submit(gateway.port, "executable = /bin/true\nqueue\n")["job_ids"][0]
+    owner = call(gateway.port, "GET", f"/api/v1/jobs/{job}").json["Owner"]
+    assert me.json == {"owner": owner, "user": pwd.getpwuid(os.getuid()).pw_name, "authentication": "socket"}
+    refused = call(gateway.port, "POST", "/api/v1/whoami", b"")
+    assert refused.status == 405 and refused.headers["allow"] == "GET"
+    # a password sent in clear text is not checked: the caller is refused, not taken for anyone
+    basic = call(gateway.port, "GET", "/api/v1/whoami", headers={"Authorization": "Basic YWxpY2U6c2VjcmV0"})
+    assert basic.status == 403 and "owner" not in basic.json

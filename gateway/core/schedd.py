@@ -646,6 +646,16 @@ class BirdbathSchedd:
         await self._change(caller, txn, AttributeChange(cluster, proc, "FilesRetrieved", classad2.ExprTree("true")),
                            "Failed to set FilesRetrieved attribute.")
 
+    # -- the caller -----------------------------------------------------------------------------------
+    async def who_am_i(self, caller: Caller) -> dict[str, str | None]:
+        """Who the gateway takes the caller for: the owner its jobs get and whose jobs are its own, the user it
+        identified (None: anonymous) and how.  Clients need it to list "your jobs" as condor_q does, since over TLS
+        or with a token the local login name says nothing about who the gateway says one is."""
+        self.policy.check(caller, Permission.READ)
+        return {"owner": self.policy.effective_user(caller),
+                "user": caller.user if self.policy.identified(caller) else None,
+                "authentication": caller.authentication.value}
+
     # -- scheduling and templates -------------------------------------------------------------------
     async def request_reschedule(self, caller: Caller) -> None:
         self.policy.check(caller, Permission.WRITE)

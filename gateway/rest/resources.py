@@ -115,7 +115,8 @@ class RestApi(resource.Resource):
             "holdJob": self._action(JobAction.HOLD), "releaseJob": self._action(JobAction.RELEASE),
             "suspendJob": self._action(JobAction.SUSPEND), "continueJob": self._action(JobAction.CONTINUE),
             "putJobInput": self.put_input, "getJobOutput": self.get_output, "listHistory": self.list_history,
-            "listPoolAds": self.list_pool, "submitDag": self.submit_dag, "getContract": self.get_contract}
+            "listPoolAds": self.list_pool, "submitDag": self.submit_dag, "whoAmI": self.who_am_i,
+            "getContract": self.get_contract}
         contract.check(self.handlers)
 
     # -- dispatch -----------------------------------------------------------------------------------
@@ -333,6 +334,9 @@ class RestApi(resource.Resource):
         found = await self.submissions.history(caller, constraint, limit)
         return Reply(200, {"jobs": [attrs_to_json(attrs, projection) for _, attrs in found],
                            "total_returned": len(found)})
+
+    async def who_am_i(self, request: GatewayRequest, caller: Caller) -> Reply:
+        return Reply(200, await self.schedd.who_am_i(caller))
 
     async def list_pool(self, request: GatewayRequest, caller: Caller) -> Reply:
         constraint, projection, _ = _query(request)

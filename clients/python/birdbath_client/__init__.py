@@ -4,10 +4,10 @@ an HTCondor 6.8-8.6 schedd with ENABLE_SOAP."""
 from .ads import Expr, from_struct, to_struct
 from .collector import Collector
 from .credentials import Credentials
-from .errors import GatewayError, GatewayUnavailable, UnknownJob
+from .errors import GatewayError, GatewayUnavailable, Refused, UnknownJob
 from .jobs import JobId, JobStatus, Selection
 from .schedd import Schedd, Transaction
 from .submission import SubmissionApi
 
-__all__ = ["Collector", "Credentials", "Expr", "GatewayError", "GatewayUnavailable", "JobId", "JobStatus", "Schedd", "Selection",
-           "SubmissionApi", "Transaction", "UnknownJob", "from_struct", "to_struct"]
+__all__ = ["Collector", "Credentials", "Expr", "GatewayError", "GatewayUnavailable", "JobId", "JobStatus", "Refused",
+           "Schedd", "Selection", "SubmissionApi", "Transaction", "UnknownJob", "from_struct", "to_struct"]

@@ -4,6 +4,7 @@ clients did, and collect its replies.  Needs pika."""
 from __future__ import annotations
 
 import io
+import re
 import uuid
 import zipfile
 from collections.abc import Callable, Iterable
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .ads import Expr
+from .errors import BrokerUnavailable
 
 #: where the seed's client bound the work queue
 EXCHANGE = "amq.direct"
@@ -85,7 +87,32 @@ def run_jobs(url: str, jobs: list[Job], *, queue: str = "grid", key: str = "grid
     and wait until each has its final reply (an error, or a JobStatus other than 1 and 2); the replies by job."""
     import pika
 
-    connection = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        return _run_jobs(pika.BlockingConnection(pika.URLParameters(url)), jobs, queue, key, timeout, on_reply)
+    except pika.exceptions.AMQPError as exc:  # connecting, a refused login, a channel the broker closed
+        raise BrokerUnavailable(f"the AMQP broker at {_without_password(url)}: {_reason(exc)}") from None
+
+
+def _without_password(url: str) -> str:
+    """The broker's URL as a message may show it (amqp://guest:***@host/)."""
+    return re.sub(r"(//[^:/@]*:)[^@/]*@", r"\1***@", url)
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong, in words: pika's connection errors often say nothing themselves (their cause does)."""
+    from .schedd import system_error
+
+    found = system_error(exc)
+    if found is not None:
+        return f"cannot connect: {found.strerror[:1].lower()}{found.strerror[1:]}"
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text and text != "()" else f"cannot connect ({type(exc).__name__})"
+
+
+def _run_jobs(connection: Any, jobs: list[Job], queue: str, key: str, timeout: float,
+              on_reply: Callable[[Job, Reply], None] | None) -> dict[str, list[Reply]]:
+    import pika
+
     try:
         channel = connection.channel()
         channel.queue_declare(queue=queue, durable=True)

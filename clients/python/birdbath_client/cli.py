@@ -1,10 +1,12 @@
 """``birdbath``: HTCondor-style commands against a Birdbath gateway.
 
-    birdbath [-url URL] submit FILE.sub [-spool] [-terse]  submit a submit description (condor_submit)
+    birdbath [-url URL] submit [VAR=VALUE...] FILE.sub [-spool] [-terse] [-a CMD]... [-batch-name NAME] [-dry-run F]
+                                                        submit a submit description (condor_submit)
     birdbath q [-allusers] [-nobatch] [-totals] [-better-analyze] [-hold | -run] [-constraint EXPR]
                [-long | -af[:jhlnrt] ATTR... | -format FMT ATTR...] [CLUSTER | CLUSTER.PROC | OWNER]...
                                                         list queued jobs (condor_q; a line per batch unless -nobatch;
-                                                        only yours unless -allusers or jobs are named)
+                                                        only those of the owner the gateway takes you for unless
+                                                        -allusers or jobs are named)
     birdbath history [-limit N] [-constraint EXPR] [-long | -af ATTR...] [CLUSTER | CLUSTER.PROC | OWNER]...
                                                         jobs that left the queue, newest first (condor_history)
     birdbath rm|hold|release CLUSTER.PROC|CLUSTER|OWNER... [-reason TEXT]
@@ -13,25 +15,26 @@
     birdbath qedit CLUSTER.PROC|CLUSTER|OWNER|-constraint EXPR ATTR VALUE...
                                                         set job attributes (condor_qedit)
     birdbath wait ID|CLUSTER [-timeout S]               wait for a job or a cluster (progress on stderr)
-    birdbath fetch ID [DIR] [-close]                    download a job's spool (output) files
+    birdbath fetch ID|CLUSTER [DIR] [-close]            download a job's (or a cluster's jobs') spool (output) files
     birdbath submit_dag FILE.dag [-owner NAME] [-wait]  submit a DAG (condor_submit_dag)
     birdbath status [-schedd | -submitters | -master | -any] [-constraint EXPR] [-long | -af ATTR...]
                                                         the pool's machines, schedulers, ... (condor_status)
     birdbath token create -identity USER@DOMAIN [-key KEYID] [-authz AUTHZ]... [-lifetime S] [-token NAME | -file F]
                                                         make an IDTOKEN with the gateway's key (condor_token_create;
                                                         on the gateway's host, with the gateway installed)
-    birdbath version
+    birdbath version                                    the gateway's version (-version: this client's)
 
 A number is a cluster (all its jobs), CLUSTER.PROC one job, anything else an owner's jobs.  Every option may be
-spelled with one dash or two (-long, --long).  The gateway URL comes from -url, else BIRDBATH_URL, else the
+spelled with one dash or two (-long, --long), -url before or after the command.  The gateway URL comes from -url, else BIRDBATH_URL, else the
 local socket of the gateway on this machine (one's own gateway's, else /var/lib/birdbath-gateway/birdbath.sock),
 where the kernel tells the gateway who you are, else http://127.0.0.1:1984/.  For an https URL, BIRDBATH_CA names the CA file that signed the gateway's certificate,
 BIRDBATH_CERT (and BIRDBATH_KEY) a client certificate, or BIRDBATH_USER and BIRDBATH_PASSWORD a password login; a
 bearer token is sent over https when one is found as HTCondor finds it (BEARER_TOKEN, BEARER_TOKEN_FILE, else
 _CONDOR_SEC_TOKEN_DIRECTORY or ~/.condor/tokens.d).
 
-Exit status: 0 on success, 1 on an error (a message on stderr), 2 on a usage error.  wait (and submit_dag -wait)
-exits with the job's exit code, 128 + N if a signal N killed it, 1 if it was removed.  When the reader of the
+Exit status: 0 on success, 1 on an error (one line on stderr, never a traceback), 2 on a usage error.  wait (and
+submit_dag -wait) exits with the job's exit code, 128 + N if a signal N killed it, 1 if it was removed; for a
+cluster, 0 if every job (queued or already in the history) exited 0, else the first other status.  When the reader of the
 output goes away (birdbath q -long | head -1) the command stops quietly with 141 (128 + SIGPIPE), the status a
 shell reports for a C tool killed by SIGPIPE.
 """
@@ -39,8 +42,8 @@ shell reports for a C tool killed by SIGPIPE.
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
+import re
 import signal
 import sys
 import time
@@ -53,7 +56,7 @@ from . import batches, status_tables, tables
 from .ads import parse_constraint
 from .collector import Collector
 from .credentials import Credentials
-from .errors import GatewayError, UnknownJob
+from .errors import GatewayError, GatewayUnavailable, UnknownJob
 from .jobs import FINAL_STATES, JOB_STATES, JobId, JobStatus, Scope, Selection, all_of, any_of
 from .schedd import Progress, Schedd
 
@@ -76,10 +79,10 @@ class Action:
     acts_on: frozenset[JobStatus]
     clears: Callable[[dict[str, Any]], bool] = lambda ad: False
 
-    def default_reason(self) -> str:
+    def default_reason(self, user: str) -> str:
         """The reason condor_rm gives when none is given, naming the tool and the user ("via condor_rm (by user
-        alice)")."""
-        return f"via birdbath {self.name} (by user {_user()})"
+        alice)"): the owner the gateway takes the caller for."""
+        return f"via birdbath {self.name} (by user {user})"
 
     def refusal(self, job: JobId, state: JobStatus | None) -> str:
         """Why a job in ``state`` is not acted on, as condor_hold and condor_release say it."""
@@ -97,12 +100,6 @@ def kept_for_output(ad: dict[str, Any]) -> bool:
     (``FilesRetrieved`` false, as spooled submits, createJobTemplate's template and the submission API's staged jobs
     set it), not one with a plain ``LeaveJobInQueue = true``."""
     return JobStatus.of(ad) is JobStatus.COMPLETED and ad.get("FilesRetrieved") is False
-
-
-def _user() -> str:
-    """Who the caller is to the gateway, as far as the client knows: the password login's user, else the login name
-    (an anonymous caller on loopback is the gateway's default owner, its own user)."""
-    return os.environ.get("BIRDBATH_USER") or getpass.getuser()
 
 
 ACTIONS = {
@@ -149,11 +146,18 @@ def _split_af_options(argv: list[str]) -> list[str]:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        return args.run(args.client(args.url, credentials=Credentials.from_environment()), args) or 0
+        needs_gateway = not getattr(args, "dry_run", None)
+        client = args.client(args.url, credentials=Credentials.from_environment()) if needs_gateway else None
+        return args.run(client, args) or 0
     except BrokenPipeError:
         raise
     except (GatewayError, OSError, ValueError) as exc:  # OSError: GatewayUnavailable, TimeoutError, local files
-        print(f"birdbath: {exc}", file=sys.stderr)
+        _error(str(exc) or type(exc).__name__)
+        return 1
+    except Exception as exc:  # what nobody foresaw: still one line, never a traceback
+        if os.environ.get("BIRDBATH_DEBUG"):
+            raise
+        _error(f"ERROR: {type(exc).__name__}: {exc} (BIRDBATH_DEBUG=1 shows where)")
         return 1
 
 
@@ -183,13 +187,6 @@ def _selection(text: str) -> Selection:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _job_id(text: str) -> JobId:
-    selection = _selection(text)
-    if selection.scope not in (Scope.JOB, Scope.CLUSTER):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a job id (CLUSTER.PROC)")
-    return selection.job
-
-
 def _job_or_cluster(text: str) -> Selection:
     selection = _selection(text)
     if selection.scope not in (Scope.JOB, Scope.CLUSTER):
@@ -200,24 +197,32 @@ def _job_or_cluster(text: str) -> Selection:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="birdbath", description="HTCondor-style commands for a Birdbath gateway",
                                      epilog="\n\n".join(__doc__.split("\n\n")[2:]), allow_abbrev=False,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    _option(parser, "url", default=os.environ.get("BIRDBATH_URL") or None,
-            help="the gateway (default: $BIRDBATH_URL, else the local socket of the gateway on this machine, else "
-                 "http://127.0.0.1:1984/); unix:PATH: a local socket; behind condor_shared_port: "
-                 "<host:9618?sock=ID> or http://host:9618/?sock=ID")
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+    _help(parser)
+    _option(parser, "version", action="version", version=f"birdbath {_client_version()} (birdbath-client)",
+            help="this client's version and exit ('birdbath version' asks the gateway for its own)")
+    _url(parser, os.environ.get("BIRDBATH_URL") or None)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     def command(name: str, run: Callable[[Any, argparse.Namespace], int | None], help: str,
                 **defaults: Any) -> argparse.ArgumentParser:
-        # -help and --help, as HTCondor's tools spell it, and no -h: argparse would read -hld (a mistyped -hold)
-        # as -h followed by more single-letter options, and print the help instead of an error
         sub = commands.add_parser(name, help=help, description=help, allow_abbrev=False, add_help=False)
-        _option(sub, "help", action="help", help="show this help and exit")
+        _help(sub)
+        _url(sub, argparse.SUPPRESS)  # after the command too (the one before it stands unless this is given)
         sub.set_defaults(run=run, parser=sub, **{"client": Schedd, **defaults})
         return sub
 
     submit = command("submit", _submit, "submit a submit description file (condor_submit)")
-    submit.add_argument("file", type=Path, help="the submit description file (condor_submit's language)")
+    submit.add_argument("words", nargs="+", metavar="[VAR=VALUE...] FILE",
+                        help="the submit description file (condor_submit's language), after any VAR=VALUE: each "
+                             "defined as if it were the file's first line")
+    _option(submit, "a", "append", dest="append", action="append", default=[], metavar="COMMAND",
+            help="a submit command as if it came just before the file's first queue statement (repeatable)")
+    _option(submit, "batch-name", dest="batch_name", metavar="NAME",
+            help="the jobs' batch name (JobBatchName), which q's line per batch shows")
+    _option(submit, "dry-run", dest="dry_run", metavar="FILE",
+            help="submit nothing: write the jobs' ads to FILE ('-': the standard output), as condor_submit -dry-run "
+                 "(the clusters are numbered from 1; no gateway is needed)")
     _option(submit, "spool", action="store_true",
             help="send the executable and input files to the gateway instead of sharing a file system")
     _option(submit, "terse", action="store_true",
@@ -228,8 +233,9 @@ def _parser() -> argparse.ArgumentParser:
     _option(q, "nobatch", action="store_true", help="one line per job instead of one per batch (cluster or DAG)")
     _option(q, "totals", action="store_true", help="only the totals line")
     _option(q, "allusers", action="store_true",
-            help="every user's jobs (without it and without CLUSTER|CLUSTER.PROC|OWNER arguments, only yours: "
-                 "$BIRDBATH_USER, else your login name, as condor_q since 8.5)")
+            help="every user's jobs (without it and without CLUSTER|CLUSTER.PROC|OWNER arguments, only yours, as "
+                 "condor_q since 8.5: the owner the gateway takes you for, by your socket, certificate, password "
+                 "or token)")
     _option(q, "better-analyze", "analyze", dest="analyze", action="store_true",
             help="why each job does not run: its Requirements against the pool's slots, condition by condition")
     view = q.add_mutually_exclusive_group()
@@ -263,8 +269,9 @@ def _parser() -> argparse.ArgumentParser:
     wait.add_argument("job", type=_job_or_cluster, metavar="ID", help="CLUSTER.PROC, or CLUSTER for all its jobs")
     _option(wait, "timeout", type=float, metavar="S", help="give up (status 1) after S seconds")
 
-    fetch = command("fetch", _fetch, "download a job's spool files (its output)")
-    fetch.add_argument("job", type=_job_id, metavar="ID", help="the job (CLUSTER.PROC)")
+    fetch = command("fetch", _fetch, "download the spool files (the output) of a job, or of every job of a cluster "
+                                     "in the queue (condor_transfer_data)")
+    fetch.add_argument("job", type=_job_or_cluster, metavar="ID", help="the job (CLUSTER.PROC), or CLUSTER")
     fetch.add_argument("directory", type=Path, nargs="?", default=Path("."), metavar="DIR",
                        help="where the files go (default: here); created if missing")
     _option(fetch, "close", action="store_true", help="close the spool afterwards (the job may leave the queue)")
@@ -306,6 +313,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _help(parser: argparse.ArgumentParser) -> None:
+    """-h, -help and --help, as HTCondor's tools take them (condor_q -h).  A mistyped -hld is still an error, not
+    the help: argparse reads it as -h with the letters l and d, which are no options."""
+    parser.add_argument("-h", "-help", "--help", action="help", help="show this help and exit")
+
+
+def _url(parser: argparse.ArgumentParser, default: Any) -> None:
+    _option(parser, "url", default=default,
+            help="the gateway (default: $BIRDBATH_URL, else the local socket of the gateway on this machine, else "
+                 "http://127.0.0.1:1984/); unix:PATH: a local socket; behind condor_shared_port: "
+                 "<host:9618?sock=ID> or http://host:9618/?sock=ID")
+
+
+def _client_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("birdbath-client")
+    except PackageNotFoundError:  # run from a source tree that was not installed
+        return "unknown"
+
+
 def _token(_: None, args: argparse.Namespace) -> int:
     """``birdbath token create``: a command the gateway's distribution provides (entry point group
     ``birdbath.commands``), since it signs with the gateway's keys on the gateway's host."""
@@ -336,23 +365,86 @@ def _formats(parser: argparse.ArgumentParser) -> None:
 
 
 # -- commands ------------------------------------------------------------------------------------------
-def _submit(schedd: Schedd, args: argparse.Namespace) -> int:
+def _submit(schedd: Schedd | None, args: argparse.Namespace) -> int:
     """condor_submit: every cluster the file makes, in one transaction (a refusal submits nothing); the ads are
-    made once the schedd gave each cluster its id, so ``$(Cluster)`` is the real one."""
-    from . import spooling, submitfile
+    made once the schedd gave each cluster its id, so ``$(Cluster)`` is the real one.  With -dry-run nothing is
+    sent: the clusters are numbered from 1 and the ads written where -dry-run says."""
+    from . import submitfile
 
-    clusters = submitfile.clusters(args.file)
+    path, defined = _submit_words(args)
+    appended = args.append + ([f"batch_name = {args.batch_name}"] if args.batch_name else [])
+    clusters = submitfile.clusters(path, defined=defined, appended=appended)
+    if schedd is None:
+        return _dry_run(clusters, args)
     submitted = []
     with ProgressLine() as line, schedd.transaction() as txn:
-        progress = _bytes_progress(line, "uploading") if args.spool else None
+        uploads = _Uploads(_bytes_progress(line, "uploading")) if args.spool else None
         for cluster in clusters:
             number = txn.new_cluster()
-            ads = cluster.ads(number)
-            jobs = [spooling.spooled(ad) if args.spool else (ad, {}) for ad in ads]
-            submitted.append((number, txn.submit_cluster(number, jobs, progress)))
+            jobs = _jobs(cluster, number, args.spool)
+            if uploads is not None:
+                uploads.count(jobs)
+            submitted.append((number, txn.submit_cluster(number, jobs, uploads)))
     for number, jobs in submitted:
         print(f"{jobs[0]} - {jobs[-1]}" if args.terse else f"{len(jobs)} job(s) submitted to cluster {number}.")
     return 0
+
+
+def _submit_words(args: argparse.Namespace) -> tuple[Path, list[str]]:
+    """condor_submit's arguments: ``VAR=VALUE`` definitions, and one submit file."""
+    defined = [word for word in args.words if _DEFINITION.match(word)]
+    files = [word for word in args.words if not _DEFINITION.match(word)]
+    if len(files) != 1:
+        args.parser.error("give one submit description file (after any VAR=VALUE)")
+    return Path(files[0]), defined
+
+
+#: a ``VAR=VALUE`` argument of condor_submit (a file name with "=" in it would need ./ before it)
+_DEFINITION = re.compile(r"[A-Za-z_+][\w.+]*\s*=")
+
+
+def _jobs(cluster: Any, number: int, spool: bool) -> list[tuple[dict[str, Any], dict[str, Path]]]:
+    """A cluster's ads for the cluster id ``number``, each with the files to spool (none without -spool)."""
+    from . import spooling
+
+    return [spooling.spooled(ad) if spool else (ad, {}) for ad in cluster.ads(number)]
+
+
+def _dry_run(clusters: list[Any], args: argparse.Namespace) -> int:
+    """condor_submit -dry-run: the ads, as -long prints them, to the file named (``-``: the standard output); with
+    -spool too the ads are condor_submit's, whose Out keeps the submit file's path (out/job.0.out)."""
+    texts, counts = [], []
+    for number, cluster in enumerate(clusters, start=1):
+        ads = cluster.ads(number)  # as condor_submit sends them: -spool's rewriting is the spool's (spooling.py)
+        texts += [tables.long_form({"ClusterId": number, "ProcId": proc, **ad}) + "\n\n"
+                  for proc, ad in enumerate(ads)]
+        counts.append((number, len(ads)))
+    if args.dry_run == "-":
+        sys.stdout.write("".join(texts))
+    else:
+        Path(args.dry_run).write_text("".join(texts))
+    for number, count in counts:
+        print(f"{count} job(s) dry-run to cluster {number}.")
+    return 0
+
+
+class _Uploads:
+    """One upload bar for a whole submission, not one per file: each file's progress (what the transaction
+    reports) counted against the bytes of every file of the cluster's jobs (and the clusters' before it)."""
+
+    def __init__(self, show: Progress) -> None:
+        self.show = show
+        self.sent = 0  # bytes of the files already sent whole
+        self.total = 0
+
+    def count(self, jobs: list[tuple[dict[str, Any], dict[str, Path]]]) -> None:
+        self.total += sum(Path(path).stat().st_size for _, files in jobs for path in files.values())
+
+    def __call__(self, done: int, size: int) -> None:
+        if done == size:  # a file sent whole
+            self.sent += size
+            done = 0
+        self.show(self.sent + done, self.total)
 
 
 def _amqp_submit(_: None, args: argparse.Namespace) -> int:
@@ -422,7 +514,7 @@ def _q(schedd: Schedd, args: argparse.Namespace) -> int:
     columns, status = VIEWS.get(args.view, (tables.QUEUE, None))
     if args.constraint:
         parse_constraint(args.constraint)  # a ValueError naming the caller's own text, not the combined one
-    mine = None if args.allusers or args.selections else Selection(Scope.OWNER, owner=_user()).constraint()
+    mine = None if args.allusers or args.selections else Selection(Scope.OWNER, owner=schedd.owner()).constraint()
     constraint = all_of(mine, any_of(args.selections), args.constraint, status and f"JobStatus == {int(status)}")
     ads = sorted(schedd.query(constraint), key=lambda ad: (ad.get("ClusterId", 0), ad.get("ProcId", 0)))
     if args.totals:
@@ -493,7 +585,7 @@ def _act(schedd: Schedd, args: argparse.Namespace) -> int:
         selections = [Selection.matching(args.constraint)]
     else:
         selections = [Selection.everything()] if args.all else args.selections
-    reason = args.reason or args.action.default_reason()
+    reason = args.reason or args.action.default_reason(schedd.owner())
     failures = [selection for selection in selections if not _act_on(schedd, args.action, selection, reason)]
     return 1 if failures else 0
 
@@ -618,11 +710,15 @@ def _wait(schedd: Schedd, args: argparse.Namespace) -> int:
 
 
 def _wait_for_cluster(schedd: Schedd, cluster: int, timeout: float | None) -> int:
-    """Every job of the cluster (those still queued, or those of the history once it left), one after the other,
-    as condor_wait waits for every job of a log; 0 if each exited 0, else the first other status."""
+    """Every job of the cluster, those still queued and those that already left the queue for the history, one
+    after the other, as condor_wait waits for every job of a log; 0 if each exited 0, else the first other status
+    (by proc), so that a script never takes a failed job for a success."""
     constraint = f"ClusterId == {cluster}"
-    jobs = sorted(JobId(ad["ClusterId"], ad["ProcId"]) for ad in schedd.query(constraint) or
-                  schedd.history(constraint))
+    try:
+        gone = schedd.history(constraint)
+    except GatewayUnavailable:  # no submission API (an HTCondor schedd): only the queue can be asked
+        gone = []
+    jobs = sorted({JobId(ad["ClusterId"], ad["ProcId"]) for ad in [*schedd.query(constraint), *gone]})
     if not jobs:
         raise UnknownJob("wait", f"cluster {cluster} is unknown (neither in the queue nor in the history)")
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -672,12 +768,21 @@ def _outcome(job: JobId, final: dict[str, Any]) -> int:
 
 
 def _fetch(schedd: Schedd, args: argparse.Namespace) -> int:
-    with ProgressLine() as line:
-        written = schedd.download(args.job, args.directory, progress=_bytes_progress(line, "downloading"))
-    for path in written:
-        print(path)
-    if args.close:
-        schedd.close_spool(args.job)
+    """condor_transfer_data: one job, or every job of a cluster that is in the queue (the files of each go to DIR,
+    where the submit file put them)."""
+    if args.job.scope is Scope.JOB:
+        jobs = [args.job.job]
+    else:
+        jobs = sorted(JobId(ad["ClusterId"], ad["ProcId"]) for ad in schedd.query(args.job.constraint()))
+        if not jobs:
+            raise UnknownJob("listSpool", f"no job of {args.job} is in the queue (its spool went with it)")
+    for job in jobs:
+        with ProgressLine() as line:
+            written = schedd.download(job, args.directory, progress=_bytes_progress(line, "downloading"))
+        for path in written:
+            print(path)
+        if args.close:
+            schedd.close_spool(job)
     return 0
 
 
@@ -697,23 +802,34 @@ def _error(message: str) -> None:
 
 
 class ProgressLine:
-    """A status line on stderr, redrawn in place.  Leaving the ``with`` block ends it with a newline (also on an
-    error) so that what follows, a result, an error or the shell's prompt, starts on a line of its own."""
+    """A status line on stderr, redrawn in place on a terminal.  Leaving the ``with`` block ends it with a newline
+    (also on an error) so that what follows, a result, an error or the shell's prompt, starts on a line of its own.
+    Where stderr is no terminal (a log file, a pipe) a redraw would pile every frame onto one line: there only the
+    last text is written, once, when the block ends."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
         self.width = 0  # of the longest text shown, to blank out what a shorter one would leave behind
+        self.last: str | None = None
+        try:
+            self.terminal = self.stream.isatty()
+        except (AttributeError, ValueError):  # a closed or replaced stream
+            self.terminal = False
 
     def show(self, text: str) -> None:
-        print("\r" + text.ljust(self.width), end="", file=self.stream, flush=True)
-        self.width = max(self.width, len(text))
+        self.last = text
+        if self.terminal:
+            print("\r" + text.ljust(self.width), end="", file=self.stream, flush=True)
+            self.width = max(self.width, len(text))
 
     def __enter__(self) -> "ProgressLine":
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        if self.width:
+        if self.terminal and self.width:
             print(file=self.stream, flush=True)
+        elif not self.terminal and self.last is not None:
+            print(self.last, file=self.stream, flush=True)
 
 
 def _bytes_progress(line: ProgressLine, verb: str, width: int = 30) -> Progress:

@@ -31,3 +31,44 @@ class UnknownJob(GatewayError, LookupError):
     def nowhere(cls, operation: str, job: object) -> "UnknownJob":
         """A job the gateway knows neither in its queue nor in its history."""
         return cls(operation, f"job {job} is unknown (neither in the queue nor in the history)")
+
+
+class Refused(GatewayError, PermissionError):
+    """The gateway refused the request over HTTP (401 wrong password or token, 403 not allowed, 429 a login
+    penalty): what a person reads is the gateway's own reason, not the HTTP library's "401 Client Error"."""
+
+    def __init__(self, operation: str, status: int, message: str) -> None:
+        super().__init__(operation, f"HTTP {status}", message)
+        self.status = status
+
+    def __str__(self) -> str:
+        return f"{self.message} (HTTP {self.status})"
+
+
+class BrokerUnavailable(ConnectionError):
+    """The AMQP broker cannot be reached, or it refused the login."""
+
+
+def refusal_reason(body: bytes, content_type: str | None) -> str | None:
+    """The reason in the body of a gateway's refusal, in whichever front end's form it came: a SOAP fault's
+    faultstring, the JSON API's status text, a REST problem's detail, or plain text (None: none to read)."""
+    import html
+    import json
+    import re
+
+    text = body.decode("utf-8", "replace").strip()
+    kind = (content_type or "").lower()
+    if "json" in kind:
+        try:
+            document = json.loads(text)
+        except ValueError:
+            return text or None
+        if isinstance(document, dict):
+            status = document.get("status")
+            found = document.get("detail") or (status.get("text") if isinstance(status, dict) else None)
+            return str(found) if found else None
+        return None
+    if "xml" in kind:
+        fault = re.search(r"<(?:\w+:)?faultstring[^>]*>(.*?)</(?:\w+:)?faultstring>", text, re.DOTALL)
+        return html.unescape(fault.group(1).strip()) if fault else None
+    return text.splitlines()[0] if text else None

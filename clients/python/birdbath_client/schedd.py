@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import functools
+import getpass
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from .ads import from_struct, parse_constraint, to_struct
 from .credentials import Credentials
-from .errors import GatewayError, GatewayUnavailable, UnknownJob
+from .errors import GatewayError, GatewayUnavailable, Refused, UnknownJob, refusal_reason
 from .jobs import FINAL_STATES, JOB_STATES, JobId, JobStatus
-from .submission import SubmissionApi
+from .submission import GatewayHttp, SubmissionApi
 
 __all__ = ["CHUNK", "JOB_STATES", "JobId", "JobStatus", "Progress", "Schedd", "Transaction"]
 
@@ -37,10 +38,13 @@ def connect(url: str, service: str, wsdl: str | None, timeout: float, credential
         session.mount(url, LocalSocketAdapter(local_socket))
     try:
         client = zeep.Client(wsdl or f"{url}{service}.wsdl", transport=Transport(timeout=timeout, session=session))
-    except Exception as exc:  # requests' connection errors, or a 404 from something else
+    except Exception as exc:  # requests' connection errors, a refusal, or a 404 from something else
         refused = system_error(exc)
         if refused is not None:
             raise unreachable(url, refused) from None
+        said = refusal(f"{service}.wsdl", exc)
+        if said is not None:
+            raise said from None
         raise GatewayUnavailable(f"cannot read the WSDL of the gateway at {url} ({service}.wsdl): {exc}") from None
     return client.create_service(f"{{urn:condor}}{service}", url)
 
@@ -58,8 +62,21 @@ def system_error(exc: BaseException) -> OSError | None:
         seen.add(id(current))
         if isinstance(current, OSError) and current.errno is not None and current.strerror:
             found = current
-        pending += [current.__cause__, current.__context__, getattr(current, "reason", None), *current.args]
+        pending += [current.__cause__, current.__context__, getattr(current, "reason", None),
+                    getattr(current, "exception", None), *current.args]  # (pika keeps it in .exception)
     return found
+
+
+def refusal(operation: str, exc: BaseException) -> Refused | None:
+    """The gateway's refusal of the caller (HTTP 401, 403 or 429) with the reason its body gives, from requests'
+    HTTPError or zeep's TransportError; None for any other failure."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None) or getattr(exc, "status_code", None)
+    if status not in (401, 403, 429):
+        return None
+    body = getattr(response, "content", None) or getattr(exc, "content", None) or b""
+    content_type = response.headers.get("Content-Type") if response is not None else "text/xml"
+    return Refused(operation, status, refusal_reason(body, content_type) or f"refused (HTTP {status})")
 
 
 def unreachable(url: str, error: OSError) -> GatewayUnavailable:
@@ -82,6 +99,11 @@ def invoke(service: Any, url: str, operation: str, *args: Any) -> Any:
         raise GatewayUnavailable(f"cannot reach the gateway at {url}: {exc}") from None
     except zeep.exceptions.Fault as exc:
         raise GatewayError(operation, "FAULT", exc.message) from None
+    except zeep.exceptions.TransportError as exc:
+        raise refusal(operation, exc) or GatewayUnavailable(f"the gateway at {url} answered {operation} with HTTP "
+                                                            f"{exc.status_code}") from None
+    except zeep.exceptions.Error as exc:  # an answer that is no SOAP (a proxy's page, a cut connection)
+        raise GatewayUnavailable(f"the answer of {url} to {operation} is no Birdbath answer: {exc}") from None
 
 
 class Schedd:
@@ -113,9 +135,24 @@ class Schedd:
         return answer
 
     @functools.cached_property
+    def http(self) -> GatewayHttp:
+        """The same gateway's JSON paths: its submission API and its REST face."""
+        return GatewayHttp(self.url, self.timeout, self.credentials, self.shared_port_id, self.local_socket)
+
+    @functools.cached_property
     def submission_api(self) -> SubmissionApi:
         """The same gateway's submission API, which answers for jobs that left the queue (Birdbath cannot)."""
-        return SubmissionApi(self.url, self.timeout, self.credentials, self.shared_port_id, self.local_socket)
+        return SubmissionApi(self.http)
+
+    def owner(self) -> str:
+        """The owner the gateway takes us for (whose jobs are "mine", as condor_q lists them by default): the user
+        its certificate map, password file or token says we are, or the local user on its socket; the client cannot
+        know it itself over TLS or with a token.  A gateway without the REST face (an HTCondor schedd) cannot say:
+        then the password login's user name, else the local login name."""
+        try:
+            return str(self.http.who_am_i()["owner"])
+        except GatewayUnavailable:
+            return self.credentials.username or getpass.getuser()
 
     # -- information ----------------------------------------------------------------------------------
     def version(self) -> str:

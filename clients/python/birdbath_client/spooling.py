@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .ads import Expr
+from .submitfile import MATCH_TIME, SubmitFileError
 
 NULL_FILE = "/dev/null"
 #: the standard streams a spooled job writes under their base names, and where condor_submit keeps their paths
@@ -27,6 +28,9 @@ def spooled(ad: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Path]]:
     job.pop("Iwd", None)  # the spool becomes Iwd
     job["SUBMIT_Iwd"] = str(iwd)
     command = Path(str(ad["Cmd"]))
+    if MATCH_TIME in str(command):
+        raise SubmitFileError(f"ERROR: the executable {command} is chosen when the job is matched with a slot "
+                              f"($$()), so it cannot be spooled: submit it without -spool")
     files = {command.name: iwd / command}
     job["Cmd"] = command.name
     names = [name.strip() for name in str(ad.get("TransferInput", "")).split(",") if name.strip()]

@@ -16,7 +16,7 @@ from typing import Any
 
 from .ads import from_typed_map
 from .credentials import Credentials
-from .errors import GatewayError, GatewayUnavailable
+from .errors import GatewayError, GatewayUnavailable, Refused, refusal_reason
 from .jobs import JobId
 from .localsocket import LocalSocketHandler
 from .sharedport import SharedPortHandler
@@ -25,44 +25,65 @@ OK = "OK"
 NO_MATCH = "NO_MATCH"
 
 
-class SubmissionApi:
-    """``SubmissionApi("http://host:1984/")``: the submission API of the gateway at that Birdbath URL (reached
-    through condor_shared_port when ``shared_port_id`` is given, through its ``local_socket`` when that is)."""
+class GatewayHttp:
+    """JSON over HTTP to the paths of the gateway at a Birdbath URL (its submission API's JSON form, its REST face),
+    reached as its Birdbath service is: through condor_shared_port when ``shared_port_id`` is given, through its
+    ``local_socket`` when that is, with the same credentials."""
 
     def __init__(self, url: str, timeout: float = 60, credentials: Credentials = Credentials(),
                  shared_port_id: str | None = None, local_socket: Path | None = None) -> None:
-        self.url = (url if url.endswith("/") else url + "/") + "submission/json/"
+        self.root = url if url.endswith("/") else url + "/"
         self.timeout = timeout
         self.credentials = credentials
-        self._context = credentials.ssl_context() if self.url.startswith("https:") else None
+        context = credentials.ssl_context() if self.root.startswith("https:") else None
         handlers: list[urllib.request.BaseHandler] = []
         if shared_port_id is not None:
             handlers.append(SharedPortHandler(shared_port_id))
         if local_socket is not None:
             handlers.append(LocalSocketHandler(local_socket))
-        self._opener = urllib.request.build_opener(*handlers, urllib.request.HTTPSHandler(context=self._context))
+        self._opener = urllib.request.build_opener(*handlers, urllib.request.HTTPSHandler(context=context))
 
-    def call(self, operation: str, **params: Any) -> dict[str, Any]:
-        """The answer to one operation; a status other than OK raises GatewayError (NO_MATCH included)."""
-        answer = self._post(operation, params)
-        status = answer.get("status") or {}
-        if status.get("code") != OK:
-            raise GatewayError(operation, str(status.get("code")), status.get("text"))
-        return answer
-
-    def _post(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
-        request = urllib.request.Request(self.url + operation, data=json.dumps(params).encode(),
-                                         headers={"Content-Type": "application/json", **self.credentials.headers(self.url)})
+    def request(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """The JSON answer of ``path`` (a POST of ``params``, a GET without them).  A refusal for who the caller is
+        raises :class:`Refused` with the gateway's reason, a 400 GatewayError, other failures GatewayUnavailable
+        (the caller says what it means that a path is not served)."""
+        url = self.root + path
+        data = None if params is None else json.dumps(params).encode()
+        request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json",
+                                                                  **self.credentials.headers(url)})
         try:
             with self._opener.open(request, timeout=self.timeout) as response:
                 return json.load(response)
         except urllib.error.HTTPError as exc:
+            reason = refusal_reason(exc.read(), exc.headers.get("Content-Type"))
+            if exc.code in (401, 403, 429):
+                raise Refused(path, exc.code, reason or exc.reason) from None
             if exc.code == 400:  # the gateway refused the request itself (malformed JSON)
-                raise GatewayError(operation, "BAD_REQUEST", exc.read().decode(errors="replace")) from None
-            raise GatewayUnavailable(f"the gateway at {self.url} does not serve the submission API "
-                                     f"({operation}: HTTP {exc.code})") from None
+                raise GatewayError(path, "BAD_REQUEST", reason) from None
+            raise GatewayUnavailable(f"the gateway at {self.root} does not serve {path} (HTTP {exc.code})") from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise GatewayUnavailable(f"cannot reach the submission API at {self.url}: {exc}") from None
+            raise GatewayUnavailable(f"cannot reach the gateway at {self.root} ({path}): {exc}") from None
+
+    def who_am_i(self) -> dict[str, Any]:
+        """Who the gateway takes us for (the REST face's whoAmI): ``owner``, ``user`` (None: anonymous) and
+        ``authentication``."""
+        return dict(self.request("api/v1/whoami"))
+
+
+class SubmissionApi:
+    """``SubmissionApi(GatewayHttp("http://host:1984/"))``: the submission API of the gateway at that Birdbath
+    URL."""
+
+    def __init__(self, http: GatewayHttp) -> None:
+        self.http = http
+
+    def call(self, operation: str, **params: Any) -> dict[str, Any]:
+        """The answer to one operation; a status other than OK raises GatewayError (NO_MATCH included)."""
+        answer = self.http.request(f"submission/json/{operation}", params)
+        status = answer.get("status") or {}
+        if status.get("code") != OK:
+            raise GatewayError(operation, str(status.get("code")), status.get("text"))
+        return answer
 
     def job_ad(self, job: JobId) -> dict[str, Any] | None:
         """The job's ad from the queue or the history; None if the gateway knows no such job."""

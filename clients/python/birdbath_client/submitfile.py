@@ -20,12 +20,14 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from .ads import Expr
 
 os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
 
+#: what starts a reference the schedd fills when it matches the job with a slot (``$$(OpSys)``)
+MATCH_TIME = "$$("
 #: attributes condor_submit fills that the schedd sets itself at commit
 SCHEDD_OWNED = {"ClusterId", "ProcId", "QDate", "EnteredCurrentStatus", "MyType", "TargetType", "Owner"}
 
@@ -63,15 +65,17 @@ class Cluster:
         return [_plain(ad) for ad in ads]
 
 
-def clusters(path: Path) -> list[Cluster]:
-    """The clusters a submit file makes (most make one)."""
+def clusters(path: Path, defined: Sequence[str] = (), appended: Sequence[str] = ()) -> list[Cluster]:
+    """The clusters a submit file makes (most make one); ``defined``: condor_submit's ``VAR=VALUE`` arguments, read
+    as the file's first lines; ``appended``: its ``-append`` commands, read just before the first queue
+    statement."""
     try:
         text = path.read_text()
     except OSError as exc:
         raise SubmitFileError(f"ERROR: Failed to open command file ({exc.strerror})") from None
     found: list[Cluster] = []
     executable = None
-    for statement, statement_executable in _statements(text):
+    for statement, statement_executable in _statements("".join(f"{line}\n" for line in defined) + text, appended):
         if not found or statement_executable != executable:
             found.append(Cluster(path, ()))
             executable = statement_executable
@@ -87,19 +91,27 @@ def job_ads(path: Path, cluster: int) -> list[dict[str, Any]]:
     return made[0].ads(cluster)
 
 
-def _statements(text: str) -> Iterator[tuple[Statement, str | None]]:
-    """Each ``queue`` statement with the description in force there, and the executable it runs.  A file without
-    a queue statement queues one job (as ``queue`` would)."""
+def _statements(text: str, appended: Sequence[str] = ()) -> Iterator[tuple[Statement, str | None]]:
+    """Each ``queue`` statement with the description in force there, and the executable it runs; the ``appended``
+    commands come just before the first.  A file without a queue statement queues one job (as ``queue`` would)."""
     commands: list[str] = []
     executable = None
     lines = iter(_logical_lines(text))
     queued = False
+
+    def command(line: str) -> None:
+        nonlocal executable
+        commands.append(line)
+        named = _EXECUTABLE.match(line)
+        executable = named["value"] if named else executable
+
     for line in lines:
         if not _QUEUE.match(line):
-            commands.append(line)
-            named = _EXECUTABLE.match(line)
-            executable = named["value"] if named else executable
+            command(line)
             continue
+        if not queued:
+            for extra in appended:
+                command(extra)
         block = [line]
         if _OPEN_LIST.search(line):  # the item list's lines, up to the one that closes it, belong to it
             for item in lines:
@@ -109,6 +121,8 @@ def _statements(text: str) -> Iterator[tuple[Statement, str | None]]:
         queued = True
         yield Statement("\n".join(commands + block) + "\n"), executable
     if not queued:
+        for extra in appended:
+            command(extra)
         yield Statement("\n".join(commands) + "\nqueue\n"), executable
 
 
@@ -139,7 +153,8 @@ def _translate(path: Path, statement: Statement, cluster: int, first_proc: int) 
             return _jobs(htcondor.Submit(statement.text), path, cluster, first_proc)
     except Exception as exc:  # the bindings raise their own error types (HTCondorInternalError, ...)
         said = " ".join(captured.read_text(errors="replace").split()) if captured.exists() else ""
-        raise SubmitFileError(said if said.startswith("ERROR") else f"ERROR: {str(exc).strip()}") from None
+        reason = str(exc).strip() or f"{path}: the submit language's translation failed ({type(exc).__name__})"
+        raise SubmitFileError(said if said.startswith("ERROR") else f"ERROR: {reason}") from None
     finally:
         captured.unlink(missing_ok=True)
 
@@ -180,7 +195,9 @@ def _jobs(description: Any, path: Path, cluster: int, first_proc: int) -> list[A
 
 def check_files(ad: Any) -> None:
     """What condor_submit opens before it queues a job: the executable (unless it is not transferred) and the
-    input, and every file of ``transfer_input_files`` (not URLs) when files are transferred."""
+    input, and every file of ``transfer_input_files`` (not URLs) when files are transferred.  A name with a
+    ``$$()`` reference (``prog.$$(OpSys).$$(Arch)``) is only known when the job is matched with a slot, so it is
+    not checked, as condor_submit does not."""
     iwd = Path(str(ad.get("Iwd", ".")))
     needed = [] if ad.get("TransferExecutable") is False else [str(ad.get("Cmd", ""))]
     stdin = str(ad.get("In", "/dev/null"))
@@ -189,6 +206,8 @@ def check_files(ad: Any) -> None:
         needed += [name.strip() for name in str(ad.get("TransferInput", "")).split(",")
                    if name.strip() and "://" not in name]
     for name in needed:
+        if MATCH_TIME in name:
+            continue
         target = iwd / name
         if not os.access(target, os.R_OK):
             reason = os.strerror(2 if not os.path.lexists(target) else 13)
@@ -203,7 +222,12 @@ def _plain(ad: Any) -> dict[str, Any]:
     for name in ad.keys():
         if name in SCHEDD_OWNED:
             continue
-        value = ad[name]
+        try:
+            value = ad[name]
+        except UnicodeDecodeError as exc:  # the bindings read every text as UTF-8
+            hint = " (getenv = true copies your environment into it)" if name in ("Environment", "Env") else ""
+            raise SubmitFileError(f"ERROR: the job's {name} holds text that is not UTF-8{hint}: byte "
+                                  f"{exc.object[exc.start]:#04x} at {exc.start}") from None
         if isinstance(value, classad.Value):  # undefined/error literals: nothing to send
             continue
         if isinstance(value, classad.ExprTree):

@@ -134,15 +134,35 @@ def autoformat_header(names: list[str], options: str) -> str:
 
 def printf(ad: Ad, formats: list[tuple[str, str]]) -> str:
     """``-format FMT ATTR`` (repeatable): each value through its printf format (``%d``, ``%s``, ``%f``, ``%v``
-    any value), no newline added, as condor_q does; a missing attribute prints ``undefined``."""
+    any value, C escapes such as ``\\n``), no newline added, as condor_q does; a missing attribute prints
+    ``undefined``."""
     out = []
     for fmt, name in formats:
-        value, spec = ad.get(name), fmt.replace("%v", "%s")
+        value, spec = ad.get(name), c_escapes(fmt).replace("%v", "%s")
         try:
             out.append(spec % (_plain_text(value) if value is None or "%s" in spec else value))
         except (TypeError, ValueError):  # a number format for a value that is none: its text instead
             out.append(re.sub(r"%[-+ #0-9.]*[dif]", "%s", spec) % _plain_text(value))
     return "".join(out)
+
+
+#: C's escapes in a format, as condor_q's -format reads them ("%d\\n" from the shell ends the line)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "\\": "\\", "'": "'",
+            '"': '"', "?": "?"}
+_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{1,2}|[0-7]{1,3}|.)", re.DOTALL)
+
+
+def c_escapes(text: str) -> str:
+    """``text`` with C's backslash escapes replaced (``\\n``, ``\\t``, ``\\\\``, ``\\x41``, ``\\101``); an unknown one stays
+    as it is."""
+    def replace(found: re.Match[str]) -> str:
+        code = found.group(1)
+        if code[0] == "x":
+            return chr(int(code[1:], 16))
+        if code[0] in "01234567":
+            return chr(int(code, 8))
+        return _ESCAPES.get(code, found.group(0))
+    return _ESCAPE.sub(replace, text)
 
 
 def classad_text(value: Any) -> str:

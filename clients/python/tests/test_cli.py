@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import getpass
+import os
 import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from conftest import RUNNER
 
-from birdbath_client import Expr, GatewayError, JobId, Schedd, Selection
+from birdbath_client import Collector, Expr, GatewayError, JobId, Schedd, Selection
 
 
 def birdbath(gateway, *args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -344,6 +346,9 @@ def test_q_autoformat_options_and_format(gateway, schedd):
     formatted = birdbath(gateway, "q", str(job), "-format", "%d:", "Size", "-format", "%s|", "Note",
                          "-format", "%d\n", "Missing")
     assert formatted.stdout == "7:a b|undefined\n"
+    escaped = birdbath(gateway, "q", str(job), "-format", r"%d\t", "Size", "-format", r"\x5b%s]\n", "Note")
+    assert escaped.stdout == "7\t[a b]\n"  # as the shell passes "%d\n": C's escapes, as condor_q reads them
+    assert birdbath(gateway, "q", str(job), "-format", r"%d\q\\n", "Size").stdout == "7\\q\\n"
     assert birdbath(gateway, "q", str(job), "-af:x", "Size").returncode == 2
     schedd.remove(job)
 
@@ -366,8 +371,8 @@ def test_q_refuses_a_constraint_that_does_not_parse_and_counts_with_totals(gatew
     jobs = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE}, count=2)
     totals = birdbath(gateway, "q", str(jobs[0].cluster), "-totals")
     assert totals.stdout == "2 jobs; 0 completed, 0 removed, 2 idle, 0 running, 0 held, 0 suspended\n"
-    mistyped = birdbath(gateway, "q", "-hld")  # not -h followed by -l -d: an error, not the help
-    assert mistyped.returncode == 2 and "unrecognized arguments: -hld" in mistyped.stderr
+    mistyped = birdbath(gateway, "q", "-hld")  # -h with letters that are no options: an error, not the help
+    assert mistyped.returncode == 2 and mistyped.stdout == "" and "ignored explicit argument 'ld'" in mistyped.stderr
     schedd.remove_cluster(jobs[0].cluster)
 
 
@@ -503,3 +508,225 @@ def test_selections_become_constraints():
     assert any_of([]) is None and all_of(None, None) is None
     assert all_of(any_of([Selection.parse("1"), Selection.parse("al")]), "JobStatus == 5") == (
         '((ClusterId == 1) || (Owner == "al")) && (JobStatus == 5)')
+
+
+def test_wait_for_a_cluster_counts_the_jobs_that_already_left_the_queue(gateway, schedd):
+    """condor_wait's status for a script: proc 0 exited 1 and left the queue, proc 1 exited 0 and stays; the
+    cluster failed."""
+    failed = {"Cmd": "/bin/sh", "Arguments": "-c 'exit 1'", "Requirements": Expr("TRUE")}
+    jobs = schedd.submit_many([failed, {**failed, "Arguments": "-c 'exit 0'", "LeaveJobInQueue": True}])
+    poll(lambda: schedd.job(jobs[0]) is None and schedd.job(jobs[1])["JobStatus"] == 4, "proc 0 to leave the queue")
+    waited = birdbath(gateway, "wait", str(jobs[0].cluster))
+    assert waited.returncode == 1, waited.stderr
+    assert waited.stdout.splitlines() == [f"job {jobs[0]}: Completed, exit code 1",
+                                          f"job {jobs[1]}: Completed, exit code 0",
+                                          f"All jobs in cluster {jobs[0].cluster} done."]
+
+
+def test_q_lists_the_jobs_of_the_owner_the_gateway_names(gateway, schedd):
+    """The gateway, not the login name the client sees (here one the gateway does not know), says whose jobs are
+    "mine"."""
+    assert schedd.http.who_am_i() == {"owner": getpass.getuser(), "user": getpass.getuser(),
+                                      "authentication": "socket"}
+    (job,) = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE})
+    listed = subprocess.run(command(gateway, "q", "-af", "ClusterId"), capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "LOGNAME": unique("someone"), "USER": unique("someone")})
+    assert [str(job.cluster)] in af(listed)
+    schedd.remove(job)
+
+
+def test_a_broker_that_is_down_is_one_line_without_its_password(tmp_path):
+    (tmp_path / "job.sub").write_text("executable = /bin/true\nqueue\n")
+    result = subprocess.run([sys.executable, "-m", "birdbath_client.cli", "amqp-submit", str(tmp_path / "job.sub"),
+                             "-broker", "amqp://guest:secret@127.0.0.1:1/%2F"], capture_output=True, text=True,
+                            timeout=60)
+    assert (result.returncode, result.stderr) == (
+        1, "birdbath: the AMQP broker at amqp://guest:***@127.0.0.1:1/%2F: cannot connect: connection refused\n")
+
+
+def test_an_answer_that_is_no_soap_is_one_line(gateway):
+    """Something between us and the gateway (a proxy's page) answers the operations with HTML: an error line, not
+    zeep's traceback."""
+    import http.server
+    import threading
+    import urllib.request
+
+    wsdl = urllib.request.urlopen(gateway.url + "condorSchedd.wsdl", timeout=30).read()
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the WSDL, naming this server as the service's address
+            self._answer(wsdl.replace(gateway.url.rstrip("/").encode(), f"http://127.0.0.1:{port}".encode()))
+
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self._answer(b"<html><body>Service temporarily unavailable</body></html>", b"text/html")
+
+        def _answer(self, body: bytes, kind: bytes = b"text/xml") -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", kind.decode())
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = subprocess.run([sys.executable, "-m", "birdbath_client.cli", "-url", f"http://127.0.0.1:{port}/",
+                                 "q", "-allusers"], capture_output=True, text=True, timeout=60)
+    finally:
+        server.shutdown()
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"birdbath: the answer of http://127.0.0.1:{port}/ to getJobAds is no Birdbath "
+                                    f"answer: ") and result.stderr.count("\n") == 1, result.stderr
+
+
+# -- options as HTCondor's tools take them ---------------------------------------------------------------------
+@pytest.mark.parametrize("where", [(), ("q",), ("submit",), ("wait",)])
+@pytest.mark.parametrize("flag", ["-h", "-help", "--help"])
+def test_help_in_every_spelling(where, flag):
+    shown = subprocess.run([sys.executable, "-m", "birdbath_client.cli", *where, flag], capture_output=True,
+                           text=True, timeout=60)
+    assert (shown.returncode, shown.stderr) == (0, "") and shown.stdout.startswith("usage: birdbath")
+
+
+def test_version_and_url_after_the_command(gateway):
+    from importlib.metadata import version
+
+    for flag in ("-version", "--version"):
+        shown = subprocess.run([sys.executable, "-m", "birdbath_client.cli", flag], capture_output=True, text=True,
+                               timeout=60)
+        assert (shown.returncode, shown.stdout) == (0, f"birdbath {version('birdbath-client')} (birdbath-client)\n")
+    after = subprocess.run([sys.executable, "-m", "birdbath_client.cli", "version", "-url", gateway.url],
+                           capture_output=True, text=True, timeout=60)
+    assert after.returncode == 0 and "$CondorVersion" in after.stdout, after.stderr
+    # the one after the command wins over the one before it (and over BIRDBATH_URL)
+    wins = subprocess.run([sys.executable, "-m", "birdbath_client.cli", "-url", "http://127.0.0.1:1/", "version",
+                           "--url", gateway.url], capture_output=True, text=True, timeout=60)
+    assert wins.returncode == 0, wins.stderr
+    down = subprocess.run([sys.executable, "-m", "birdbath_client.cli", "version", "-url", "http://127.0.0.1:1/"],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "BIRDBATH_URL": gateway.url})
+    assert down.returncode == 1 and "127.0.0.1:1" in down.stderr
+
+
+def test_submit_append_batch_name_and_definitions(gateway, schedd, tmp_path):
+    (tmp_path / "job.sub").write_text("executable = /bin/echo\narguments = $(greeting) $(Process)\n"
+                                      "output = out.$(Process)\nrequirements = false\nqueue 2\n")
+    name = unique("nightly")
+    result = birdbath(gateway, "submit", "greeting=hello", str(tmp_path / "job.sub"), "-a", "+Color = \"blue\"",
+                      "-append", "priority = 7", "-batch-name", name)
+    assert result.returncode == 0, result.stderr
+    (cluster,) = submitted_clusters(result)
+    shown = birdbath(gateway, "q", str(cluster), "-af:t", "Args", "Color", "JobPrio", "JobBatchName").stdout
+    assert shown == f"hello 0\tblue\t7\t{name}\nhello 1\tblue\t7\t{name}\n"
+    twice = birdbath(gateway, "submit", str(tmp_path / "job.sub"), str(tmp_path / "job.sub"))
+    assert twice.returncode == 2 and "one submit description file" in twice.stderr
+    schedd.remove_cluster(cluster)
+
+
+def test_submit_dry_run_sends_nothing_and_needs_no_gateway(tmp_path):
+    (tmp_path / "job.sub").write_text("executable = /bin/echo\narguments = $(Cluster).$(Process)\nqueue 2\n"
+                                      "executable = /bin/true\nqueue\n")
+    down = ["--url", "http://127.0.0.1:1/"]  # nothing answers there: a dry run does not ask
+    result = subprocess.run([sys.executable, "-m", "birdbath_client.cli", *down, "submit", str(tmp_path / "job.sub"),
+                             "-dry-run", str(tmp_path / "ads")], capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout) == (0, "2 job(s) dry-run to cluster 1.\n1 job(s) dry-run to cluster 2.\n")
+    ads = (tmp_path / "ads").read_text().split("\n\n")
+    assert [ad.splitlines()[:2] for ad in ads if ad] == [["ClusterId = 1", "ProcId = 0"], ["ClusterId = 1", "ProcId = 1"],
+                                                         ["ClusterId = 2", "ProcId = 0"]]
+    assert 'Args = "1.1"' in ads[1]
+    shown = subprocess.run([sys.executable, "-m", "birdbath_client.cli", *down, "submit", str(tmp_path / "job.sub"),
+                            "-dry-run", "-"], capture_output=True, text=True, timeout=60)
+    assert shown.stdout.startswith("ClusterId = 1\nProcId = 0\n") and shown.stdout.endswith("to cluster 2.\n")
+    (tmp_path / "bad.sub").write_text("executable = absent.sh\nqueue\n")
+    refused = subprocess.run([sys.executable, "-m", "birdbath_client.cli", *down, "submit", str(tmp_path / "bad.sub"),
+                              "-dry-run", "-"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and "Can't open" in refused.stderr and refused.stdout == ""
+
+
+def test_fetch_of_a_cluster_takes_every_job_and_one_upload_bar(gateway, tmp_path):
+    (tmp_path / "job.sub").write_text("executable = /bin/echo\narguments = proc $(Process)\n"
+                                      "output = out/job.$(Process).out\nshould_transfer_files = YES\nqueue 3\n")
+    submitted = birdbath(gateway, "submit", "-spool", str(tmp_path / "job.sub"))
+    assert submitted.returncode == 0, submitted.stderr
+    size = Path("/bin/echo").stat().st_size
+    assert submitted.stderr.count("uploading [") == 1  # one bar for the three jobs' files, written once (no tty)
+    assert submitted.stderr == f"uploading [{'#' * 30}] {3 * size}/{3 * size} bytes\n"
+    (cluster,) = submitted_clusters(submitted)
+    assert birdbath(gateway, "wait", str(cluster)).returncode == 0
+    fetched = birdbath(gateway, "fetch", str(cluster), str(tmp_path / "back"), "-close")
+    assert fetched.returncode == 0, fetched.stderr
+    assert [(tmp_path / "back" / "out" / f"job.{proc}.out").read_text() for proc in range(3)] == [
+        "proc 0\n", "proc 1\n", "proc 2\n"]
+    assert fetched.stderr.count("downloading [") == 3 and "\r" not in fetched.stderr
+    gone = birdbath(gateway, "fetch", str(cluster), str(tmp_path / "again"))
+    assert (gone.returncode, gone.stderr) == (1, f"birdbath: no job of cluster {cluster} is in the queue (its spool "
+                                                 "went with it)\n")
+    assert not (tmp_path / "again").exists()
+
+
+def test_wait_writes_its_progress_once_where_stderr_is_no_terminal(gateway, schedd):
+    (job,) = schedd.submit({"Cmd": "/bin/sh", "Arguments": "-c 'sleep 1'", "Requirements": Expr("TRUE")})
+    waited = birdbath(gateway, "wait", str(job))
+    assert waited.returncode == 0
+    assert "\r" not in waited.stderr and waited.stderr.count("\n") == 1 and "Completed" in waited.stderr
+
+
+# -- submit files from HTCondor's manual and test suite --------------------------------------------------------
+def test_an_executable_chosen_at_match_time_is_not_checked_and_runs(gateway, tmp_path):
+    """The manual's heterogeneous example: ``executable = prog.$$(OpSys).$$(Arch)`` names a file only once the
+    job is matched with a slot; condor_submit does not look for it, and the slot's values pick it."""
+    slot = Collector(gateway.url).machines()[0]
+    program = tmp_path / f"prog.{slot['OpSys']}.{slot['Arch']}"
+    program.write_text("#!/bin/sh\necho picked for $0\n")
+    program.chmod(0o755)
+    (tmp_path / "job.sub").write_text("executable = prog.$$(OpSys).$$(Arch)\noutput = out.txt\nqueue\n")
+    submitted = birdbath(gateway, "submit", str(tmp_path / "job.sub"))
+    assert submitted.returncode == 0, submitted.stderr
+    (cluster,) = submitted_clusters(submitted)
+    assert birdbath(gateway, "wait", f"{cluster}.0").returncode == 0
+    assert poll(lambda: (tmp_path / "out.txt").exists() and (tmp_path / "out.txt").read_text(),
+                "the output") == f"picked for {program}\n"
+    spooled = birdbath(gateway, "submit", "-spool", str(tmp_path / "job.sub"))
+    assert (spooled.returncode, spooled.stdout) == (1, "")
+    assert "is chosen when the job is matched with a slot ($$()), so it cannot be spooled" in spooled.stderr
+
+
+def test_an_environment_full_of_shell_characters_with_getenv(gateway, tmp_path):
+    """In the spirit of HTCondor's job_core_env_van test: an old-syntax environment (``;`` between variables)
+    whose values hold every shell metacharacter, and ``getenv = true``; the job sees each value as written."""
+    (tmp_path / "env.sub").write_text(
+        "universe = vanilla\nexecutable = /usr/bin/env\noutput = env.out\nlog = env.log\nnotification = never\n"
+        "environment = v1=\"x;v2=&;v3=>/dev/null;v4=\\\" | cat;v5=-a environment = no=yes;v6=`date`;v7=\\n;"
+        "v8=!@#$%^&*()><-_+=|;v9=;\ngetenv = true\nqueue\n")
+    submitted = subprocess.run(command(gateway, "submit", str(tmp_path / "env.sub")), capture_output=True, text=True,
+                               timeout=120, env={**os.environ, "FROM_MY_SHELL": "kept"})
+    assert submitted.returncode == 0, submitted.stderr
+    (cluster,) = submitted_clusters(submitted)
+    assert birdbath(gateway, "wait", f"{cluster}.0").returncode == 0
+    seen = poll(lambda: (tmp_path / "env.out").exists() and (tmp_path / "env.out").read_text(), "the output")
+    lines = seen.splitlines()
+    for expected in ('v1="x', "v2=&", "v3=>/dev/null", 'v4=\\" | cat', "v5=-a environment = no=yes", "v6=`date`",
+                     "v7=\\n", "v8=!@#$%^&*()><-_+=|", "v9=", "FROM_MY_SHELL=kept"):
+        assert expected in lines, expected
+
+
+def test_an_environment_that_is_not_utf8_is_one_clear_line(tmp_path):
+    (tmp_path / "env.sub").write_text("executable = /bin/true\ngetenv = true\nqueue\n")
+    environment = {**os.environ, "NOT_UTF8": "caf\udce9"}  # the byte 0xe9 alone, as a Latin-1 shell would set it
+    refused = subprocess.run([sys.executable, "-m", "birdbath_client.cli", "submit", str(tmp_path / "env.sub"),
+                              "-dry-run", "-"], capture_output=True, text=True, timeout=60, env=environment)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.startswith("birdbath: ERROR: the job's Environment holds text that is not UTF-8 (getenv "
+                                     "= true copies your environment into it): byte 0xe9 at ")
+
+
+def test_a_dry_run_with_spool_shows_the_ad_condor_submit_writes(tmp_path):
+    (tmp_path / "job.sub").write_text("executable = /bin/echo\noutput = out/job.$(Cluster).$(Process).out\n"
+                                      "should_transfer_files = YES\nqueue\n")
+    shown = subprocess.run([sys.executable, "-m", "birdbath_client.cli", "submit", "-spool", str(tmp_path / "job.sub"),
+                            "-dry-run", "-"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and 'Out = "out/job.1.0.out"\n' in shown.stdout, shown.stderr
