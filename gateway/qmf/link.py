@@ -1,0 +1,146 @@
+"""The agent's connection to the broker: qpid-proton's container (AMQP 1.0) in a thread of its own, so that the
+reactor never waits on the broker.  Messages that arrive are handed to ``deliver`` in proton's thread (the agent
+passes them to the reactor with ``callFromThread``); :meth:`BrokerLink.send` may be called from any thread and hands
+the message to proton's thread through an event injector.
+
+Through qpidd, an AMQP 1.0 receiver on an exchange gets a subscription queue of its own, bound by the
+``legacy-amqp-direct-binding`` / ``legacy-amqp-topic-binding`` filters; a message sent on a link to an exchange is
+routed by its subject.  The container reconnects by itself (proton's backoff, at most ``RECONNECT_MAX`` seconds
+apart); links are attached again on the new connection.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from proton import Described, Message, symbol
+from proton.handlers import MessagingHandler
+from proton.reactor import ApplicationEvent, Backoff, Container, EventInjector, Filter
+from twisted.logger import Logger
+
+log = Logger()
+
+DIRECT = "qmf.default.direct"
+TOPIC = "qmf.default.topic"
+RECONNECT_MAX = 5.0
+
+
+@dataclass(frozen=True)
+class BrokerAddress:
+    host: str
+    port: int
+    mechanism: str  # SASL mechanism: ANONYMOUS or PLAIN
+    username: str | None
+    password: str | None
+
+    @property
+    def url(self) -> str:
+        return f"amqp://{self.host}:{self.port}"
+
+
+def binding(kind: str, key: str) -> Filter:
+    """qpidd's filter that binds a receiver's queue to a direct or topic exchange with ``key``."""
+    name = f"legacy-amqp-{kind}-binding"
+    return Filter({symbol(name): Described(symbol(f"apache.org:{name}:string"), key)})
+
+
+def split_address(address: str) -> tuple[str, str]:
+    """A reply address as qpidd gives a 0-10 reply-to to AMQP 1.0 (``exchange/routing-key``) as (exchange, key)."""
+    exchange, _, key = address.partition("/")
+    return exchange, key
+
+
+class BrokerLink(MessagingHandler):  # type: ignore[misc]
+    def __init__(self, address: BrokerAddress, agent_name: str, deliver: Callable[[Message], None],
+                 on_change: Callable[[bool], None]) -> None:
+        super().__init__()
+        self._address = address
+        self._agent_name = agent_name
+        self._deliver = deliver
+        self._on_change = on_change
+        self._outgoing: queue.SimpleQueue[tuple[str, Message] | None] = queue.SimpleQueue()
+        self._injector = EventInjector()
+        self._senders: dict[str, Any] = {}
+        self._connection: Any = None
+        self._container: Any = None
+        self._thread: threading.Thread | None = None
+        self.connected = False
+        #: connections made (more than one: reconnects)
+        self.connections = 0
+
+    # -- any thread ----------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="qmf-broker", daemon=True)
+        self._thread.start()
+
+    def send(self, exchange: str, message: Message) -> None:
+        self._outgoing.put((exchange, message))
+        self._injector.trigger(ApplicationEvent("qmf_send"))
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._outgoing.put(None)
+        self._injector.trigger(ApplicationEvent("qmf_send"))
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            Container(self).run()
+        except Exception:  # noqa: BLE001 - the thread's end is logged, not raised into nowhere
+            log.failure("the QMF broker connection's thread ended")
+        self._changed(False)
+
+    # -- proton's thread -----------------------------------------------------------------------------------------
+    def on_start(self, event: Any) -> None:
+        container = self._container = event.container
+        container.selectable(self._injector)
+        address = self._address
+        options: dict[str, Any] = {"reconnect": Backoff(max_delay=RECONNECT_MAX), "heartbeat": 10,
+                                   "allowed_mechs": address.mechanism}
+        if address.mechanism != "ANONYMOUS":
+            options.update(user=address.username, password=address.password, allow_insecure_mechs=True)
+        self._connection = container.connect(address.url, **options)
+        container.create_receiver(self._connection, DIRECT, options=binding("direct", self._agent_name))
+        container.create_receiver(self._connection, TOPIC, options=binding("topic", "console.#"))
+
+    def on_connection_opened(self, event: Any) -> None:
+        self.connections += 1
+        self._changed(True)
+
+    def on_disconnected(self, event: Any) -> None:
+        self._changed(False)
+
+    def on_transport_error(self, event: Any) -> None:
+        condition = event.transport.condition
+        log.warn("QMF broker {url}: {error}", url=self._address.url,
+                 error=f"{condition.name}: {condition.description}" if condition else "connection lost")
+        self._changed(False)
+
+    def on_message(self, event: Any) -> None:
+        self._deliver(event.message)
+
+    def on_qmf_send(self, event: Any) -> None:
+        while True:
+            try:
+                item = self._outgoing.get_nowait()
+            except queue.Empty:
+                return
+            if item is None:
+                self._injector.close()
+                if self._connection is not None:
+                    self._connection.close()
+                return
+            exchange, message = item
+            sender = self._senders.get(exchange)
+            if sender is None:
+                sender = self._senders[exchange] = self._container.create_sender(self._connection, exchange)
+            sender.send(message)
+
+    def _changed(self, connected: bool) -> None:
+        if connected != self.connected:
+            self.connected = connected
+            self._on_change(connected)
