@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from proton import Message
 
 from gateway.testing import GatewayProcess
 from gateway.testing_qpidd import QpidBroker, console_packages, missing_broker, python2, qpidd
@@ -67,18 +68,20 @@ def gateway(broker, tmp_path_factory):
     process.stop()
 
 
-def console(console_python, script: Path | str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def console(console_python, script: Path | str, *args: str, timeout: float = 120,
+            given: str | None = None) -> subprocess.CompletedProcess:
     python, packages = console_python
     return subprocess.run([python, str(script), *args], check=False, capture_output=True, text=True, timeout=timeout,
-                          env={"PYTHONPATH": str(packages), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+                          input=given, env={"PYTHONPATH": str(packages), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
 
 
-def call(console_python, broker, package: str, klass: str, method: str, arguments, selectors=None) -> dict:
-    """One method call through qmf.console: {status, text, out}."""
-    args = [broker.url(), package, klass, method, repr(arguments)] + ([repr(selectors)] if selectors else [])
-    done = console(console_python, DATA / "call.py", *args)
+def calls(console_python, url: str, *made: tuple) -> list[dict]:
+    """Method calls through one qmf.console session, each (package, class, method, arguments[, selectors]):
+    ``{status, text, out}`` each (or ``{raised}``, ``{objects: 0}``)."""
+    batch = [(*call, {}) if len(call) == 4 else call for call in made]
+    done = console(console_python, DATA / "call.py", url, given=repr(batch))
     assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
 def test_the_seeds_qmf_program_runs_unchanged(console_python, broker, gateway, tmp_path):
@@ -98,3 +101,118 @@ def test_the_seeds_qmf_program_runs_unchanged(console_python, broker, gateway, t
     assert properties["JobStatus"] == "1"
     cluster = int(job_id.rsplit("#", 1)[1].split(".")[0])
     assert properties["ClusterId"] == str(cluster) and properties["ProcId"] == "0"
+
+
+def test_a_com_redhat_grid_console_submits_edits_holds_and_removes(console_python, broker, gateway, tmp_path):
+    done = console(console_python, DATA / "grid_console.py", broker.url(), str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("Submitted ") and "#" in lines[0]
+    job = lines[0].rsplit("#", 1)[1]
+    assert lines[1:] == [
+        "Cmd /bin/sleep JobPrio 5 Requirements TRUE com.redhat.grid.Expression",
+        "SetJobAttribute 0 hot sauce",
+        "HoldJob 0",
+        "Submission grid-console-demo nobody Held 1 Idle 0",
+        "Summary 5 held by the console",
+        "ReleaseJob 0",
+        "RemoveJob 0",
+        f"HoldJob again 65537 Failed to hold job: job {job} is not in the queue",
+    ]
+
+
+GRID = "com.redhat.grid"
+USER = 0x10000
+GOOD = {"Cmd": "/bin/true", "Requirements": "TRUE", "Iwd": "/tmp", "!!descriptors": {"Requirements": EXPRESSION}} \
+    if (EXPRESSION := "com.redhat.grid.Expression") else {}
+
+
+def scheduler(method: str, arguments) -> tuple:
+    return (GRID, "scheduler", method, arguments)
+
+
+#: (what, call, expected status, a text the answer holds)
+HOSTILE = [
+    ("an Ad that is not a map", scheduler("SubmitJob", ["not a map"]), 4, "must be a map"),
+    ("an Ad without Cmd", scheduler("SubmitJob", [{"Requirements": "TRUE", "Iwd": "/tmp"}]), USER + 4, "Cmd"),
+    ("a list as a value", scheduler("SubmitJob", [dict(GOOD, Args=[1, 2])]), USER + 6, "Args"),
+    ("a map as a value", scheduler("SubmitJob", [dict(GOOD, Env={"A": "B"})]), USER + 6, "Env"),
+    ("a huge map", scheduler("SubmitJob", [dict(GOOD, **{f"A{n}": n for n in range(5000)})]), USER + 6,
+     "more than 2048"),
+    ("a reserved word as a name", scheduler("SubmitJob", [dict(GOOD, true="x")]), USER + 3, "true"),
+    ("an expression that does not parse", scheduler("SubmitJob", [dict(GOOD, Requirements="((")]), USER + 6,
+     "Requirements"),
+    ("descriptors that are not a map", scheduler("SubmitJob", [dict(GOOD, **{"!!descriptors": "x"})]), USER + 6,
+     "!!descriptors"),
+    ("root's job, anonymously", scheduler("SubmitJob", [dict(GOOD, Owner="root")]), USER + 1, "root"),
+    ("an Id that is not one", scheduler("SetJobAttribute", ["abc", "Foo", "1"]), USER + 0, "Invalid Id"),
+    ("an Id of the wrong type", scheduler("HoldJob", [5, "why"]), 4, "must be a string"),
+    ("an unknown job", scheduler("HoldJob", ["99999.0", "why"]), USER + 1, "99999.0"),
+    ("an unknown job's ad", scheduler("GetJobAd", ["99999.0"]), USER + 0, "99999.0"),
+    ("an unknown job's data", scheduler("FetchJobData", ["99999.0", "Out", 0, 10]), 1, "99999.0"),
+    ("a Start past int32", scheduler("FetchJobData", ["1.0", "Out", 1 << 40, 10]), 4, "Start"),
+    ("a reserved attribute", scheduler("SetJobAttribute", ["1.0", "Owner", '"bob"']), USER + 2, "Owner"),
+    ("the Submission", scheduler("SetJobAttribute", ["1.0", "submission", '"x"']), USER + 1, "submission"),
+    ("a name that is not one", scheduler("SetJobAttribute", ["1.0", "bad name", "1"]), USER + 3, "bad name"),
+    ("a value that does not parse", scheduler("SetJobAttribute", ["1.0", "Foo", "(("]), USER + 4, "Foo"),
+    ("an mrg.grid ad without TYPE", ("mrg.grid", "scheduler", "Submit", [{"Cmd": "/bin/true"}]), USER + 6, "TYPE"),
+    ("an mrg.grid TYPE out of range", ("mrg.grid", "scheduler", "Submit", [{"Cmd": {"TYPE": 9, "VALUE": "x"}}]),
+     USER + 6, "TYPE 9"),
+]
+
+
+def test_every_method_answers_hostile_input_with_qmfs_status_and_text(console_python, broker, gateway):
+    """One job 1.0 of nobody's first (the seed's program may have made it; SubmitJob makes one either way)."""
+    first = calls(console_python, broker.url(), scheduler("SubmitJob", [dict(GOOD, Owner="nobody")]))
+    assert first[0]["status"] == 0, first
+    answers = calls(console_python, broker.url(), *[call for _, call, _, _ in HOSTILE])
+    assert len(answers) == len(HOSTILE)
+    for (what, _, status, text), answer in zip(HOSTILE, answers, strict=True):
+        assert answer.get("status") == status and text in answer.get("text", ""), (what, answer)
+    # and the agent still answers
+    assert calls(console_python, broker.url(), scheduler("echo", [7, "still here"]))[0]["out"] == \
+        {"sequence": 7, "body": "still here"}
+
+
+# -- the Python 3 path: birdbath_client.qmf over AMQP 1.0 -----------------------------------------------------------
+
+def test_a_python3_console_sees_the_objects_and_calls_the_methods(broker, gateway):
+    from birdbath_client.qmf import Console
+
+    with Console(broker.url()) as console:
+        (scheduler,) = console.objects(GRID, "scheduler")
+        submitted = scheduler.call("SubmitJob", Ad=dict(GOOD, Submission="py3"))
+        assert submitted.status == 0, submitted
+        job = submitted.Id.rsplit("#", 1)[1]
+        ad = scheduler.call("GetJobAd", Id=job).JobAd
+        assert ad["Cmd"] == "/bin/true" and ad["!!descriptors"]["Requirements"] == EXPRESSION
+        assert scheduler.call("HoldJob", Id=job, Reason="py3").status == 0
+        (submission,) = [s for s in console.objects(GRID, "submission") if s.Name == "py3"]
+        assert (submission.Held, submission.Idle, submission.Owner) == (1, 0, "nobody")
+        submitters = {s.Name: s for s in console.objects(GRID, "submitter")}
+        assert submitters["nobody"].HeldJobs >= 1
+        assert scheduler.call("RemoveJob", Id=job, Reason="py3").status == 0
+
+
+def test_requests_no_console_library_sends_are_answered_too(broker, gateway):
+    """What qmf.console never sends (it checks against the schema first), a hand-made request may."""
+    from birdbath_client.qmf import Console
+
+    with Console(broker.url()) as console:
+        agent = console.agent()
+        scheduler = f"{GRID}:scheduler:{agent.split(':', 2)[2]}"
+        extra = console.call(agent, scheduler, "HoldJob", {"Id": "1.0", "Reason": "x", "Extra": 1})
+        assert (extra.status, extra.text) == (4, "HoldJob has no argument Extra")
+        assert console.call(agent, scheduler, "HoldJob", {"Id": "1.0"}).status == 4
+        assert console.call(agent, scheduler, "Nope", {}).status == 2
+        assert console.call(agent, f"{GRID}:scheduler:elsewhere", "echo", {}).status == 1
+        assert console.call(agent, "junk", "echo", {}).status == 1
+        assert console.call(agent, f"{GRID}:submission:no-such-submission", "GetJobSummaries", {}).status == USER + 1
+        assert console.call(agent, "mrg.grid:job:99999.0", "Hold", {"Reason": "x"}).status == USER + 1
+        # a request whose arguments are not a map, a garbage binary message, an unknown query
+        assert console.call(agent, scheduler, "echo", ["not", "a", "map"]).status == 4  # type: ignore[arg-type]
+        console._senders["qmf.default.direct"].send(Message(subject=agent, body=b"AM2S\x00", inferred=True))
+        correlation = console._request("qmf.default.direct", agent, "_query_request", {"_what": "NOTHING"})
+        answer = next(iter(console._answers(correlation)))
+        assert answer.properties["qmf.opcode"] == "_exception"
+        assert console.call(agent, scheduler, "echo", {"sequence": 1, "body": "alive"}).body == "alive"
