@@ -216,3 +216,74 @@ def test_requests_no_console_library_sends_are_answered_too(broker, gateway):
         answer = next(iter(console._answers(correlation)))
         assert answer.properties["qmf.opcode"] == "_exception"
         assert console.call(agent, scheduler, "echo", {"sequence": 1, "body": "alive"}).body == "alive"
+
+
+# -- who the caller is: the broker's login ------------------------------------------------------------------------
+# The qpidd the tests run is built without Cyrus SASL, so it cannot authenticate (``--auth yes`` refuses to start)
+# and passes a message's user_id unchecked: what is tested here is the agent's side, that a user_id is the identity
+# when qmf_broker_auth_mech says the broker authenticates (PLAIN) and is ignored when it does not (ANONYMOUS).
+
+@pytest.fixture(scope="module")
+def plain_gateway(broker, tmp_path_factory):
+    """A second gateway on the same broker that logs in with PLAIN (its agent has its own name: schedd "plain")."""
+    tmp = tmp_path_factory.mktemp("qmf-plain-gateway")
+    (tmp / "broker-password").write_text("gateway-secret\n")
+    extra = (f'qmf_broker_auth_mech = "PLAIN"\nqmf_broker_username = "gateway"\n'
+             f'qmf_broker_password_file = "{tmp / "broker-password"}"\n')
+    config = qmf_config(broker, extra).replace("slots = 0\n", 'slots = 0\nschedd_name = "plain"\n')
+    process = GatewayProcess(tmp / "state", config, tmp=tmp).start()
+    wait_ready(process)
+    yield process
+    process.stop()
+
+
+def agent_of(console, schedd: str) -> str:
+    """The agent of the gateway whose schedd is ``schedd`` (two gateways share the broker here)."""
+    for _ in range(20):
+        name = console.agent()
+        if name.endswith(f":{schedd}"):
+            return name
+    raise AssertionError(f"no agent for schedd {schedd}")
+
+
+def test_a_console_login_is_its_identity_when_the_broker_authenticates(broker, plain_gateway, console_python):
+    from birdbath_client.qmf import Console
+
+    with Console(broker.url(), "alice", "alice-secret") as alice:
+        (scheduler,) = alice.objects(GRID, "scheduler", agent_of(alice, "plain"))
+        mine = scheduler.call("SubmitJob", Ad=GOOD)
+        assert mine.status == 0, mine
+        job = mine.Id.rsplit("#", 1)[1]
+        assert scheduler.call("GetJobAd", Id=job).JobAd["Owner"] == "alice"
+        refused = scheduler.call("SubmitJob", Ad=dict(GOOD, Owner="bob"))
+        assert refused.status == USER + 1 and "bob" in refused.text
+    with Console(broker.url(), "bob", "bob-secret") as bob:
+        (scheduler,) = bob.objects(GRID, "scheduler", agent_of(bob, "plain"))
+        held = scheduler.call("HoldJob", Id=job, Reason="not mine")
+        assert held.status == USER + 1 and "Not job owner" in held.text
+        edited = scheduler.call("SetJobAttribute", Id=job, Name="Foo", Value="1")
+        assert edited.status == USER + 4 and "Not job owner" in edited.text
+    # qmf.console on Python 2 logs in the same way (amqp://user/password@host:port) and sends its user_id
+    answers = calls(console_python, broker.url("bob", "bob-secret"),
+                    (GRID, "scheduler", "HoldJob", [job, "python 2"], {"Name": "plain"}),
+                    (GRID, "scheduler", "SubmitJob", [GOOD], {"Name": "plain"}))
+    assert answers[0]["status"] == USER + 1 and "Not job owner" in answers[0]["text"], answers
+    assert answers[1]["status"] == 0, answers
+    with Console(broker.url(), "alice", "alice-secret") as alice:
+        (scheduler,) = alice.objects(GRID, "scheduler", agent_of(alice, "plain"))
+        bobs = answers[1]["out"]["Id"].rsplit("#", 1)[1]
+        assert scheduler.call("GetJobAd", Id=bobs).JobAd["Owner"] == "bob"
+        assert scheduler.call("HoldJob", Id=job, Reason="mine").status == 0
+
+
+def test_a_user_id_is_ignored_when_the_broker_does_not_authenticate(broker, gateway):
+    """The default ANONYMOUS: every console is anonymous (default_owner), whatever user_id it puts on a message."""
+    from birdbath_client.qmf import Console
+
+    with Console(broker.url(), "alice", "alice-secret") as alice:
+        (scheduler,) = alice.objects(GRID, "scheduler", agent_of(alice, "localhost"))
+        submitted = scheduler.call("SubmitJob", Ad=GOOD)
+        assert submitted.status == 0, submitted
+        assert scheduler.call("GetJobAd", Id=submitted.Id.rsplit("#", 1)[1]).JobAd["Owner"] == "nobody"
+        refused = scheduler.call("SubmitJob", Ad=dict(GOOD, Owner="alice"))
+        assert refused.status == USER + 1 and "anonymous" in refused.text

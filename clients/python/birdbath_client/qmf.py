@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from proton import Message
 from proton.utils import BlockingConnection
@@ -71,11 +71,14 @@ class Console:
         self._timeout = timeout
         self._ids = itertools.count(1)
         self._prefix = uuid.uuid4().hex[:8]
+        #: each request carries the login as its user_id (as qmf.console's do): an authenticating broker checks it,
+        #: and the agent takes it as the caller's identity
+        self._user_id = user.encode() if user is not None else None
 
-    def __enter__(self) -> Console:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -84,7 +87,7 @@ class Console:
     def _request(self, exchange: str, subject: str, opcode: str, body: Any) -> str:
         correlation = f"{self._prefix}-{next(self._ids)}"
         self._senders[exchange].send(Message(subject=subject, reply_to=self._address, correlation_id=correlation,
-                                             properties={"qmf.opcode": opcode}, body=body))
+                                             user_id=self._user_id, properties={"qmf.opcode": opcode}, body=body))
         return correlation
 
     def _answers(self, correlation: str | None) -> Any:
