@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -287,3 +288,99 @@ def test_a_user_id_is_ignored_when_the_broker_does_not_authenticate(broker, gate
         assert scheduler.call("GetJobAd", Id=submitted.Id.rsplit("#", 1)[1]).JobAd["Owner"] == "nobody"
         refused = scheduler.call("SubmitJob", Ad=dict(GOOD, Owner="alice"))
         assert refused.status == USER + 1 and "anonymous" in refused.text
+
+
+# -- the broker and the gateway going away -------------------------------------------------------------------------
+
+def readyz(gateway: GatewayProcess) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(gateway.url + "readyz", timeout=5) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def metric(gateway: GatewayProcess, name: str) -> float:
+    with urllib.request.urlopen(gateway.url + "metrics", timeout=5) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"no metric {name}")
+
+
+def until(predicate, what: str, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not {what} within {timeout} s")
+        time.sleep(0.2)
+    return value
+
+
+def test_the_agent_comes_back_when_the_broker_restarts(tmp_path, console_python):
+    if qpidd() is None:
+        pytest.skip(missing_broker())
+    from birdbath_client.qmf import Console
+
+    broker = QpidBroker(tmp_path / "qpidd").start()
+    gateway = GatewayProcess(tmp_path / "state", qmf_config(broker), tmp=tmp_path).start()
+    try:
+        wait_ready(gateway)
+        assert metric(gateway, "birdbath_qmf_connected") == 1
+        assert metric(gateway, "birdbath_qmf_connections_total") == 1
+        broker.stop()
+        _, body = until(lambda: (answer := readyz(gateway))[0] == 503 and answer, "unready")
+        assert "QMF broker not connected" in json.dumps(body)
+        assert metric(gateway, "birdbath_qmf_connected") == 0
+        broker.start()
+        wait_ready(gateway)
+        assert metric(gateway, "birdbath_qmf_connections_total") == 2
+        with Console(broker.url()) as python3:
+            (scheduler,) = python3.objects(GRID, "scheduler")
+            assert scheduler.call("SubmitJob", Ad=GOOD).status == 0
+        program = (DATA / "seed_submit.py").read_text().replace(SEED_URL, broker.url())
+        (tmp_path / "seed.py").write_text(program)
+        done = console(console_python, tmp_path / "seed.py")
+        assert done.returncode == 0 and "Job status: Idle" in done.stdout, done.stdout + done.stderr
+    finally:
+        gateway.stop()
+        broker.stop()
+
+
+def test_a_gateway_killed_with_calls_in_flight_leaves_whole_jobs_and_answers_again(tmp_path):
+    if qpidd() is None:
+        pytest.skip(missing_broker())
+    from birdbath_client.qmf import Console, QmfTimeout
+
+    broker = QpidBroker(tmp_path / "qpidd").start()
+    gateway = GatewayProcess(tmp_path / "state", qmf_config(broker), tmp=tmp_path).start()
+    try:
+        wait_ready(gateway)
+        with Console(broker.url(), timeout=5) as console:
+            agent = console.agent()
+            scheduler = f"{GRID}:scheduler:{agent.split(':', 2)[2]}"
+            for n in range(30):
+                console._request("qmf.default.direct", agent, "_method_request", {
+                    "_object_id": {"_object_name": scheduler}, "_method_name": "SubmitJob",
+                    "_arguments": {"Ad": dict(GOOD, Submission="in-flight", Number=n)}})
+            gateway.kill()
+            answered = []
+            with pytest.raises(QmfTimeout):  # the answers stop with the gateway
+                for message in console._answers(None):
+                    answered.append(message.body["_arguments"]["Id"])
+        gateway.start()
+        wait_ready(gateway)
+        with Console(broker.url()) as console:
+            (scheduler_object,) = console.objects(GRID, "scheduler")
+            submissions = [s for s in console.objects(GRID, "submission") if s.Name == "in-flight"]
+            jobs = submissions[0].call("GetJobSummaries").Jobs if submissions else []
+            # every job answered is there, whole; none is there half made
+            ids = {f"{job['ClusterId']}.{job['ProcId']}" for job in jobs}
+            assert {answer.rsplit("#", 1)[1] for answer in answered} <= ids
+            for job in jobs:
+                ad = scheduler_object.call("GetJobAd", Id=f"{job['ClusterId']}.{job['ProcId']}").JobAd
+                assert ad["Cmd"] == "/bin/true" and ad["Submission"] == "in-flight" and "Number" in ad
+            assert scheduler_object.call("SubmitJob", Ad=GOOD).status == 0
+    finally:
+        gateway.stop()
+        broker.stop()

@@ -73,7 +73,7 @@ class Console:
         self._prefix = uuid.uuid4().hex[:8]
         #: each request carries the login as its user_id (as qmf.console's do): an authenticating broker checks it,
         #: and the agent takes it as the caller's identity
-        self._user_id = user.encode() if user is not None else None
+        self._login: dict[str, bytes] = {"user_id": user.encode()} if user is not None else {}
 
     def __enter__(self) -> Self:
         return self
@@ -87,7 +87,7 @@ class Console:
     def _request(self, exchange: str, subject: str, opcode: str, body: Any) -> str:
         correlation = f"{self._prefix}-{next(self._ids)}"
         self._senders[exchange].send(Message(subject=subject, reply_to=self._address, correlation_id=correlation,
-                                             user_id=self._user_id, properties={"qmf.opcode": opcode}, body=body))
+                                             properties={"qmf.opcode": opcode}, body=body, **self._login))
         return correlation
 
     def _answers(self, correlation: str | None) -> Any:
