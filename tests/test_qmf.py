@@ -27,13 +27,17 @@ def qmf_config(broker: QpidBroker, extra: str = "") -> str:
             f"qmf_broker_port = {broker.port}\nqmf_update_interval = 2\n{extra}[backends.local]\nslots = 0\n")
 
 
-@pytest.fixture(scope="session")
-def console_python() -> tuple[str, Path]:
-    """A Python 2.7 and the directory of PyPI's QMF console packages for it."""
+def python2_console() -> tuple[str, Path]:
+    """A Python 2.7 and the directory of PyPI's QMF console packages for it (skips the test without one)."""
     python = python2()
     if python is None:
         pytest.skip("no Python 2.7 for the QMF consoles: set BIRDBATH_PYTHON2 or put python2.7 on PATH")
     return python, console_packages(python)
+
+
+@pytest.fixture(scope="session")
+def console_python() -> tuple[str, Path]:
+    return python2_console()
 
 
 @pytest.fixture(scope="module")
