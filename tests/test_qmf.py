@@ -321,70 +321,69 @@ def until(predicate, what: str, timeout: float = 60):
     return value
 
 
-def test_the_agent_comes_back_when_the_broker_restarts(tmp_path, console_python):
+@pytest.fixture
+def own(tmp_path):
+    """A broker and a gateway of the test's own (the test stops or kills one of them)."""
     if qpidd() is None:
         pytest.skip(missing_broker())
+    broker = QpidBroker(tmp_path / "qpidd").start()
+    gateway = GatewayProcess(tmp_path / "state", qmf_config(broker), tmp=tmp_path).start()
+    try:
+        wait_ready(gateway)
+        yield broker, gateway
+    finally:
+        gateway.stop()
+        broker.stop()
+
+
+def test_the_agent_comes_back_when_the_broker_restarts(own, tmp_path, console_python):
     from birdbath_client.qmf import Console
 
-    broker = QpidBroker(tmp_path / "qpidd").start()
-    gateway = GatewayProcess(tmp_path / "state", qmf_config(broker), tmp=tmp_path).start()
-    try:
-        wait_ready(gateway)
-        assert metric(gateway, "birdbath_qmf_connected") == 1
-        assert metric(gateway, "birdbath_qmf_connections_total") == 1
-        broker.stop()
-        _, body = until(lambda: (answer := readyz(gateway))[0] == 503 and answer, "unready")
-        assert "QMF broker not connected" in json.dumps(body)
-        assert metric(gateway, "birdbath_qmf_connected") == 0
-        broker.start()
-        wait_ready(gateway)
-        assert metric(gateway, "birdbath_qmf_connections_total") == 2
-        with Console(broker.url()) as python3:
-            (scheduler,) = python3.objects(GRID, "scheduler")
-            assert scheduler.call("SubmitJob", Ad=GOOD).status == 0
-        program = (DATA / "seed_submit.py").read_text().replace(SEED_URL, broker.url())
-        (tmp_path / "seed.py").write_text(program)
-        done = console(console_python, tmp_path / "seed.py")
-        assert done.returncode == 0 and "Job status: Idle" in done.stdout, done.stdout + done.stderr
-    finally:
-        gateway.stop()
-        broker.stop()
+    broker, gateway = own
+    assert metric(gateway, "birdbath_qmf_connected") == 1
+    assert metric(gateway, "birdbath_qmf_connections_total") == 1
+    broker.stop()
+    _, body = until(lambda: (answer := readyz(gateway))[0] == 503 and answer, "unready")
+    assert "QMF broker not connected" in json.dumps(body)
+    assert metric(gateway, "birdbath_qmf_connected") == 0
+    broker.start()
+    wait_ready(gateway)
+    assert metric(gateway, "birdbath_qmf_connections_total") == 2
+    with Console(broker.url()) as python3:
+        (scheduler,) = python3.objects(GRID, "scheduler")
+        assert scheduler.call("SubmitJob", Ad=GOOD).status == 0
+    program = (DATA / "seed_submit.py").read_text().replace(SEED_URL, broker.url())
+    (tmp_path / "seed.py").write_text(program)
+    done = console(console_python, tmp_path / "seed.py")
+    assert done.returncode == 0 and "Job status: Idle" in done.stdout, done.stdout + done.stderr
 
 
-def test_a_gateway_killed_with_calls_in_flight_leaves_whole_jobs_and_answers_again(tmp_path):
-    if qpidd() is None:
-        pytest.skip(missing_broker())
+def test_a_gateway_killed_with_calls_in_flight_leaves_whole_jobs_and_answers_again(own):
     from birdbath_client.qmf import Console, QmfTimeout
 
-    broker = QpidBroker(tmp_path / "qpidd").start()
-    gateway = GatewayProcess(tmp_path / "state", qmf_config(broker), tmp=tmp_path).start()
-    try:
-        wait_ready(gateway)
-        with Console(broker.url(), timeout=5) as console:
-            agent = console.agent()
-            scheduler = f"{GRID}:scheduler:{agent.split(':', 2)[2]}"
-            for n in range(30):
-                console._request("qmf.default.direct", agent, "_method_request", {
-                    "_object_id": {"_object_name": scheduler}, "_method_name": "SubmitJob",
-                    "_arguments": {"Ad": dict(GOOD, Submission="in-flight", Number=n)}})
-            gateway.kill()
-            answered = []
-            with pytest.raises(QmfTimeout):  # the answers stop with the gateway
-                for message in console._answers(None):
-                    answered.append(message.body["_arguments"]["Id"])
-        gateway.start()
-        wait_ready(gateway)
-        with Console(broker.url()) as console:
-            (scheduler_object,) = console.objects(GRID, "scheduler")
-            submissions = [s for s in console.objects(GRID, "submission") if s.Name == "in-flight"]
-            jobs = submissions[0].call("GetJobSummaries").Jobs if submissions else []
-            # every job answered is there, whole; none is there half made
-            ids = {f"{job['ClusterId']}.{job['ProcId']}" for job in jobs}
-            assert {answer.rsplit("#", 1)[1] for answer in answered} <= ids
-            for job in jobs:
-                ad = scheduler_object.call("GetJobAd", Id=f"{job['ClusterId']}.{job['ProcId']}").JobAd
-                assert ad["Cmd"] == "/bin/true" and ad["Submission"] == "in-flight" and "Number" in ad
-            assert scheduler_object.call("SubmitJob", Ad=GOOD).status == 0
-    finally:
-        gateway.stop()
-        broker.stop()
+    broker, gateway = own
+    with Console(broker.url(), timeout=5) as console:
+        agent = console.agent()
+        scheduler = f"{GRID}:scheduler:{agent.split(':', 2)[2]}"
+        for n in range(30):
+            console._request("qmf.default.direct", agent, "_method_request", {
+                "_object_id": {"_object_name": scheduler}, "_method_name": "SubmitJob",
+                "_arguments": {"Ad": dict(GOOD, Submission="in-flight", Number=n)}})
+        gateway.kill()
+        answered = []
+        with pytest.raises(QmfTimeout):  # the answers stop with the gateway
+            for message in console._answers(None):
+                answered.append(message.body["_arguments"]["Id"])
+    gateway.start()
+    wait_ready(gateway)
+    with Console(broker.url()) as console:
+        (scheduler_object,) = console.objects(GRID, "scheduler")
+        submissions = [s for s in console.objects(GRID, "submission") if s.Name == "in-flight"]
+        jobs = submissions[0].call("GetJobSummaries").Jobs if submissions else []
+        # every job answered is there, whole; none is there half made
+        ids = {f"{job['ClusterId']}.{job['ProcId']}" for job in jobs}
+        assert {answer.rsplit("#", 1)[1] for answer in answered} <= ids
+        for job in jobs:
+            ad = scheduler_object.call("GetJobAd", Id=f"{job['ClusterId']}.{job['ProcId']}").JobAd
+            assert ad["Cmd"] == "/bin/true" and ad["Submission"] == "in-flight" and "Number" in ad
+        assert scheduler_object.call("SubmitJob", Ad=GOOD).status == 0

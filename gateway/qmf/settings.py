@@ -3,9 +3,11 @@ and ``enable_qmf``, which turns the front end on (HTCondor loaded its plugins in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from gateway.sections import read_section
 
 #: the SASL mechanisms the agent logs in with; PLAIN means the broker authenticates its clients, so a console's
 #: user_id is who it is (qpidd refuses a message whose user_id is not its sender's login)
@@ -44,18 +46,9 @@ _MINIMA = {"qmf_broker_port": 1, "qmf_update_interval": 1}
 
 def qmf_settings(values: dict[str, Any], where: str) -> QmfSettings:
     """The ``[qmf]`` section as settings (raises :class:`QmfSettingError` naming the knob)."""
-    known = {f.name for f in fields(QmfSettings)}
-    for key, value in values.items():
-        if key not in known:
-            raise QmfSettingError(f"{where}: unknown setting in [qmf]: {key}")
-        expected = type(getattr(QmfSettings, key))
-        if type(value) is not expected:
-            raise QmfSettingError(f"{where} [qmf] {key}: expected {expected.__name__}, got {value!r}")
-        if key in _MINIMA and value < _MINIMA[key]:
-            raise QmfSettingError(f"{where} [qmf] {key} must be at least {_MINIMA[key]}, not {value}")
-    if "qmf_broker_auth_mech" in values:
+    if isinstance(values.get("qmf_broker_auth_mech"), str):
         values = {**values, "qmf_broker_auth_mech": values["qmf_broker_auth_mech"].upper()}
-    settings = QmfSettings(**values)
+    settings = read_section(QmfSettings, "qmf", values, where, _MINIMA, QmfSettingError)
     if settings.qmf_broker_auth_mech not in MECHANISMS:
         raise QmfSettingError(f"{where} [qmf] qmf_broker_auth_mech must be one of {', '.join(MECHANISMS)}, not "
                               f"{settings.qmf_broker_auth_mech!r}")
