@@ -5,8 +5,11 @@ Python 2.7."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -22,9 +25,9 @@ DATA = Path(__file__).parent / "data" / "qmf"
 SEED_URL = "amqp://localhost:5672"
 
 
-def qmf_config(broker: QpidBroker, extra: str = "") -> str:
+def qmf_config(broker: QpidBroker, extra: str = "", slots: int = 0) -> str:
     return (f'[birdbath]\ndefault_owner = "nobody"\n[qmf]\nenable_qmf = true\nqmf_broker_host = "127.0.0.1"\n'
-            f"qmf_broker_port = {broker.port}\nqmf_update_interval = 2\n{extra}[backends.local]\nslots = 0\n")
+            f"qmf_broker_port = {broker.port}\nqmf_update_interval = 2\n{extra}[backends.local]\nslots = {slots}\n")
 
 
 def python2_console() -> tuple[str, Path]:
@@ -321,19 +324,25 @@ def until(predicate, what: str, timeout: float = 60):
     return value
 
 
-@pytest.fixture
-def own(tmp_path):
-    """A broker and a gateway of the test's own (the test stops or kills one of them)."""
+@contextlib.contextmanager
+def broker_and_gateway(directory: Path, slots: int = 0):
+    """A broker and a gateway of a test's own (it stops or kills one of them, or runs jobs)."""
     if qpidd() is None:
         pytest.skip(missing_broker())
-    broker = QpidBroker(tmp_path / "qpidd").start()
-    gateway = GatewayProcess(tmp_path / "state", qmf_config(broker), tmp=tmp_path).start()
+    broker = QpidBroker(directory / "qpidd").start()
+    gateway = GatewayProcess(directory / "state", qmf_config(broker, slots=slots), tmp=directory).start()
     try:
         wait_ready(gateway)
         yield broker, gateway
     finally:
         gateway.stop()
         broker.stop()
+
+
+@pytest.fixture
+def own(tmp_path):
+    with broker_and_gateway(tmp_path) as pair:
+        yield pair
 
 
 def test_the_agent_comes_back_when_the_broker_restarts(own, tmp_path, console_python):
@@ -387,3 +396,43 @@ def test_a_gateway_killed_with_calls_in_flight_leaves_whole_jobs_and_answers_aga
             ad = scheduler_object.call("GetJobAd", Id=f"{job['ClusterId']}.{job['ProcId']}").JobAd
             assert ad["Cmd"] == "/bin/true" and ad["Submission"] == "in-flight" and "Number" in ad
         assert scheduler_object.call("SubmitJob", Ad=GOOD).status == 0
+
+
+# -- jobs that run: a DAG, and their output ----------------------------------------------------------------------
+
+@pytest.fixture
+def world_writable():
+    """A directory the jobs (which run as nobody) can write, under /tmp (pytest's own are root's alone)."""
+    directory = Path(tempfile.mkdtemp(prefix="qmf-jobs-", dir="/tmp"))
+    directory.chmod(0o777)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_a_dag_submitted_as_mrg_scripts_did_runs_and_its_output_is_fetched(tmp_path, world_writable, console_python):
+    from birdbath_client.qmf import Console
+
+    for node in "AB":
+        (world_writable / f"{node}.sub").write_text(
+            f"universe = vanilla\nexecutable = /bin/echo\narguments = node {node}\noutput = {node}.out\n"
+            f"error = {node}.err\nlog = nodes.log\nqueue\n")
+    (world_writable / "pair.dag").write_text("JOB A A.sub\nJOB B B.sub\nPARENT A CHILD B\n")
+    with broker_and_gateway(tmp_path, slots=2) as (broker, _):
+        done = console(console_python, DATA / "grid_dag.py", broker.url(), str(world_writable), "pair.dag")
+        assert done.returncode == 0, done.stdout + done.stderr
+        lines = done.stdout.splitlines()
+        # the nodes belong to their DAG's submission, as in HTCondor
+        assert lines[1:] == ["DAG JobStatus 4 ExitCode 0", "Submission my-dag Completed 3"], lines
+        assert (world_writable / "B.out").read_text() == "node B\n"
+        with Console(broker.url()) as python3:
+            (scheduler,) = python3.objects(GRID, "scheduler")
+            submitted = scheduler.call("SubmitJob", Ad=dict(GOOD, Cmd="/bin/echo", Args="hello qmf",
+                                                            Iwd=str(world_writable), Out="hello.out"))
+            job = submitted.Id.rsplit("#", 1)[1]
+            until(lambda: scheduler.call("GetJobAd", Id=job).JobAd["JobStatus"] == 4, "completed")
+            assert scheduler.call("FetchJobData", Id=job, File="Out", Start=0, End=100).Data == "hello qmf\n"
+            assert scheduler.call("FetchJobData", Id=job, File="Out", Start=-4, End=0).Data == "qmf\n"
+            refused = scheduler.call("FetchJobData", Id=job, File="Out", Start=5, End=2)
+            assert refused.status == USER + 10
+            outside = scheduler.call("FetchJobData", Id=job, File="/etc/passwd", Start=0, End=100)
+            assert outside.status == USER + 1, outside
