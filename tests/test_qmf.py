@@ -436,3 +436,9 @@ def test_a_dag_submitted_as_mrg_scripts_did_runs_and_its_output_is_fetched(tmp_p
             assert refused.status == USER + 10
             outside = scheduler.call("FetchJobData", Id=job, File="/etc/passwd", Start=0, End=100)
             assert outside.status == USER + 1, outside
+            # the pool as the gateway knows it
+            (slot,) = python3.objects(GRID, "slot")
+            assert slot.Cpus == 2 and slot.SlotType == "Partitionable" and slot.OpSys and slot.Requirements
+            (collector,) = python3.objects(GRID, "collector")
+            assert collector.HostsTotal == 1 and collector.CondorVersion == scheduler.CondorVersion
+            assert len(python3.objects(GRID, "master")) == 1 and python3.objects(GRID, "negotiator") == []

@@ -22,7 +22,9 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from gateway.core.auth import Authentication, Caller
-from gateway.core.submissions import SubmissionService
+from gateway.core.collector import BirdbathCollector
+from gateway.core.status import BirdbathError
+from gateway.core.submissions import ApiError, SubmissionService
 
 from . import wire
 from .link import DIRECT, TOPIC, BrokerAddress, BrokerLink, split_address
@@ -39,13 +41,14 @@ OBJECTS_PER_MESSAGE = 100
 
 
 class QmfAgent:
-    def __init__(self, reactor: Any, settings: QmfSettings, submissions: SubmissionService) -> None:
+    def __init__(self, reactor: Any, settings: QmfSettings, submissions: SubmissionService,
+                 collector: BirdbathCollector) -> None:
         self._reactor = reactor
         self.settings = settings
         schedd = submissions.settings.schedd_name
         self.name = f"{VENDOR}:{PRODUCT}:{schedd}"
         self._epoch = int(time.time()) & 0x7FFF  # tells consoles the agent restarted
-        self._objects = Objects(submissions, self.name, time.time(), settings.qmf_publish_submissions)
+        self._objects = Objects(submissions, collector, self.name, time.time(), settings.qmf_publish_submissions)
         self._methods = Methods(submissions)
         address = BrokerAddress(settings.qmf_broker_host, settings.qmf_broker_port, settings.qmf_broker_auth_mech,
                                 settings.qmf_broker_username or None, settings.password())
@@ -163,6 +166,13 @@ class QmfAgent:
             found = await self._found(self._caller(request), query)
         except QmfError as exc:
             self._exception(request, exc.code, exc.text)
+            return
+        except (ApiError, BirdbathError) as exc:  # refused by the core (permission, a pool that is down)
+            self._exception(request, Status.EXCEPTION, getattr(exc, "text", None) or str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - the console gets an answer, the log the details
+            log.failure("QMF agent: query")
+            self._exception(request, Status.EXCEPTION, f"the gateway failed: {type(exc).__name__}")
             return
         maps = [self._object_map(item) for item in found]
         for start in range(0, max(len(maps), 1), OBJECTS_PER_MESSAGE):

@@ -4,20 +4,22 @@ the scheduler and job server, one submitter per owner with jobs, one submission 
 
 from __future__ import annotations
 
-import platform
 import socket
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.core.adstruct import AttrType
 from gateway.core.auth import Caller
+from gateway.core.collector import BirdbathCollector
 from gateway.core.submissions import STATE_NAMES, SubmissionService
-from jobmodel import __version__
 from jobmodel.jobs import JobStatus
+from jobmodel.pool import AdType
 
 from .schema import (
     JOBSERVER,
     MRG_JOB,
     MRG_SCHEDULER,
+    POOL_CLASSES,
     SCHEDULER,
     SUBMISSION,
     SUBMITTER,
@@ -69,24 +71,26 @@ def _typed(klass: QmfClass, values: dict[str, Any]) -> dict[str, Any]:
 
 
 class Objects:
-    def __init__(self, submissions: SubmissionService, agent_name: str, started: float,
+    def __init__(self, submissions: SubmissionService, collector: BirdbathCollector, agent_name: str, started: float,
                  publish_submissions: bool) -> None:
         self._submissions = submissions
+        self._collector = collector
         self._agent = agent_name
         self._started_ns = int(started * NANOSECONDS)
         self._publish_submissions = publish_submissions
         settings = submissions.settings
         self.schedd = settings.schedd_name
         self._machine = socket.getfqdn()
+        info = collector.backend_info
         self._daemon = {"Pool": settings.pool_name, "System": self._machine, "Name": self.schedd,
-                        "Machine": self._machine, "MyAddress": "", "CondorPlatform": f"$CondorPlatform: "
-                        f"{platform.machine()}_{platform.system()} $", "CondorVersion": f"$CondorVersion: "
-                        f"birdbath-gateway {__version__} $", "DaemonStartTime": self._started_ns}
+                        "Machine": self._machine, "MyAddress": "", "CondorPlatform": info.platform,
+                        "CondorVersion": info.version, "DaemonStartTime": self._started_ns}
 
     def classes(self) -> tuple[QmfClass, ...]:
+        pool = tuple(POOL_CLASSES) if self._collector.has_pool else ()
         if self._publish_submissions:
-            return (SCHEDULER, SUBMITTER, JOBSERVER, SUBMISSION, MRG_SCHEDULER, MRG_JOB)
-        return (SCHEDULER, SUBMITTER, MRG_SCHEDULER, MRG_JOB)
+            return (SCHEDULER, SUBMITTER, JOBSERVER, SUBMISSION, *pool, MRG_SCHEDULER, MRG_JOB)
+        return (SCHEDULER, SUBMITTER, *pool, MRG_SCHEDULER, MRG_JOB)
 
     def ref(self, klass: QmfClass, key: str) -> dict[str, str]:
         return {"_agent_name": self._agent, "_object_name": object_name(klass, key)}
@@ -121,6 +125,20 @@ class Objects:
                 found += await self._submission_objects(caller)
             elif klass is MRG_JOB:
                 found += [self._job(job) for job in jobs or []]
+            elif klass in POOL_CLASSES:
+                found += await self._pool(caller, klass)
+        return found
+
+    async def _pool(self, caller: Caller, klass: QmfClass) -> list[Published]:
+        """One object per ad of the class's kind in the gateway's pool, keyed by the ad's Name."""
+        found = []
+        for ad in await self._collector.query(caller, AdType[POOL_CLASSES[klass]], None):
+            values: dict[str, Any] = {"Pool": self._daemon["Pool"]}
+            for attr in ad:
+                values[attr.name] = int(attr.value) if attr.type is AttrType.INTEGER else attr.value
+            values.setdefault("System", values.get("Machine", ""))
+            if isinstance(values.get("Name"), str):
+                found.append(Published(klass, values["Name"], _typed(klass, values)))
         return found
 
     def _scheduler(self, jobs: list[dict[str, Any]]) -> Published:

@@ -164,6 +164,24 @@ SUBMISSION = QmfClass(
     _props(QmfType.U32, *STATES),
     (Method("GetJobSummaries", (Arg("Jobs", QmfType.LIST, O),), "the member jobs' summaries, by state"), ECHO))
 
+#: the pool's daemons, as far as the gateway's pool knows them (read-only: the plugins' negotiator and master
+#: methods reconfigured a real pool, which is not the gateway's to do)
+POOL_DAEMON = (Prop("Pool", QmfType.SSTR, True), Prop("System", QmfType.SSTR, True), Prop("Name", QmfType.SSTR, True),
+               Prop("Machine", QmfType.SSTR), Prop("MyAddress", QmfType.SSTR), Prop("CondorPlatform", QmfType.SSTR),
+               Prop("CondorVersion", QmfType.SSTR))
+COLLECTOR = QmfClass(GRID, "collector", POOL_DAEMON,
+                     _props(QmfType.U32, "RunningJobs", "IdleJobs", "HostsTotal", "HostsClaimed", "HostsUnclaimed",
+                            "HostsOwner"))
+NEGOTIATOR = QmfClass(GRID, "negotiator", POOL_DAEMON)
+MASTER = QmfClass(GRID, "master", POOL_DAEMON + (Prop("RealUid", QmfType.S32),))
+SLOT = QmfClass(
+    GRID, "slot", POOL_DAEMON + tuple(Prop(name, QmfType.SSTR) for name in (
+        "State", "Activity", "Arch", "OpSys", "JobId", "GlobalJobId", "RemoteUser", "SlotType"))
+    + (Prop("Requirements", QmfType.LSTR), Prop("Start", QmfType.LSTR)),
+    _props(QmfType.U32, "Cpus", "Memory", "Disk", "TotalSlots", "SlotID"))
+#: pool ads by class, read through the core's collector
+POOL_CLASSES = {COLLECTOR: "COLLECTOR", NEGOTIATOR: "NEGOTIATOR", MASTER: "MASTER", SLOT: "STARTD"}
+
 #: the 2009 prototype's names (the blog's program asks for ``_package="mrg.grid"``, classes scheduler and job)
 MRG = "mrg.grid"
 MRG_SCHEDULER = QmfClass(MRG, "scheduler", NAMED, (),
@@ -182,7 +200,7 @@ MRG_JOB = QmfClass(
      Method("Fetch", (Arg("File", QmfType.SSTR), Arg("Start", QmfType.S32), Arg("End", QmfType.S32),
                       Arg("Data", QmfType.LSTR, O)))))
 
-CLASSES = (SCHEDULER, SUBMITTER, JOBSERVER, SUBMISSION, MRG_SCHEDULER, MRG_JOB)
+CLASSES = (SCHEDULER, SUBMITTER, JOBSERVER, SUBMISSION, COLLECTOR, NEGOTIATOR, MASTER, SLOT, MRG_SCHEDULER, MRG_JOB)
 
 
 def find_class(package: str | None, name: str) -> list[QmfClass]:
