@@ -37,6 +37,8 @@ def test_qmf_knobs_and_their_defaults(tmp_path):
     ("qmf_update_interval = 0", "at least 1"),
     ('qmf_broker_auth_mech = "GSSAPI"', "ANONYMOUS, PLAIN"),
     ('qmf_broker_auth_mech = "PLAIN"', "needs qmf_broker_username and qmf_broker_password_file"),
+    ('qmf_broker_auth_mech = "PLAIN"\nqmf_broker_username = "gw"\nqmf_broker_password_file = "/nonexistent"',
+     "qmf_broker_password_file cannot be read"),
 ])
 def test_bad_qmf_knobs_are_refused(tmp_path, text, words):
     with pytest.raises(ConfigError, match=words):

@@ -135,10 +135,13 @@ class BrokerLink(MessagingHandler):  # type: ignore[misc]
                     self._connection.close()
                 return
             exchange, message = item
-            sender = self._senders.get(exchange)
-            if sender is None:
-                sender = self._senders[exchange] = self._container.create_sender(self._connection, exchange)
-            sender.send(message)
+            try:
+                sender = self._senders.get(exchange)
+                if sender is None:
+                    sender = self._senders[exchange] = self._container.create_sender(self._connection, exchange)
+                sender.send(message)
+            except Exception:  # noqa: BLE001 - one message lost (its console times out), never the thread
+                log.failure("QMF agent: sending to {exchange}", exchange=exchange)
 
     def _changed(self, connected: bool) -> None:
         if connected != self.connected:

@@ -55,4 +55,8 @@ def qmf_settings(values: dict[str, Any], where: str) -> QmfSettings:
     if settings.authenticated and not (settings.qmf_broker_username and settings.qmf_broker_password_file):
         raise QmfSettingError(f"{where} [qmf] qmf_broker_auth_mech {settings.qmf_broker_auth_mech} needs "
                               f"qmf_broker_username and qmf_broker_password_file")
+    try:
+        settings.password()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise QmfSettingError(f"{where} [qmf] qmf_broker_password_file cannot be read: {exc}") from None
     return settings
