@@ -64,7 +64,8 @@ class QpidBroker:
     def command(self) -> list[str]:
         command = [str(self.program), "--port", str(self.port), "--interface", "127.0.0.1",
                    "--auth", "yes" if self.auth else "no", "--data-dir", str(self.directory / "data"),
-                   "--log-to-file", str(self.log_path), "--log-to-stderr", "no", "--pid-dir", str(self.directory)]
+                   "--log-to-file", str(self.log_path), "--log-to-stderr", "no", "--pid-dir", str(self.directory),
+                   "--tcp-nodelay"]
         if self.module is not None:
             command += ["--no-module-dir", "--load-module", str(self.module)]
         if self.acl is not None:

@@ -361,6 +361,10 @@ def test_the_agent_comes_back_when_the_broker_restarts(own, tmp_path, console_py
     with Console(broker.url()) as python3:
         (scheduler,) = python3.objects(GRID, "scheduler")
         assert scheduler.call("SubmitJob", Ad=GOOD).status == 0
+    # at once this time: the agent may reconnect while the broker is still starting, and attach again when it can
+    broker.restart()
+    until(lambda: metric(gateway, "birdbath_qmf_connections_total") == 3, "reconnected")
+    wait_ready(gateway)
     program = (DATA / "seed_submit.py").read_text().replace(SEED_URL, broker.url())
     (tmp_path / "seed.py").write_text(program)
     done = console(console_python, tmp_path / "seed.py")

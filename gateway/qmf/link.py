@@ -48,6 +48,16 @@ def binding(kind: str, key: str) -> Filter:
     return Filter({symbol(name): Described(symbol(f"apache.org:{name}:string"), key)})
 
 
+class _Reattach:
+    """A timer's handler: the link's receivers made again."""
+
+    def __init__(self, link: BrokerLink) -> None:
+        self._link = link
+
+    def on_timer_task(self, event: Any) -> None:
+        self._link.reattach()
+
+
 def split_address(address: str) -> tuple[str, str]:
     """A reply address as qpidd gives a 0-10 reply-to to AMQP 1.0 (``exchange/routing-key``) as (exchange, key)."""
     exchange, _, key = address.partition("/")
@@ -65,6 +75,7 @@ class BrokerLink(MessagingHandler):  # type: ignore[misc]
         self._outgoing: queue.SimpleQueue[tuple[str, Message] | None] = queue.SimpleQueue()
         self._injector = EventInjector()
         self._senders: dict[str, Any] = {}
+        self._receivers: list[Any] = []
         self._connection: Any = None
         self._container: Any = None
         self._thread: threading.Thread | None = None
@@ -104,14 +115,52 @@ class BrokerLink(MessagingHandler):  # type: ignore[misc]
         if address.mechanism != "ANONYMOUS":
             options.update(user=address.username, password=address.password, allow_insecure_mechs=True)
         self._connection = container.connect(address.url, **options)
-        container.create_receiver(self._connection, DIRECT, options=binding("direct", self._agent_name))
-        container.create_receiver(self._connection, TOPIC, options=binding("topic", "console.#"))
+
+    def _attach(self) -> None:
+        """The agent's two receivers (its name on the direct exchange, consoles' requests on the topic one), made
+        afresh on each connection: links proton attaches again after a reconnect may name a broker's subscription
+        queue that died with the old connection."""
+        self._detach()
+        container = self._container
+        self._receivers = [
+            container.create_receiver(self._connection, DIRECT, options=binding("direct", self._agent_name)),
+            container.create_receiver(self._connection, TOPIC, options=binding("topic", "console.#"))]
+
+    def reattach(self) -> None:
+        """The receivers made again, while the connection is open (proton's thread)."""
+        connection = self._connection
+        if connection is not None and connection.state & connection.LOCAL_ACTIVE:
+            self._attach()
+
+    def _detach(self) -> None:
+        for link in (*self._receivers, *self._senders.values()):
+            link.close()
+        self._receivers, self._senders = [], {}
 
     def on_connection_opened(self, event: Any) -> None:
         self.connections += 1
-        self._changed(True)
+        self._attach()
+
+    def on_link_opened(self, event: Any) -> None:
+        """Connected, for the agent, once both receivers are attached: requests can arrive."""
+        if self._receivers and all(link.state & link.REMOTE_ACTIVE for link in self._receivers):
+            self._changed(True)
+
+    def on_link_error(self, event: Any) -> None:
+        """A link the broker refused or closed: the receivers are made again a second later (a broker that is
+        still starting may not have its exchanges yet); a sender is made again by the next message sent."""
+        condition = event.link.remote_condition
+        log.warn("QMF broker {url}: link {name} closed: {error}", url=self._address.url, name=event.link.name,
+                 error=f"{condition.name}: {condition.description}" if condition else "no reason given")
+        if event.link in self._receivers:
+            self._changed(False)
+            self._container.schedule(1.0, _Reattach(self))
+        else:
+            self._senders = {exchange: link for exchange, link in self._senders.items() if link is not event.link}
+        event.link.close()
 
     def on_disconnected(self, event: Any) -> None:
+        self._detach()
         self._changed(False)
 
     def on_transport_error(self, event: Any) -> None:
