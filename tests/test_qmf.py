@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -405,12 +403,10 @@ def test_a_gateway_killed_with_calls_in_flight_leaves_whole_jobs_and_answers_aga
 # -- jobs that run: a DAG, and their output ----------------------------------------------------------------------
 
 @pytest.fixture
-def world_writable():
+def world_writable(traversable):
     """A directory the jobs (which run as nobody) can write, under /tmp (pytest's own are root's alone)."""
-    directory = Path(tempfile.mkdtemp(prefix="qmf-jobs-", dir="/tmp"))
-    directory.chmod(0o777)
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
+    traversable.chmod(0o777)
+    return traversable
 
 
 def test_a_dag_submitted_as_mrg_scripts_did_runs_and_its_output_is_fetched(tmp_path, world_writable, console_python):

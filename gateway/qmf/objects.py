@@ -29,6 +29,9 @@ from .schema import (
 )
 
 NANOSECONDS = 1_000_000_000
+#: the kinds a job's integer attributes are published as (a negative value is left out, as an unsigned one cannot
+#: carry it)
+NUMERIC = frozenset({QmfType.U32, QmfType.U64, QmfType.ABSTIME, QmfType.S32})
 
 
 @dataclass(frozen=True)
@@ -63,9 +66,11 @@ def _typed(klass: QmfClass, values: dict[str, Any]) -> dict[str, Any]:
         kind = kinds.get(name)
         if kind is None:
             continue
-        numeric = kind in (QmfType.U32, QmfType.U64, QmfType.ABSTIME, QmfType.S32)
-        if numeric and isinstance(value, int) and not isinstance(value, bool) and value >= 0 or \
-                not numeric and kind is not QmfType.REF and isinstance(value, str) or kind is QmfType.REF:
+        if kind in NUMERIC:
+            fits = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        else:
+            fits = kind is QmfType.REF or isinstance(value, str)
+        if fits:
             typed[name] = value
     return typed
 
