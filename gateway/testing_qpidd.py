@@ -12,6 +12,7 @@ console's PYTHONPATH and nowhere else).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import socket
@@ -121,14 +122,18 @@ def python2() -> str | None:
 
 
 def console_packages(python: str) -> Path:
-    """The directory holding PyPI's Python 2 QMF console packages for ``python``, installed the first time."""
+    """The directory holding PyPI's Python 2 QMF console packages for ``python``, installed the first time (under a
+    lock: test processes running side by side install it once)."""
     target = CACHE / "py27-qmf"
     marker = target / ".installed"
     wanted = " ".join(CONSOLE_PACKAGES)
-    if marker.exists() and marker.read_text() == wanted:
-        return target
-    shutil.rmtree(target, ignore_errors=True)
-    subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target",
-                    str(target), *CONSOLE_PACKAGES], check=True, capture_output=True, timeout=600)
-    marker.write_text(wanted)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "py27-qmf.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists() and marker.read_text() == wanted:
+            return target
+        shutil.rmtree(target, ignore_errors=True)
+        subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target",
+                        str(target), *CONSOLE_PACKAGES], check=True, capture_output=True, timeout=600)
+        marker.write_text(wanted)
     return target

@@ -140,3 +140,34 @@ def test_integer_arguments_keep_to_their_range():
     for bad in (1 << 31, True, 1.5, "3"):
         with pytest.raises(QmfError, match="Start must be an integer"):
             checked_arguments(fetch, {**good, "Start": bad})
+
+
+def objects(publish_submissions: bool, has_pool: bool):
+    from types import SimpleNamespace
+
+    from gateway.qmf.objects import Objects
+
+    submissions = SimpleNamespace(settings=SimpleNamespace(schedd_name="schedd.example", pool_name="pool"))
+    collector = SimpleNamespace(has_pool=has_pool, backend_info=SimpleNamespace(version="v", platform="p"))
+    return Objects(submissions, collector, "com.redhat.grid:scheduler:schedd.example", 0.0,  # type: ignore[arg-type]
+                   publish_submissions)
+
+
+def test_what_is_published_follows_qmf_publish_submissions_and_the_pool():
+    from gateway.qmf.schema import JOBSERVER, MRG_JOB, SLOT, SUBMISSION
+
+    everything = objects(True, True)
+    assert {SUBMISSION, JOBSERVER, SLOT, MRG_JOB} <= set(everything.classes())
+    assert everything.exists(JOBSERVER, "jobs@schedd.example") and not everything.exists(JOBSERVER, "jobs@other")
+    assert everything.exists(SCHEDULER, "schedd.example") and not everything.exists(SCHEDULER, "other")
+    fewer = objects(False, False)
+    assert not {SUBMISSION, JOBSERVER, SLOT} & set(fewer.classes()) and MRG_JOB in fewer.classes()
+    assert not fewer.exists(SUBMISSION, "any") and not fewer.exists(JOBSERVER, "jobs@schedd.example")
+
+
+def test_object_names_name_their_class_and_key():
+    from gateway.qmf.objects import object_name, parse_name
+
+    assert parse_name(object_name(SCHEDULER, "a:b#c")) == (SCHEDULER, "a:b#c")
+    for junk in ("", "com.redhat.grid", "com.redhat.grid:scheduler", "com.redhat.grid:scheduler:", "x:y:z"):
+        assert parse_name(junk) is None
