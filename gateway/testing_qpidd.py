@@ -49,7 +49,8 @@ class QpidBroker:
     """``start()``, ``stop()``, ``restart()`` (same port); ``port`` is its AMQP port on 127.0.0.1.  With ``auth``,
     clients log in (SASL PLAIN or ANONYMOUS) and a message's user_id must be its sender's login."""
 
-    def __init__(self, directory: Path, *, auth: bool = False, acl: str | None = None) -> None:
+    def __init__(self, directory: Path, *, auth: bool = False, acl: str | None = None,
+                 options: tuple[str, ...] = ()) -> None:
         found = qpidd()
         if found is None:
             raise RuntimeError(missing_broker())
@@ -58,6 +59,7 @@ class QpidBroker:
         (directory / "data").mkdir(parents=True, exist_ok=True)
         self.auth = auth
         self.acl = acl
+        self.options = options  # more qpidd options
         self.port = free_port()
         self.log_path = directory / "qpidd.log"
         self.process: subprocess.Popen[bytes] | None = None
@@ -69,6 +71,7 @@ class QpidBroker:
                    "--tcp-nodelay"]
         if self.module is not None:
             command += ["--no-module-dir", "--load-module", str(self.module)]
+        command += list(self.options)
         if self.acl is not None:
             (self.directory / "data" / "broker.acl").write_text(self.acl)
             command += ["--acl-file", "broker.acl"]

@@ -369,6 +369,32 @@ def test_the_agent_comes_back_when_the_broker_restarts(own, tmp_path, console_py
     assert done.returncode == 0 and "Job status: Idle" in done.stdout, done.stdout + done.stderr
 
 
+def test_the_agent_is_ready_once_its_receivers_are_attached_and_attaches_again_when_it_can(tmp_path, console_python):
+    """A broker without management has no QMF exchanges: the broker refuses the agent's receivers, /readyz says so,
+    and once the exchanges are there the agent attaches again by itself and answers."""
+    if qpidd() is None:
+        pytest.skip(missing_broker())
+    from birdbath_client.qmf import Console
+
+    broker = QpidBroker(tmp_path / "qpidd", options=("--mgmt-enable", "no")).start()
+    gateway = GatewayProcess(tmp_path / "state", qmf_config(broker), tmp=tmp_path).start()
+    try:
+        until(lambda: metric(gateway, "birdbath_qmf_connections_total") == 1, "connected")
+        status, body = readyz(gateway)
+        assert status == 503 and "QMF broker not connected" in json.dumps(body)
+        assert "Node not found" in until(lambda: "link" in gateway.log() and gateway.log(), "a refused link")
+        declared = console(console_python, DATA / "declare_exchanges.py", str(broker.port))
+        assert declared.returncode == 0, declared.stderr
+        wait_ready(gateway)
+        assert metric(gateway, "birdbath_qmf_connections_total") == 1  # the same connection, its links made again
+        with Console(broker.url()) as python3:
+            (scheduler,) = python3.objects(GRID, "scheduler")
+            assert scheduler.call("echo", sequence=3, body="attached").body == "attached"
+    finally:
+        gateway.stop()
+        broker.stop()
+
+
 def test_a_gateway_killed_with_calls_in_flight_leaves_whole_jobs_and_answers_again(own):
     from birdbath_client.qmf import Console, QmfTimeout
 

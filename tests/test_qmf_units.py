@@ -171,3 +171,49 @@ def test_object_names_name_their_class_and_key():
     assert parse_name(object_name(SCHEDULER, "a:b#c")) == (SCHEDULER, "a:b#c")
     for junk in ("", "com.redhat.grid", "com.redhat.grid:scheduler", "com.redhat.grid:scheduler:", "x:y:z"):
         assert parse_name(junk) is None
+
+
+def test_the_link_connects_again_when_the_broker_closes_it_with_an_error():
+    """An AMQP 1.0 peer (proton, on loopback) that closes the agent's first connection as an administrator would
+    (qpidd's own close of a 1.0 connection does nothing): the link connects again (some 20 s later, measured
+    here; why it waits that long is not known)."""
+    import socket
+    import threading
+    import time
+
+    from proton import Condition
+    from proton.handlers import MessagingHandler
+    from proton.reactor import Container
+
+    from gateway.qmf.link import BrokerAddress, BrokerLink
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    class Peer(MessagingHandler):
+        opened = 0
+
+        def on_start(self, event):
+            event.container.listen(f"127.0.0.1:{port}")
+
+        def on_connection_opened(self, event):
+            Peer.opened += 1
+            if Peer.opened == 1:
+                event.connection.condition = Condition("amqp:connection:forced", "closed by an administrator")
+                event.connection.close()
+
+    peer = Container(Peer())
+    threading.Thread(target=peer.run, daemon=True).start()
+    changes: list[bool] = []
+    link = BrokerLink(BrokerAddress("127.0.0.1", port, "ANONYMOUS", None, None), "com.redhat.grid:scheduler:x",
+                      lambda message: None, changes.append)
+    link.start()
+    try:
+        deadline = time.monotonic() + 30
+        while link.connections < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert link.connections == 2 and Peer.opened == 2
+    finally:
+        link.stop()
+        peer.stop()

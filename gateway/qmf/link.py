@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -122,9 +123,12 @@ class BrokerLink(MessagingHandler):  # type: ignore[misc]
         queue that died with the old connection."""
         self._detach()
         container = self._container
+        # each link a name of its own: the broker may still hold a refused one's name while it is made again
         self._receivers = [
-            container.create_receiver(self._connection, DIRECT, options=binding("direct", self._agent_name)),
-            container.create_receiver(self._connection, TOPIC, options=binding("topic", "console.#"))]
+            container.create_receiver(self._connection, DIRECT, name=f"{DIRECT}-{uuid.uuid4()}",
+                                      options=binding("direct", self._agent_name)),
+            container.create_receiver(self._connection, TOPIC, name=f"{TOPIC}-{uuid.uuid4()}",
+                                      options=binding("topic", "console.#"))]
 
     def reattach(self) -> None:
         """The receivers made again, while the connection is open (proton's thread)."""
@@ -149,15 +153,19 @@ class BrokerLink(MessagingHandler):  # type: ignore[misc]
     def on_link_error(self, event: Any) -> None:
         """A link the broker refused or closed: the receivers are made again a second later (a broker that is
         still starting may not have its exchanges yet); a sender is made again by the next message sent."""
-        condition = event.link.remote_condition
-        log.warn("QMF broker {url}: link {name} closed: {error}", url=self._address.url, name=event.link.name,
+        link = event.link
+        link.close()
+        ours = link in self._receivers or link in self._senders.values()
+        if not ours:
+            return  # one of a lost connection's, which proton attached again and the broker refused
+        condition = link.remote_condition
+        log.warn("QMF broker {url}: link {name} closed: {error}", url=self._address.url, name=link.name,
                  error=f"{condition.name}: {condition.description}" if condition else "no reason given")
-        if event.link in self._receivers:
+        if link in self._receivers:
             self._changed(False)
             self._container.schedule(1.0, _Reattach(self))
         else:
-            self._senders = {exchange: link for exchange, link in self._senders.items() if link is not event.link}
-        event.link.close()
+            self._senders = {exchange: sender for exchange, sender in self._senders.items() if sender is not link}
 
     def on_disconnected(self, event: Any) -> None:
         self._detach()
@@ -187,7 +195,8 @@ class BrokerLink(MessagingHandler):  # type: ignore[misc]
             try:
                 sender = self._senders.get(exchange)
                 if sender is None:
-                    sender = self._senders[exchange] = self._container.create_sender(self._connection, exchange)
+                    sender = self._senders[exchange] = self._container.create_sender(
+                    self._connection, exchange, name=f"{exchange}-{uuid.uuid4()}")
                 sender.send(message)
             except Exception:  # noqa: BLE001 - one message lost (its console times out), never the thread
                 log.failure("QMF agent: sending to {exchange}", exchange=exchange)
