@@ -161,6 +161,14 @@ HOSTILE = [
     ("the Submission", scheduler("SetJobAttribute", ["1.0", "submission", '"x"']), USER + 1, "submission"),
     ("a name that is not one", scheduler("SetJobAttribute", ["1.0", "bad name", "1"]), USER + 3, "bad name"),
     ("a value that does not parse", scheduler("SetJobAttribute", ["1.0", "Foo", "(("]), USER + 4, "Foo"),
+    ("releasing an unknown job", scheduler("ReleaseJob", ["99999.0", "why"]), USER + 1, "99999.0"),
+    ("removing a job by a bad id", scheduler("RemoveJob", ["1.x", "why"]), USER + 0, "Invalid Id"),
+    ("suspending an unknown job", scheduler("SuspendJob", ["99999.0", "why"]), USER + 1, "99999.0"),
+    ("continuing with a map as Reason", scheduler("ContinueJob", ["1.0", {"a": 1}]), 4, "Reason"),
+    ("GetJobAd with a list as Id", scheduler("GetJobAd", [["1.0"]]), 4, "Id"),
+    ("the jobserver's GetJobAd of a bad id", (GRID, "jobserver", "GetJobAd", ["0.0"]), USER + 0, "Invalid Id"),
+    ("a file name that climbs out", scheduler("FetchJobData", ["1.0", "../../etc/passwd", 0, 10]), USER + 1,
+     "not a plain file name"),
     ("an mrg.grid ad without TYPE", ("mrg.grid", "scheduler", "Submit", [{"Cmd": "/bin/true"}]), USER + 6, "TYPE"),
     ("an mrg.grid TYPE out of range", ("mrg.grid", "scheduler", "Submit", [{"Cmd": {"TYPE": 9, "VALUE": "x"}}]),
      USER + 6, "TYPE 9"),
@@ -214,7 +222,14 @@ def test_requests_no_console_library_sends_are_answered_too(broker, gateway):
         assert console.call(agent, f"{GRID}:scheduler:elsewhere", "echo", {}).status == 1
         assert console.call(agent, "junk", "echo", {}).status == 1
         assert console.call(agent, f"{GRID}:submission:no-such-submission", "GetJobSummaries", {}).status == USER + 1
-        assert console.call(agent, "mrg.grid:job:99999.0", "Hold", {"Reason": "x"}).status == USER + 1
+        for method, arguments, status in (("Hold", {"Reason": "x"}, USER + 1), ("Release", {"Reason": "x"}, USER + 1),
+                                          ("Remove", {"Reason": "x"}, USER + 1), ("GetAd", {}, USER + 0),
+                                          ("SetAttribute", {"Name": "A", "Value": "1"}, USER + 4),
+                                          ("Fetch", {"File": "Out", "Start": 0, "End": 5}, 1),
+                                          ("Fetch", {"File": "Out", "Start": "0", "End": 5}, 4)):
+            answer = console.call(agent, "mrg.grid:job:99999.0", method, arguments)
+            assert answer.status == status, (method, answer)
+        assert console.call(agent, "mrg.grid:job:junk", "GetAd", {}).status == USER + 0
         # a request whose arguments are not a map, a garbage binary message, an unknown query
         assert console.call(agent, scheduler, "echo", ["not", "a", "map"]).status == 4  # type: ignore[arg-type]
         console._senders["qmf.default.direct"].send(Message(subject=agent, body=b"AM2S\x00", inferred=True))
