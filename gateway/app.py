@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import Factory
-from twisted.internet.threads import deferToThreadPool
+from twisted.internet.threads import deferToThread, deferToThreadPool
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web import resource
@@ -66,6 +66,7 @@ class Gateway:
         self.schedd: BirdbathSchedd | None = None
         self.submissions: SubmissionService | None = None
         self.lowlatency: Any = None  # a gateway.lowlatency.service.LowLatencyService when [carod] is on
+        self.qmf: Any = None  # a gateway.qmf.agent.QmfAgent when [qmf] is on
         identification = config.identification(self.offload, reactor)
         #: how callers are identified (a worker replaces its login throttle with the core's: one count per gateway)
         self.identification = identification
@@ -197,6 +198,11 @@ class Gateway:
                                                 self.collector, config.state_dir / "carod")
             ensureDeferred(self.lowlatency.start()).addErrback(
                 lambda failure: log.failure("starting the low-latency (AMQP) front end", failure))
+        if config.qmf.enable_qmf:  # the QMF agent: its broker connection runs in a thread of its own
+            from gateway.qmf.agent import QmfAgent  # proton is an optional dependency (the [qmf] extra)
+
+            self.qmf = QmfAgent(self.reactor, config.qmf, self.submissions, self.collector)
+            self.qmf.start()
         self.serve(self.schedd, self.collector, self.submissions,
                    DescribedSubmissions(self.schedd, config.staging_lifetime), Monitor(self))
         if self.workers is not None:
@@ -318,6 +324,8 @@ class Gateway:
                 await self.workers.stop()
             if self.lowlatency is not None:
                 await self.lowlatency.stop()
+            if self.qmf is not None:
+                await deferToThread(self.qmf.stop)  # joins the broker link's thread
             if self.schedd is not None:
                 await self.schedd.abort_all()
             if self.backend is not None and Capability.SERVICES in self.backend.capabilities:

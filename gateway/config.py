@@ -77,6 +77,11 @@ enable_carod = false
 carod_broker_ip = "127.0.0.1"
 carod_broker_queue = "grid"
 
+[qmf]                         # the gateway as a QMF agent on a Qpid broker (README, "QMF")
+enable_qmf = false
+qmf_broker_host = "localhost"
+qmf_broker_port = 5672
+
 [backends.local]              # passed to the selected backend as keyword arguments
 ```
 """
@@ -114,6 +119,7 @@ from gateway.identity.tls import ClientCertificates, ServerContextFactory, TlsEr
 from gateway.localsocket import LOCAL_SOCKET_NAME, UnsafeSocketPath, check_path
 from gateway.logging import LEVELS
 from gateway.lowlatency.settings import CarodSettingError, CarodSettings, carod_settings
+from gateway.qmf.settings import QmfSettingError, QmfSettings, qmf_settings
 from jobmodel.expressions import ExpressionLimits
 
 #: ``port = "auto"``: the plain port on any free port (``port = 0`` switches the plain port off)
@@ -272,6 +278,7 @@ class GatewayConfig:
     metrics_port: int = 0  # 0: the monitoring pages are served on the gateway's own port only
     backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     carod: CarodSettings = field(default_factory=CarodSettings)  # the [carod] section
+    qmf: QmfSettings = field(default_factory=QmfSettings)  # the [qmf] section
     #: the file the settings were read from (None: the defaults), and the digest of the bytes read
     source: Path | None = None
     source_digest: str | None = None
@@ -417,6 +424,10 @@ def load(path: Path | None) -> GatewayConfig:
     try:
         config.carod = carod_settings(data.pop("carod", {}), str(path))
     except CarodSettingError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        config.qmf = qmf_settings(data.pop("qmf", {}), str(path))
+    except QmfSettingError as exc:
         raise ConfigError(str(exc)) from None
     config.backend_options = data.pop("backends", {})
     if data:

@@ -629,3 +629,67 @@ def amqp_cli(example: Example, amqp_broker, carod_gateway: GatewayProcess, tmp_p
     assert re.fullmatch(r'job 0 \([-0-9a-f]+\): JobStatus 4 JobState "Exited" ExitCode 0 results: job.err job.out',
                         lines[1]), lines
     assert lines[2:] == ["Hello Grid!"]
+
+
+# -- QMF: a private qpidd, a gateway configured by the README's [qmf] block, consoles on Python 2.7 and 3 -------
+README_QMF_URL = "amqp://localhost:5672"
+
+
+@pytest.fixture(scope="module")
+def qmf_broker(tmp_path_factory):
+    from gateway.testing_qpidd import QpidBroker, missing_broker, qpidd
+
+    if qpidd() is None:
+        pytest.skip(missing_broker())
+    broker = QpidBroker(tmp_path_factory.mktemp("readme-qpidd")).start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="module")
+def qmf_gateway(qmf_broker, tmp_path_factory):
+    from tests.test_qmf import wait_ready
+
+    text = examples()["config-qmf"].body.replace("qmf_broker_port = 5672", f"qmf_broker_port = {qmf_broker.port}")
+    assert f"qmf_broker_port = {qmf_broker.port}" in text
+    tmp = tmp_path_factory.mktemp("readme-qmf")
+    process = GatewayProcess(tmp / "state", text + "\n[backends.local]\nslots = 0\n", tmp=tmp).start()
+    wait_ready(process)
+    yield process
+    process.stop()
+
+
+def run_python2(code: str, broker, cwd: Path) -> list[str]:
+    from tests.test_qmf import console, python2_console
+
+    script = cwd / "console.py"
+    script.write_text(code.replace(README_QMF_URL, broker.url()))
+    done = console(python2_console(), script)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.splitlines()
+
+
+@runs("config-qmf")
+def config_qmf(example: Example, qmf_gateway: GatewayProcess) -> None:
+    assert load_text(example.body).qmf.enable_qmf and "QMF broker connected" in qmf_gateway.log()
+
+
+@runs("qmf-seed")
+def qmf_seed(example: Example, qmf_broker, qmf_gateway: GatewayProcess, tmp_path: Path) -> None:
+    from tests.test_qmf import DATA
+
+    assert example.body == (DATA / "seed_submit.py").read_text().rstrip("\n"), "the README's copy is the seed's"
+    lines = run_python2(example.body, qmf_broker, tmp_path)
+    assert re.fullmatch(r"Submitted job: .+#\d+\.0", lines[0]) and lines[1:3] == ["Job status: Idle", "Job properties:"]
+    assert f"  CustomId = {lines[0].split(': ')[1]}" in lines and "  Cmd = /bin/sleep" in lines
+
+
+@runs("qmf-grid")
+def qmf_grid(example: Example, qmf_broker, qmf_gateway: GatewayProcess, tmp_path: Path) -> None:
+    assert run_python2(example.body, qmf_broker, tmp_path) == ["0", "0", "1 0", "secret sauce", "0"]
+
+
+@runs("qmf-python3")
+def qmf_python3(example: Example, qmf_broker, qmf_gateway: GatewayProcess, tmp_path: Path) -> None:
+    lines = run_python(example.body.replace("amqp://127.0.0.1:5672", qmf_broker.url()), tmp_path).splitlines()
+    assert re.fullmatch(r"0 .+#\d+\.0", lines[0]) and lines[1:] == ["65537"], lines

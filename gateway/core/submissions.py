@@ -75,6 +75,9 @@ STATE_NAMES = {JobStatus.IDLE: "Idle", JobStatus.RUNNING: "Running", JobStatus.R
 API_TYPES = {"EXPR": AttrType.EXPRESSION, "INTEGER": AttrType.INTEGER, "FLOAT": AttrType.FLOAT,
              "STRING": AttrType.STRING, "BOOLEAN": AttrType.BOOLEAN}
 TYPE_NAMES = {kind: name for name, kind in API_TYPES.items()}
+#: QMF's numeric type codes (the ``{"TYPE": code, "VALUE": text}`` ads); a boolean travels as an expression, as in QMF
+QMF_CODES = {"EXPR": 0, "INTEGER": 1, "FLOAT": 2, "STRING": 3, "BOOLEAN": 0}
+FROM_QMF = {0: "EXPR", 1: "INTEGER", 2: "FLOAT", 3: "STRING"}
 
 
 class ApiStatus(str, enum.Enum):

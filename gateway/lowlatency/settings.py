@@ -4,10 +4,12 @@ own log) are accepted and ignored, with one log line each, so that a site's caro
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from twisted.logger import Logger
+
+from gateway.sections import read_section
 
 log = Logger()
 
@@ -54,22 +56,12 @@ _MINIMA = {"carod_broker_port": 1, "carod_broker_heartbeat": 0, "carod_prefetch"
 
 def carod_settings(values: dict[str, Any], where: str) -> CarodSettings:
     """The ``[carod]`` section as settings (raises :class:`CarodSettingError` naming the knob)."""
-    known = {f.name: f for f in fields(CarodSettings)}
-    chosen: dict[str, Any] = {}
-    for key, value in values.items():
-        if key in IGNORED:
+    for key in IGNORED:
+        if key in values:
             log.info("{where}: {key} is carod's and has no meaning here (no startd hooks, no broker-held lease); "
                      "ignored", where=where, key=key)
-            continue
-        if key not in known:
-            raise CarodSettingError(f"{where}: unknown setting in [carod]: {key}")
-        expected = type(getattr(CarodSettings, key))
-        if type(value) is not expected:
-            raise CarodSettingError(f"{where} [carod] {key}: expected {expected.__name__}, got {value!r}")
-        if key in _MINIMA and value < _MINIMA[key]:
-            raise CarodSettingError(f"{where} [carod] {key} must be at least {_MINIMA[key]}, not {value}")
-        chosen[key] = value
-    settings = CarodSettings(**chosen)
+    chosen = {key: value for key, value in values.items() if key not in IGNORED}
+    settings = read_section(CarodSettings, "carod", chosen, where, _MINIMA, CarodSettingError)
     if not settings.carod_broker_queue or settings.rejected_queue == settings.carod_broker_queue:
         raise CarodSettingError(f"{where} [carod]: the work queue needs a name, and the rejected queue another one")
     if settings.carod_default_owner == "root":

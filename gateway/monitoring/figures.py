@@ -58,11 +58,12 @@ class ScrapedFigures(Collector):
     """A prometheus_client collector of the figures read at scrape time."""
 
     def __init__(self, state_dir: Path, open_transactions: Callable[[], int], staging_areas: Callable[[], int],
-                 lowlatency: Callable[[], Any]) -> None:
+                 lowlatency: Callable[[], Any], qmf: Callable[[], Any] = lambda: None) -> None:
         self.state_dir = state_dir
         self._open_transactions = open_transactions
         self._staging_areas = staging_areas
         self._lowlatency = lowlatency
+        self._qmf = qmf
         self.last = Snapshot()
 
     def collect(self) -> Iterator[Metric]:
@@ -96,6 +97,7 @@ class ScrapedFigures(Collector):
             yield GaugeMetricFamily("birdbath_state_directory_size_bytes", "Size of the state directory's file "
                                     "system", value=disk.f_blocks * disk.f_frsize)
         yield from self._amqp()
+        yield from self._qmf_agent()
 
     def _amqp(self) -> Iterator[Metric]:
         service = self._lowlatency()
@@ -112,6 +114,18 @@ class ScrapedFigures(Collector):
             yield CounterMetricFamily(f"birdbath_amqp_messages_{name}", help, value=stats[name])
         yield GaugeMetricFamily("birdbath_amqp_jobs_tracked", "Low-latency jobs being followed to their end",
                                 value=stats["tracked"])
+
+
+    def _qmf_agent(self) -> Iterator[Metric]:
+        agent = self._qmf()
+        if agent is None:
+            return
+        yield GaugeMetricFamily("birdbath_qmf_connected", "1 while the QMF agent's broker is connected",
+                                value=1 if agent.connected else 0)
+        yield CounterMetricFamily("birdbath_qmf_connections", "Connections the QMF agent made to its broker (more "
+                                  "than one: reconnects)", value=agent.link.connections)
+        yield CounterMetricFamily("birdbath_qmf_requests", "QMF requests answered (locates, queries, schema "
+                                  "requests, method calls)", value=agent.answered)
 
 
 def amqp_connected(service: Any) -> bool:

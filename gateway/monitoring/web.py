@@ -1,9 +1,9 @@
 """``/metrics``, ``/healthz`` and ``/readyz`` on the gateway's port, beside the operations.
 
 ``/metrics`` is Prometheus' text format; ``/healthz`` answers while the reactor does (liveness); ``/readyz`` says
-whether the gateway can do its work now: its state directory takes a write, the backend answers a call, and the
-AMQP broker is connected when the low-latency front end is on.  Each has a short JSON body (``/readyz``: what is
-wrong) and is readable by the hosts in ``allow_read``, as the queue is.
+whether the gateway can do its work now: its state directory takes a write, the backend answers a call, the AMQP
+broker is connected when the low-latency front end is on, and so is the QMF broker when the QMF agent is.  Each has
+a short JSON body (``/readyz``: what is wrong) and is readable by the hosts in ``allow_read``, as the queue is.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ class Monitor:
         if gateway.workers is not None:
             self.registry.register(WorkerProcesses(lambda: self.workers_seen, lambda: len(gateway.workers.refused)))
         self.figures = ScrapedFigures(self.state_dir, lambda: len(gateway.schedd.transactions),
-                                      lambda: gateway.submissions.staging_areas, lambda: gateway.lowlatency)
+                                      lambda: gateway.submissions.staging_areas, lambda: gateway.lowlatency,
+                                      lambda: gateway.qmf)
         self.registry.register(self.figures)
         ProcessCollector(registry=self.registry)
         globalLogPublisher.addObserver(self.events)
@@ -90,6 +91,8 @@ class Monitor:
         service = self.gateway.lowlatency
         if service is not None and not amqp_connected(service):
             found.append("AMQP broker not connected")
+        if self.gateway.qmf is not None and not self.gateway.qmf.connected:
+            found.append("QMF broker not connected")
         return found
 
 

@@ -27,7 +27,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from gateway.core.submissions import ApiStatus, aviary_job
+from gateway.core.submissions import FROM_QMF, QMF_CODES, ApiStatus, aviary_job
 from jobmodel.values import excerpt
 
 from .answer import LOGGED_FAULT, Maybe, SoapAnswer, then
@@ -38,9 +38,6 @@ log = Logger()
 JSON = b"application/json"
 #: how deep a JSON request may nest (the API's own documents nest 4 levels at most)
 MAX_JSON_DEPTH = 32
-#: QMF's numeric type codes; a boolean travels as an expression, as in QMF
-QMF_CODES = {"EXPR": 0, "INTEGER": 1, "FLOAT": 2, "STRING": 3, "BOOLEAN": 0}
-FROM_QMF = {0: "EXPR", 1: "INTEGER", 2: "FLOAT", 3: "STRING"}
 
 
 class BadRequest(ValueError):
