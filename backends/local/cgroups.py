@@ -139,6 +139,10 @@ class JobCgroup:
         return CgroupV1({name: Path(path) for name, path in spec["paths"].items()})
 
     # what each version implements
+    def hierarchies(self) -> list[str]:
+        """The hierarchies it is made in: v1 controllers, or ``""`` for v2 (as ``_mounts`` names them)."""
+        raise NotImplementedError
+
     def create(self, memory_mb: int | None, policy: str, cpus: int) -> None:
         raise NotImplementedError
 
@@ -230,6 +234,9 @@ class CgroupV1(JobCgroup):
     def spec(self) -> dict:
         return {"version": 1, "paths": {name: str(path) for name, path in self.paths.items()}}
 
+    def hierarchies(self) -> list[str]:
+        return list(self.paths)
+
     def _tracking(self) -> Path:
         return self.paths.get("freezer") or next(iter(self.paths.values()))
 
@@ -305,6 +312,9 @@ class CgroupV2(JobCgroup):
         self.path = path
         self.memory = memory  # the memory controller is enabled for it
         self.cpu = cpu
+
+    def hierarchies(self) -> list[str]:
+        return [""]
 
     def spec(self) -> dict:
         return {"version": 2, "path": str(self.path), "memory": self.memory, "cpu": self.cpu}

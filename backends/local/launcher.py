@@ -39,7 +39,8 @@ from typing import Any, Callable
 if not __package__:  # run as a script: import the package from its root (this directory's queue.py is no stdlib)
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from backends.local.family import KILL_NOW, Control, Family, Monitor, open_family, reap_all  # noqa: E402 (after the path is right)
+from backends.local.family import (KILL_NOW, Control, Family, Monitor, open_family, own_directories,  # noqa: E402
+                                   reap_all)
 from backends.local.owners import Account  # noqa: E402
 from backends.local.parallel_launch import run_nodes  # noqa: E402
 from backends.local.starter import STREAMS, BadJob, collect, open_stream, open_streams, prepare  # noqa: E402
@@ -69,27 +70,23 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     os.replace(spec["pgid_file"] + ".tmp", spec["pgid_file"])
     monitor = Monitor(family, control_dir)
 
-    def arm() -> None:
-        _arm(early)
-        monitor.start()
-
     account = Account.from_spec(spec["account"]) if spec.get("account") else None
     if "nodes" in spec:  # a parallel job: every node at once (parallel_launch.py)
-        ended = run_nodes(spec, _Owner(account, family), arm)
+        ended = run_nodes(spec, _Owner(account, family), lambda: (_arm(early), monitor.start()))
         return ended | _end_family(family, monitor, ended)
     if account is None:
         with family.starting():
             process, started_job = _start_here(spec)
-        arm()
-        ended = _wait(process.pid if process is not None else None)
+        _arm(early)
+        ended = _watched(process.pid if process is not None else None, monitor)
         if process is not None:
             process.returncode = ended["exit_code"]  # reaped: subprocess must never poll a pid no longer ours
     else:
         with family.starting():
             child, report = _as_owner(account, _start_job, spec)
-        arm()
+        _arm(early)
         started_job = _messages(report)  # until exec (or the child's end): the pipe closes on exec
-        ended = _wait(child)
+        ended = _watched(child, monitor)
     ended |= _end_family(family, monitor, ended)
     setup_failure = started_job.get("failure")
     output_failure = None
@@ -104,7 +101,8 @@ def _end_family(family: Family, monitor: Monitor, ended: dict[str, Any]) -> dict
     """The job's own process ended: end every process it left, reap them, and give the run's usage as the family's
     (what ``wait4`` saw of the job's own process is part of it)."""
     signal.setitimer(signal.ITIMER_REAL, 0)  # (a grace period still running is over)
-    family.thaw()
+    if family.frozen:
+        family.thaw()
     family.kill()
     reap_all()
     last = monitor.stop()
@@ -112,6 +110,13 @@ def _end_family(family: Family, monitor: Monitor, ended: dict[str, Any]) -> dict
     return {"user_cpu": max(ended["user_cpu"], last["user_cpu"]), "sys_cpu": max(ended["sys_cpu"], last["sys_cpu"]),
             "max_rss_kb": max(ended["max_rss_kb"], last["peak_rss_kb"]), "disk_kb": last["disk_kb"],
             "memory_failure": family.memory_failure}
+
+
+def _watched(child: int | None, monitor: Monitor) -> dict[str, Any]:
+    """:func:`_wait` for the job's process, the monitor watching it once it outlives the monitor's first check."""
+    if child is not None:
+        monitor.start(child)
+    return _wait(child)
 
 
 def _wait(child: int | None) -> dict[str, Any]:
@@ -335,6 +340,7 @@ def serve() -> int:
     signal.set_wakeup_fd(wake_write)  # a SIGCHLD wakes the select below
     signal.signal(signal.SIGCHLD, lambda _number, _frame: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a ^C to the gateway's terminal is the gateway's to handle)
+    own_directories()  # (read once here: every launcher is forked in the server's cgroups)
     pending = b""
     while True:
         ready, _, _ = select.select([0, wake_read], [], [])
