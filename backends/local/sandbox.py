@@ -151,8 +151,8 @@ def _write(path: Path, text: str, mode: int, owner: Account | None = None) -> No
     """A new file with exactly ``mode``, the gateway's or ``owner``'s (the spec is the gateway's alone; the ads the
     job reads are the job's)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
-    with os.fdopen(fd, "w") as stream:
+    with os.fdopen(fd, "wb") as stream:  # (bytes: a text stream looks the locale's encoding up at every open)
         os.fchmod(fd, mode)
         if owner is not None:
             os.fchown(fd, owner.uid, owner.gid)
-        stream.write(text)
+        stream.write(text.encode())
