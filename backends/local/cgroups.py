@@ -150,7 +150,9 @@ class JobCgroup:
         """Whether the kernel enforces a memory limit here (else the launcher polls the usage)."""
         raise NotImplementedError
 
-    def enter(self, pid: int) -> None:
+    def enter(self) -> None:
+        """Move the calling thread in: what it starts from then on is born in the job's cgroup (the launcher, alone
+        in its process then, enters before it starts the job and goes back to its own cgroups after)."""
         raise NotImplementedError
 
     def pids(self) -> list[int]:
@@ -214,6 +216,18 @@ def signal_each(pids: list[int], number: int) -> None:
             pass
 
 
+def move_self(directory: Path, hierarchy: str) -> None:
+    """Move the calling thread into the cgroup ``directory`` of ``hierarchy`` (a v1 controller, ``""`` for v2).  In
+    v1 a thread that names itself (``0`` in ``tasks``) is moved without the kernel's global lock on every process's
+    cgroups, whose taking waits for its readers to sync (milliseconds, longer on a loaded machine: most of what a
+    launcher's start of a trivial job waited for); a caller alone in its process moves its process so.  v2 moves the
+    whole process (``cgroup.procs``)."""
+    if hierarchy:
+        _write(directory / "tasks", "0")
+    else:
+        _write(directory / "cgroup.procs", str(os.getpid()))
+
+
 def _pids_in(path: Path) -> list[int]:
     try:
         return [int(line) for line in _read(path / "cgroup.procs").split()]
@@ -258,9 +272,9 @@ class CgroupV1(JobCgroup):
     def limits_memory(self) -> bool:
         return "memory" in self.paths
 
-    def enter(self, pid: int) -> None:
-        for path in self.paths.values():
-            _write(path / "cgroup.procs", str(pid))
+    def enter(self) -> None:
+        for controller, path in self.paths.items():
+            move_self(path, controller)
 
     def pids(self) -> list[int]:
         return _pids_in(self._tracking())
@@ -332,8 +346,8 @@ class CgroupV2(JobCgroup):
     def limits_memory(self) -> bool:
         return self.memory
 
-    def enter(self, pid: int) -> None:
-        _write(self.path / "cgroup.procs", str(pid))
+    def enter(self) -> None:
+        move_self(self.path, "")
 
     def pids(self) -> list[int]:
         return _pids_in(self.path)

@@ -150,15 +150,15 @@ class CgroupFamily(Family):
     @contextlib.contextmanager
     def starting(self) -> Iterator[None]:
         own = own_directories()
-        home = [own[name] for name in self.cgroup.hierarchies() if name in own]
-        self.cgroup.enter(os.getpid())
+        home = {name: own[name] for name in self.cgroup.hierarchies() if name in own}
+        self.cgroup.enter()
         try:
             yield
-        finally:  # the launcher itself is never frozen, killed or counted with the job (it goes back in the
-            # hierarchies it left only: every move between cgroups waits for the kernel to sync its readers)
-            for directory in home:
+        finally:  # the launcher itself is never frozen, killed or counted with the job (back in the hierarchies it
+            # left only)
+            for name, directory in home.items():
                 with contextlib.suppress(OSError):
-                    (directory / "cgroup.procs").write_text(str(os.getpid()))
+                    cgroups.move_self(directory, name)
 
     def pids(self) -> list[int]:
         return [pid for pid in self.cgroup.pids() if pid != os.getpid()]
