@@ -1,6 +1,8 @@
 """Short jobs on the local backend (issue #45's first item): ``--jobs`` ``/bin/true`` jobs submitted in one
 transaction to a gateway with 2 slots, from the commit to the last one leaving the queue, against this process
-starting ``/bin/true`` two at a time (what starting a process costs here), measured interleaved.
+starting ``/bin/true`` two at a time (what starting a process costs here), measured interleaved; and the CPU time per
+job of the gateway, its launcher server and everything it started (``/proc``: a figure a loaded machine spreads
+less than the rates).
 
 Every job runs under the controls jobs have (a launcher keeping its whole process tree, its cgroup where the
 gateway runs as root, its memory request enforced, its usage reported): this measures what those cost a job that
@@ -42,6 +44,40 @@ class TreeGateway(GatewayProcess):
         return ["env", "-C", str(self.tree), f"PYTHONPATH={self.tree}", *super().command(port_files)]
 
 
+def cpu_seconds(gateway: GatewayProcess) -> float:
+    """The CPU time of the gateway and of its children so far, with what their reaped children used (the launcher
+    server's: every launcher and job it started)."""
+    assert gateway.process is not None
+    total = 0.0
+    for pid in [gateway.process.pid, *children(gateway.process.pid)]:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def children(parent: int) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if int(Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                    found.append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def run_jobs(gateway: GatewayProcess, jobs: int, iwd: Path, cpu: Figure) -> float:
+    """Jobs/s of one run, adding the CPU milliseconds per job the gateway and its launchers took to ``cpu``."""
+    before = cpu_seconds(gateway)
+    rate = trivial_jobs(gateway.port, jobs, iwd)  # type: ignore[arg-type]
+    cpu.add((cpu_seconds(gateway) - before) * 1000 / jobs)
+    return rate
+
+
 def measure(tmp: Path, jobs: int, runs: int, trees: list[Path]) -> None:
     iwd = tmp / "iwd"
     iwd.mkdir()
@@ -50,22 +86,25 @@ def measure(tmp: Path, jobs: int, runs: int, trees: list[Path]) -> None:
     gateways |= {str(tree): TreeGateway(tree, tmp / f"runner-{number}", RUNNER, tmp) for number, tree in
                  enumerate(trees)}
     figures = {name: Figure(f"{jobs} /bin/true jobs, 2 slots, {name}", "jobs/s") for name in gateways}
+    cpu = {name: Figure(f"CPU per job, gateway and launchers, {name}", "ms", higher_is_better=False)
+           for name in gateways}
     spawned = Figure("Python spawning /bin/true 2 at a time", "jobs/s")
     try:
         for gateway in gateways.values():
             gateway.start()
-        interleaved([*((figures[name], lambda gateway=gateway: trivial_jobs(gateway.port, jobs, iwd))
+        interleaved([*((figures[name], lambda name=name, gateway=gateway: run_jobs(gateway, jobs, iwd, cpu[name]))
                        for name, gateway in gateways.items()),
                      (spawned, lambda: spawn_two_at_a_time(jobs))], runs)
     finally:
         for gateway in gateways.values():
             gateway.stop()
     print_figures(f"short jobs (load average {os.getloadavg()[0]:.1f} at the end)",
-                  [*((figure, spawned) for figure in figures.values()), (spawned, None)])
-    mine = figures["this tree"]
+                  [*((figure, spawned) for figure in figures.values()), (spawned, None),
+                   *((figure, None) for figure in cpu.values())])
     for name, figure in figures.items():
-        if figure is not mine:
-            print(f"this tree against {name}: {mine.ratio_to(figure):.2f}")
+        if name != "this tree":
+            print(f"this tree against {name}: {figures['this tree'].ratio_to(figure):.2f} the jobs/s, "
+                  f"{cpu['this tree'].ratio_to(cpu[name]):.2f} the CPU per job (> 1: better)")
 
 
 def main() -> None:

@@ -90,6 +90,7 @@ def v1():
 def test_v1_job_cgroup_holds_every_process(v1):
     cgroup = v1.job(cgroups.job_name("/var/lib/birdbath/execute/dir_1.0"))
     assert cgroup.paths["freezer"].name == "var_lib_birdbath_execute_dir_1.0"
+    assert sorted(cgroup.paths) == ["cpu", "cpuacct", "freezer", "memory"]  # (pids would set nothing)
     cgroup.create(64, MemoryPolicy.HARD, 2)
     assert int((cgroup.paths["memory"] / "memory.limit_in_bytes").read_text()) == 64 << 20
     assert int((cgroup.paths["cpu"] / "cpu.shares").read_text()) == 2048

@@ -2,7 +2,7 @@
 process the job starts (whatever sessions they make or however they fork), so that the whole job can be frozen,
 killed, measured and limited.
 
-Both kernel interfaces are handled: cgroup v1 (one hierarchy per controller: ``memory``, ``freezer``, ``pids``,
+Both kernel interfaces are handled: cgroup v1 (one hierarchy per controller: ``memory``, ``freezer``,
 ``cpu``, ``cpuacct``) and cgroup v2 (one unified hierarchy; freezing and killing are the kernel's own there, the
 controllers are used when the hierarchy gives them).  :func:`detect` picks, at the gateway's start, what the machine
 offers: v2 when ``/sys/fs/cgroup`` is the unified hierarchy, else v1 when its ``memory`` and ``freezer`` controllers
@@ -22,7 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-V1_CONTROLLERS = ("memory", "freezer", "pids", "cpu", "cpuacct")
+#: the v1 controllers a job's cgroup is made in: what the launcher limits, freezes, tracks and measures with (not
+#: ``pids``, which sets nothing here: each hierarchy is a directory made, entered, left and removed for every job)
+V1_CONTROLLERS = ("memory", "freezer", "cpu", "cpuacct")
 MEBIBYTE = 1024 * 1024
 #: HTCondor's cpu weight per requested core (cgroup v1 ``cpu.shares``; v2 ``cpu.weight`` is this divided by 10)
 SHARES_PER_CPU = 1024

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import classad2
@@ -40,23 +41,24 @@ class ExecuteDir:
                 keys.append((int(cluster), int(proc)))
         return keys
 
-    @property
+    # (the paths are cached: a start and an end ask for them dozens of times)
+    @cached_property
     def sandbox(self) -> Path:
         return self.root / "sandbox"
 
-    @property
+    @cached_property
     def control(self) -> Path:
         return self.root / "control"
 
-    @property
+    @cached_property
     def spec_file(self) -> Path:
         return self.control / "launch.json"
 
-    @property
+    @cached_property
     def result_file(self) -> Path:
         return self.control / "result.json"
 
-    @property
+    @cached_property
     def pgid_file(self) -> Path:
         return self.control / "pgid"
 
