@@ -26,6 +26,7 @@ starts the job with ``vfork`` + ``exec``, which costs a fraction of a fork of th
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -353,6 +354,7 @@ def serve() -> int:
     signal.signal(signal.SIGCHLD, lambda _number, _frame: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a ^C to the gateway's terminal is the gateway's to handle)
     own_directories()  # (read once here: every launcher is forked in the server's cgroups)
+    gc.freeze()  # a launcher's collections never walk the server's objects (nor copy their pages from it)
     pending = b""
     while True:
         ready, _, _ = select.select([0, wake_read], [], [])
