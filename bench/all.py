@@ -23,6 +23,7 @@ BENCHMARKS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("soap_rates.py", (), ("--seconds", "2", "--runs", "1")),
     ("job_ads_scale.py", (), ("--jobs", "5000", "--runs", "1")),
     ("queue_scale.py", (), ()),  # scheduler core and execution figures (issue #15 items 2, 3)
+    ("short_jobs.py", (), ("--jobs", "60", "--runs", "1")),  # /bin/true jobs against spawning (issue #45 item 1)
     ("soap_answers.py", (), ("--http-jobs", "200")),
     ("submit_ad.py", (), ("--pairs", "50", "--runs", "1")),  # a 40-attribute submit: the codec's reader
     ("dag_diamond.py", (), ("--runs", "2")),

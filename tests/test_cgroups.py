@@ -5,8 +5,10 @@ knobs the gateway checks at start."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -19,6 +21,7 @@ from backends.local.cgroups import JobCgroup, MemoryPolicy
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only root makes cgroups")
 UNIFIED = Path("/sys/fs/cgroup/unified")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def state(pid: int) -> str:
@@ -46,9 +49,9 @@ def wait_until(condition, timeout: float = 5.0) -> None:
 
 def exercise(cgroup: JobCgroup) -> None:
     """Put a shell in the cgroup, let it start a setsid daemon, then freeze, thaw, measure, kill and remove."""
-    shell = subprocess.Popen(["/bin/sh", "-c", "read go; setsid sleep 301 & exec sleep 300"], stdin=subprocess.PIPE)
+    shell = subprocess.Popen(["/bin/sh", "-c", "read go; setsid sleep 301 & exec sleep 300"], stdin=subprocess.PIPE,
+                             preexec_fn=cgroup.enter)  # (the child, alone in its process, enters before it execs)
     try:  # (a failure leaves nothing running behind it either)
-        cgroup.enter(shell.pid)
         shell.stdin.write(b"go\n")
         shell.stdin.flush()
         wait_until(lambda: len(cgroup.pids()) == 2)  # the shell (now sleep 300) and its setsid daemon
@@ -87,6 +90,7 @@ def v1():
 def test_v1_job_cgroup_holds_every_process(v1):
     cgroup = v1.job(cgroups.job_name("/var/lib/birdbath/execute/dir_1.0"))
     assert cgroup.paths["freezer"].name == "var_lib_birdbath_execute_dir_1.0"
+    assert sorted(cgroup.paths) == ["cpu", "cpuacct", "freezer", "memory"]  # (pids would set nothing)
     cgroup.create(64, MemoryPolicy.HARD, 2)
     assert int((cgroup.paths["memory"] / "memory.limit_in_bytes").read_text()) == 64 << 20
     assert int((cgroup.paths["cpu"] / "cpu.shares").read_text()) == 2048
@@ -131,3 +135,32 @@ def test_an_empty_base_cgroup_switches_cgroups_off():
 def test_bad_knobs_stop_the_start_with_a_clear_error(tmp_path, options, words):
     with pytest.raises(ValueError, match=words):
         LocalBackend(tmp_path / "state", **options)
+
+
+def test_v1_enter_moves_the_calling_thread_and_what_it_starts_only(v1):
+    """(What lets the launcher enter without the kernel's global lock: it names itself, one thread.)"""
+    cgroup = v1.job("enter-self")
+    cgroup.create(None, MemoryPolicy.NONE, 1)
+    code = f"""
+import json, os, subprocess, threading
+from pathlib import Path
+from backends.local import cgroups
+cgroup = cgroups.JobCgroup.from_spec({cgroup.spec()!r})
+other = threading.Thread(target=threading.Event().wait, args=(60,), daemon=True)
+other.start()
+cgroup.enter()
+child = subprocess.Popen(["sleep", "60"])
+tasks = [int(tid) for tid in (cgroup.paths["freezer"] / "tasks").read_text().split()]
+print(json.dumps({{"tasks": sorted(tasks), "me": threading.get_native_id(), "other": other.native_id,
+                  "child": child.pid}}))
+child.kill()
+child.wait()
+"""
+    try:
+        done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60,
+                              cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        found = json.loads(done.stdout)
+        assert found["tasks"] == sorted([found["me"], found["child"]])  # not the process's other thread
+    finally:
+        cgroup.kill()
+        cgroup.remove()

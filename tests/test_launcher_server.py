@@ -67,6 +67,14 @@ def test_a_launcher_finishes_its_job_when_the_server_is_gone(tmp_path):
     world.queue.store.close()
 
 
+def test_only_a_launcher_whose_server_is_its_parent_is_heard_at_once():
+    """(Only one that is not heard syncs its result file: a gateway that hears of the end records it, synced.)"""
+    assert launcher.heard(os.getppid())
+    assert not launcher.heard(None)  # started on its own (``python launcher.py SPEC``)
+    assert not launcher.heard(os.getpid())  # its server is gone: it was handed to another parent
+    assert not launcher.heard(0)
+
+
 # -- a job that runs as the launcher's own user: started here, with vfork + exec -------------------------------
 def both_ways(spec: dict) -> tuple[tuple, tuple]:
     """What starting ``spec``'s job reports, and how it ended, started by the launcher itself (``_start_here``, the

@@ -42,6 +42,13 @@ def test_an_ad_without_references_is_returned_as_it_is():
     assert expand(ad, SLOT) is ad
 
 
+def test_a_reference_in_an_expression_is_no_string_to_fill():
+    """(The ad's text names ``$$(``: its attributes are looked at one by one, and only strings are filled.)"""
+    ad = job_ad("executable = /bin/true\nqueue\n")
+    ad["Rank"] = classad2.ExprTree('size(strcat("$$(Memory)", Owner))')
+    assert expand(ad, SLOT) is ad
+
+
 @pytest.mark.parametrize("arguments, words", [
     ("$$(GPUs)", "Cannot expand $$(GPUs) in Arguments: the machine ad has no attribute GPUs"),
     ("$$([TARGET.NoSuch + 1])", "Cannot expand $$([TARGET.NoSuch + 1]) in Arguments: the expression is undefined"),

@@ -55,12 +55,11 @@ def test_the_execute_directory_of_a_job_that_left_the_queue_goes_with_what_runs_
     hierarchy = cgroups.detect("htcondor") if os.geteuid() == 0 else None
     control = ControlConfig(hierarchy=hierarchy).for_job(leftover.root, None, 1, [leftover.sandbox])
     control.write(leftover.control)
-    stray = subprocess.Popen(["sleep", "300"])
+    cgroup = cgroups.JobCgroup.from_spec(control.cgroup) if control.cgroup is not None else None
+    if cgroup is not None:
+        cgroup.create(None, cgroups.MemoryPolicy.NONE, 1)
+    stray = subprocess.Popen(["sleep", "300"], preexec_fn=cgroup.enter if cgroup is not None else None)
     try:
-        if control.cgroup is not None:
-            cgroup = cgroups.JobCgroup.from_spec(control.cgroup)
-            cgroup.create(None, cgroups.MemoryPolicy.NONE, 1)
-            cgroup.enter(stray.pid)
         gateway.start()
         wait_until(lambda: not leftover.root.exists())
         if control.cgroup is not None:

@@ -130,6 +130,29 @@ def test_a_job_without_files_gets_its_spool_when_it_starts_given_to_its_owner(wo
 
 
 @needs_root
+def test_a_job_that_works_elsewhere_and_has_no_files_gets_no_spool(world, home):
+    (key,) = world.submit(**shell("echo here > made.txt", Iwd=str(home)))
+    assert attributes(world.run(key), "JobStatus", "ExitCode") == {"JobStatus": 4, "ExitCode": 0}
+    assert (home / "made.txt").read_text() == "here\n"
+    assert not world.queue.spool.directory(*key).exists() and world.queue.spool.list(*key) == []
+
+
+@needs_root
+@pytest.mark.parametrize("inside", [True, False])
+def test_an_iwd_named_through_its_spool_is_judged_by_where_it_leads(world, inside):
+    """An Iwd below the spool gets it made (the job then finds its Iwd missing and is held as for any missing Iwd);
+    one that leaves it with ``..`` is elsewhere."""
+    (key,) = world.submit(**shell("true"))
+    spool = world.queue.spool.directory(*key)
+    ad = world.job(key)
+    ad["Iwd"] = str(spool / "below" if inside else spool / ".." / ".." / "elsewhere")
+    world.queue.store.apply({key: ad})
+    held = world.run(key)
+    assert held["JobStatus"] == 5 and held["HoldReasonCode"] == HoldCode.IWD_ERROR
+    assert spool.exists() == inside
+
+
+@needs_root
 def test_a_job_whose_spool_cannot_be_made_when_it_starts_is_held_saying_why(world):
     (key,) = world.submit(**shell("true"), spooled=True)
     with read_only(world.queue.spool.root):

@@ -2,7 +2,7 @@
 process the job starts (whatever sessions they make or however they fork), so that the whole job can be frozen,
 killed, measured and limited.
 
-Both kernel interfaces are handled: cgroup v1 (one hierarchy per controller: ``memory``, ``freezer``, ``pids``,
+Both kernel interfaces are handled: cgroup v1 (one hierarchy per controller: ``memory``, ``freezer``,
 ``cpu``, ``cpuacct``) and cgroup v2 (one unified hierarchy; freezing and killing are the kernel's own there, the
 controllers are used when the hierarchy gives them).  :func:`detect` picks, at the gateway's start, what the machine
 offers: v2 when ``/sys/fs/cgroup`` is the unified hierarchy, else v1 when its ``memory`` and ``freezer`` controllers
@@ -22,7 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-V1_CONTROLLERS = ("memory", "freezer", "pids", "cpu", "cpuacct")
+#: the v1 controllers a job's cgroup is made in: what the launcher limits, freezes, tracks and measures with (not
+#: ``pids``, which sets nothing here: each hierarchy is a directory made, entered, left and removed for every job)
+V1_CONTROLLERS = ("memory", "freezer", "cpu", "cpuacct")
 MEBIBYTE = 1024 * 1024
 #: HTCondor's cpu weight per requested core (cgroup v1 ``cpu.shares``; v2 ``cpu.weight`` is this divided by 10)
 SHARES_PER_CPU = 1024
@@ -139,6 +141,10 @@ class JobCgroup:
         return CgroupV1({name: Path(path) for name, path in spec["paths"].items()})
 
     # what each version implements
+    def hierarchies(self) -> list[str]:
+        """The hierarchies it is made in: v1 controllers, or ``""`` for v2 (as ``_mounts`` names them)."""
+        raise NotImplementedError
+
     def create(self, memory_mb: int | None, policy: str, cpus: int) -> None:
         raise NotImplementedError
 
@@ -146,7 +152,9 @@ class JobCgroup:
         """Whether the kernel enforces a memory limit here (else the launcher polls the usage)."""
         raise NotImplementedError
 
-    def enter(self, pid: int) -> None:
+    def enter(self) -> None:
+        """Move the calling thread in: what it starts from then on is born in the job's cgroup (the launcher, alone
+        in its process then, enters before it starts the job and goes back to its own cgroups after)."""
         raise NotImplementedError
 
     def pids(self) -> list[int]:
@@ -210,6 +218,18 @@ def signal_each(pids: list[int], number: int) -> None:
             pass
 
 
+def move_self(directory: Path, hierarchy: str) -> None:
+    """Move the calling thread into the cgroup ``directory`` of ``hierarchy`` (a v1 controller, ``""`` for v2).  In
+    v1 a thread that names itself (``0`` in ``tasks``) is moved without the kernel's global lock on every process's
+    cgroups, whose taking waits for its readers to sync (milliseconds, longer on a loaded machine: most of what a
+    launcher's start of a trivial job waited for); a caller alone in its process moves its process so.  v2 moves the
+    whole process (``cgroup.procs``)."""
+    if hierarchy:
+        _write(directory / "tasks", "0")
+    else:
+        _write(directory / "cgroup.procs", str(os.getpid()))
+
+
 def _pids_in(path: Path) -> list[int]:
     try:
         return [int(line) for line in _read(path / "cgroup.procs").split()]
@@ -229,6 +249,9 @@ class CgroupV1(JobCgroup):
 
     def spec(self) -> dict:
         return {"version": 1, "paths": {name: str(path) for name, path in self.paths.items()}}
+
+    def hierarchies(self) -> list[str]:
+        return list(self.paths)
 
     def _tracking(self) -> Path:
         return self.paths.get("freezer") or next(iter(self.paths.values()))
@@ -251,9 +274,9 @@ class CgroupV1(JobCgroup):
     def limits_memory(self) -> bool:
         return "memory" in self.paths
 
-    def enter(self, pid: int) -> None:
-        for path in self.paths.values():
-            _write(path / "cgroup.procs", str(pid))
+    def enter(self) -> None:
+        for controller, path in self.paths.items():
+            move_self(path, controller)
 
     def pids(self) -> list[int]:
         return _pids_in(self._tracking())
@@ -306,6 +329,9 @@ class CgroupV2(JobCgroup):
         self.memory = memory  # the memory controller is enabled for it
         self.cpu = cpu
 
+    def hierarchies(self) -> list[str]:
+        return [""]
+
     def spec(self) -> dict:
         return {"version": 2, "path": str(self.path), "memory": self.memory, "cpu": self.cpu}
 
@@ -322,8 +348,8 @@ class CgroupV2(JobCgroup):
     def limits_memory(self) -> bool:
         return self.memory
 
-    def enter(self, pid: int) -> None:
-        _write(self.path / "cgroup.procs", str(pid))
+    def enter(self) -> None:
+        move_self(self.path, "")
 
     def pids(self) -> list[int]:
         return _pids_in(self.path)

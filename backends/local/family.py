@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import json
 import math
 import os
 import resource
+import select
 import signal
 import threading
 import time
@@ -147,14 +149,16 @@ class CgroupFamily(Family):
 
     @contextlib.contextmanager
     def starting(self) -> Iterator[None]:
-        home = _own_directories()
-        self.cgroup.enter(os.getpid())
+        own = own_directories()
+        home = {name: own[name] for name in self.cgroup.hierarchies() if name in own}
+        self.cgroup.enter()
         try:
             yield
-        finally:  # the launcher itself is never frozen, killed or counted with the job
-            for directory in home:
+        finally:  # the launcher itself is never frozen, killed or counted with the job (back in the hierarchies it
+            # left only)
+            for name, directory in home.items():
                 with contextlib.suppress(OSError):
-                    (directory / "cgroup.procs").write_text(str(os.getpid()))
+                    cgroups.move_self(directory, name)
 
     def pids(self) -> list[int]:
         return [pid for pid in self.cgroup.pids() if pid != os.getpid()]
@@ -201,12 +205,12 @@ class ReaperFamily(Family):
             raise OSError(error, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(error)}")
 
     def pids(self) -> list[int]:
-        return [pid for pid, _ in _descendants(os.getpid())]
+        return [pid for pid, _ in _descendants()]
 
     def freeze(self) -> None:
         """SIGSTOP every process, again until no running one is left (one may fork meanwhile)."""
         for _ in range(50):
-            running = [pid for pid, state in _descendants(os.getpid()) if state not in "Tt"]
+            running = [pid for pid, state in _descendants() if state not in "Tt"]
             if not running:
                 break
             cgroups.signal_each(running, signal.SIGSTOP)
@@ -228,7 +232,7 @@ class ReaperFamily(Family):
     def usage(self) -> Usage:
         rss = user = system = 0.0
         page, hertz = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
-        for pid, _ in _descendants(os.getpid()):
+        for pid, _ in _descendants():
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
                 rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
@@ -252,14 +256,24 @@ def open_family(control: Control | None) -> Family:
     return ReaperFamily(control)
 
 
-def _own_directories() -> list[Path]:
-    """The directories of this process's cgroups, one per mounted hierarchy."""
+@functools.cache
+def own_directories() -> dict[str, Path]:
+    """The directories of this process's cgroups by hierarchy (a v1 controller, ``""`` for v2).  Read once per
+    process: the launcher server reads them before it forks any launcher, which are born in the same cgroups."""
     mounts, own = cgroups._mounts(), cgroups._own_cgroups()
-    return [point / own[name].lstrip("/") for name, point in mounts.items() if name in own]
+    return {name: point / own[name].lstrip("/") for name, point in mounts.items() if name in own}
 
 
-def _descendants(root: int) -> list[tuple[int, str]]:
-    """The living (not zombie) processes below ``root``: (pid, state)."""
+def _descendants() -> list[tuple[int, str]]:
+    """The living (not zombie) processes below this one: (pid, state).  Read from every process's ``/proc`` entry
+    only when this one has a child: a subreaper's descendants all have an ancestor among its children (an orphan is
+    handed to it), so a launcher whose job's processes are gone and reaped scans nothing (a scan of a busy
+    machine's /proc took milliseconds, several times at every job's end)."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return []
+    root = os.getpid()
     children: dict[int, list[tuple[int, str]]] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -301,8 +315,16 @@ class Monitor:
         self._peak = 0
         self._thread = threading.Thread(target=self._run, name="job monitor", daemon=True)
 
-    def start(self) -> None:
+    def start(self, job: int | None = None) -> None:
+        """Watch the job from now on; given the pid of its process, only once it outlives the first check, waited for
+        here (a job that ends before never needs the thread, whose start and join were a third of a trivial job's
+        launcher)."""
+        if job is not None and not _outlives(job, self._first_check()):
+            return
         self._thread.start()
+
+    def _first_check(self) -> float:
+        return min(MEMORY_CHECK, max(0.05, self._family.control.update_interval))
 
     def stop(self) -> dict[str, Any]:
         """The last sample, once the job has ended (and whether its end was its memory's: the kernel's OOM kill of
@@ -310,21 +332,24 @@ class Monitor:
         self._stopped.set()
         if self._thread.is_alive():
             self._thread.join()
-        sample = self.sample()
+        usage = self._family.usage()
+        sample = self.sample(usage)
         if self._family.memory_failure is None:
-            self._over_memory(self._family.usage())
+            self._over_memory(usage)
         return sample
 
-    def sample(self) -> dict[str, Any]:
-        usage = self._family.usage()
+    def sample(self, usage: Usage | None = None) -> dict[str, Any]:
+        usage = usage or self._family.usage()
         self._peak = max(self._peak, usage.peak, usage.rss)
         return {"rss_kb": usage.rss // 1024, "peak_rss_kb": self._peak // 1024, "user_cpu": usage.user_cpu,
                 "sys_cpu": usage.sys_cpu, "disk_kb": disk_usage(self._family.control.disk), "time": time.time()}
 
     def _run(self) -> None:
+        """Check the job's memory every second and write its usage every interval, from the first check on (the
+        thread starts when the first check is due)."""
         interval = max(0.05, self._family.control.update_interval)
         written = -math.inf  # (the first sample is written at the first check)
-        while not self._stopped.wait(min(MEMORY_CHECK, interval)):
+        while not self._stopped.is_set():
             if self._over_memory(self._family.usage()):
                 self._family.thaw()
                 self._family.kill()
@@ -332,6 +357,7 @@ class Monitor:
             if time.monotonic() - written >= interval:
                 written = time.monotonic()
                 self._write(self.sample())
+            self._stopped.wait(self._first_check())
 
     def _over_memory(self, usage: Usage) -> bool:
         """Whether the job went over its memory (its hold's reason and code are then the family's)."""
@@ -346,6 +372,22 @@ class Monitor:
         with contextlib.suppress(OSError):
             temporary.write_text(json.dumps(sample))
             os.replace(temporary, self._path)
+
+
+def _outlives(pid: int, seconds: float) -> bool:
+    """Whether the process ``pid`` (a child of ours, not reaped meanwhile) is still running ``seconds`` from now:
+    waited for on its pidfd, which is readable once it has ended (the caller reaps it; signals handled meanwhile do
+    not cut the wait short)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return not poller.poll(seconds * 1000)
+    finally:
+        os.close(fd)
 
 
 def read_usage(control_dir: Path) -> dict[str, Any] | None:

@@ -26,6 +26,7 @@ starts the job with ``vfork`` + ``exec``, which costs a fraction of a fork of th
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -39,7 +40,8 @@ from typing import Any, Callable
 if not __package__:  # run as a script: import the package from its root (this directory's queue.py is no stdlib)
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from backends.local.family import KILL_NOW, Control, Family, Monitor, open_family, reap_all  # noqa: E402 (after the path is right)
+from backends.local.family import (KILL_NOW, Control, Family, Monitor, open_family, own_directories,  # noqa: E402
+                                   reap_all)
 from backends.local.owners import Account  # noqa: E402
 from backends.local.parallel_launch import run_nodes  # noqa: E402
 from backends.local.starter import STREAMS, BadJob, collect, open_stream, open_streams, prepare  # noqa: E402
@@ -69,27 +71,23 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     os.replace(spec["pgid_file"] + ".tmp", spec["pgid_file"])
     monitor = Monitor(family, control_dir)
 
-    def arm() -> None:
-        _arm(early)
-        monitor.start()
-
     account = Account.from_spec(spec["account"]) if spec.get("account") else None
     if "nodes" in spec:  # a parallel job: every node at once (parallel_launch.py)
-        ended = run_nodes(spec, _Owner(account, family), arm)
+        ended = run_nodes(spec, _Owner(account, family), lambda: (_arm(early), monitor.start()))
         return ended | _end_family(family, monitor, ended)
     if account is None:
         with family.starting():
             process, started_job = _start_here(spec)
-        arm()
-        ended = _wait(process.pid if process is not None else None)
+        _arm(early)
+        ended = _watched(process.pid if process is not None else None, monitor)
         if process is not None:
             process.returncode = ended["exit_code"]  # reaped: subprocess must never poll a pid no longer ours
     else:
         with family.starting():
             child, report = _as_owner(account, _start_job, spec)
-        arm()
+        _arm(early)
         started_job = _messages(report)  # until exec (or the child's end): the pipe closes on exec
-        ended = _wait(child)
+        ended = _watched(child, monitor)
     ended |= _end_family(family, monitor, ended)
     setup_failure = started_job.get("failure")
     output_failure = None
@@ -104,7 +102,8 @@ def _end_family(family: Family, monitor: Monitor, ended: dict[str, Any]) -> dict
     """The job's own process ended: end every process it left, reap them, and give the run's usage as the family's
     (what ``wait4`` saw of the job's own process is part of it)."""
     signal.setitimer(signal.ITIMER_REAL, 0)  # (a grace period still running is over)
-    family.thaw()
+    if family.frozen:
+        family.thaw()
     family.kill()
     reap_all()
     last = monitor.stop()
@@ -112,6 +111,13 @@ def _end_family(family: Family, monitor: Monitor, ended: dict[str, Any]) -> dict
     return {"user_cpu": max(ended["user_cpu"], last["user_cpu"]), "sys_cpu": max(ended["sys_cpu"], last["sys_cpu"]),
             "max_rss_kb": max(ended["max_rss_kb"], last["peak_rss_kb"]), "disk_kb": last["disk_kb"],
             "memory_failure": family.memory_failure}
+
+
+def _watched(child: int | None, monitor: Monitor) -> dict[str, Any]:
+    """:func:`_wait` for the job's process, the monitor watching it once it outlives the monitor's first check."""
+    if child is not None:
+        monitor.start(child)
+    return _wait(child)
 
 
 def _wait(child: int | None) -> dict[str, Any]:
@@ -312,7 +318,9 @@ def _continue(_number: int, _frame: object) -> None:
         _family.thaw()
 
 
-def main(spec_path: str) -> int:
+def main(spec_path: str, server: int | None = None) -> int:
+    """Run the job of this spec and write its result; ``server``: the pid of the launcher server that forked this
+    launcher (None: started on its own)."""
     os.chdir(Path(spec_path).parent.parent)  # the execute directory (the gateway starts us without a working directory)
     with open(spec_path) as stream:
         spec = json.load(stream)
@@ -320,10 +328,20 @@ def main(spec_path: str) -> int:
     temporary = spec["result_file"] + ".tmp"
     with open(temporary, "w") as stream:
         json.dump(result, stream)
-        stream.flush()
-        os.fsync(stream.fileno())
+        if not heard(server):
+            stream.flush()
+            os.fsync(stream.fileno())
     os.replace(temporary, spec["result_file"])
     return 0
+
+
+def heard(server: int | None) -> bool:
+    """Whether a gateway hears of the run's end as soon as this launcher ends: its server (the gateway's child) is
+    still its parent.  The gateway then records the end in its queue, synced, before the result file goes, so the
+    file needs no sync of its own (it was a tenth of a trivial job's time); a machine that goes down before that runs
+    the job again, as HTCondor runs again a job whose execute machine went down before the shadow heard of its end.
+    A launcher whose gateway is gone, or started on its own, syncs its result: it may be read only much later."""
+    return server is not None and os.getppid() == server
 
 
 def serve() -> int:
@@ -335,6 +353,8 @@ def serve() -> int:
     signal.set_wakeup_fd(wake_write)  # a SIGCHLD wakes the select below
     signal.signal(signal.SIGCHLD, lambda _number, _frame: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a ^C to the gateway's terminal is the gateway's to handle)
+    own_directories()  # (read once here: every launcher is forked in the server's cgroups)
+    gc.freeze()  # a launcher's collections never walk the server's objects (nor copy their pages from it)
     pending = b""
     while True:
         ready, _, _ = select.select([0, wake_read], [], [])
@@ -373,6 +393,7 @@ def _reap() -> None:
 
 def _fork_launcher(spec_path: str, server_fds: tuple[int, ...]) -> int:
     """A child that is the launcher of this spec, as ``python launcher.py SPEC`` would be (0: the fork failed)."""
+    server = os.getpid()
     try:
         pid = os.fork()
     except OSError:
@@ -390,7 +411,7 @@ def _fork_launcher(spec_path: str, server_fds: tuple[int, ...]) -> int:
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         os.close(null)
-        status = main(spec_path)
+        status = main(spec_path, server)
     finally:
         os._exit(status)
 

@@ -50,6 +50,14 @@ def _queue_errors() -> Iterator[None]:
         raise BackendError(f"the job queue could not be written: {exc}") from None
 
 
+def _within(path: str, directory: Path) -> bool:
+    """Whether ``path`` (a job's ``Iwd``, as written) names ``directory`` or a place below it."""
+    if not os.path.isabs(path):
+        return False
+    named = Path(os.path.normpath(path))
+    return named == directory or directory in named.parents
+
+
 class JobQueue:
     """The queue as the backend interface sees it, plus :meth:`write` for the scheduler and the DAG runner.
 
@@ -84,7 +92,7 @@ class JobQueue:
         """Write a transaction's new jobs (their staged files synced) and changes.
 
         A job has a spool directory once a file is staged for it, and its owner gets it when the job starts
-        (:meth:`ensure_spool`, which makes one for a job without files): making a new cluster's three levels of
+        (:meth:`ensure_spool`, which makes one for a job without files that works in it): making a new cluster's three levels of
         spool and looking its owner up were a fifth of the commit's work on the backend's thread, which the client
         waits for."""
         ads, events = self._prepared(batch)
@@ -93,15 +101,20 @@ class JobQueue:
                 self.spool.sync(*job.key)
         self.write(ads, events)
 
-    def ensure_spool(self, key: JobKey, account: Account | None) -> None:
+    def ensure_spool(self, key: JobKey, account: Account | None, iwd: str) -> None:
         """A starting job's spool directory (its default ``Iwd``, where its output comes back), made when it has none
-        and handed, with the files staged in it, to the account the job runs as (None: the gateway's user) while it is
-        still the gateway's (what is in it then, the gateway put there), so the job can write there; the directories
-        above it stay the gateway's, so the job cannot swap it for another.  One given already is left as it is:
-        what its job left in it could be a hard link to another's file."""
+        and the job works in it (``iwd`` is it or below it; a job that works elsewhere and has no files has no use
+        for one: its two directories were a tenth of a trivial job's start), and handed, with the files staged in
+        it, to the account the job runs as (None: the gateway's user) while it is still the gateway's (what is in it
+        then, the gateway put there), so the job can write there; the directories above it stay the gateway's, so
+        the job cannot swap it for another.  One given already is left as it is: what its job left in it could be a
+        hard link to another's file."""
+        directory = self.spool.directory(*key)
         try:
-            owner = os.lstat(self.spool.directory(*key)).st_uid
+            owner = os.lstat(directory).st_uid
         except FileNotFoundError:
+            if not _within(iwd, directory):
+                return
             self.spool.create(*key)
             owner = os.geteuid()
         switched = to_switch(account)

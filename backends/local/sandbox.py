@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import classad2
@@ -40,23 +41,24 @@ class ExecuteDir:
                 keys.append((int(cluster), int(proc)))
         return keys
 
-    @property
+    # (the paths are cached: a start and an end ask for them dozens of times)
+    @cached_property
     def sandbox(self) -> Path:
         return self.root / "sandbox"
 
-    @property
+    @cached_property
     def control(self) -> Path:
         return self.root / "control"
 
-    @property
+    @cached_property
     def spec_file(self) -> Path:
         return self.control / "launch.json"
 
-    @property
+    @cached_property
     def result_file(self) -> Path:
         return self.control / "result.json"
 
-    @property
+    @cached_property
     def pgid_file(self) -> Path:
         return self.control / "pgid"
 
@@ -151,8 +153,8 @@ def _write(path: Path, text: str, mode: int, owner: Account | None = None) -> No
     """A new file with exactly ``mode``, the gateway's or ``owner``'s (the spec is the gateway's alone; the ads the
     job reads are the job's)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
-    with os.fdopen(fd, "w") as stream:
+    with os.fdopen(fd, "wb") as stream:  # (bytes: a text stream looks the locale's encoding up at every open)
         os.fchmod(fd, mode)
         if owner is not None:
             os.fchown(fd, owner.uid, owner.gid)
-        stream.write(text)
+        stream.write(text.encode())

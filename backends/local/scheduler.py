@@ -146,7 +146,7 @@ class Scheduler:
         its owner's account (raises NoAccount when there is none)."""
         account = self._queue.accounts.of(evaluate_string(ad, "Owner") or None)
         try:
-            self._queue.ensure_spool(key, account)
+            self._queue.ensure_spool(key, account, evaluate_string(ad, "Iwd"))
         except BackendError as exc:  # (its default Iwd: the job is held saying why, as for an Iwd it cannot reach)
             raise jobspec.BadJob(str(exc), HoldCode.UNSPECIFIED) from None
         if dagman.is_dagman(ad):

@@ -1,0 +1,124 @@
+"""Short jobs on the local backend (issue #45's first item): ``--jobs`` ``/bin/true`` jobs submitted in one
+transaction to a gateway with 2 slots, from the commit to the last one leaving the queue, against this process
+starting ``/bin/true`` two at a time (what starting a process costs here), measured interleaved; and the CPU time per
+job of the gateway, its launcher server and everything it started (``/proc``: a figure a loaded machine spreads
+less than the rates).
+
+Every job runs under the controls jobs have (a launcher keeping its whole process tree, its cgroup where the
+gateway runs as root, its memory request enforced, its usage reported): this measures what those cost a job that
+does nothing.  ``--tree DIR`` (repeatable) also runs the same jobs on the gateway of another checkout, interleaved
+with this tree's, so that a change is measured against the tree before it in one run on a loaded machine; the
+ratios are then taken between figures of the same run.
+
+Run: ``python bench/short_jobs.py [--jobs 300] [--runs 3] [--tree /path/to/other/checkout]``.  Prints figures;
+asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from figures import Figure, interleaved, print_figures  # noqa: E402
+from queue_scale import RUNNER, spawn_two_at_a_time, trivial_jobs  # noqa: E402
+
+from gateway.testing import GatewayProcess  # noqa: E402
+
+
+class TreeGateway(GatewayProcess):
+    """The gateway of another checkout (its code on the path and as the working directory ``-m`` puts first)."""
+
+    def __init__(self, tree: Path, state_dir: Path, config: str, tmp: Path) -> None:
+        super().__init__(state_dir, config, tmp=tmp)
+        self.tree = tree
+
+    def command(self, port_files: dict[str, Path]) -> list[str]:
+        return ["env", "-C", str(self.tree), f"PYTHONPATH={self.tree}", *super().command(port_files)]
+
+
+def cpu_seconds(gateway: GatewayProcess) -> float:
+    """The CPU time of the gateway and of its children so far, with what their reaped children used (the launcher
+    server's: every launcher and job it started)."""
+    assert gateway.process is not None
+    total = 0.0
+    for pid in [gateway.process.pid, *children(gateway.process.pid)]:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def children(parent: int) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if int(Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                    found.append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def run_jobs(gateway: GatewayProcess, jobs: int, iwd: Path, cpu: Figure) -> float:
+    """Jobs/s of one run, adding the CPU milliseconds per job the gateway and its launchers took to ``cpu``."""
+    before = cpu_seconds(gateway)
+    rate = trivial_jobs(gateway.port, jobs, iwd)  # type: ignore[arg-type]
+    cpu.add((cpu_seconds(gateway) - before) * 1000 / jobs)
+    return rate
+
+
+def measure(tmp: Path, jobs: int, runs: int, trees: list[Path]) -> None:
+    iwd = tmp / "iwd"
+    iwd.mkdir()
+    os.chmod(tmp, 0o755)
+    gateways = {"this tree": GatewayProcess(tmp / "runner", RUNNER, tmp=tmp)}
+    gateways |= {str(tree): TreeGateway(tree, tmp / f"runner-{number}", RUNNER, tmp) for number, tree in
+                 enumerate(trees)}
+    figures = {name: Figure(f"{jobs} /bin/true jobs, 2 slots, {name}", "jobs/s") for name in gateways}
+    cpu = {name: Figure(f"CPU per job, gateway and launchers, {name}", "ms", higher_is_better=False)
+           for name in gateways}
+    spawned = Figure("Python spawning /bin/true 2 at a time", "jobs/s")
+    try:
+        for gateway in gateways.values():
+            gateway.start()
+        interleaved([*((figures[name], lambda name=name, gateway=gateway: run_jobs(gateway, jobs, iwd, cpu[name]))
+                       for name, gateway in gateways.items()),
+                     (spawned, lambda: spawn_two_at_a_time(jobs))], runs)
+    finally:
+        for gateway in gateways.values():
+            gateway.stop()
+    print_figures(f"short jobs (load average {os.getloadavg()[0]:.1f} at the end)",
+                  [*((figure, spawned) for figure in figures.values()), (spawned, None),
+                   *((figure, None) for figure in cpu.values())])
+    for name, figure in figures.items():
+        if name != "this tree":
+            print(f"this tree against {name}: {figures['this tree'].ratio_to(figure):.2f} the jobs/s, "
+                  f"{cpu['this tree'].ratio_to(cpu[name]):.2f} the CPU per job (> 1: better)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=300)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--tree", type=Path, action="append", default=[],
+                        help="another checkout whose gateway runs the same jobs, interleaved (the 'before')")
+    args = parser.parse_args()
+    print(f"short jobs on the local backend ({os.cpu_count()} CPUs, euid {os.geteuid()}), "
+          f"{time.strftime('%Y-%m-%d %H:%M')}")
+    with tempfile.TemporaryDirectory() as scratch:
+        measure(Path(scratch), args.jobs, args.runs, [tree.resolve() for tree in args.tree])
+
+
+if __name__ == "__main__":
+    main()
