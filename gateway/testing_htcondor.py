@@ -9,8 +9,9 @@ Run as root with no ``condor`` account, the daemons' condor identity is root (``
 accepts a job owned by root, so the schedd maps root's FS identity to ``nobody`` (``SCHEDD.CERTIFICATE_MAPFILE``):
 a root gateway's jobs that name no other owner run as ``nobody``.  A gateway queues its callers' jobs under their
 names (``Owner`` = the caller), which a schedd allows only with ``QUEUE_ALL_USERS_TRUSTED``: a queue super user
-may change the owner only through ``SetEffectiveOwner``, which HTCondor's Python bindings do not offer.  DAEMON-level commands need authentication, as in HTCondor's
-recommended security since 9.0; FS authentication is enough on one machine."""
+may change the owner only through ``SetEffectiveOwner``, which HTCondor's Python bindings do not offer.
+DAEMON-level commands need authentication, as in HTCondor's recommended security since 9.0; FS authentication is
+enough on one machine."""
 
 from __future__ import annotations
 
@@ -176,12 +177,14 @@ class PersonalPool:
                               env=self.environment(), capture_output=True, text=True, timeout=30)
         return len(done.stdout.split()) if done.returncode == 0 else 0
 
-    def wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
-        """Polls a condition of the real daemons (which run on their own clocks, not the tests')."""
+    def wait(self, condition: Callable[[], bool], timeout: float, what: str | Callable[[], str]) -> None:
+        """Polls a condition of the real daemons (which run on their own clocks, not the tests'); ``what`` says
+        what was waited for (a function: what to say, asked only on a timeout)."""
         deadline = time.monotonic() + timeout
         while not condition():
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the HTCondor pool in {self.directory} did not show {what} within {timeout:.0f} s;"
+                said = what() if callable(what) else what
+                raise TimeoutError(f"the HTCondor pool in {self.directory} did not show {said} within {timeout:.0f} s;"
                                    f" logs in {self.log}")
             time.sleep(0.5)
 

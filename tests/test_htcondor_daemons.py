@@ -27,7 +27,8 @@ TIMEOUT = 6  # BIRDBATH_NOT_RESPONDING_TIMEOUT
 SOCK_ID = "birdbath"
 
 
-#: these tests take minutes of real time and run once, in the suite's first environment: the master starts the gateway with --workers 0 in both environments
+#: these tests take minutes of real time and run once, in the suite's first environment: the master starts the
+#: gateway with --workers 0 in both environments
 pytestmark = pytest.mark.skipif(TEST_WORKERS not in ("0", "default"),
                                 reason="run once, in the environment without worker processes")
 

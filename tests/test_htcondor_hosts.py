@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from typing import Any, Iterator
 
 import pytest
@@ -33,9 +32,11 @@ CLASSAD_LIFETIME = 15
 """
 
 
-#: these tests take minutes of real time and run once, in the suite's first environment: what it tests is the pool's, whatever the gateway's layout
+#: these tests take minutes of real time and run once, in the suite's first environment: what they test is the
+#: pool's, whatever the gateway's layout
 pytestmark = pytest.mark.skipif(TEST_WORKERS not in ("0", "default"),
                                 reason="run once, in the environment without worker processes")
+
 
 class Hosts:
     def __init__(self, lan: Lan, pools: dict[str, PersonalPool], hosts: dict[str, LanHost]) -> None:
@@ -106,12 +107,9 @@ def job(schedd: Any, cluster: int, proc: int) -> dict[str, str]:
     return values(answer.classAd) if answer.status.code == "SUCCESS" else {}
 
 
-def wait_until(condition: Any, timeout: float, what: str | Any) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never: {what() if callable(what) else what}")
-        time.sleep(0.5)
+def running_on(ad: dict[str, str]) -> str | None:
+    """The execute host a running job is on (None while it is not running)."""
+    return host_of(ad["RemoteHost"]) if ad.get("JobStatus") == "2" and "RemoteHost" in ad else None
 
 
 def host_of(slot: str) -> str:
@@ -119,10 +117,10 @@ def host_of(slot: str) -> str:
     return slot.strip('"').rpartition("@")[2]
 
 
-def test_jobs_spread_over_both_execute_hosts(schedd):
+def test_jobs_spread_over_both_execute_hosts(schedd, hosts):
     cluster = submit_cluster(schedd, 2, Cmd="/bin/sleep", Arguments="8",
                              LeaveJobInQueue=expr("JobStatus == 4 && (StageOutFinish =?= undefined)"))
-    wait_until(lambda: all(job(schedd, cluster, proc).get("JobStatus") == "4" for proc in (0, 1)), 180,
+    hosts.submit.wait(lambda: all(job(schedd, cluster, proc).get("JobStatus") == "4" for proc in (0, 1)), 180,
                "both jobs completed")
     ran_on = {host_of(job(schedd, cluster, proc)["LastRemoteHost"]) for proc in (0, 1)}
     assert ran_on == {"ex1", "ex2"}
@@ -131,15 +129,13 @@ def test_jobs_spread_over_both_execute_hosts(schedd):
 def test_a_job_whose_execute_host_dies_runs_again_on_the_other(schedd, hosts):
     cluster = submit_cluster(schedd, 1, Cmd="/bin/sleep", Arguments="20", JobLeaseDuration=10,
                              LeaveJobInQueue=expr("JobStatus == 4 && (StageOutFinish =?= undefined)"))
-    wait_until(lambda: job(schedd, cluster, 0).get("JobStatus") == "2" and "RemoteHost" in job(schedd, cluster, 0),
-               120, "the job running")
-    first = host_of(job(schedd, cluster, 0)["RemoteHost"])
+    hosts.submit.wait(lambda: running_on(job(schedd, cluster, 0)) is not None, 120, "the job running")
+    first = running_on(job(schedd, cluster, 0))
     hosts.hosts[first].crash()
-    wait_until(lambda: job(schedd, cluster, 0).get("JobStatus") == "4", 240,
-               lambda: f"the job completed elsewhere: "
-               f"{hosts.submit.tool('condor_q', '-better-analyze', check=False)[-3000:]}; "
-               f"{hosts.submit.tool('condor_status', '-af', 'Name', 'State', 'Activity', 'RemoteOwner', check=False)}"
-               f"{(hosts.submit.log / 'SchedLog').read_text(errors='replace')[-3000:]}")
+    hosts.submit.wait(lambda: job(schedd, cluster, 0).get("JobStatus") == "4", 240,
+                      lambda: f"the job completed elsewhere: "
+                      f"{hosts.submit.tool('condor_q', '-better-analyze', check=False)[-3000:]}; "
+                      f"{hosts.submit.tool('condor_status', '-af', 'Name', 'State', 'RemoteOwner', check=False)}")
     done = job(schedd, cluster, 0)
     assert host_of(done["LastRemoteHost"]) == ({"ex1", "ex2"} - {first}).pop()
     assert int(done["NumShadowStarts"]) >= 2 and done["ExitCode"] == "0"
