@@ -40,16 +40,21 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[zipfile.ZipFile, st
     """The wheel, and what its build wrote on stderr."""
     # built offline with this environment's setuptools (pyproject's build requirement), as pip install . would
     pytest.importorskip("setuptools", minversion="77", reason="the build backend, setuptools>=77, is not installed")
-    tmp = tmp_path_factory.mktemp("packaging")
+    path, stderr = built_wheel(ROOT, tmp_path_factory.mktemp("packaging"))
+    with zipfile.ZipFile(path) as archive:
+        yield archive, stderr
+
+
+def built_wheel(tree: Path, tmp: Path) -> tuple[Path, str]:
+    """The wheel of a copy of ``tree`` built offline, and what the build wrote on stderr."""
     source = tmp / "source"
-    shutil.copytree(ROOT, source, ignore=SKIP)
+    shutil.copytree(tree, source, ignore=SKIP)
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
                             "--quiet", "--wheel-dir", str(tmp / "dist"), str(source)],
                            capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
-    (path,) = (tmp / "dist").glob("birdbath_gateway-*.whl")
-    with zipfile.ZipFile(path) as archive:
-        yield archive, built.stderr
+    (path,) = (tmp / "dist").glob("*.whl")
+    return path, built.stderr
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +69,15 @@ def test_the_build_warns_of_nothing_and_the_license_is_an_spdx_expression(build)
     metadata = dist_info(archive, "METADATA").splitlines()
     assert "License-Expression: Apache-2.0" in metadata
     assert not any(line.startswith("License:") for line in metadata)
+
+
+def test_the_client_builds_without_a_warning_too(tmp_path):
+    """``./dev serve`` installs the client library beside the gateway: its build printed the same deprecation page."""
+    pytest.importorskip("setuptools", minversion="77", reason="the build backend, setuptools>=77, is not installed")
+    path, stderr = built_wheel(ROOT / "clients" / "python", tmp_path)
+    assert "Warning" not in stderr and "deprecated" not in stderr, stderr
+    with zipfile.ZipFile(path) as archive:
+        assert "License-Expression: Apache-2.0" in dist_info(archive, "METADATA").splitlines()
 
 
 def dist_info(wheel: zipfile.ZipFile, name: str) -> str:
