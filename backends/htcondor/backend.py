@@ -6,9 +6,9 @@ raw job ClassAds and only the v1 bindings submit raw ads (``htcondor2`` takes su
 
 **Ids.** A real schedd allocates a cluster id when the jobs are submitted, which the gateway does at
 ``commitTransaction``, but a Birdbath client needs the id at ``newCluster``.  The gateway therefore hands out its
-own cluster ids, from 1,000,000,000 up and never reused, records each job's gateway id in the job ad
-(``BirdbathClusterId``/``BirdbathProcId``), reserving them a hundred at a time (:class:`IdMap`), and shows gateway-submitted jobs under those ids:
-``ClusterId``/``ProcId`` in answers are the gateway's, ``SchedulerClusterId`` is the schedd's.  Jobs submitted by
+own cluster ids, from 1,000,000,000 up and never reused (reserved a hundred at a time, :class:`IdMap`), records each
+job's gateway id in the job ad (``BirdbathClusterId``/``BirdbathProcId``), and shows gateway-submitted jobs under
+those ids: ``ClusterId``/``ProcId`` in answers are the gateway's, ``SchedulerClusterId`` is the schedd's.  Jobs submitted by
 other means keep their own ids.
 
 **Queries** go to the schedd with the constraint and projection: a constraint that names none of ``ClusterId``,
