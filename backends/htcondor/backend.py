@@ -8,8 +8,8 @@ raw job ClassAds and only the v1 bindings submit raw ads (``htcondor2`` takes su
 ``commitTransaction``, but a Birdbath client needs the id at ``newCluster``.  The gateway therefore hands out its
 own cluster ids, from 1,000,000,000 up and never reused (reserved a hundred at a time, :class:`IdMap`), records each
 job's gateway id in the job ad (``BirdbathClusterId``/``BirdbathProcId``), and shows gateway-submitted jobs under
-those ids: ``ClusterId``/``ProcId`` in answers are the gateway's, ``SchedulerClusterId`` is the schedd's.  Jobs submitted by
-other means keep their own ids.
+those ids: ``ClusterId``/``ProcId`` in answers are the gateway's, ``SchedulerClusterId`` is the schedd's.  Jobs
+submitted by other means keep their own ids.
 
 **Queries** go to the schedd with the constraint and projection: a constraint that names none of ``ClusterId``,
 ``ProcId`` and ``SchedulerClusterId`` as it is, one that does with those references rewritten into what the gateway
