@@ -29,6 +29,10 @@ def release_or_skip() -> Path:
     release, reason = find_release()
     if release is None:
         pytest.skip(reason)
+    closed = [str(path) for path in (release, *release.parents) if not path.stat().st_mode & 0o001]
+    if closed:
+        pytest.fail(f"the HTCondor install {release} is not open to other users ({closed[0]} is closed to them): the "
+                    "pool's jobs run as other accounts and start condor_dagman and condor_chirp from it")
     return release
 
 

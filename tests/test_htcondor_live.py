@@ -228,7 +228,10 @@ def test_the_parallel_rendezvous_recipe_runs_under_the_dedicated_scheduler(live_
     # getenv = true: the nodes find condor_config_val (and through it condor_chirp) on the submitter's PATH
     environment = {"PATH": f"{live_pool.release / 'bin'}:/usr/bin:/bin", "HOME": str(directory),
                    "CONDOR_CONFIG": str(live_pool.config)}
-    from birdbath_client import cli
+    from birdbath_client import cli, submitfile
+
+    # the translation's modules imported here, as root: the user may not read this interpreter's library
+    submitfile.clusters(directory / "job.sub")[0].ads(1)
 
     def submit() -> bytes:  # as the user, in a forked child (run_as): birdbath submit job.sub in its directory
         os.chdir(directory)
