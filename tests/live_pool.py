@@ -29,6 +29,12 @@ def release_or_skip() -> Path:
     release, reason = find_release()
     if release is None:
         pytest.skip(reason)
+    return release
+
+
+def open_release_or_fail(release: Path) -> Path:
+    """The install, which the pool's jobs use too: they run as other accounts and start condor_dagman and
+    condor_chirp from it."""
     closed = [str(path) for path in (release, *release.parents) if not path.stat().st_mode & 0o001]
     if closed:
         pytest.fail(f"the HTCondor install {release} is not open to other users ({closed[0]} is closed to them): the "
@@ -47,7 +53,7 @@ def traversable_directory(prefix: str) -> Path:
 @pytest.fixture(scope="session")
 def live_pool() -> Iterator[PersonalPool]:
     """One personal pool (collector, negotiator, schedd, a startd of 4 cores) for the session."""
-    release = release_or_skip()
+    release = open_release_or_fail(release_or_skip())
     directory = traversable_directory("birdbath-pool-")
     pool = PersonalPool(release, directory, extra_config=LIVE_CONFIG)
     try:
