@@ -4,9 +4,11 @@ from the install ``BIRDBATH_HTCONDOR`` names.  Skipped, saying why, where there 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import json
 import os
+import pkgutil
 import pwd
 import shutil
 import time
@@ -228,10 +230,16 @@ def test_the_parallel_rendezvous_recipe_runs_under_the_dedicated_scheduler(live_
     # getenv = true: the nodes find condor_config_val (and through it condor_chirp) on the submitter's PATH
     environment = {"PATH": f"{live_pool.release / 'bin'}:/usr/bin:/bin", "HOME": str(directory),
                    "CONDOR_CONFIG": str(live_pool.config)}
+    import birdbath_client
     from birdbath_client import cli, submitfile
 
-    # the translation's modules imported here, as root: the user may not read this interpreter's library
+    # what the command needs imported here, as root: the user may not read this interpreter's library nor the
+    # environment's site-packages (tox makes .tox root's alone)
+    for module in pkgutil.iter_modules(birdbath_client.__path__):
+        importlib.import_module(f"birdbath_client.{module.name}")
     submitfile.clusters(directory / "job.sub")[0].ads(1)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(["--url", live_gateway.url, "q"]) == 0
 
     def submit() -> bytes:  # as the user, in a forked child (run_as): birdbath submit job.sub in its directory
         os.chdir(directory)
