@@ -39,7 +39,7 @@ class Revision(NamedTuple):
     ads with the same ``number`` are the same ad, attribute for attribute and with the same kept expression texts.
     Every change of a job's ad, whoever makes it (a client's batch, the backend's scheduler, a job's usage while it
     runs, the pool behind the backend), gives the job a number it never had with another content, for as long as the
-    process lives.  Hashable: what the gateway keys the texts it keeps on (``gateway.soap.adtexts``)."""
+    process lives.  Hashable: what the gateway keys the texts it keeps on (``gateway.birdbath.adtexts``)."""
 
     key: JobKey
     number: int

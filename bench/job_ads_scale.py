@@ -5,7 +5,7 @@ stopped, its ad is copied ``--jobs`` times into the queue file as procs of its c
 backend's one write path), and the gateway is started again on that queue, ``--restarts`` times.  After each start
 (once the store has parsed every ad: the gateway's CPU time stops growing), one client posts getJobAds with the
 constraint TRUE twice and reads each whole answer: the *cold* figure is the first query after a restart (every ad
-converted), the *second* the next (converted again, and its text kept: ``gateway.soap.adtexts`` keeps a job's text at
+converted), the *second* the next (converted again, and its text kept: ``gateway.birdbath.adtexts`` keeps a job's text at
 its revision from its second writing).  After the last start, ``--runs`` further queries interleaved with the anchor
 (``--jobs`` ads of 40 attributes) give the *warm* figure (answered from kept texts).  Each figure is the time from the
 request to

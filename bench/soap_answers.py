@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import classad2  # noqa: E402
 
+from gateway.birdbath.schedd import job_ad_answers, schedd_service, struct  # noqa: E402
 from gateway.core.adstruct import ad_to_struct  # noqa: E402
-from gateway.soap.schedd import job_ad_answers, schedd_service, struct  # noqa: E402
 
 
 def sample_ads(count: int, attributes: int) -> list:

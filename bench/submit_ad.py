@@ -39,8 +39,8 @@ def submit_inner(txn: int, cluster: int, proc: int, ad: str) -> str:
 def in_process(attributes: int, runs: int) -> None:
     from lxml import etree
 
+    from gateway.birdbath.schedd import schedd_service
     from gateway.soap.protocol import parse_envelope
-    from gateway.soap.schedd import schedd_service
 
     service = schedd_service()
     body = ENVELOPE.format(op="submit", inner=submit_inner(5, 1, 0, job_ad(attributes))).encode()

@@ -16,6 +16,10 @@ from twisted.web import resource
 from backends import registry
 from backends.interface import Capability, ScheddBackend
 from gateway import localsocket
+from gateway.aviary.services import AviaryContext, job_service, query_service
+from gateway.birdbath.collector import CollectorContext, collector_service, query_answers
+from gateway.birdbath.context import RequestContext
+from gateway.birdbath.schedd import job_ad_answers, schedd_service
 from gateway.config import GatewayConfig
 from gateway.connections import ConnectionGate, ConnectionGuard, RefusalLog, descriptor_limit
 from gateway.core.auth import Caller
@@ -31,13 +35,9 @@ from gateway.monitoring.web import Monitor, Watched, monitoring_pages, pages_roo
 from gateway.rest.contract import Contract
 from gateway.rest.resources import ContractPage, RestApi
 from gateway.routes import Routes, collector_routes, gateway_routes
-from gateway.soap.aviary import AviaryContext, job_service, query_service
-from gateway.soap.collector import CollectorContext, collector_service, query_answers
-from gateway.soap.context import RequestContext
-from gateway.soap.dispatch import SoapDispatcher
-from gateway.soap.jsonapi import JsonApi
-from gateway.soap.schedd import job_ad_answers, schedd_service
-from gateway.soap.submission import SubmissionContext, soap_application
+from gateway.submission.dispatch import SoapDispatcher
+from gateway.submission.jsonapi import JsonApi
+from gateway.submission.service import SubmissionContext, soap_application
 from gateway.workers.inputs import inputs_digest
 from gateway.workers.parent import Front, WorkerPool
 

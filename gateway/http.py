@@ -38,8 +38,8 @@ from gateway.identity.callers import Connection, Identification, Refusal, descri
 from gateway.identity.tls import openssl_reason, peer_certificate
 from gateway.logging import AccessLog, log_time
 from gateway.soap.answer import Dispatcher, Maybe, SoapAnswer, started
-from gateway.soap.jsonapi import JSON, JsonApi, fail_document
 from gateway.soap.wsdl import PublishedWsdl
+from gateway.submission.jsonapi import JSON, JsonApi, fail_document
 
 log = Logger(namespace="birdbath.request")
 

@@ -23,10 +23,10 @@ from collections.abc import Callable, Mapping
 
 from twisted.web import resource
 
+from gateway.birdbath.collector import COLLECTOR_ONLY
 from gateway.http import Branch, JsonResource, Service, SoapResource
-from gateway.soap.collector import COLLECTOR_ONLY
-from gateway.soap.jsonapi import JsonApi
 from gateway.soap.wsdl import PublishedWsdl, wsdl_path
+from gateway.submission.jsonapi import JsonApi
 
 #: the local name of a SOAP body's first element (comments or processing instructions before it: not recognised)
 _FIRST_IN_BODY = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?Body\b[^>]*>\s*<(?:[A-Za-z_][\w.-]*:)?([A-Za-z_][\w.-]*)")

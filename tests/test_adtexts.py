@@ -1,4 +1,4 @@
-"""The job-ad texts kept between answers (``gateway.soap.adtexts``), keyed on the revisions backends promise: every
+"""The job-ad texts kept between answers (``gateway.birdbath.adtexts``), keyed on the revisions backends promise: every
 answer has the bytes written straight from the ad, through every kind of change of a real local backend's jobs
 (the contract, ``backends/contract.py``, checks the revisions themselves for every backend); ads without a revision
 are never kept; the kept bytes stay within their budget, and the entries of jobs no longer asked for make room; a
@@ -18,9 +18,9 @@ from backends.contract import job_ad, submitted
 from backends.interface import ActionChange, AttributeChange, Batch, stamp
 from backends.local import LocalBackend
 from backends.local.store import JobStore
-from gateway.soap import adtexts
-from gateway.soap.adtexts import ENTRY_COST, KeptTexts
-from gateway.soap.adwriter import own_items
+from gateway.birdbath.adtexts import ENTRY_COST, KeptTexts
+from gateway.birdbath.adwriter import own_items
+from gateway.birdbath import adtexts
 from gateway.testing import module_gateway, zeep_client
 from jobmodel.arguments import join_v2
 from jobmodel.classads import parse_constraint

@@ -8,9 +8,10 @@ import classad2
 import pytest
 from lxml import etree
 
+from gateway.birdbath.adwriter import own_items
+from gateway.birdbath.schedd import job_ad_answers, schedd_service
 from gateway.core.adstruct import AttrType, ad_to_struct, struct_to_ad
-from gateway.soap.adwriter import SplitAnswer, own_items
-from gateway.soap.schedd import job_ad_answers, schedd_service
+from gateway.soap.answer import SplitAnswer
 from tests.wire import assert_valid, body_element
 
 NOW = 1_700_000_000

@@ -80,6 +80,28 @@ def test_imports_run_one_way():
     assert not wrong, "imports against the design's direction:\n" + "\n".join(wrong)
 
 
+#: the rooms per standard: each speaks one protocol; the SOAP codec (``gateway.soap``) serves several and knows none
+STANDARDS = ("gateway.birdbath", "gateway.aviary", "gateway.submission", "gateway.rest", "gateway.lowlatency",
+             "gateway.qmf")
+
+
+def test_the_soap_codec_knows_no_standard():
+    wrong = sorted(f"{importer} imports {imported}" for importer, targets in graph().items()
+                   if importer.startswith("gateway.soap") for imported in targets if imported.startswith(STANDARDS))
+    assert not wrong, "the SOAP codec imports a standard built on it:\n" + "\n".join(wrong)
+
+
+def test_no_standard_imports_another():
+    """A front end talks to the core, never to another front end: each could be left out of an installation."""
+    def room(module: str) -> str | None:
+        return next((standard for standard in STANDARDS if module == standard or module.startswith(standard + ".")),
+                    None)
+
+    wrong = sorted(f"{importer} imports {imported}" for importer, targets in graph().items() if room(importer)
+                   for imported in targets if room(imported) not in (None, room(importer)))
+    assert not wrong, "a standard's room imports another's:\n" + "\n".join(wrong)
+
+
 def find_circle(edges: dict[str, set[str]]) -> list[str] | None:
     """One import circle, as the list of modules round it, or None."""
     state: dict[str, int] = {}  # 1 on the current path, 2 finished

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from lxml import etree
 
+from gateway.birdbath.collector import collector_service
+from gateway.birdbath.schedd import OPERATIONS, schedd_service
 from gateway.soap.codec import ContractService
-from gateway.soap.collector import collector_service
 from gateway.soap.contract import Contract
-from gateway.soap.schedd import OPERATIONS, schedd_service
 from gateway.soap.xsd import BUILTIN, Array, Enumeration, Struct, WireFault, read_element
 from tests.conftest import LEGACY_COLLECTOR_WSDL, LEGACY_WSDL, ROOT
 from tests.wire import assert_valid, body_element

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.soap.submission import OPERATIONS
+from gateway.submission.service import OPERATIONS
 from tests.birdbath import begin, new_job, submit_job
 from tests.conftest import zeep_client
 from tests.test_http import assert_alive, envelope

@@ -222,7 +222,7 @@ def fill(port: int, jobs: int) -> None:
 
 
 def test_large_job_ads_answers_are_streamed_whole_to_every_kind_of_client(start_gateway):
-    from gateway.soap.schedd import STREAMED_ADS
+    from gateway.birdbath.schedd import STREAMED_ADS
 
     gateway = start_gateway("[backends.local]\nslots = 0\n")
     fill(gateway.port, STREAMED_ADS + 1)

@@ -1,4 +1,4 @@
-"""The submission API's JSON form (gateway/soap/jsonapi.py) read from the SOAP form's declaration: the same
+"""The submission API's JSON form (gateway/submission/jsonapi.py) read from the SOAP form's declaration: the same
 operations, the same parameters in the same order, the answers' shapes; and its readers and writers on their own.
 (Every operation over HTTP: tests/test_submission_api.py; hostile bodies: tests/test_hostile_input.py.)"""
 
@@ -9,7 +9,8 @@ import json
 import pytest
 from lxml import etree
 
-from gateway.soap.jsonapi import (
+from gateway.soap.wsdl import wsdl_path
+from gateway.submission.jsonapi import (
     BadRequest,
     JsonApi,
     integer_reader,
@@ -18,8 +19,7 @@ from gateway.soap.jsonapi import (
     read_job_id,
     writer_for,
 )
-from gateway.soap.submission import OPERATIONS, Attribute, DataResult, IdResult, JobAd, Status
-from gateway.soap.wsdl import wsdl_path
+from gateway.submission.service import OPERATIONS, Attribute, DataResult, IdResult, JobAd, Status
 
 WSDL = "http://schemas.xmlsoap.org/wsdl/"
 XSD = "http://www.w3.org/2001/XMLSchema"

@@ -18,7 +18,7 @@ from twisted.web.test.requesthelper import DummyRequest
 
 from gateway.http import Branch, JsonResource, Service, SoapResource
 from gateway.routes import Routes, gateway_routes, operation_of, schedd_or_collector
-from gateway.soap.jsonapi import JsonApi
+from gateway.submission.jsonapi import JsonApi
 
 SOAP_ENV = "http://schemas.xmlsoap.org/soap/envelope/"
 

@@ -1,4 +1,4 @@
-"""Each spyne workaround in gateway.soap.compat is still needed (these fail once upstream fixes the problem), and
+"""Each spyne workaround in gateway.submission.compat is still needed (these fail once upstream fixes the problem), and
 does what it is there for: a client's mistake is answered with a fault and logged by the gateway as one request
 line, without spyne's traceback.  spyne serves the submission API (whose WSDL it generates); the Birdbath services'
 faults are the codec's, logged the same way."""
@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from gateway.soap import compat
+from gateway.submission import compat
 from tests.test_execution import wait_until
 
 BAD_VALUE = (b'<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body>'
@@ -28,7 +28,7 @@ def parse_in_spyne(body: bytes, caplog: pytest.LogCaptureFixture) -> tuple[objec
     from spyne import MethodContext
     from spyne.server import ServerBase
 
-    from gateway.soap.submission import soap_application
+    from gateway.submission.service import soap_application
 
     server = ServerBase(soap_application())
     ctx = MethodContext(server, MethodContext.SERVER)
@@ -85,7 +85,7 @@ def close_a_context(monkeypatch: pytest.MonkeyPatch) -> int:
     from spyne import MethodContext
     from spyne.server import ServerBase
 
-    from gateway.soap.submission import soap_application
+    from gateway.submission.service import soap_application
 
     collections: list[int] = []
     monkeypatch.setattr(spyne.context, "_LAST_GC_RUN", 0.0)

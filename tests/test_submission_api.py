@@ -431,7 +431,7 @@ def test_malformed_json_is_a_400(gateway):
 
 
 def test_the_wsdl_file_is_what_the_service_definition_generates(gateway):
-    from gateway.soap.submission import generated_wsdl
+    from gateway.submission.service import generated_wsdl
 
     ours = etree.parse(str(ROOT / "wsdl" / "submission.wsdl")).getroot()
     assert first_difference(shape(etree.fromstring(generated_wsdl())), shape(ours)) is None
@@ -478,7 +478,7 @@ def test_an_attribute_type_outside_the_enumeration_is_a_fail_status_over_soap(ga
 
 
 def test_an_unknown_json_operation_is_a_404_listing_the_operations(gateway):
-    from gateway.soap.submission import OPERATIONS
+    from gateway.submission.service import OPERATIONS
 
     for operation in ("submitJobz", "", "submit/extra"):
         request = urllib.request.Request(gateway.url + f"submission/json/{operation}", b"{}")
@@ -493,7 +493,7 @@ def test_an_unknown_json_operation_is_a_404_listing_the_operations(gateway):
 
 def test_every_operation_in_one_tour(gateway, tmp_path):
     """An example of each operation of the API answering OK, over JSON: the list below must name them all."""
-    from gateway.soap.submission import OPERATIONS
+    from gateway.submission.service import OPERATIONS
 
     done = []
 

@@ -9,7 +9,7 @@ import re
 import pytest
 from lxml import etree
 
-from gateway.soap.schedd import OPERATIONS, schedd_service
+from gateway.birdbath.schedd import OPERATIONS, schedd_service
 from tests.conftest import WIRE
 from tests.wire import CLIENTS, assert_valid, body_element, captured, post
 

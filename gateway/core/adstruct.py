@@ -89,7 +89,7 @@ def ad_to_struct(ad: classad2.ClassAd, server_time: int, my_type: str = "Job",
 @dataclass(frozen=True)
 class JobAdStruct(Sequence[Attr]):
     """A job ad's ``ClassAdStruct`` at ``server_time``, converted when it is read.  Job queries answer these; the SOAP
-    writer writes the ad's text from ``ad`` and ``server_time`` themselves (``gateway.soap.adwriter``)."""
+    writer writes the ad's text from ``ad`` and ``server_time`` themselves (``gateway.birdbath.adwriter``)."""
 
     ad: classad2.ClassAd
     server_time: int

@@ -1,6 +1,6 @@
 """The simplified submission API (like MRG Grid's QMF and Aviary job APIs): ``submit(ad) -> id``, ``create() -> id`` and
 ``send(id, name, offset, data)`` for input staging, jobs grouped by their ``Submission`` attribute, job control and
-queries.  Protocol-free: the SOAP and JSON forms in ``gateway.soap.submission`` call this.
+queries.  Protocol-free: the SOAP and JSON forms in ``gateway.submission.service`` call this.
 
 Deliberate fixes of the originals' quirks: expressions keep their text on output; strings are never
 quote-trimmed; output retrieval is binary-safe and limited to the job's Out/Err/UserLog (read with its owner's

@@ -66,3 +66,22 @@ class Dispatcher(Protocol):
 
     def dispatch(self, body: bytes, udc: Any) -> Maybe[SoapAnswer]:
         """The answer to one request (a Deferred of it when the operation waits)."""
+
+
+@dataclass(frozen=True)
+class SplitAnswer:
+    """A serialised answer cut where an (empty) array element was: ``head`` + items + ``tail``."""
+
+    head: bytes
+    tail: bytes
+
+    @classmethod
+    def around(cls, document: bytes, element: str) -> "SplitAnswer":
+        for empty in (f"<{element}/>".encode(), f"<{element}></{element}>".encode()):
+            if document.count(empty) == 1:
+                head, tail = document.split(empty)
+                return cls(head + f"<{element}>".encode(), f"</{element}>".encode() + tail)
+        raise ValueError(f"no single empty <{element}> in {document[:200]!r}")
+
+    def fill(self, items: str) -> bytes:
+        return b"".join((self.head, items.encode("utf-8"), self.tail))

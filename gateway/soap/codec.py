@@ -19,8 +19,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from .adwriter import SplitAnswer
-from .answer import LOGGED_FAULT, Maybe, Prebuilt, SoapAnswer
+from .answer import LOGGED_FAULT, Maybe, Prebuilt, SoapAnswer, SplitAnswer
 from .contract import Contract, Operation
 from .protocol import BODY, SOAP_ENV, parse_envelope
 from .xsd import NIL, WireFault, element, escape, read_element

@@ -20,12 +20,11 @@ from gateway.core.adstruct import Attr, AttrType
 from gateway.core.auth import Caller
 from gateway.core.submission_pages import PageOffset, ScanMode, submission_page
 from gateway.core.submissions import ApiError, ApiStatus, SubmissionInfo, SubmissionService, aviary_job
+from gateway.soap.answer import Maybe, started
+from gateway.soap.codec import ContractService, Handler
+from gateway.soap.contract import Contract
+from gateway.soap.wsdl import wsdl_path
 from jobmodel.jobs import JobAction, JobStatus
-
-from .answer import Maybe, started
-from .codec import ContractService, Handler
-from .contract import Contract
-from .wsdl import wsdl_path
 
 log = Logger()
 

@@ -18,14 +18,14 @@ from gateway.core.auth import Caller
 from gateway.core.collector import BirdbathCollector
 from gateway.core.status import OK, BirdbathError, StatusCode
 from gateway.core.status import Status as CoreStatus
+from gateway.soap.answer import Maybe, Prebuilt, SplitAnswer, started
+from gateway.soap.codec import ContractService, Handler
+from gateway.soap.contract import Contract
+from gateway.soap.wsdl import wsdl_path
 from jobmodel.pool import AdType
 
-from .adwriter import SplitAnswer, ad_items
-from .answer import Maybe, Prebuilt, started
-from .codec import ContractService, Handler
-from .contract import Contract
+from .adwriter import ad_items
 from .schedd import status
-from .wsdl import wsdl_path
 
 #: the operations of the shipped WSDL, in its order
 OPERATIONS = ("getVersionString", "getPlatformString", "insertAd", "queryStartdAds", "queryScheddAds",

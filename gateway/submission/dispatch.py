@@ -18,7 +18,8 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from .answer import LOGGED_FAULT, Maybe, SoapAnswer
+from gateway.soap.answer import LOGGED_FAULT, Maybe, SoapAnswer
+
 from .compat import install as install_compat
 
 log = Logger()

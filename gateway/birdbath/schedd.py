@@ -20,16 +20,16 @@ from gateway.core.status import Status as CoreStatus
 from gateway.core.status import StatusCode as CoreStatusCode
 from gateway.core.transactions import Transaction as CoreTransaction
 from gateway.core.transactions import TransactionRef
+from gateway.soap.answer import Maybe, Prebuilt, started
+from gateway.soap.base64data import decode as decode_base64
+from gateway.soap.codec import ContractService, Handler
+from gateway.soap.contract import Contract
+from gateway.soap.wsdl import wsdl_path
+from gateway.soap.xsd import xml_text
 from jobmodel.jobs import Universe
 
 from .adwriter import AdAnswers
-from .answer import Maybe, Prebuilt, started
-from .base64data import decode as decode_base64
-from .codec import ContractService, Handler
 from .context import RequestContext
-from .contract import Contract
-from .wsdl import wsdl_path
-from .xsd import xml_text
 
 #: a structure on the wire: its members by name (absent or None: left out)
 Wire = Mapping[str, Any]

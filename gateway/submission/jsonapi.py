@@ -2,7 +2,7 @@
 
 One parse and one write: the body is read with ``json.loads`` (checked for depth and for text that is not Unicode),
 each parameter is read by the reader of its type, the operation is the SOAP form's own (a method of
-:class:`~gateway.soap.submission.SubmissionApi`, called with the same arguments), and its answer is written with
+:class:`~gateway.submission.service.SubmissionApi`, called with the same arguments), and its answer is written with
 ``json.dumps``.  The operations, their parameters and their answers' shapes are read once from that service's
 declaration (spyne's method descriptors), so the two forms cannot drift apart.
 
@@ -28,10 +28,10 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from gateway.core.submissions import FROM_QMF, QMF_CODES, ApiStatus, aviary_job
+from gateway.soap.answer import LOGGED_FAULT, Maybe, SoapAnswer, then
 from jobmodel.values import excerpt
 
-from .answer import LOGGED_FAULT, Maybe, SoapAnswer, then
-from .submission import ID_LISTS, ID_PARAMETERS, JobAd, SubmissionApi, SubmissionContext
+from .service import ID_LISTS, ID_PARAMETERS, JobAd, SubmissionApi, SubmissionContext
 
 log = Logger()
 

@@ -1,7 +1,7 @@
 """The simplified submission API as one spyne service: its operations, their parameters and answers, declared once.
 
 spyne serves its SOAP 1.1 form (document/literal, namespace ``urn:birdbath:submission``) and generates its WSDL
-(``wsdl/submission.wsdl``); the JSON form (``POST /submission/json/<op>``, :mod:`gateway.soap.jsonapi`) reads the
+(``wsdl/submission.wsdl``); the JSON form (``POST /submission/json/<op>``, :mod:`gateway.submission.jsonapi`) reads the
 same declaration and calls the same methods.  Every operation answers with a ``status`` (code and text);
 application errors are never faults.  In SOAP, job ads are lists of typed attributes (name, type, value) with
 BOOLEAN as a fifth type.
@@ -24,12 +24,11 @@ from twisted.internet.defer import Deferred
 from gateway.core.adstruct import Attr, AttrType
 from gateway.core.auth import Caller
 from gateway.core.submissions import API_TYPES, TYPE_NAMES, ApiError, ApiStatus, SubmissionService, aviary_job, fail
+from gateway.soap.base64data import Base64Text
+from gateway.soap.base64data import decode as decode_base64
+from gateway.soap.protocol import HardenedSoap11
 from jobmodel.jobs import JobAction
 from jobmodel.values import excerpt
-
-from .base64data import Base64Text
-from .base64data import decode as decode_base64
-from .protocol import HardenedSoap11
 
 TNS = "urn:birdbath:submission"
 
@@ -310,7 +309,7 @@ def soap_application() -> Application:
 
 def generated_wsdl(address: str = "http://localhost:1984/submission") -> bytes:
     """The WSDL spyne derives from the service definition; ``wsdl/submission.wsdl`` is this, pretty-printed
-    (``python -m gateway.soap.submission > wsdl/submission.wsdl``; a test keeps the two equal)."""
+    (``python -m gateway.submission.service > wsdl/submission.wsdl``; a test keeps the two equal)."""
     from lxml import etree
     from spyne.interface.wsdl import Wsdl11
 

@@ -16,9 +16,10 @@ from typing import Iterable, Iterator, Sequence
 import classad2
 
 from gateway.core.adstruct import LEFT_OUT, LITERALS, Attr, AttrType, ad_to_struct, wire_value
+from gateway.soap.answer import SplitAnswer
+from gateway.soap.xsd import SPECIAL, escape
 
 from .adtexts import KeptTexts
-from .xsd import SPECIAL, escape
 
 
 def attribute_items(ad: Sequence[Attr]) -> str:
@@ -81,25 +82,6 @@ def ad_item(ad: Sequence[Attr]) -> str:
 
 def ad_items(ads: Iterable[Sequence[Attr]]) -> str:
     return "".join(ad_item(ad) for ad in ads)
-
-
-@dataclass(frozen=True)
-class SplitAnswer:
-    """A serialised answer cut where an (empty) array element was: ``head`` + items + ``tail``."""
-
-    head: bytes
-    tail: bytes
-
-    @classmethod
-    def around(cls, document: bytes, element: str) -> "SplitAnswer":
-        for empty in (f"<{element}/>".encode(), f"<{element}></{element}>".encode()):
-            if document.count(empty) == 1:
-                head, tail = document.split(empty)
-                return cls(head + f"<{element}>".encode(), f"</{element}>".encode() + tail)
-        raise ValueError(f"no single empty <{element}> in {document[:200]!r}")
-
-    def fill(self, items: str) -> bytes:
-        return b"".join((self.head, items.encode("utf-8"), self.tail))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""Aviary, Red Hat MRG Grid's SOAP API: its job and query services on the SOAP codec (``gateway.soap``)."""
