@@ -110,22 +110,11 @@ class Gateway(InOrder):
                       Step("announce", self._announce)):
             child.setServiceParent(self)
 
-    # the ports: each None when the configuration has it off
-    @property
-    def port(self) -> IListeningPort | None:
-        return self.ports["port"].port
-
-    @property
-    def ssl_port(self) -> IListeningPort | None:
-        return self.ports["ssl_port"].port
-
-    @property
-    def collector_port(self) -> IListeningPort | None:
-        return self.ports["collector_port"].port
-
-    @property
-    def metrics_port(self) -> IListeningPort | None:
-        return self.ports["metrics_port"].port
+    # the ports, as bound (each None when the configuration has it off)
+    port = property(lambda self: self.ports["port"].port)
+    ssl_port = property(lambda self: self.ports["ssl_port"].port)
+    collector_port = property(lambda self: self.ports["collector_port"].port)
+    metrics_port = property(lambda self: self.ports["metrics_port"].port)
 
     def _listen_plain(self) -> IListeningPort | None:
         config = self.config
