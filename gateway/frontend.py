@@ -14,15 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client.core import Metric
 from twisted.application.service import Service
 
 from gateway.routes import Routes
-
-if TYPE_CHECKING:
-    from gateway.config import GatewayConfig
 
 #: the entry point group front ends are installed under
 ENTRY_POINT_GROUP = "birdbath.frontends"
@@ -33,7 +30,9 @@ class Core:
     """What a front end is given: the gateway's configuration, the reactor, and the core's services (in a worker,
     their stand-ins that call the core over its link: the same methods)."""
 
-    config: GatewayConfig
+    #: the gateway's configuration (:class:`gateway.config.GatewayConfig`, which reads the front ends' sections: this
+    #: module imports it not)
+    config: Any
     reactor: Any
     #: :class:`gateway.core.schedd.BirdbathSchedd`: jobs, transactions (``submit_transaction``), queries
     schedd: Any
@@ -77,8 +76,20 @@ class FrontEnd:
 
     #: its name, as its entry point names it and the log says it
     name = "front end"
+    #: its section of the configuration file (``[carod]``), read by :meth:`read_section`; None: it has none
+    section: str | None = None
 
-    def enabled(self, config: GatewayConfig) -> bool:
+    def read_section(self, values: dict[str, Any], where: str) -> Any:
+        """Its section's settings, checked (raises ValueError naming the knob); ``values`` empty: its defaults."""
+        raise NotImplementedError(f"the {self.name} front end names a section but reads none")
+
+    def settings(self, config: Any) -> Any:
+        """Its section's settings as ``config`` read them (its defaults when the file has no such section)."""
+        assert self.section is not None
+        read = config.sections.get(self.section)
+        return read if read is not None else self.read_section({}, "defaults")
+
+    def enabled(self, config: Any) -> bool:
         """Whether its configuration section switches it on (on by default)."""
         return True
 
@@ -90,7 +101,7 @@ class FrontEnd:
         return None
 
 
-class NoFrontEnd(LookupError):
+class NoFrontEnd(ValueError):
     """An entry point of the group that names no :class:`FrontEnd`, or no front end installed at all."""
 
 

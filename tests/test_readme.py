@@ -597,7 +597,7 @@ def carod_gateway(amqp_broker):
 
 @runs("config-carod")
 def config_carod(example: Example, carod_gateway: GatewayProcess) -> None:
-    assert load_text(example.body).carod.enable_carod and "work queue grid" in carod_gateway.log()
+    assert load_text(example.body).sections["carod"].enable_carod and "work queue grid" in carod_gateway.log()
 
 
 def load_text(text: str):

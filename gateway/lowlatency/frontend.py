@@ -13,14 +13,17 @@ from twisted.logger import Logger
 from gateway.config import GatewayConfig
 from gateway.frontend import Core, FrontEnd, FrontEndService
 
+from .settings import CarodSettings, carod_settings
+
 log = Logger()
 
 
 class Consumer(FrontEndService):
     """The :class:`~gateway.lowlatency.service.LowLatencyService` of a running gateway, its figures and readiness."""
 
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, settings: CarodSettings) -> None:
         self.core = core
+        self.settings = settings
         self.consumer: Any = None  # made at start: pika takes 0.6 s of CPU to import, paid only when it is on
 
     def startService(self) -> None:
@@ -28,7 +31,7 @@ class Consumer(FrontEndService):
         from gateway.lowlatency.service import LowLatencyService
 
         core = self.core
-        self.consumer = LowLatencyService(core.reactor, core.config.carod, core.submissions, core.schedd,
+        self.consumer = LowLatencyService(core.reactor, self.settings, core.submissions, core.schedd,
                                           core.collector, core.config.state_dir / "carod")
         ensureDeferred(self.consumer.start()).addErrback(
             lambda failure: log.failure("starting the low-latency (AMQP) front end", failure))
@@ -62,13 +65,16 @@ class Consumer(FrontEndService):
 
 
 class LowLatency(FrontEnd):
-    name = "carod"
+    name = section = "carod"
+
+    def read_section(self, values: dict[str, Any], where: str) -> CarodSettings:
+        return carod_settings(values, where)
 
     def enabled(self, config: GatewayConfig) -> bool:
-        return config.carod.enable_carod
+        return self.settings(config).enable_carod
 
     def service(self, core: Core) -> Consumer:
-        return Consumer(core)
+        return Consumer(core, self.settings(core.config))
 
 
 FRONT_END = LowLatency()

@@ -13,12 +13,15 @@ from twisted.internet.threads import deferToThread
 from gateway.config import GatewayConfig
 from gateway.frontend import Core, FrontEnd, FrontEndService
 
+from .settings import QmfSettings, qmf_settings
+
 
 class Agent(FrontEndService):
     """The :class:`~gateway.qmf.agent.QmfAgent` of a running gateway, its figures and readiness."""
 
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, settings: QmfSettings) -> None:
         self.core = core
+        self.settings = settings
         self.agent: Any = None  # made at start: proton is an optional dependency (the [qmf] extra)
 
     def startService(self) -> None:
@@ -26,7 +29,7 @@ class Agent(FrontEndService):
         from gateway.qmf.agent import QmfAgent
 
         core = self.core
-        self.agent = QmfAgent(core.reactor, core.config.qmf, core.submissions, core.collector)
+        self.agent = QmfAgent(core.reactor, self.settings, core.submissions, core.collector)
         self.agent.start()
 
     def stopService(self) -> Deferred[None] | None:
@@ -49,13 +52,16 @@ class Agent(FrontEndService):
 
 
 class Qmf(FrontEnd):
-    name = "qmf"
+    name = section = "qmf"
+
+    def read_section(self, values: dict[str, Any], where: str) -> QmfSettings:
+        return qmf_settings(values, where)
 
     def enabled(self, config: GatewayConfig) -> bool:
-        return config.qmf.enable_qmf
+        return self.settings(config).enable_qmf
 
     def service(self, core: Core) -> Agent:
-        return Agent(core)
+        return Agent(core, self.settings(core.config))
 
 
 FRONT_END = Qmf()
