@@ -1,5 +1,7 @@
-"""The HTTP face of the gateway: its site, its requests, and the resources the tree is made of (the tree itself is
-built in :mod:`gateway.routes`).
+"""The HTTP face of the gateway: its site, its requests, the answering resource every front end's answers go
+through (:class:`Answering`) and the segments of a tree (:class:`Branch`; the tree is :mod:`gateway.routes`, which
+the front ends fill).  It knows no protocol: a front end hands it an :class:`Answer`
+(``tests/test_architecture.py`` keeps it importing none of their rooms).
 
 Peers outside ``allow_soap`` are closed when accepted, and requests too slow to arrive are cut off
 (:mod:`gateway.connections`); bodies over the size cap are refused while they arrive; then the caller is

@@ -671,7 +671,7 @@ def run_python2(code: str, broker, cwd: Path) -> list[str]:
 
 @runs("config-qmf")
 def config_qmf(example: Example, qmf_gateway: GatewayProcess) -> None:
-    assert load_text(example.body).qmf.enable_qmf and "QMF broker connected" in qmf_gateway.log()
+    assert load_text(example.body).sections["qmf"].enable_qmf and "QMF broker connected" in qmf_gateway.log()
 
 
 @runs("qmf-seed")
