@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -31,6 +31,55 @@ START_SECONDS = 120
 #: off (what those tests are about is what crosses between the processes).  ``default``: the gateway's own defaults
 #: (a worker per CPU, the lone connection the core's), as a user's gateway runs (the README's examples)
 TEST_WORKERS = os.environ.get("BIRDBATH_TEST_WORKERS", "0")
+
+#: the mark of a test that starts a gateway process: only such a test differs between the process layouts, so the
+#: suite's ``workers`` environment runs these alone (``pytest -m gateway``) rather than everything twice.  The
+#: fixtures below give it to the tests that use them (:func:`starts_gateway`); a test that makes its own
+#: :class:`GatewayProcess` carries it by hand, and one that forgets fails in the first environment (:class:`MarkCheck`).
+GATEWAY_MARK = "gateway"
+#: the fixture functions that start gateways (their tests are marked at collection)
+_STARTING_FIXTURES: set[Callable[..., Any]] = set()
+
+
+def starting_fixture(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Note a fixture function as one that starts gateways, before ``pytest.fixture`` wraps it."""
+    _STARTING_FIXTURES.add(function)
+    return function
+
+
+def starts_gateway(item: pytest.Item) -> bool:
+    """Whether a collected test starts a gateway: marked, or using (maybe through other fixtures) one that does."""
+    if item.get_closest_marker(GATEWAY_MARK):
+        return True
+    info = getattr(item, "_fixtureinfo", None)  # the closure of fixtures the test uses, resolved at collection
+    return info is not None and any(definition.func in _STARTING_FIXTURES
+                                    for definitions in info.name2fixturedefs.values() for definition in definitions)
+
+
+class MarkCheck:
+    """A pytest plugin: marks the tests that start gateways, and fails one that starts a gateway unmarked (which the
+    ``workers`` environment would never run)."""
+
+    def __init__(self) -> None:
+        self.running: pytest.Item | None = None
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            if starts_gateway(item) and not item.get_closest_marker(GATEWAY_MARK):
+                item.add_marker(GATEWAY_MARK)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self.running = item
+
+    def check(self) -> None:
+        if self.running is not None and not self.running.get_closest_marker(GATEWAY_MARK):
+            raise RuntimeError(f"{self.running.nodeid} starts a gateway without the mark "
+                               f"@pytest.mark.{GATEWAY_MARK}, so the workers environment would skip it: mark it")
+
+
+#: the check of the running suite, when its conftest installed one
+MARK_CHECK: MarkCheck | None = None
 
 #: a gateway whose local backend has no slots: vanilla jobs stay idle, as in a pool without matching machines,
 #: so tests of the queue itself see jobs exactly as submitted
@@ -99,6 +148,8 @@ class GatewayProcess:
         return args
 
     def start(self) -> "GatewayProcess":
+        if MARK_CHECK is not None:
+            MARK_CHECK.check()
         port_files = self._port_files()
         for port_file in port_files.values():
             port_file.unlink(missing_ok=True)
@@ -143,6 +194,7 @@ class GatewayProcess:
 
 
 @pytest.fixture
+@starting_fixture
 def start_gateway(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
     """Start gateways with their own state directory (and optional TOML configuration)."""
     started: list[GatewayProcess] = []
@@ -162,6 +214,7 @@ def module_gateway(config: str | None, scope: str = "module", **options: bool):
     (``options``: GatewayProcess's ``ssl`` and ``plain``)."""
 
     @pytest.fixture(scope=scope)
+    @starting_fixture
     def fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
         tmp = tmp_path_factory.mktemp("gateway")
         process = GatewayProcess(tmp / "state", config, tmp=tmp, **options).start()

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from twisted.internet.task import Clock
 
-from gateway.testing import QUEUE_ONLY, GatewayProcess, module_gateway, start_gateway, zeep_client
+from gateway import testing
+from gateway.testing import QUEUE_ONLY, GatewayProcess, MarkCheck, module_gateway, start_gateway, zeep_client
 from tests.accounts import accounts, traversable
 from tests.live_pool import live_pool, live_state
 
@@ -35,6 +36,12 @@ def require_java() -> None:
 
 #: when a fake clock starts (a real-looking epoch time, so timestamps in ads look like a schedd's)
 CLOCK_START = 1_700_000_000
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Mark the tests that start gateways, and fail one that starts a gateway unmarked (see GATEWAY_MARK)."""
+    testing.MARK_CHECK = MarkCheck()
+    config.pluginmanager.register(testing.MARK_CHECK, "gateway-mark-check")
 
 
 @pytest.fixture

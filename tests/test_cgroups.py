@@ -97,6 +97,17 @@ def test_v1_job_cgroup_holds_every_process(v1):
     exercise(JobCgroup.from_spec(cgroup.spec()))  # (as the launcher makes it again from its spec)
 
 
+def test_v1_kill_of_a_cgroup_its_launcher_removes_meanwhile_is_done(v1, monkeypatch):
+    """A restart's recovery kills what is left in a job's cgroup while the job's launcher may be ending and removing
+    it: the cgroup found with processes is gone when it is frozen (the race CI met, ENODEV from a dying cgroup)."""
+    cgroup = v1.job(cgroups.job_name(f"/tmp/birdbath-test/{uuid.uuid4().hex[:8]}"))
+    cgroup.create(None, MemoryPolicy.NONE, 1)
+    monkeypatch.setattr(type(cgroup), "pids", lambda self: [os.getpid()])  # seen with a process in it, then:
+    cgroup.remove()
+    cgroup.kill()  # nothing left to kill, no error
+    assert not any(directory.exists() for directory in cgroup.directories())
+
+
 @pytest.mark.parametrize("policy", [MemoryPolicy.SOFT, MemoryPolicy.NONE])
 def test_v1_soft_and_no_memory_policies(v1, policy):
     cgroup = v1.job(f"policy-{policy}")

@@ -31,7 +31,9 @@ from tests.birdbath import values
 from tests.dags import dagman_out, submit_dag, wait_for_dag, write_dag
 from tests.test_execution import RUNNER, clear_queue, wait_until
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching to a DAG's owner needs a gateway run as root")
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = [pytest.mark.gateway,
+              pytest.mark.skipif(os.geteuid() != 0, reason="switching to a DAG's owner needs a gateway run as root")]
 
 NOBODY = pwd.getpwnam("nobody") if os.geteuid() == 0 else None
 #: anonymous loopback clients may submit for any owner but root here, so the tests can make DAGs of nobody

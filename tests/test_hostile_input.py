@@ -24,6 +24,9 @@ from tests.test_http import assert_alive, fault
 from tests.test_logging import wait_for_line
 from tests.wire import SOAP_ENV, body_element, post
 
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = pytest.mark.gateway
+
 NULL = None
 DEEP = "!" * 60_000 + "true"  # within the length limit; evaluating or printing it would overflow the stack
 

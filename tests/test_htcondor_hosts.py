@@ -33,9 +33,10 @@ CLASSAD_LIFETIME = 15
 
 
 #: these tests take minutes of real time and run once, in the suite's first environment: what they test is the
-#: pool's, whatever the gateway's layout
-pytestmark = pytest.mark.skipif(TEST_WORKERS not in ("0", "default"),
-                                reason="run once, in the environment without worker processes")
+#: pool's, whatever the gateway's layout (they start gateway processes of their own: the mark is
+#: gateway.testing.GATEWAY_MARK)
+pytestmark = [pytest.mark.gateway, pytest.mark.skipif(TEST_WORKERS not in ("0", "default"),
+                                                      reason="run once, in the environment without worker processes")]
 
 
 class Hosts:

@@ -27,6 +27,9 @@ from tests.birdbath import ad, begin, expr, new_job, submit_job, values
 from tests.conftest import DATA
 from tests.live_pool import traversable_directory
 
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = pytest.mark.gateway
+
 
 class TestTheContractOnARealSchedd(BackendContract):
     @pytest.fixture

@@ -28,7 +28,8 @@ from tests.conftest import (
 from tests.dags import write_dag
 from tests.test_execution import RUNNER, submit
 
-pytestmark = pytest.mark.java
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = [pytest.mark.gateway, pytest.mark.java]
 
 VARIANTS = ["axis-ours", "jaxws-ours", "axis-legacy", "jaxws-legacy"]
 

@@ -14,7 +14,8 @@ from gateway.testing_daemons import SharedPortStandIn, short_directory, start_be
 from tests.test_execution import RUNNER
 from tests.test_java_clients import java_clients, run_java  # noqa: F401 (java_clients is a fixture)
 
-pytestmark = pytest.mark.java
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = [pytest.mark.gateway, pytest.mark.java]
 
 SOCK_ID = "birdbath_java"
 

@@ -29,7 +29,9 @@ from tests.accounts import PYTHON, Accounts, Reach, UserAccount
 from tests.conftest import zeep_client
 from tests.test_execution import job, status_is, submit, wait_for, wait_until
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the tests make an account and compare root's ways")
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = [pytest.mark.gateway,
+              pytest.mark.skipif(os.geteuid() != 0, reason="the tests make an account and compare root's ways")]
 
 CONFIG = ("[backends.local]\nslots = 4\nkill_grace = 1.0\nperiodic_interval = 0.5\n"
           "starter_update_interval = 0.5\n")

@@ -23,6 +23,9 @@ from gateway.testing import GatewayProcess
 from gateway.testing_daemons import DC_CHILDALIVE, MasterStandIn, read_connect_request
 from tests.test_execution import wait_until
 
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = pytest.mark.gateway
+
 
 @pytest.fixture
 def master():

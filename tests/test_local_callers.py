@@ -27,7 +27,9 @@ from tests.test_logging import wait_for_line
 from tests.test_tls import JSON_JOB
 from tests.accounts import Accounts, UserAccount, run_as
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="making accounts and switching to them needs root")
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = [pytest.mark.gateway,
+              pytest.mark.skipif(os.geteuid() != 0, reason="making accounts and switching to them needs root")]
 
 
 # -- what the clients send (run in a child as the account: everything they use is imported above) -------------

@@ -17,6 +17,9 @@ import pytest
 from birdbath_client.amqp import Job, run_jobs
 from gateway.testing import GatewayProcess, zeep_client
 
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = pytest.mark.gateway
+
 
 def carod_config(broker, **knobs) -> str:
     lines = ["[carod]", "enable_carod = true", f"carod_broker_port = {broker.port}"]

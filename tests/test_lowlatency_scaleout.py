@@ -22,6 +22,9 @@ from tests.test_lowlatency import (
     wait_for_consumer,
 )
 
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = pytest.mark.gateway
+
 QUEUE = "grid-scaleout"
 
 

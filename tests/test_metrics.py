@@ -22,6 +22,9 @@ from tests.conftest import module_gateway, zeep_client
 from tests.test_execution import RUNNER, submit, wait_for, wait_until
 from tests.test_lowlatency import base as open_base  # noqa: F401 (a fixture: a directory jobs run as nobody reach)
 
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = pytest.mark.gateway
+
 READERS = '[birdbath]\nallow_read = ["127.0.0.1"]\n'
 monitored = module_gateway(RUNNER + READERS)
 

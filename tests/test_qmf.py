@@ -19,6 +19,9 @@ from proton import Message
 from gateway.testing import GatewayProcess
 from gateway.testing_qpidd import QpidBroker, console_packages, missing_broker, python2, qpidd
 
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = pytest.mark.gateway
+
 DATA = Path(__file__).parent / "data" / "qmf"
 SEED_URL = "amqp://localhost:5672"
 

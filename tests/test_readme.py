@@ -37,7 +37,8 @@ from tests.conftest import ROOT, module_gateway, require_java
 from tests.test_logging import wait_for_line
 from tests.test_packaging import SKIP
 
-pytestmark = pytest.mark.readme
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = [pytest.mark.gateway, pytest.mark.readme]
 
 README = ROOT / "README.md"
 README_URL = "http://127.0.0.1:1984"

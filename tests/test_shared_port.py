@@ -21,6 +21,9 @@ from gateway.daemon import cedar
 from gateway.testing_daemons import SharedPortStandIn, short_directory, start_behind_shared_port
 from tests.test_execution import wait_until
 
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = pytest.mark.gateway
+
 SOCK_ID = "birdbath_test"
 VERSION = (b'<?xml version="1.0"?><s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body>'
            b'<getVersionString xmlns="urn:condor"/></s:Body></s:Envelope>')

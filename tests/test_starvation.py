@@ -23,6 +23,9 @@ from gateway.testing import QUEUE_ONLY, GatewayProcess, TestPki
 from tests.accounts import Accounts, UserAccount
 from tests.test_logging import wait_for_line, wait_until
 
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = pytest.mark.gateway
+
 #: the open files limit (soft and hard) of the gateways that must not run out
 LOW_LIMIT = 256
 

@@ -27,6 +27,9 @@ from tests.test_logging import wait_for_line
 from tests.test_startup import assert_refused, refused_start
 from tests.wire import SOAP_ENV, body_element
 
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = pytest.mark.gateway
+
 GET_VERSION = (f'<s:Envelope xmlns:s="{SOAP_ENV}"><s:Body><c:getVersionString xmlns:c="urn:condor"/>'
                f'</s:Body></s:Envelope>').encode()
 

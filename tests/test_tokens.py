@@ -52,6 +52,9 @@ from tests.conftest import ROOT
 from tests.test_logging import wait_for_line
 from tests.wire import body_element
 
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = pytest.mark.gateway
+
 DATA = ROOT / "tests" / "data" / "idtokens"
 #: the trust domain the stored tokens were made for
 STORED_DOMAIN = "pool.example.org"

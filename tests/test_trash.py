@@ -13,6 +13,9 @@ import pytest
 from backends.local.trash import Trash
 from gateway.testing import QUEUE_ONLY, GatewayProcess
 
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = pytest.mark.gateway
+
 
 def tree(root: Path) -> Path:
     (root / "control").mkdir(parents=True)

@@ -25,6 +25,9 @@ from tests.test_logging import wait_for_line, wait_until
 from tests.test_metrics import get
 from tests.wire import body_element
 
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = pytest.mark.gateway
+
 #: the lone connection too goes to a worker: these tests are of what crosses between the processes
 WORKERS = ("--workers", "2", "--lone-connection-in-core", "no")
 ENVELOPE = ('<?xml version="1.0" encoding="UTF-8"?><SOAP-ENV:Envelope '

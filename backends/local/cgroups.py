@@ -54,6 +54,10 @@ def _read(path: Path) -> str:
     return path.read_text()
 
 
+#: what a cgroup's files answer once it is removed (ENOENT), or while the kernel removes it (ENODEV)
+GONE = (errno.ENOENT, errno.ENODEV)
+
+
 def _write(path: Path, text: str) -> None:
     with open(path, "w") as stream:
         stream.write(text)
@@ -183,7 +187,16 @@ class JobCgroup:
         signal_each(self.pids(), number)
 
     def kill(self) -> None:
-        """SIGKILL every process of the job until none is left: frozen first, so none can fork meanwhile."""
+        """SIGKILL every process of the job until none is left: frozen first, so none can fork meanwhile.  A cgroup
+        removed meanwhile (its launcher ended and removed it: the kernel answers ENODEV while it goes, ENOENT after)
+        held nothing more to kill."""
+        try:
+            self._kill_all()
+        except OSError as exc:
+            if exc.errno not in GONE:
+                raise
+
+    def _kill_all(self) -> None:
         for _ in range(200):
             pids = self.pids()
             if not pids:
@@ -367,14 +380,14 @@ class CgroupV2(JobCgroup):
         except FileNotFoundError:
             pass
 
-    def kill(self) -> None:
+    def _kill_all(self) -> None:
         if (self.path / "cgroup.kill").exists():  # the kernel kills the whole cgroup at once (Linux 5.14)
             for _ in range(200):
                 if not self.pids():
                     return
                 _write(self.path / "cgroup.kill", "1")
                 time.sleep(0.01)
-        super().kill()
+        super()._kill_all()
 
     def usage(self) -> Usage:
         memory = _fields(self.path / "memory.stat") if self.memory else {}
