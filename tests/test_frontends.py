@@ -18,6 +18,9 @@ from gateway.testing import SOURCE_ROOT, GatewayProcess
 from tests.test_logging import wait_for_line
 from tests.test_workers import wait_for_workers
 
+#: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
+pytestmark = pytest.mark.gateway
+
 DOCUMENT = SOURCE_ROOT / "docs" / "architecture.md"
 
 
