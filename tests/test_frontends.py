@@ -64,8 +64,9 @@ def test_the_documented_front_end_is_one_package_and_one_line(tmp_path, workers)
     assert re.fullmatch(r'\[project\.entry-points\."birdbath\.frontends"\]\nhello = "hello_front:FRONT_END"\n',
                         line), "one line names it"
     site = install(tmp_path / "site", "hello_front", source, line)
+    lone = ("--lone-connection-in-core", "no") if workers else ()  # (with workers, every request to a worker)
     gateway = GatewayProcess(tmp_path / "state", tmp=tmp_path, python_path=(site,),
-                             extra_args=("--workers", str(workers), *(["--lone-connection-in-core", "no"] if workers else []))).start()
+                             extra_args=("--workers", str(workers), *lone)).start()
     try:
         if workers:  # (each connection then goes to a worker: they mount it too)
             wait_for_workers(gateway, workers)

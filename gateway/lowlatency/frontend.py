@@ -66,9 +66,7 @@ class Consumer(FrontEndService):
 
 class LowLatency(FrontEnd):
     name = section = "carod"
-
-    def read_section(self, values: dict[str, Any], where: str) -> CarodSettings:
-        return carod_settings(values, where)
+    read_section = staticmethod(carod_settings)
 
     def enabled(self, config: GatewayConfig) -> bool:
         return self.settings(config).enable_carod

@@ -2,8 +2,8 @@
 
 ``/metrics`` is Prometheus' text format; ``/healthz`` answers while the reactor does (liveness); ``/readyz`` says
 whether the gateway can do its work now: its state directory takes a write, the backend answers a call, and what
-the front ends run says nothing is wrong (:meth:`gateway.frontend.FrontEndService.problems`: a broker connected).  Each has
-a short JSON body (``/readyz``: what is wrong) and is readable by the hosts in ``allow_read``, as the queue is.
+the front ends run says nothing is wrong (:meth:`gateway.frontend.FrontEndService.problems`: a broker connected).
+Each has a short JSON body (``/readyz``: what is wrong) and is readable by the hosts in ``allow_read``, as the queue is.
 """
 
 from __future__ import annotations

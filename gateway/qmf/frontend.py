@@ -53,9 +53,7 @@ class Agent(FrontEndService):
 
 class Qmf(FrontEnd):
     name = section = "qmf"
-
-    def read_section(self, values: dict[str, Any], where: str) -> QmfSettings:
-        return qmf_settings(values, where)
+    read_section = staticmethod(qmf_settings)
 
     def enabled(self, config: GatewayConfig) -> bool:
         return self.settings(config).enable_qmf
