@@ -1,14 +1,16 @@
-"""Assembling a running gateway from its configuration: backend, core, SOAP service, HTTP site."""
+"""Assembling a running gateway from its configuration: its ports, the backend and the core, the installed front
+ends (:mod:`gateway.frontend`) mounted on the HTTP sites, and the lifecycle of all of it as one ordered
+``twisted.application`` service (:mod:`gateway.lifecycle`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import Factory
-from twisted.internet.threads import deferToThread, deferToThreadPool
+from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web import resource
@@ -16,13 +18,8 @@ from twisted.web import resource
 from backends import registry
 from backends.interface import Capability, ScheddBackend
 from gateway import localsocket
-from gateway.aviary.services import AviaryContext, job_service, query_service
-from gateway.birdbath.collector import CollectorContext, collector_service, query_answers
-from gateway.birdbath.context import RequestContext
-from gateway.birdbath.schedd import job_ad_answers, schedd_service
 from gateway.config import GatewayConfig
 from gateway.connections import ConnectionGate, ConnectionGuard, RefusalLog, descriptor_limit
-from gateway.core.auth import Caller
 from gateway.core.collector import BirdbathCollector, contact_address
 from gateway.core.described import DescribedSubmissions
 from gateway.core.queries import QueryRunner
@@ -30,14 +27,11 @@ from gateway.core.schedd import BirdbathSchedd
 from gateway.core.submissions import SubmissionService, SubmissionSettings
 from gateway.core.threads import BlockingCaller
 from gateway.daemon import sharedport
-from gateway.http import GatewaySite, HandshakeLogging, Service
-from gateway.monitoring.web import Monitor, Watched, monitoring_pages, pages_root
-from gateway.rest.contract import Contract
-from gateway.rest.resources import ContractPage, RestApi
-from gateway.routes import Routes, collector_routes, gateway_routes
-from gateway.submission.dispatch import SoapDispatcher
-from gateway.submission.jsonapi import JsonApi
-from gateway.submission.service import SubmissionContext, soap_application
+from gateway.frontend import Core, Sites, installed
+from gateway.http import GatewaySite, HandshakeLogging
+from gateway.lifecycle import InOrder, Listening, Step
+from gateway.monitoring.web import Monitor, Watched, pages_root
+from gateway.routes import Routes
 from gateway.workers.inputs import inputs_digest
 from gateway.workers.parent import Front, WorkerPool
 
@@ -45,12 +39,14 @@ log = Logger()
 T = TypeVar("T")
 
 
-class Gateway:
-    """One gateway: a backend behind the Birdbath core, published as a twisted.web site.
+class Gateway(InOrder):
+    """One gateway: a backend behind the core, its front ends published on twisted.web sites; a service whose
+    children start in this order and stop in reverse: the backend and the core (:meth:`_start_core`), the front
+    ends' own services (brokers, agents), the monitor, the workers, the ports.
 
-    It starts in two steps so that a start that is refused leaves nothing behind: :meth:`listen` binds the ports
-    (a taken port fails here, before any state exists), then :meth:`start` creates the backend, which may create
-    its state directory.  Until the reactor runs, the bound ports serve nothing, so nobody sees the gap.
+    It starts in two steps so that a start that is refused leaves nothing behind: ``privilegedStartService`` binds
+    the ports (a taken port fails here, before any state exists), then ``startService`` creates the backend, which
+    may create its state directory.  Until the reactor runs, the bound ports serve nothing, so nobody sees the gap.
 
     Both ports serve one site: the same operations, the same rules; only the way callers are identified differs
     (:mod:`gateway.identity.callers`).  The SSL port's files (key, authorities, map file, password file) are read
@@ -58,6 +54,7 @@ class Gateway:
 
     def __init__(self, config: GatewayConfig, reactor: Any, backend: ScheddBackend | None = None,
                  command_line: list[str] | None = None) -> None:
+        super().__init__()
         self.config = config
         self.reactor = reactor
         self.backend = backend
@@ -65,8 +62,12 @@ class Gateway:
         self.queries: QueryRunner | None = None
         self.schedd: BirdbathSchedd | None = None
         self.submissions: SubmissionService | None = None
-        self.lowlatency: Any = None  # a gateway.lowlatency.service.LowLatencyService when [carod] is on
-        self.qmf: Any = None  # a gateway.qmf.agent.QmfAgent when [qmf] is on
+        #: the installed front ends this configuration switches on (:func:`gateway.frontend.installed`)
+        self.front_ends = [front_end for front_end in installed() if front_end.enabled(config)]
+        #: what the front ends run in this process, once started (the core's only: a worker runs none)
+        self.front_services = FrontEndServices(self)
+        #: whether the shutdown under way is SIGQUIT's fast one (set by the command line's handler)
+        self.fast_shutdown: Callable[[], bool] = lambda: False
         identification = config.identification(self.offload, reactor)
         #: how callers are identified (a worker replaces its login throttle with the core's: one count per gateway)
         self.identification = identification
@@ -81,20 +82,12 @@ class Gateway:
         # the operations' resource replaces this placeholder in start(), before the reactor serves anything
         self.site = GatewaySite(resource.Resource(), max_body=config.max_request_bytes,
                                 identification=identification, deadlines=config.request_deadlines())
-        self.port: IListeningPort | None = None
-        self.ssl_port: IListeningPort | None = None
-        #: the named socket condor_shared_port passes connections to (use_shared_port)
-        self.named_socket: IListeningPort | None = None
-        #: the local socket (Unix-domain, its callers named by the kernel), made once the state directory exists
-        self.local_socket: IListeningPort | None = None
         # the condorCollector service's own port (collector_port), beside the one it shares with the schedd
         self.collector_site = GatewaySite(resource.Resource(), max_body=config.max_request_bytes,
                                           identification=identification, deadlines=config.request_deadlines())
-        self.collector_port: IListeningPort | None = None
         # /metrics, /healthz and /readyz on a port of their own (metrics_port), beside the gateway's
         self.metrics_site = GatewaySite(resource.Resource(), max_body=config.max_request_bytes,
                                         identification=identification, deadlines=config.request_deadlines())
-        self.metrics_port: IListeningPort | None = None
         self._contact_text: str | None = None  # see _contact
         self.monitor: Monitor | None = None  # /metrics, /healthz, /readyz: made in start()
         #: the site's resource tree (gateway/routes.py), made in start(): ``routes.mount(path, resource)`` adds to it
@@ -106,25 +99,56 @@ class Gateway:
         self.workers = (WorkerPool(reactor, config.workers, command_line or [], self._core_services,
                                    alone=self._alone if config.lone_connection_in_core else lambda: False)
                         if config.workers else None)
+        #: the ports, bound at the privileged start (the local socket at the start, once the state directory exists)
+        self.ports = {name: Listening(name, listen, late=name == "local_socket") for name, listen in (
+            ("local_socket", self._listen_local), ("port", self._listen_plain), ("ssl_port", self._listen_tls),
+            ("named_socket", self._listen_shared), ("collector_port", self._listen_collector),
+            ("metrics_port", self._listen_metrics))}
+        for child in (Step("core", self._start_core, self._stop_core), self.front_services,
+                      Step("monitor", stop=lambda: self.monitor.stop() if self.monitor is not None else None),
+                      Step("workers", self._start_workers, self._stop_workers), *self.ports.values(),
+                      Step("announce", self._announce)):
+            child.setServiceParent(self)
 
-    def listen(self) -> None:
-        """Bind the plain port and the SSL port, those that are on (raises CannotListenError when one is taken)."""
+    # the ports, as bound (each None when the configuration has it off)
+    port = property(lambda self: self.ports["port"].port)
+    ssl_port = property(lambda self: self.ports["ssl_port"].port)
+    collector_port = property(lambda self: self.ports["collector_port"].port)
+    metrics_port = property(lambda self: self.ports["metrics_port"].port)
+
+    def _listen_plain(self) -> IListeningPort | None:
         config = self.config
-        guarded = self._front(Front.SITE)
-        if config.plain_port is not None:
-            self.port = self.reactor.listenTCP(config.plain_port, guarded, interface=config.listen)
-        if self.tls is not None:  # the gate before TLS: a refused connection costs no handshake
-            self.ssl_port = self.reactor.listenTCP(config.soap_ssl_port, self._front(Front.TLS),
-                                                   interface=config.listen)
-        if config.use_shared_port:
-            self.named_socket = sharedport.listen(self.reactor, config.named_socket(), guarded)
-        if config.collector_port:
-            self.collector_port = self.reactor.listenTCP(config.collector_port, self._front(Front.COLLECTOR),
-                                                         interface=config.listen)
-        if config.metrics_port:
-            self.metrics_port = self.reactor.listenTCP(config.metrics_port,
-                                                       ConnectionGuard(self.metrics_site, self.gate),
-                                                       interface=config.listen)
+        if config.plain_port is None:
+            return None
+        return self.reactor.listenTCP(config.plain_port, self._front(Front.SITE), interface=config.listen)
+
+    def _listen_tls(self) -> IListeningPort | None:
+        if self.tls is None:  # the gate before TLS: a refused connection costs no handshake
+            return None
+        return self.reactor.listenTCP(self.config.soap_ssl_port, self._front(Front.TLS), interface=self.config.listen)
+
+    def _listen_shared(self) -> IListeningPort | None:
+        """The named socket condor_shared_port passes connections to (``use_shared_port``)."""
+        if not self.config.use_shared_port:
+            return None
+        return sharedport.listen(self.reactor, self.config.named_socket(), self._front(Front.SITE))
+
+    def _listen_collector(self) -> IListeningPort | None:
+        if not self.config.collector_port:
+            return None
+        return self.reactor.listenTCP(self.config.collector_port, self._front(Front.COLLECTOR),
+                                      interface=self.config.listen)
+
+    def _listen_metrics(self) -> IListeningPort | None:
+        if not self.config.metrics_port:
+            return None
+        return self.reactor.listenTCP(self.config.metrics_port, ConnectionGuard(self.metrics_site, self.gate),
+                                      interface=self.config.listen)
+
+    def _listen_local(self) -> IListeningPort | None:
+        """The local socket (Unix-domain, its callers named by the kernel), made once the state directory exists."""
+        path = self.config.local_socket_path()
+        return None if path is None else localsocket.listen(self.reactor, path, self._front(Front.SITE))
 
     def protocol_factory(self, front: Front) -> Factory:
         """What serves a connection of a front: the site, TLS around it, or the collector's site."""
@@ -165,8 +189,8 @@ class Gateway:
         return {"schedd": self.schedd, "collector": self.collector, "submissions": self.submissions,
                 "described": self.described, "monitor": self.monitor, "throttle": self.identification.throttle}
 
-    def start(self) -> None:
-        """Create the backend, start its services in the reactor and serve the operations on the bound port."""
+    def _start_core(self) -> None:
+        """The backend, its threads and services, the core's services, the sites' trees."""
         config = self.config
         if self.backend is None:
             self.backend = registry.create(config.backend, config.state_dir,
@@ -177,9 +201,6 @@ class Gateway:
         self.queries = QueryRunner.pool(self.reactor, config.query_settings())
         if Capability.SERVICES in self.backend.capabilities:  # services in the gateway (the local executor)
             self.backend.start(self.reactor, self.calls)
-        local_socket = config.local_socket_path()
-        if local_socket is not None:
-            self.local_socket = localsocket.listen(self.reactor, local_socket, self._front(Front.SITE))
         policy = config.policy()
         self.schedd = BirdbathSchedd(self.backend, self.calls, policy, self.reactor, config.schedd_settings(),
                                      queries=self.queries)
@@ -191,28 +212,38 @@ class Gateway:
             max_staging_areas_per_caller=config.max_staging_areas_per_caller, limits=limits,
             pool_name=self.backend.info().pool, max_read_bytes=config.max_request_bytes), queries=self.queries,
             clusters=self.schedd.clusters, writer=self.schedd.writer)
-        if config.carod.enable_carod:  # low-latency jobs over AMQP: in the background, broker or not
-            from gateway.lowlatency.service import LowLatencyService  # pika takes 0.6 s of CPU to import: only here
-
-            self.lowlatency = LowLatencyService(self.reactor, config.carod, self.submissions, self.schedd,
-                                                self.collector, config.state_dir / "carod")
-            ensureDeferred(self.lowlatency.start()).addErrback(
-                lambda failure: log.failure("starting the low-latency (AMQP) front end", failure))
-        if config.qmf.enable_qmf:  # the QMF agent: its broker connection runs in a thread of its own
-            from gateway.qmf.agent import QmfAgent  # proton is an optional dependency (the [qmf] extra)
-
-            self.qmf = QmfAgent(self.reactor, config.qmf, self.submissions, self.collector)
-            self.qmf.start()
         self.serve(self.schedd, self.collector, self.submissions,
                    DescribedSubmissions(self.schedd, config.staging_lifetime), Monitor(self))
+
+    async def _stop_core(self) -> None:
+        """Roll back open transactions, then release the backend (SIGQUIT's fast shutdown tells the backend's
+        services not to wait for running jobs to stop by themselves); its threads are joined whatever fails."""
+        try:
+            if self.schedd is not None:
+                await self.schedd.abort_all()
+            if self.backend is not None and Capability.SERVICES in self.backend.capabilities:
+                await (self.backend.stop(fast=True) if self.fast_shutdown() else self.backend.stop())
+        finally:
+            self.release()
+
+    def _start_workers(self) -> None:
+        if self.workers is None:
+            return
+        changes = self.workers.start(self.inputs)
+        self.site.keep_open = self.collector_site.keep_open = self._keep_in_core
+        if self.config.lone_connection_in_core:
+            log.info("a connection that arrives while no other is open is served by the core process itself "
+                     "(lone_connection_in_core)")
+        if self.schedd.job_views:  # the workers read whether their views are current from it
+            self.backend.watch_changes(changes.publish)
+
+    async def _stop_workers(self) -> None:
         if self.workers is not None:
-            changes = self.workers.start(self.inputs)
-            self.site.keep_open = self.collector_site.keep_open = self._keep_in_core
-            if config.lone_connection_in_core:
-                log.info("a connection that arrives while no other is open is served by the core process itself "
-                         "(lone_connection_in_core)")
-            if self.schedd.job_views:  # the workers read whether their views are current from it
-                self.backend.watch_changes(changes.publish)
+            await self.workers.stop()
+
+    def _announce(self) -> None:
+        """Say what the gateway serves, where, and within which limits."""
+        config = self.config
         limits = self.gate.limits
         log.info("serving at most {total} connections, {per_caller} per caller, the last {reserved} for root and "
                  "queue_super_users on this machine (max_connections, max_connections_per_caller, "
@@ -228,10 +259,11 @@ class Gateway:
                 log.info("birdbath gateway listening on {scheme}://{host}:{port}/ with the {backend} backend "
                          "(state in {state}){callers}", scheme=scheme, host=address.host, port=address.port,
                          backend=config.backend, state=config.state_dir, callers=self._callers(scheme))
-        if self.local_socket is not None:
+        if self.ports["local_socket"].port is not None:
             log.info("birdbath gateway serving local clients on the Unix socket {path} (local_socket), as on the "
-                     "plain port; callers identified by the socket's peer credentials", path=local_socket)
-        if self.named_socket is not None:
+                     "plain port; callers identified by the socket's peer credentials",
+                     path=config.local_socket_path())
+        if self.ports["named_socket"].port is not None:
             log.info("birdbath gateway serving connections condor_shared_port passes to {path} (shared port id "
                      "{id}: clients use <host:port?sock={id}>), as on the plain port", path=config.named_socket(),
                      id=config.shared_port_id)
@@ -245,36 +277,23 @@ class Gateway:
                      port=address.port)
 
     def serve(self, schedd: Any, collector: Any, submissions: Any, described: Any, monitor: Watched) -> None:
-        """Publish the core's services (here, or in a worker their :class:`gateway.workers.link.RemoteObject`) as
-        the sites' resource trees (:mod:`gateway.routes`)."""
+        """Mount the front ends on the sites' trees over the core's services (here, or in a worker their
+        :class:`gateway.workers.link.RemoteObject` stand-ins)."""
         self.schedd, self.collector, self.submissions, self.monitor = schedd, collector, submissions, monitor
         self.described = described
-        schedd_wire = schedd_service()
-        self._answers = job_ad_answers(schedd_wire)
-        collector_wire = collector_service()
-        self._collector_answers = query_answers(collector_wire)
-        collector_service_ = Service(collector_wire, self._collector_context)
-        self.collector_site.resource = collector_routes(collector_service_).root
-        self.routes = gateway_routes(
-            schedd=Service(schedd_wire, self._request_context), collector=collector_service_,
-            submission=Service(SoapDispatcher(soap_application()), self._submission_context), json_api=JsonApi(),
-            aviary_job=Service(job_service(), self._aviary_context),
-            aviary_query=Service(query_service(), self._aviary_context), pages=monitoring_pages(monitor))
+        #: what the front ends were given (:class:`gateway.frontend.Core`)
+        self.core = Core(self.config, self.reactor, schedd, collector, submissions, described, monitor, self.offload)
+        self.routes, collector_routes = Routes(), Routes()
+        for front_end in self.front_ends:
+            front_end.mount(Sites(self.routes, collector_routes), self.core)
         self.site.resource = self.routes.root
+        self.collector_site.resource = collector_routes.root
         self.metrics_site.resource = pages_root(monitor)
-        contract = Contract.load()  # the REST face: /api/v1 and its OpenAPI document
-        self.routes.mount("/api", RestApi(contract, schedd, submissions, collector, described,
-                                          lease=self.config.staging_lifetime, max_upload=self.config.max_request_bytes,
-                                          offload=self.offload))
-        self.routes.mount("/openapi.json", ContractPage(contract))
 
     def offload(self, function: Callable[..., T], *args: Any) -> Deferred[T]:
         """``function(*args)`` on the reactor's thread pool: the front ends' blocking work (a password check, an
         uploaded archive's reading), which the reactor must not wait for."""
         return deferToThreadPool(self.reactor, self.reactor.getThreadPool(), function, *args)
-
-    def _aviary_context(self, caller: Caller) -> AviaryContext:
-        return AviaryContext(caller=caller, service=self.submissions)
 
     def _callers(self, scheme: str) -> str:
         """How the callers of one port are identified, for the start-up line."""
@@ -291,12 +310,6 @@ class Gateway:
             ways.append(self.config.token_settings().described())
         return "; callers identified by " + " or ".join(ways)
 
-    def _request_context(self, caller: Caller) -> RequestContext:
-        return RequestContext(caller=caller, schedd=self.schedd, answers=self._answers)
-
-    def _collector_context(self, caller: Caller) -> CollectorContext:
-        return CollectorContext(caller=caller, collector=self.collector, answers=self._collector_answers)
-
     def _contact(self) -> str:
         """The gateway's address as its daemons' ads publish it (``<host:port>``, the plain port's if it has one);
         worked out at the first query, once the ports are bound (a wildcard address costs a host-name lookup)."""
@@ -304,34 +317,6 @@ class Gateway:
             port = self.port or self.ssl_port
             self._contact_text = contact_address(port.getHost() if port is not None else None)
         return self._contact_text
-
-    def _submission_context(self, caller: Caller) -> SubmissionContext:
-        return SubmissionContext(caller=caller, service=self.submissions)
-
-    async def stop(self, fast: bool = False) -> None:
-        """Stop listening, roll back open transactions, then release the backend (``fast``: SIGQUIT's shutdown,
-        which tells the backend's services not to wait for running jobs to stop by themselves).
-
-        The backend's threads are stopped whatever fails before, or they would keep the process alive."""
-        if self.monitor is not None:
-            self.monitor.stop()
-        try:
-            for port in (self.port, self.ssl_port, self.named_socket, self.local_socket, self.collector_port,
-                         self.metrics_port):
-                if port is not None:
-                    await port.stopListening()
-            if self.workers is not None:
-                await self.workers.stop()
-            if self.lowlatency is not None:
-                await self.lowlatency.stop()
-            if self.qmf is not None:
-                await deferToThread(self.qmf.stop)  # joins the broker link's thread
-            if self.schedd is not None:
-                await self.schedd.abort_all()
-            if self.backend is not None and Capability.SERVICES in self.backend.capabilities:
-                await (self.backend.stop(fast=True) if fast else self.backend.stop())
-        finally:
-            self.release()
 
     def release(self) -> None:
         """Join the backend's threads and close it: all a start that failed half-way has to undo (the port closes
@@ -344,3 +329,21 @@ class Gateway:
             self.calls = None
         if self.backend is not None:
             self.backend.close()
+
+
+class FrontEndServices(InOrder):
+    """What the front ends run (:meth:`gateway.frontend.FrontEnd.service`), made when the gateway starts, once the
+    core they are given exists, and started in the front ends' order."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        super().__init__()
+        self.setName("front ends")
+        self.gateway = gateway
+
+    def startService(self) -> None:
+        for front_end in self.gateway.front_ends:
+            service = front_end.service(self.gateway.core)
+            if service is not None:
+                service.setName(front_end.name)
+                service.setServiceParent(self)  # (not running yet: started below, in order)
+        super().startService()

@@ -138,13 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
     from twisted.internet import reactor
-    from twisted.internet.defer import Deferred
 
     from gateway import logging, memory
     from gateway.app import Gateway
     from gateway.config import ConfigError
     from gateway.connections import log_descriptor_limit, raise_descriptor_limit
-    from gateway.daemon.service import FastShutdown, keepalive_for
+    from gateway.daemon.service import FastShutdown, KeepAliveService, keepalive_for
+    from gateway.frontend import NoFrontEnd
+    from gateway.lifecycle import InOrder
     from gateway.stack import ensure_main_stack, log_stack_warning
 
     try:
@@ -155,10 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     descriptors = raise_descriptor_limit(config.max_file_descriptors)
     try:
         gateway = Gateway(config, reactor, command_line=sys.argv[1:] if argv is None else argv)
-    except ConfigError as exc:  # a file of the SSL port changed since it was checked
-        return refuse(exc, EXIT_CONFIG)
+    except (ConfigError, NoFrontEnd) as exc:  # a file of the SSL port changed since it was checked; an install
+        return refuse(exc, EXIT_CONFIG)  # whose front ends cannot be found
+    daemon = InOrder()  # the gateway, then the keepalive: started in order, stopped in reverse at shutdown
+    gateway.setServiceParent(daemon)
     try:
-        gateway.listen()
+        daemon.privilegedStartService()  # the ports
     except Exception as exc:  # CannotListenError: the port is taken, or the address is not ours
         return refuse(exc, EXIT_START)
     try:
@@ -170,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     log_descriptor_limit(descriptors)
     memory.install(reactor)
     try:
-        gateway.start()
+        daemon.startService()
         for port_file, port in ((args.port_file, gateway.port), (args.ssl_port_file, gateway.ssl_port)):
             if port_file and port is not None:
                 port_file.write_text(f"{port.getHost().port}\n")
@@ -179,12 +182,11 @@ def main(argv: list[str] | None = None) -> int:
         return refuse_start(exc)
     shutdown = FastShutdown(reactor)
     shutdown.install()
+    gateway.fast_shutdown = lambda: shutdown.fast
     keepalive = keepalive_for(reactor, config.master_keepalive, config.not_responding_timeout)
     if keepalive is not None:
-        keepalive.start()
-        reactor.addSystemEventTrigger("before", "shutdown", keepalive.stop)
-    reactor.addSystemEventTrigger("before", "shutdown",
-                                  lambda: Deferred.fromCoroutine(gateway.stop(fast=shutdown.fast)))
+        KeepAliveService(keepalive).setServiceParent(daemon)  # (the daemon runs: it starts now)
+    reactor.addSystemEventTrigger("before", "shutdown", daemon.stopService)
     reactor.run()
     return 0
 

@@ -118,8 +118,6 @@ from gateway.identity.throttle import LoginThrottle, ThrottleSettings
 from gateway.identity.tls import ClientCertificates, ServerContextFactory, TlsError, TlsSettings
 from gateway.localsocket import LOCAL_SOCKET_NAME, UnsafeSocketPath, check_path
 from gateway.logging import LEVELS
-from gateway.lowlatency.settings import CarodSettingError, CarodSettings, carod_settings
-from gateway.qmf.settings import QmfSettingError, QmfSettings, qmf_settings
 from jobmodel.expressions import ExpressionLimits
 
 #: ``port = "auto"``: the plain port on any free port (``port = 0`` switches the plain port off)
@@ -277,8 +275,8 @@ class GatewayConfig:
     collector_port: int = 0  # 0: the collector is served on the gateway's own port only
     metrics_port: int = 0  # 0: the monitoring pages are served on the gateway's own port only
     backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    carod: CarodSettings = field(default_factory=CarodSettings)  # the [carod] section
-    qmf: QmfSettings = field(default_factory=QmfSettings)  # the [qmf] section
+    #: the front ends' own sections ([carod], [qmf]) by name, each read by its front end (gateway/frontend.py)
+    sections: dict[str, Any] = field(default_factory=dict)
     #: the file the settings were read from (None: the defaults), and the digest of the bytes read
     source: Path | None = None
     source_digest: str | None = None
@@ -421,13 +419,14 @@ def load(path: Path | None) -> GatewayConfig:
             raise ConfigError(f"{path}: unknown setting(s) in [{section}]: {', '.join(sorted(unknown))}")
         for key, value in values.items():
             _set(config, key, value, f"{path} [{section}] {key}")
+    from gateway.frontend import installed  # (each front end knows its section; it imports the transport)
+
     try:
-        config.carod = carod_settings(data.pop("carod", {}), str(path))
-    except CarodSettingError as exc:
-        raise ConfigError(str(exc)) from None
-    try:
-        config.qmf = qmf_settings(data.pop("qmf", {}), str(path))
-    except QmfSettingError as exc:
+        for front_end in installed():
+            if front_end.section is not None:
+                config.sections[front_end.section] = front_end.read_section(data.pop(front_end.section, {}),
+                                                                            str(path))
+    except ValueError as exc:  # a knob of a front end's section; no front end installed
         raise ConfigError(str(exc)) from None
     config.backend_options = data.pop("backends", {})
     if data:

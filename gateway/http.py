@@ -1,5 +1,7 @@
-"""The HTTP face of the gateway: its site, its requests, and the resources the tree is made of (the tree itself is
-built in :mod:`gateway.routes`).
+"""The HTTP face of the gateway: its site, its requests, the answering resource every front end's answers go
+through (:class:`Answering`) and the segments of a tree (:class:`Branch`; the tree is :mod:`gateway.routes`, which
+the front ends fill).  It knows no protocol: a front end hands it an :class:`Answer`
+(``tests/test_architecture.py`` keeps it importing none of their rooms).
 
 Peers outside ``allow_soap`` are closed when accepted, and requests too slow to arrive are cut off
 (:mod:`gateway.connections`); bodies over the size cap are refused while they arrive; then the caller is
@@ -18,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from xml.sax.saxutils import escape
 
 from OpenSSL import SSL
@@ -37,9 +39,7 @@ from gateway.core.auth import LOCAL_SOCKET_HOST, Caller
 from gateway.identity.callers import Connection, Identification, Refusal, describe
 from gateway.identity.tls import openssl_reason, peer_certificate
 from gateway.logging import AccessLog, log_time
-from gateway.soap.answer import Dispatcher, Maybe, SoapAnswer, started
-from gateway.soap.wsdl import PublishedWsdl
-from gateway.submission.jsonapi import JSON, JsonApi, fail_document
+from gateway.maybe import Maybe, started
 
 log = Logger(namespace="birdbath.request")
 
@@ -174,12 +174,18 @@ class GatewayRequest(server.Request):
         self.channel.loseConnection()
 
 
-@dataclass(frozen=True)
-class Service:
-    """A front end as the tree serves it: its dispatcher, and how it makes a request's context from the caller."""
+class Answer(Protocol):
+    """What a front end answers a request with, as the transport writes it (the SOAP codec's ``SoapAnswer``, the
+    JSON form's): the HTTP status and body (or its pieces, streamed), and for the access log the operation, its
+    fault or status, and why."""
 
-    dispatcher: Dispatcher
-    context_for: Callable[[Caller], Any]
+    code: int
+    body: bytes
+    operation: str | None
+    fault: str | None
+    status: str | None
+    reason: str | None
+    chunks: Iterator[bytes] | None
 
 
 #: what a GET of a path that serves no document answers
@@ -198,7 +204,7 @@ def refused(request: server.Request, refusal: Refusal) -> None:
 
 
 class Answering(resource.Resource):
-    """A resource that answers with a front end's answers (:class:`SoapAnswer`), in its own form (``content_type``):
+    """A resource that answers with a front end's answers (:class:`Answer`), in its own form (``content_type``):
     a caller refused when identified is answered here, and each answer records the request's outcome for the
     access log."""
 
@@ -224,7 +230,7 @@ class Answering(resource.Resource):
         request.setHeader(b"content-type", self.content_type)
         return self.refused_body(refusal.message)
 
-    def answer_with(self, answer: Maybe[SoapAnswer], request: GatewayRequest, context: Any) -> int:
+    def answer_with(self, answer: Maybe[Answer], request: GatewayRequest, context: Any) -> int:
         """Write the answer, now or when it comes."""
         if not isinstance(answer, Deferred):
             self._respond(answer, request, context)
@@ -233,7 +239,7 @@ class Answering(resource.Resource):
         answer.addErrback(self._crashed, request)
         return server.NOT_DONE_YET
 
-    def _respond(self, answer: SoapAnswer, request: GatewayRequest, context: Any) -> None:
+    def _respond(self, answer: Answer, request: GatewayRequest, context: Any) -> None:
         outcome, reason = answer.fault or answer.status, answer.reason
         status = getattr(context, "status", None)  # the status the operation recorded, when its answer has none
         if outcome is None and status is not None:
@@ -260,95 +266,40 @@ class Answering(resource.Resource):
         write_whole(request, fault_document("Internal server error"))
 
 
-class SoapResource(Answering):
-    """A SOAP service at a path and every path below it (gSOAP's servers answered any path): POST is an operation;
-    GET with ``?wsdl``, or of its WSDL's file name, is the WSDL, its address set to the one the client used.
-
-    ``service`` picks the front end for a request's body (the schedd or the collector, on a port both share).  A
-    GET whose last segment names another service's WSDL (``/x/condorCollector.wsdl``) is that service's:
-    ``wsdl_files``, the site's table of them, shared by its resources."""
-
-    def __init__(self, service: Callable[[bytes], Service], wsdl: PublishedWsdl | None = None, location: str = "",
-                 file_name: bytes = b"", wsdl_files: dict[bytes, SoapResource] | None = None) -> None:
-        super().__init__()
-        self.service = service
-        self.wsdl = wsdl
-        self.location = location
-        self.file_name = file_name
-        self.wsdl_files = {} if wsdl_files is None else wsdl_files
-
-    def getChild(self, path: bytes, request: server.Request) -> resource.Resource:
-        """Any path below is this service's, but a WSDL's file name that ends the path (GET only)."""
-        return wsdl_by_name(self.wsdl_files, path, request) or self
-
-    def render_GET(self, request: GatewayRequest) -> bytes:
-        if request.refusal is not None:
-            return self.refuse(request, request.refusal)
-        last = request.path.rstrip(b"/").rsplit(b"/", 1)[-1]
-        wants_wsdl = last == self.file_name or (request.args is not None and b"wsdl" in request.args) \
-            or request.uri.lower().endswith(b"?wsdl")
-        if self.wsdl is None or not wants_wsdl:
-            return not_found(request)
-        request.setHeader(b"content-type", XML)
-        return self.wsdl.render(_base_url(request) + self.location)
-
-    def render_POST(self, request: GatewayRequest) -> int | bytes:
-        if request.refusal is not None:
-            return self.refuse(request, request.refusal)
-        body = request.content.read() if request.content is not None else b""
-        service = self.service(body)
-        context = service.context_for(request.caller)
-        try:
-            answer = service.dispatcher.dispatch(body, context)
-        except Exception:  # noqa: BLE001 - a bug in a front end: a Server fault, never a crash
-            self._crashed(Failure(), request)
-            return server.NOT_DONE_YET
-        return self.answer_with(answer, request, context)
-
-
-class JsonResource(Answering):
-    """The submission API's JSON form: ``POST <here>/<operation>``, the rest of the path naming the operation."""
-
-    isLeaf = True
-    content_type = JSON
-
-    def __init__(self, api: JsonApi, context_for: Callable[[Caller], Any]) -> None:
-        super().__init__()
-        self.api = api
-        self.context_for = context_for
-
-    def refused_body(self, message: str) -> bytes:
-        return fail_document(message)
-
-    def render_POST(self, request: GatewayRequest) -> int | bytes:
-        if request.refusal is not None:
-            return self.refuse(request, request.refusal)
-        body = request.content.read() if request.content is not None else b""
-        operation = b"/".join(request.postpath).strip(b"/").decode("utf-8", "replace")
-        context = self.context_for(request.caller)
-        return self.answer_with(self.api.answer(operation, body, context), request, context)
-
-
 class Branch(resource.Resource):
-    """A path segment that holds resources (``putChild``) and leaves every other name below it, and itself, to
-    ``fallback``: the site's root, and the segments on the way to a resource mounted deeper
-    (:meth:`gateway.routes.Routes.mount`)."""
+    """A path segment that holds resources (``putChild``) and leaves every other name below it, and itself, to its
+    tree's fallback (:attr:`gateway.routes.Routes.fallback`): the site's root, and the segments on the way to a
+    resource mounted deeper (:meth:`gateway.routes.Routes.mount`).  A GET whose last segment is one of the tree's
+    documents by file name (``documents``: a WSDL, say) is that document's resource, whatever the path before it."""
 
-    def __init__(self, fallback: SoapResource) -> None:
+    def __init__(self, tree: Tree) -> None:
         super().__init__()
-        self.fallback = fallback
+        self.tree = tree
+
+    @property
+    def fallback(self) -> resource.Resource:
+        return self.tree.fallback
 
     def getChild(self, path: bytes, request: server.Request) -> resource.Resource:
-        return wsdl_by_name(self.fallback.wsdl_files, path, request) or self.fallback
+        return document_by_name(self.tree.documents, path, request) or self.tree.fallback
 
     def render(self, request: server.Request) -> Any:
-        return self.fallback.render(request)
+        return self.tree.fallback.render(request)
 
 
-def wsdl_by_name(files: dict[bytes, SoapResource], name: bytes, request: server.Request) -> SoapResource | None:
-    """The service whose WSDL file a GET's last path segment names (``/anything/condorCollector.wsdl``)."""
+class Tree(Protocol):
+    """What a :class:`Branch` reads of the tree it is in, at each request (a front end may set the fallback after
+    the branch is made)."""
+
+    fallback: resource.Resource
+    documents: dict[bytes, resource.Resource]
+
+
+def document_by_name(documents: dict[bytes, resource.Resource], name: bytes,
+                     request: server.Request) -> resource.Resource | None:
+    """The resource whose document a GET's last path segment names (``/anything/condorCollector.wsdl``)."""
     if request.method in (b"GET", b"HEAD") and not any(request.postpath):
-        return files.get(name)
+        return documents.get(name)
     return None
 
 
@@ -404,7 +355,7 @@ class StreamedBody:
         self._request.cut_short()
 
 
-def _base_url(request: server.Request) -> str:
+def base_url(request: server.Request) -> str:
     host = request.getHeader(b"host")
     if not host:
         address = request.getHost()

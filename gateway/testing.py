@@ -90,16 +90,20 @@ class GatewayProcess:
     """``birdbath-gateway`` running in its own process, started and stopped by a test.
 
     ``ssl`` adds the SSL port (``--ssl-port``, on a free port; the TLS knobs come with ``config``, e.g. from
-    :meth:`TestPki.config`); ``plain=False`` switches the plain port off.  A restart keeps the ports."""
+    :meth:`TestPki.config`); ``plain=False`` switches the plain port off; ``python_path``: directories it imports
+    from too (a front end a test installs there).  A restart keeps the ports."""
 
     def __init__(self, state_dir: Path, config: str | None = None, tmp: Path | None = None,
-                 extra_args: tuple[str, ...] = (), *, ssl: bool = False, plain: bool = True) -> None:
+                 extra_args: tuple[str, ...] = (), *, ssl: bool = False, plain: bool = True,
+                 python_path: tuple[Path, ...] = ()) -> None:
         self.state_dir = state_dir
         self.tmp = tmp or state_dir.parent
         self.config_text = config
         self.extra_args = extra_args
         self.ssl = ssl
         self.plain = plain
+        #: directories the gateway imports from besides the source tree (a package a test installs there)
+        self.python_path = python_path
         self.process: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
         self.ssl_port: int | None = None
@@ -149,7 +153,8 @@ class GatewayProcess:
         port_files = self._port_files()
         for port_file in port_files.values():
             port_file.unlink(missing_ok=True)
-        env = dict(os.environ, CONDOR_CONFIG="/dev/null", PYTHONPATH=str(SOURCE_ROOT))
+        env = dict(os.environ, CONDOR_CONFIG="/dev/null",
+                   PYTHONPATH=os.pathsep.join(map(str, (SOURCE_ROOT, *self.python_path))))
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(self.command(port_files), cwd=SOURCE_ROOT, env=env, stdout=log,
                                             stderr=subprocess.STDOUT)

@@ -102,6 +102,21 @@ def test_no_standard_imports_another():
     assert not wrong, "a standard's room imports another's:\n" + "\n".join(wrong)
 
 
+#: the transport and the app layer: HTTP, the tree, connections, the front-end object, the lifecycle, the assembly
+TRANSPORT = ("gateway.http", "gateway.routes", "gateway.connections", "gateway.localsocket", "gateway.frontend",
+             "gateway.lifecycle", "gateway.maybe", "gateway.app", "gateway.cli")
+
+
+def test_the_transport_imports_no_protocols_room():
+    """Front ends mount themselves (gateway/frontend.py); the transport knows none of them, nor the SOAP codec."""
+    rooms = (*STANDARDS, "gateway.soap")
+    wrong = sorted(f"{importer} imports {imported}" for importer, targets in graph().items()
+                   if importer in TRANSPORT for imported in targets
+                   if imported in rooms or imported.startswith(tuple(room + "." for room in rooms)))
+    assert not wrong, "the transport imports a protocol's room:\n" + "\n".join(wrong)
+    assert set(TRANSPORT) <= set(graph()), "a module named here is gone: name its successor"
+
+
 def find_circle(edges: dict[str, set[str]]) -> list[str] | None:
     """One import circle, as the list of modules round it, or None."""
     state: dict[str, int] = {}  # 1 on the current path, 2 finished

@@ -139,10 +139,10 @@ def config(tmp_path, text: str):
 
 def test_carod_knobs_and_their_defaults(tmp_path):
     settings = config(tmp_path, '[carod]\nenable_carod = true\ncarod_broker_queue = "work"\ncarod_ip = "1.2.3.4"\n'
-                                "carod_lease_time = 35\n").carod
+                                "carod_lease_time = 35\n").sections["carod"]
     assert settings.enable_carod and settings.rejected_queue == "work.rejected"
     assert settings.carod_broker_port == 5672 and settings.carod_default_owner == "nobody"
-    assert not config(tmp_path, "").carod.enable_carod
+    assert not config(tmp_path, "").sections["carod"].enable_carod
 
 
 @pytest.mark.parametrize("text, words", [

@@ -24,10 +24,10 @@ def config(tmp_path, text: str):
 def test_qmf_knobs_and_their_defaults(tmp_path):
     (tmp_path / "password").write_text("s3cret\nignored\n")
     settings = config(tmp_path, f'[qmf]\nenable_qmf = true\nqmf_broker_auth_mech = "plain"\nqmf_broker_username = '
-                                f'"gw"\nqmf_broker_password_file = "{tmp_path / "password"}"\n').qmf
+                                f'"gw"\nqmf_broker_password_file = "{tmp_path / "password"}"\n').sections["qmf"]
     assert settings.enable_qmf and settings.qmf_broker_auth_mech == "PLAIN" and settings.authenticated
     assert settings.password() == "s3cret" and settings.qmf_broker_port == 5672
-    defaults = config(tmp_path, "").qmf
+    defaults = config(tmp_path, "").sections["qmf"]
     assert not defaults.enable_qmf and not defaults.authenticated and defaults.qmf_update_interval == 10
 
 

@@ -598,7 +598,7 @@ def carod_gateway(amqp_broker):
 
 @runs("config-carod")
 def config_carod(example: Example, carod_gateway: GatewayProcess) -> None:
-    assert load_text(example.body).carod.enable_carod and "work queue grid" in carod_gateway.log()
+    assert load_text(example.body).sections["carod"].enable_carod and "work queue grid" in carod_gateway.log()
 
 
 def load_text(text: str):
@@ -672,7 +672,7 @@ def run_python2(code: str, broker, cwd: Path) -> list[str]:
 
 @runs("config-qmf")
 def config_qmf(example: Example, qmf_gateway: GatewayProcess) -> None:
-    assert load_text(example.body).qmf.enable_qmf and "QMF broker connected" in qmf_gateway.log()
+    assert load_text(example.body).sections["qmf"].enable_qmf and "QMF broker connected" in qmf_gateway.log()
 
 
 @runs("qmf-seed")

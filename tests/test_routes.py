@@ -1,5 +1,6 @@
-"""The site's resource tree (gateway/routes.py): which resource twisted.web finds for a path, the WSDLs by file name,
-gSOAP's any-path POSTs split between condorSchedd and condorCollector by the body, and a resource mounted at a path.
+"""The site's resource tree (gateway/routes.py) as the installed front ends fill it (gateway/frontend.py): which
+resource twisted.web finds for a path, the WSDLs by file name, gSOAP's any-path POSTs split between condorSchedd and
+condorCollector by the body (gateway/birdbath/frontend.py), and a resource mounted at a path.
 
 The tree is resolved by twisted.web's own traversal (``getChildForRequest``) on the tree the gateway serves; what
 the resources then answer is checked against a running gateway.
@@ -16,9 +17,13 @@ from lxml import etree
 from twisted.web.resource import Resource, getChildForRequest
 from twisted.web.test.requesthelper import DummyRequest
 
-from gateway.http import Branch, JsonResource, Service, SoapResource
-from gateway.routes import Routes, gateway_routes, operation_of, schedd_or_collector
-from gateway.submission.jsonapi import JsonApi
+from gateway.birdbath.frontend import schedd_or_collector
+from gateway.config import GatewayConfig
+from gateway.frontend import Core, Sites, installed
+from gateway.http import Branch
+from gateway.routes import Routes, Unserved
+from gateway.soap.resource import Service, SoapResource, operation_of
+from gateway.submission.frontend import JsonResource
 
 SOAP_ENV = "http://schemas.xmlsoap.org/soap/envelope/"
 
@@ -30,24 +35,39 @@ class Page(Resource):
         return b"page"
 
 
+#: the services by the name of the contract their dispatcher serves (the submission API's is spyne's)
+NAMES = {"condorSchedd": "schedd", "condorCollector": "collector", "aviary-job": "job", "aviary-query": "query"}
+
+
+def mounted(config: GatewayConfig | None = None) -> Sites:
+    """The trees the installed front ends fill, over a core of nothing (no request reaches it here)."""
+    config = config or GatewayConfig()
+    sites = Sites(Routes(), Routes())
+    core = Core(config, None, None, None, None, None, None, lambda *args: None)  # type: ignore[arg-type]
+    for front_end in installed():
+        if front_end.enabled(config):
+            front_end.mount(sites, core)
+    return sites
+
+
 @pytest.fixture
 def routes() -> Routes:
-    """The gateway's tree, its services named by what they are (no request reaches them here)."""
-    services = {name: Service(dispatcher=name, context_for=lambda caller: None)  # type: ignore[arg-type]
-                for name in ("schedd", "collector", "submission", "job", "query")}
-    return gateway_routes(schedd=services["schedd"], collector=services["collector"],
-                          submission=services["submission"], json_api=JsonApi(), aviary_job=services["job"],
-                          aviary_query=services["query"], pages={"/metrics": Page(), "/healthz": Page()})
+    """The gateway's tree."""
+    return mounted().gateway
 
 
 def found(routes: Routes, path: str, method: bytes = b"POST", body: bytes = b"") -> tuple[object, str]:
-    """The resource the tree gives ``path``, and the service it hands ``body`` to (its dispatcher's name)."""
+    """The resource the tree gives ``path``, and the service it hands ``body`` to (by its contract's name)."""
     request = DummyRequest(path.encode().split(b"/")[1:])
     request.method = method
     resource = getChildForRequest(routes.root, request)
     if isinstance(resource, Branch):  # a segment on the way to a mounted resource renders as its fallback
         resource = resource.fallback
-    service = resource.service(body).dispatcher if isinstance(resource, SoapResource) else ""
+    service = ""
+    if isinstance(resource, SoapResource):
+        dispatcher = resource.service(body).dispatcher
+        contract = getattr(dispatcher, "contract", None)
+        service = NAMES[contract.service] if contract is not None else "submission"
     return resource, service
 
 
@@ -93,14 +113,33 @@ def test_json_operations_are_the_json_resource_below_submission(routes):
 
 def test_a_resource_mounted_at_a_path_takes_it_and_its_neighbours_stay_the_schedds(routes):
     api, spec = Page(), Page()
-    assert routes.mount("/api/v1", api) is api
-    routes.mount("/openapi.json", spec)
-    assert found(routes, "/api/v1")[0] is api and found(routes, "/api/v1/jobs/1.0", b"GET")[0] is api
-    assert found(routes, "/openapi.json", b"GET")[0] is spec
-    assert found(routes, "/api", body=envelope("getVersionString"))[1] == "schedd"
-    assert found(routes, "/api/v2/jobs", body=envelope("getVersionString"))[1] == "schedd"
-    assert found(routes, "/api/condorCollector.wsdl", b"GET")[0].file_name == b"condorCollector.wsdl"
-    assert isinstance(found(routes, "/metrics", b"GET")[0], Page)
+    assert routes.mount("/extra/v1", api) is api
+    routes.mount("/extra.json", spec)
+    assert found(routes, "/extra/v1")[0] is api and found(routes, "/extra/v1/jobs/1.0", b"GET")[0] is api
+    assert found(routes, "/extra.json", b"GET")[0] is spec
+    assert found(routes, "/extra", body=envelope("getVersionString"))[1] == "schedd"
+    assert found(routes, "/extra/v2/jobs", body=envelope("getVersionString"))[1] == "schedd"
+    assert found(routes, "/extra/condorCollector.wsdl", b"GET")[0].file_name == b"condorCollector.wsdl"
+    assert type(found(routes, "/api/v1/jobs", b"GET")[0]).__name__ == "RestApi"  # the REST front end's
+    assert type(found(routes, "/metrics", b"GET")[0]).__name__ == "MetricsPage"
+
+
+def test_the_collectors_own_port_is_the_collector_at_every_path():
+    collector = mounted().collector
+    for path in ("/", "/condorSchedd", "/any/where"):
+        assert found(collector, path, body=envelope("getVersionString"))[1] == "collector", path
+    assert found(collector, "/x/condorCollector.wsdl", b"GET")[0].file_name == b"condorCollector.wsdl"
+    assert found(collector, "/condorSchedd.wsdl", b"GET")[0].file_name == b"condorCollector.wsdl"
+
+
+def test_a_tree_no_front_end_filled_answers_nothing_but_not_found():
+    """The transport's tree before any front end: every path its fallback, a 404 to a GET, no SOAP service."""
+    empty = Routes()
+    resource, service = found(empty, "/any/path", b"GET")
+    assert type(resource) is Unserved and service == ""
+    request = DummyRequest([b"any"])
+    request.refusal = None
+    assert resource.render_GET(request) and request.responseCode == 404
 
 
 @pytest.mark.parametrize("body, name", [

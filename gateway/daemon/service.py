@@ -1,4 +1,5 @@
-"""The daemon side of a running gateway: the keepalive its configuration and environment call for, and SIGQUIT.
+"""The daemon side of a running gateway: the keepalive its configuration and environment call for (a
+``twisted.application`` service, the last child of the daemon's, :class:`KeepAliveService`), and SIGQUIT.
 
 Which keepalive:
   - ``master_keepalive = "HOST:PORT"`` (``--master-keepalive``): the 2009 datagram to that address, whatever else;
@@ -17,6 +18,7 @@ import os
 import signal
 from typing import Any, Callable, Mapping
 
+from twisted.application.service import Service
 from twisted.internet.error import ReactorNotRunning
 from twisted.logger import Logger
 
@@ -52,8 +54,24 @@ def keepalive_for(reactor: Any, master_keepalive: str, not_responding_timeout: i
     return KeepAlive(reactor, BindingsSender(parent), timeout, fallback=StreamSender(reactor, parent.address))
 
 
+class KeepAliveService(Service):
+    """The keepalive as a part of the daemon's lifecycle: it starts once the gateway serves, and stops first."""
+
+    def __init__(self, keepalive: KeepAlive) -> None:
+        self.setName("keepalive")
+        self.keepalive = keepalive
+
+    def startService(self) -> None:
+        super().startService()
+        self.keepalive.start()
+
+    def stopService(self) -> None:
+        super().stopService()
+        self.keepalive.stop()
+
+
 class FastShutdown:
-    """SIGQUIT: stop the reactor, with ``fast`` set for the shutdown trigger to read."""
+    """SIGQUIT: stop the reactor, with ``fast`` set for the gateway's stop to read (``Gateway.fast_shutdown``)."""
 
     def __init__(self, reactor: Any) -> None:
         self.reactor = reactor

@@ -1,7 +1,8 @@
 """The queue's and the gateway's figures, read when Prometheus scrapes: jobs by state, by owner (the busiest owners,
 the rest as ``other``) and held by ``HoldReasonCode``; slots and busy slots, idle jobs that match no slot, the
 negotiation cycle's and the launchers' times, the spool's bytes (a backend that runs jobs); open transactions,
-staging areas and the state directory's free space (the gateway's); the low-latency (AMQP) front end's counters.
+staging areas and the state directory's free space (the gateway's); the figures of what the front ends run (a
+broker's connection and messages: :meth:`gateway.frontend.FrontEndService.figures`).
 
 The queue's figures are the backend's own (``Capability.FIGURES``: the local backend tallies them as its Scheduler
 ad counts them, so ``birdbath status -schedd`` and the metrics never disagree), else tallied here the same way
@@ -13,10 +14,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
@@ -58,12 +58,11 @@ class ScrapedFigures(Collector):
     """A prometheus_client collector of the figures read at scrape time."""
 
     def __init__(self, state_dir: Path, open_transactions: Callable[[], int], staging_areas: Callable[[], int],
-                 lowlatency: Callable[[], Any], qmf: Callable[[], Any] = lambda: None) -> None:
+                 front_ends: Callable[[], Iterable[Metric]] = lambda: ()) -> None:
         self.state_dir = state_dir
         self._open_transactions = open_transactions
         self._staging_areas = staging_areas
-        self._lowlatency = lowlatency
-        self._qmf = qmf
+        self._front_ends = front_ends
         self.last = Snapshot()
 
     def collect(self) -> Iterator[Metric]:
@@ -96,43 +95,7 @@ class ScrapedFigures(Collector):
                                     "(to an unprivileged writer)", value=disk.f_bavail * disk.f_frsize)
             yield GaugeMetricFamily("birdbath_state_directory_size_bytes", "Size of the state directory's file "
                                     "system", value=disk.f_blocks * disk.f_frsize)
-        yield from self._amqp()
-        yield from self._qmf_agent()
-
-    def _amqp(self) -> Iterator[Metric]:
-        service = self._lowlatency()
-        if service is None:
-            return
-        yield GaugeMetricFamily("birdbath_amqp_connected", "1 while the AMQP broker is connected",
-                                value=1 if amqp_connected(service) else 0)
-        yield CounterMetricFamily("birdbath_amqp_connections", "Connections made to the broker (more than one: "
-                                  "reconnects)", value=service.broker.connections)
-        stats = service.stats()
-        for name, help in (("taken", "Messages taken as jobs"), ("rejected", "Messages rejected"),
-                           ("errors", "Messages answered with an error"), ("finals", "Final replies sent"),
-                           ("requeued", "Messages given back to the broker")):
-            yield CounterMetricFamily(f"birdbath_amqp_messages_{name}", help, value=stats[name])
-        yield GaugeMetricFamily("birdbath_amqp_jobs_tracked", "Low-latency jobs being followed to their end",
-                                value=stats["tracked"])
-
-
-    def _qmf_agent(self) -> Iterator[Metric]:
-        agent = self._qmf()
-        if agent is None:
-            return
-        yield GaugeMetricFamily("birdbath_qmf_connected", "1 while the QMF agent's broker is connected",
-                                value=1 if agent.connected else 0)
-        yield CounterMetricFamily("birdbath_qmf_connections", "Connections the QMF agent made to its broker (more "
-                                  "than one: reconnects)", value=agent.link.connections)
-        yield CounterMetricFamily("birdbath_qmf_requests", "QMF requests answered (locates, queries, schema "
-                                  "requests, method calls)", value=agent.answered)
-
-
-def amqp_connected(service: Any) -> bool:
-    """Whether the low-latency service's broker connection is up now."""
-    link = service.broker.link
-    return link is not None and link.open and link.connection.is_open
-
+        yield from self._front_ends()
 
 def _owners(queue: QueueFigures) -> GaugeMetricFamily:
     """Jobs by owner and state: the owners with most jobs by name, the others summed as ``other``."""

@@ -1,9 +1,9 @@
 """``/metrics``, ``/healthz`` and ``/readyz`` on the gateway's port, beside the operations.
 
 ``/metrics`` is Prometheus' text format; ``/healthz`` answers while the reactor does (liveness); ``/readyz`` says
-whether the gateway can do its work now: its state directory takes a write, the backend answers a call, the AMQP
-broker is connected when the low-latency front end is on, and so is the QMF broker when the QMF agent is.  Each has
-a short JSON body (``/readyz``: what is wrong) and is readable by the hosts in ``allow_read``, as the queue is.
+whether the gateway can do its work now: its state directory takes a write, the backend answers a call, and what
+the front ends run says nothing is wrong (:meth:`gateway.frontend.FrontEndService.problems`: a broker connected).
+Each has a short JSON body (``/readyz``: what is wrong) and is readable by the hosts in ``allow_read``, as the queue is.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from twisted.web import resource, server
 from gateway.http import write_whole
 
 from .events import EventMetrics, RequestTally
-from .figures import ScrapedFigures, amqp_connected, snapshot
+from .figures import ScrapedFigures, snapshot
 from .processes import WorkerFigures, WorkerProcesses
 
 log = Logger()
@@ -39,8 +39,8 @@ PROBE_BYTES = 4096
 
 class Monitor:
     """The metrics of one gateway (a registry of its own) and its three pages.  ``gateway`` is the
-    :class:`gateway.app.Gateway` being watched: its backend, calls, schedd and low-latency service are read when a
-    page is asked for."""
+    :class:`gateway.app.Gateway` being watched: its backend, calls, schedd and what its front ends run are read
+    when a page is asked for."""
 
     def __init__(self, gateway: Any) -> None:
         self.gateway = gateway
@@ -53,8 +53,9 @@ class Monitor:
         if gateway.workers is not None:
             self.registry.register(WorkerProcesses(lambda: self.workers_seen, lambda: len(gateway.workers.refused)))
         self.figures = ScrapedFigures(self.state_dir, lambda: len(gateway.schedd.transactions),
-                                      lambda: gateway.submissions.staging_areas, lambda: gateway.lowlatency,
-                                      lambda: gateway.qmf)
+                                      lambda: gateway.submissions.staging_areas,
+                                      lambda: [figure for service in gateway.front_services
+                                               for figure in service.figures()])
         self.registry.register(self.figures)
         ProcessCollector(registry=self.registry)
         globalLogPublisher.addObserver(self.events)
@@ -88,11 +89,8 @@ class Monitor:
             await self.gateway.calls(self.gateway.backend.get_job, 0, 0)
         except Exception as exc:  # noqa: BLE001 - whatever the backend raises, it does not answer
             found.append(f"backend does not answer: {exc}")
-        service = self.gateway.lowlatency
-        if service is not None and not amqp_connected(service):
-            found.append("AMQP broker not connected")
-        if self.gateway.qmf is not None and not self.gateway.qmf.connected:
-            found.append("QMF broker not connected")
+        for service in self.gateway.front_services:
+            found.extend(service.problems())
         return found
 
 

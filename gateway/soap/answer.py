@@ -1,42 +1,18 @@
 """What every SOAP service hands the transport: a :class:`SoapAnswer`, now or later (:data:`Maybe`).
 
-Shared by the Birdbath services (``codec``) and the submission API (``dispatch``, spyne's cycle); ``gateway.http``
-sees only :class:`Dispatcher`.
+Shared by the Birdbath services (``codec``) and the submission API (``dispatch``, spyne's cycle); the SOAP
+resource (:mod:`gateway.soap.resource`) sees only :class:`Dispatcher`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Coroutine, Iterator, Protocol, TypeVar, Union
+from typing import Any, Iterator, Protocol
 
-from twisted.internet.defer import Deferred
-
-Result = TypeVar("Result")
-Then = TypeVar("Then")
-#: a value, or a Deferred that fires with it: what answers at once is not wrapped in a Deferred (a Deferred, its
-#: callbacks and a coroutine's driver at each layer cost a small request more than its operation)
-Maybe = Union[Result, Deferred]
+from gateway.maybe import Maybe, started, then  # noqa: F401 - the services built on the codec take them from here
 
 #: how much of a fault's text the request log keeps (a fault may quote the whole offending value)
 LOGGED_FAULT = 500
-
-
-def started(coroutine: Coroutine[Any, Any, Result]) -> Maybe[Result]:
-    """The coroutine's result if it finishes without waiting (raising what it raises), else a Deferred of it."""
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        return done.value
-    # it waits for a Deferred: twisted's driver resumes it, and a Deferred awaited again while it has no result
-    # just waits again (``Deferred.__await__``)
-    return Deferred.fromCoroutine(coroutine)
-
-
-def then(value: Maybe[Result], function: Callable[..., Then], *args: Any) -> Maybe[Then]:
-    """``function(value, *args)``, now or when the Deferred fires."""
-    if isinstance(value, Deferred):
-        return value.addCallback(function, *args)
-    return function(value, *args)
 
 
 @dataclass(frozen=True)
