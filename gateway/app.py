@@ -201,7 +201,7 @@ class Gateway:
         if config.qmf.enable_qmf:  # the QMF agent: its broker connection runs in a thread of its own
             from gateway.qmf.agent import QmfAgent  # proton is an optional dependency (the [qmf] extra)
 
-            self.qmf = QmfAgent(self.reactor, config.qmf, self.submissions, self.collector)
+            self.qmf = QmfAgent(self.reactor, config.qmf, self.schedd, self.submissions, self.collector)
             self.qmf.start()
         self.serve(self.schedd, self.collector, self.submissions,
                    DescribedSubmissions(self.schedd, config.staging_lifetime), Monitor(self))

@@ -212,18 +212,9 @@ class SubmissionService:
         return f"{self.settings.schedd_name}#{cluster}.0"
 
     def _client_ad(self, caller: Caller, attrs: Sequence[Attr], spooled: bool) -> classad2.ClassAd:
-        """The client's typed attributes (what the schedd assigns dropped), checked for what the API requires, with
-        their Owner; its defaults are :func:`~gateway.core.transactions.fill_defaults`' once its cluster is known."""
-        ad = TextedAd()
-        for attr in attrs:
-            _check_name(attr.name)
-            if replaced_at_submit(attr.name):
-                continue  # the schedd assigns it (ids, QDate, User...), as QMF's late overrides did
-            ad[attr.name] = self._typed(attr.name, attr.type, attr.value)
-        required = ["Cmd", "Requirements"] + ([] if spooled else ["Iwd"])
-        missing = [name for name in required if name not in ad]
-        if missing:
-            raise fail(f"Job ad is missing required attributes: {', '.join(missing)}")
+        """:func:`api_ad` with its Owner; its defaults are :func:`~gateway.core.transactions.fill_defaults`' once
+        its cluster is known."""
+        ad = api_ad(attrs, self.settings.limits, spooled=spooled)
         try:
             ad["Owner"] = self._policy.submit_owner(caller, ad.get("Owner"))
         except NotOwner as exc:
@@ -346,17 +337,9 @@ class SubmissionService:
             raise fail("Changes to submission name not allowed")
         if schedd_owned(name):
             raise fail(f"{name} is set by the schedd and cannot be changed")
-        parsed = self._typed(name, type_ or AttrType.EXPRESSION, value)
+        parsed = api_value(name, type_ or AttrType.EXPRESSION, value, self.settings.limits)
         await self._run(self._as_owner, caller, ref, self._backend.commit,
                         Batch(changes=[AttributeChange(ref.cluster, ref.proc, name, parsed)]))
-
-    def _typed(self, name: str, type_: AttrType, value: str) -> Any:
-        """A client's value as its type says, or FAIL naming the attribute and the type."""
-        try:
-            return typed_value(name, type_, value, self.settings.limits)
-        except BadAttribute as exc:
-            raise fail(f"Failed to parse job ad attribute {name} as {TYPE_NAMES.get(type_, type_.value)}: "
-                       f"{exc.reason}") from None
 
     def _check_owner(self, caller: Caller, ref: JobRef, ad: classad2.ClassAd) -> None:
         try:
@@ -501,6 +484,33 @@ def _statuses() -> Iterator[None]:
         raise fail(str(exc)) from None
     except OSError as exc:
         raise fail(_os_reason(exc)) from None
+
+
+def api_ad(attrs: Sequence[Attr], limits: ExpressionLimits, *, spooled: bool) -> TextedAd:
+    """A new job's ad by the submission API's rules (QMF's and Aviary's): the client's attributes strictly typed
+    (:func:`api_value`), what the schedd assigns dropped, and the attributes the API requires present (``Iwd`` only
+    when no staged input makes the spool the job's directory); FAIL saying what is wrong, in the texts whose
+    beginnings QMF's status numbers follow ("Invalid attribute name", "Failed to parse", "Job ad is missing")."""
+    ad = TextedAd()
+    for attr in attrs:
+        _check_name(attr.name)
+        if replaced_at_submit(attr.name):
+            continue  # the schedd assigns it (ids, QDate, User...), as QMF's late overrides did
+        ad[attr.name] = api_value(attr.name, attr.type, attr.value, limits)
+    required = ["Cmd", "Requirements"] + ([] if spooled else ["Iwd"])
+    missing = [name for name in required if name not in ad]
+    if missing:
+        raise fail(f"Job ad is missing required attributes: {', '.join(missing)}")
+    return ad
+
+
+def api_value(name: str, type_: AttrType, value: str, limits: ExpressionLimits) -> Any:
+    """A client's value as its type says, or FAIL naming the attribute and the type."""
+    try:
+        return typed_value(name, type_, value, limits)
+    except BadAttribute as exc:
+        raise fail(f"Failed to parse job ad attribute {name} as {TYPE_NAMES.get(type_, type_.value)}: "
+                   f"{exc.reason}") from None
 
 
 def _check_name(name: str) -> None:

@@ -23,6 +23,7 @@ from twisted.logger import Logger
 
 from gateway.core.auth import Authentication, Caller
 from gateway.core.collector import BirdbathCollector
+from gateway.core.schedd import BirdbathSchedd
 from gateway.core.status import BirdbathError
 from gateway.core.submissions import ApiError, SubmissionService
 
@@ -41,15 +42,14 @@ OBJECTS_PER_MESSAGE = 100
 
 
 class QmfAgent:
-    def __init__(self, reactor: Any, settings: QmfSettings, submissions: SubmissionService,
+    def __init__(self, reactor: Any, settings: QmfSettings, schedd: BirdbathSchedd, submissions: SubmissionService,
                  collector: BirdbathCollector) -> None:
         self._reactor = reactor
         self.settings = settings
-        schedd = submissions.settings.schedd_name
-        self.name = f"{VENDOR}:{PRODUCT}:{schedd}"
+        self.name = f"{VENDOR}:{PRODUCT}:{submissions.settings.schedd_name}"
         self._epoch = int(time.time()) & 0x7FFF  # tells consoles the agent restarted
         self._objects = Objects(submissions, collector, self.name, time.time(), settings.qmf_publish_submissions)
-        self._methods = Methods(submissions)
+        self._methods = Methods(schedd, submissions)
         address = BrokerAddress(settings.qmf_broker_host, settings.qmf_broker_port, settings.qmf_broker_auth_mech,
                                 settings.qmf_broker_username or None, settings.password())
         self.link = BrokerLink(address, self.name, self._arrived, self._connection_changed)

@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.core.auth import Caller
-from gateway.core.submissions import ApiError, ApiStatus, JobRef, SubmissionService
+from gateway.core.schedd import BirdbathSchedd
+from gateway.core.status import BirdbathError
+from gateway.core.submissions import ApiError, ApiStatus, JobRef, SubmissionService, api_ad
+from gateway.core.transactions import AdRules, NewCluster, WholeTransaction
 from jobmodel.jobs import JobAction
 
 from . import ads
@@ -120,7 +123,11 @@ def _set_status(exc: ApiError) -> QmfError:
 
 
 class Methods:
-    def __init__(self, submissions: SubmissionService) -> None:
+    """Submitting is one whole transaction of the core (``BirdbathSchedd.submit_transaction``), as every front end
+    submits, with the submission API's rules for the ad; the rest is the submission service's."""
+
+    def __init__(self, schedd: BirdbathSchedd, submissions: SubmissionService) -> None:
+        self._schedd = schedd
         self._submissions = submissions
         self._table: dict[str, Callable[[Call, str], Awaitable[dict[str, Any]]]] = {
             "SubmitJob": self._submit, "Submit": self._submit,
@@ -142,10 +149,18 @@ class Methods:
             attrs = ads.from_grid(call.args["Ad"]) if call.klass.package == GRID else ads.from_typed(call.args["Ad"])
         except ads.BadAd as exc:
             raise user_error(6, f"Failed to parse job ad attribute: {exc}") from None
+        settings = self._submissions.settings
         try:
-            return {"Id": await self._submissions.submit(call.caller, attrs)}
+            ad = api_ad(attrs, settings.limits, spooled=False)
         except ApiError as exc:
             raise _submit_status(exc) from None
+        try:
+            made = await self._schedd.submit_transaction(call.caller, WholeTransaction(
+                [NewCluster([ad], rules=AdRules.SUBMISSION_API)]))
+        except BirdbathError as exc:  # the Owner refused, the caller may not write, the backend failed
+            raise user_error(1, exc.status.message or str(exc)) from None
+        cluster, proc = made.jobs[0]
+        return {"Id": f"{settings.schedd_name}#{cluster}.{proc}"}
 
     async def _job_ad(self, call: Call, job: str) -> dict[str, Any]:
         job = _job_id(job)
