@@ -380,14 +380,17 @@ class SubmissionService:
             ad = found[0] if found else None
         return ad
 
-    async def summaries(self, caller: Caller, jobs: Sequence[str]) -> list[dict[str, Any]]:
-        """Summary attributes of the given jobs (all live jobs when the list is empty)."""
+    async def summaries(self, caller: Caller, jobs: Sequence[str],
+                        attributes: Sequence[str] = SUMMARY_ATTRIBUTES) -> list[dict[str, Any]]:
+        """Summary attributes of the given jobs, each looked up alone (queued or in the history), or of all live
+        jobs when the list is empty, read with ``attributes`` alone (a count per state needs two of them, not
+        whole ads)."""
         self._check(caller, Permission.READ)
         if jobs:
             ads = [await self._find(JobRef.parse(job)) for job in jobs]
         else:
-            ads = await self._query(caller, self._backend.query, None)
-        return [_summary(ad) for ad in ads]
+            ads = await self._query(caller, self._backend.query, None, list(attributes))
+        return [_summary(ad, attributes) for ad in ads]
 
     async def history(self, caller: Caller, constraint: str | None = None,
                       limit: int | None = None) -> list[tuple[JobRef, list[Attr]]]:
@@ -436,7 +439,10 @@ class SubmissionService:
                                                                       a.get("ProcId", 0)))]
 
     def _everything(self, name: str | None, *, budget: float) -> list[classad2.ClassAd]:
-        constraint = parse_constraint(f"Submission == {classad2.quote(name)}") if name and "#" not in name else None
+        """The jobs of submission ``name`` (all jobs when None), live and finished, and perhaps a few more that the
+        caller's :func:`_submission_of` leaves out: its name, or for a name ``<schedd>#<n>`` of this schedd the
+        jobs that are in it by their cluster or DAG (``n``) unless they name another."""
+        constraint = parse_constraint(_submission_constraint(name, self.settings.schedd_name)) if name else None
         ads = list(self._backend.query(constraint, budget=budget))
         if Capability.HISTORY in self._backend.capabilities:
             ads += self._backend.history(constraint, budget=budget)
@@ -548,6 +554,19 @@ def _submission_of(ad: classad2.ClassAd, schedd: str) -> str:
     return f"{schedd}#{dag if isinstance(dag, int) else ad.get('ClusterId')}"
 
 
+def _submission_constraint(name: str, schedd: str) -> str:
+    """A constraint true for every job of submission ``name`` (:func:`_submission_of`'s, which picks them out
+    after): its Submission, or for a name of this schedd's ``<schedd>#<n>`` form, the cluster or the DAG ``n`` when
+    the job names no other.  One pass over the queue, handing over only the submission's jobs (a remote schedd
+    sends no other)."""
+    named = f"Submission == {classad2.quote(name)}"
+    prefix, _, number = name.rpartition("#")
+    if prefix != schedd or not number.isdigit() or len(number) > 18:  # (no cluster id is longer than an int64)
+        return named
+    return f"{named} || ((!isString(Submission) || Submission == \"\") && (DAGManJobId =?= {int(number)} || " \
+           f"(!isInteger(DAGManJobId) && ClusterId =?= {int(number)})))"
+
+
 def _counts(ads: Iterable[classad2.ClassAd]) -> dict[str, int]:
     counts = {name: 0 for name in STATE_NAMES.values()}
     for ad in ads:
@@ -560,9 +579,9 @@ def _left_order(ad: classad2.ClassAd) -> tuple[int, int, int]:
     return literal_int(ad, "EnteredCurrentStatus"), literal_int(ad, "ClusterId"), literal_int(ad, "ProcId")
 
 
-def _summary(ad: classad2.ClassAd) -> dict[str, Any]:
+def _summary(ad: classad2.ClassAd, attributes: Sequence[str] = SUMMARY_ATTRIBUTES) -> dict[str, Any]:
     summary = {}
-    for name in SUMMARY_ATTRIBUTES:
+    for name in attributes:
         if name in ad:
             value = ad[name]
             summary[name] = expression_text(ad, name, value) if isinstance(value, classad2.ExprTree) else value

@@ -186,7 +186,7 @@ class QmfAgent:
             named = parse_name(str(object_id.get("_object_name", "")))
             if named is None:
                 return []
-            return [item for item in await self._objects.of(caller, [named[0]]) if item.key == named[1]]
+            return await self._objects.named(caller, *named)
         schema_id = query.get("_schema_id")
         if not isinstance(schema_id, Mapping) or not isinstance(schema_id.get("_class_name"), str):
             return await self._objects.of(caller, list(self._objects.classes()))
