@@ -242,6 +242,41 @@ def test_requests_no_console_library_sends_are_answered_too(broker, gateway):
         assert console.call(agent, scheduler, "echo", {"sequence": 1, "body": "alive"}).body == "alive"
 
 
+def test_schema_and_schema_id_queries_are_answered_with_the_map_protocols_schemas(broker, gateway):
+    from birdbath_client.qmf import DIRECT, Console
+
+    with Console(broker.url()) as console:
+        every = console.schemas()
+        names = {(schema["_schema_id"]["_package_name"], schema["_schema_id"]["_class_name"]) for schema in every}
+        assert {(GRID, "scheduler"), (GRID, "submission"), ("mrg.grid", "job")} <= names
+        (scheduler,) = console.schemas(GRID, "Scheduler")  # (a class name matches whatever its case)
+        properties = {prop["_name"]: prop for prop in scheduler["_properties"]}
+        assert properties["Name"] == {"_name": "Name", "_type": "TYPE_STRING", "_access": "RO", "_index": True}
+        assert properties["DaemonStartTime"]["_subtype"] == "timestamp"
+        assert properties["TotalIdleJobs"]["_type"] == "TYPE_INT"
+        submit = next(method for method in scheduler["_methods"] if method["_name"] == "SubmitJob")
+        assert [(arg["_name"], arg["_type"], arg["_dir"]) for arg in submit["_arguments"]] == \
+            [("Ad", "TYPE_MAP", "I"), ("Id", "TYPE_STRING", "O")]
+        # the object query of the class the schema describes is answered with its properties
+        (published,) = console.objects(GRID, "scheduler")
+        assert set(published.values) <= set(properties)
+        agent = console.agent()
+
+        def query(body) -> tuple[str, object]:
+            answer = next(iter(console._answers(console._request(DIRECT, agent, "_query_request", body))))
+            return answer.properties.get("qmf.content") or answer.properties["qmf.opcode"], answer.body
+
+        content, ids = query({"_what": "SCHEMA_ID", "_schema_id": {"_package_name": GRID, "_class_name": "submitter"}})
+        assert content == "_schema_id" and len(ids) == 1
+        assert ids == [schema["_schema_id"] for schema in every if schema["_schema_id"]["_class_name"] == "submitter"]
+        # hostile: an unknown class, a class of another package, an id that is not a map, a name that is no string
+        assert query({"_what": "SCHEMA", "_schema_id": {"_class_name": "nothing"}}) == ("_schema", [])
+        assert query({"_what": "SCHEMA", "_schema_id": {"_package_name": "mrg.grid", "_class_name": "slot"}}) == \
+            ("_schema", [])
+        assert len(query({"_what": "SCHEMA", "_schema_id": "scheduler"})[1]) == len(every)
+        assert len(query({"_what": "SCHEMA_ID", "_schema_id": {"_class_name": 7}})[1]) == len(every)
+
+
 # -- who the caller is: the broker's login ------------------------------------------------------------------------
 # The qpidd the tests run is built without Cyrus SASL, so it cannot authenticate (``--auth yes`` refuses to start)
 # and passes a message's user_id unchecked: what is tested here is the agent's side, that a user_id is the identity

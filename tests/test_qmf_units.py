@@ -217,3 +217,17 @@ def test_the_link_connects_again_when_the_broker_closes_it_with_an_error():
     finally:
         link.stop()
         peer.stop()
+
+
+def test_every_class_has_a_map_protocol_schema_that_says_what_its_qmfv1_one_says():
+    for klass in CLASSES:
+        schema = klass.v2_schema()
+        assert schema["_schema_id"] == klass.schema_id()
+        assert [prop["_name"] for prop in schema["_properties"]] == \
+            [prop.name for prop in (*klass.properties, *klass.statistics)]
+        assert all(prop["_type"].startswith("TYPE_") and prop["_access"] == "RO" for prop in schema["_properties"])
+        for method, described in zip(klass.methods, schema["_methods"], strict=True):
+            assert described["_name"] == method.name
+            assert [(arg["_name"], arg["_dir"]) for arg in described["_arguments"]] == \
+                [(arg.name, arg.dir.value) for arg in method.args]
+    assert SCHEDULER.v2_schema()["_properties"][0]["_type"] == "TYPE_STRING"

@@ -31,7 +31,7 @@ from . import wire
 from .link import DIRECT, TOPIC, BrokerAddress, BrokerLink, split_address
 from .methods import Call, Methods, QmfError, Status, checked_arguments
 from .objects import Objects, Published, parse_name
-from .schema import class_by_key, find_class
+from .schema import QmfClass, class_by_key, find_class
 from .settings import QmfSettings
 
 log = Logger()
@@ -155,9 +155,14 @@ class QmfAgent:
     async def _query(self, request: Message) -> None:
         query = request.body if isinstance(request.body, Mapping) else {}
         what = query.get("_what")
-        if what == "SCHEMA_ID":
-            ids = [klass.schema_id() for klass in self._objects.classes()]
-            self._reply(request, "_query_response", ids, **{"qmf.content": "_schema_id"})
+        if what in ("SCHEMA_ID", "SCHEMA"):
+            classes = self._classes(query)
+            if what == "SCHEMA_ID":
+                self._reply(request, "_query_response", [klass.schema_id() for klass in classes],
+                            **{"qmf.content": "_schema_id"})
+            else:
+                self._reply(request, "_query_response", [klass.v2_schema() for klass in classes],
+                            **{"qmf.content": "_schema"})
             return
         if what != "OBJECT":
             self._exception(request, Status.NOT_IMPLEMENTED, f"queries for {what!r:.40} are not answered")
@@ -187,12 +192,18 @@ class QmfAgent:
             if named is None:
                 return []
             return await self._objects.named(caller, *named)
+        return await self._objects.of(caller, self._classes(query))
+
+    def _classes(self, query: Mapping[str, Any]) -> list[QmfClass]:
+        """The published classes a query's ``_schema_id`` names (by class name, and package when it says one;
+        its ``_hash`` is not compared, as consoles send the one they hold); every one without a class name."""
         schema_id = query.get("_schema_id")
+        published = list(self._objects.classes())
         if not isinstance(schema_id, Mapping) or not isinstance(schema_id.get("_class_name"), str):
-            return await self._objects.of(caller, list(self._objects.classes()))
+            return published
         package = schema_id.get("_package_name")
-        return await self._objects.of(caller, find_class(package if isinstance(package, str) else None,
-                                                         schema_id["_class_name"]))
+        found = find_class(package if isinstance(package, str) else None, schema_id["_class_name"])
+        return [klass for klass in found if klass in published]
 
     def _object_map(self, item: Published) -> dict[str, Any]:
         now = time.time_ns()
