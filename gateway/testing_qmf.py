@@ -53,8 +53,8 @@ class ManyJobs:
         self.submissions = SubmissionService(self.backend, _call, policy, Clock(), SubmissionSettings(
             schedd_name=SCHEDD, staging_root=state / "staging"), clusters=self.schedd.clusters,
             writer=self.schedd.writer)
-        collector = BirdbathCollector(self.backend, _call, policy, Clock(), QueryRunner(_call), lambda: "")
-        self.objects = Objects(self.submissions, collector, f"com.redhat.grid:scheduler:{SCHEDD}", 0.0, True)
+        self.collector = BirdbathCollector(self.backend, _call, policy, Clock(), QueryRunner(_call), lambda: "")
+        self.objects = Objects(self.submissions, self.collector, f"com.redhat.grid:scheduler:{SCHEDD}", 0.0, True)
         self.clusters = self._submit(clusters, per_cluster)
         self.read = 0
         for name in ("query", "get_job", "history"):

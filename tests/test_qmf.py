@@ -277,6 +277,30 @@ def test_schema_and_schema_id_queries_are_answered_with_the_map_protocols_schema
         assert len(query({"_what": "SCHEMA_ID", "_schema_id": {"_class_name": 7}})[1]) == len(every)
 
 
+def test_a_console_that_receives_objects_is_told_the_schedulers_counts_as_they_change(console_python, broker,
+                                                                                       gateway):
+    """qmf.console's objectProps, fed by the data indications the agent publishes every qmf_update_interval."""
+    from birdbath_client.qmf import Console
+
+    python, packages = console_python
+    watcher = subprocess.Popen([python, str(DATA / "watch.py"), broker.url(), "90"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               env={"PYTHONPATH": str(packages), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+    try:
+        assert watcher.stdout.readline() == "ready\n", watcher.stderr.read()
+        with Console(broker.url()) as console:
+            (scheduler,) = console.objects(GRID, "scheduler")
+            assert scheduler.call("SubmitJob", Ad=dict(GOOD, Submission="watched")).status == 0
+            first = watcher.stdout.readline()  # (told unasked, within an interval of the change)
+            assert first == f"scheduler {scheduler.TotalJobAds + 1}\n", first + watcher.stderr.read()
+            assert scheduler.call("SubmitJob", Ad=dict(GOOD, Submission="watched")).status == 0
+            told = watcher.stdout.readline()
+            assert told == f"scheduler {scheduler.TotalJobAds + 2}\n", told + watcher.stderr.read()
+    finally:
+        watcher.kill()
+        watcher.communicate()
+
+
 # -- who the caller is: the broker's login ------------------------------------------------------------------------
 # The qpidd the tests run is built without Cyrus SASL, so it cannot authenticate (``--auth yes`` refuses to start)
 # and passes a message's user_id unchecked: what is tested here is the agent's side, that a user_id is the identity

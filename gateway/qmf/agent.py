@@ -33,6 +33,7 @@ from .methods import Call, Methods, QmfError, Status, checked_arguments
 from .objects import Objects, Published, parse_name
 from .schema import QmfClass, class_by_key, find_class
 from .settings import QmfSettings
+from .updates import WATCHED, ChangedObjects, indication_subject
 
 log = Logger()
 
@@ -56,6 +57,8 @@ class QmfAgent:
         self._heartbeat = LoopingCall(self._beat)
         self._heartbeat.clock = reactor
         self.answered = 0  # requests answered (the operators' figure)
+        self._told = ChangedObjects()
+        self._publishing = False  # a publication of changes under way (the next beat does not start another)
 
     @property
     def connected(self) -> bool:
@@ -83,6 +86,7 @@ class QmfAgent:
     def _changed(self, connected: bool) -> None:
         log.info("QMF broker {state}", state="connected" if connected else "not connected")
         if connected:
+            self._told.forget()  # what was told before may not have reached the consoles up now
             self._beat()  # consoles that are up learn of the agent at once
 
     def _handle(self, message: Message) -> None:
@@ -117,10 +121,36 @@ class QmfAgent:
                             "_instance": self._objects.schedd, "_name": self.name}}
 
     def _beat(self) -> None:
-        if self.link.connected:
-            key = f"agent.ind.heartbeat.{VENDOR.replace('.', '_')}.{PRODUCT}"
-            self.link.send(TOPIC, self._message(key, "_agent_heartbeat_indication", self._agent_values(),
-                                                method="indication"))
+        """Every qmf_update_interval: the heartbeat, then the objects that changed."""
+        if not self.link.connected:
+            return
+        key = f"agent.ind.heartbeat.{VENDOR.replace('.', '_')}.{PRODUCT}"
+        self.link.send(TOPIC, self._message(key, "_agent_heartbeat_indication", self._agent_values(),
+                                            method="indication"))
+        if not self._publishing:
+            self._publishing = True
+            ensureDeferred(self._publish_changes()).addErrback(
+                lambda failure: log.failure("QMF agent: publishing the objects that changed", failure)
+            ).addBoth(lambda _: setattr(self, "_publishing", False))
+
+    async def _publish_changes(self) -> None:
+        """A ``_data_indication`` per class of the watched objects that changed (updates.py), read as an
+        anonymous console would read them; the gone ones with their ``_delete_ts``."""
+        watched = [klass for klass in WATCHED if klass in self._objects.classes()]
+        try:
+            found = await self._objects.of(Caller(self.settings.qmf_broker_host), watched)
+        except (ApiError, BirdbathError) as exc:  # (a policy that lets no anonymous caller read)
+            log.info("QMF agent: the objects' updates are not published: {error}", error=exc)
+            return
+        changed, gone = self._told.changes(found)
+        now = time.time_ns()
+        maps = [(item.klass, self._object_map(item)) for item in changed]
+        maps += [(item.klass, {**self._object_map(item), "_delete_ts": now}) for item in gone]
+        for klass in watched:
+            body = [mapped for of_class, mapped in maps if of_class is klass]
+            if body:
+                self.link.send(TOPIC, self._message(indication_subject(klass), "_data_indication", body,
+                                                    method="indication", **{"qmf.content": "_data"}))
 
     def _message(self, key: str, opcode: str, body: Any, correlation: Any = None, method: str = "response",
                  **extra: Any) -> Message:
