@@ -277,6 +277,31 @@ def test_schema_and_schema_id_queries_are_answered_with_the_map_protocols_schema
         assert len(query({"_what": "SCHEMA_ID", "_schema_id": {"_class_name": 7}})[1]) == len(every)
 
 
+def test_the_daemons_the_gateway_does_not_run_answer_their_methods_with_qmfs_not_implemented(console_python, broker,
+                                                                                                gateway):
+    """The pool's master as the backend advertises it, its Start and Stop refused as the gateway cannot do them; a
+    negotiator it does not know is no object (with HTCondor's pool it would be one, its methods refused alike:
+    test_qmf_units.py)."""
+    from birdbath_client.qmf import Console
+
+    stop, bogus, negative = calls(console_python, broker.url(), (GRID, "master", "Stop", ["SCHEDD"]),
+                                  (GRID, "master", "Start", ["BOGUS"]), (GRID, "master", "Stop", [7]))
+    assert stop["status"] == 3 and "does not start or stop" in stop["text"], stop
+    assert bogus["status"] == 4 and "Subsystem must be one of" in bogus["text"], bogus
+    assert negative["status"] == 4 and "must be a string" in negative["text"], negative
+    with Console(broker.url()) as console:
+        (master,) = console.objects(GRID, "master")
+        assert master.Name and master.CondorVersion
+        agent = console.agent()
+        assert console.call(agent, f"{GRID}:master:{master.Name}", "Stop", {"Subsystem": "SCHEDD"}).status == 3
+        assert console.call(agent, f"{GRID}:master:no-such-master", "Stop", {"Subsystem": "SCHEDD"}).status == 1
+        assert console.objects(GRID, "negotiator") == []
+        unknown = console.call(agent, f"{GRID}:negotiator:{master.Name}", "Reconfig", {})
+        assert (unknown.status, unknown.text) == (1, f"the pool has no negotiator {master.Name!r}")
+        (schema,) = console.schemas(GRID, "negotiator")
+        assert {method["_name"] for method in schema["_methods"]} >= {"GetLimits", "SetPriority", "Reconfig"}
+
+
 def test_a_console_that_receives_objects_is_told_the_schedulers_counts_as_they_change(console_python, broker,
                                                                                        gateway):
     """qmf.console's objectProps, fed by the data indications the agent publishes every qmf_update_interval."""

@@ -31,7 +31,7 @@ from . import wire
 from .link import DIRECT, TOPIC, BrokerAddress, BrokerLink, split_address
 from .methods import Call, Methods, QmfError, Status, checked_arguments
 from .objects import Objects, Published, parse_name
-from .schema import QmfClass, class_by_key, find_class
+from .schema import POOL_CLASSES, QmfClass, class_by_key, find_class
 from .settings import QmfSettings
 from .updates import WATCHED, ChangedObjects, indication_subject
 
@@ -262,6 +262,8 @@ class QmfAgent:
         if method is None:
             raise QmfError(Status.UNKNOWN_METHOD, f"{klass.name} has no method {body.get('_method_name')!r:.60}")
         call = Call(self._caller(request), klass, key, method, checked_arguments(method, body.get("_arguments", {})))
+        if klass in POOL_CLASSES and not await self._objects.named(call.caller, klass, key):
+            raise QmfError(Status.UNKNOWN_OBJECT, f"the pool has no {klass.name} {key!r:.60}")
         return await self._methods.run(call)
 
 

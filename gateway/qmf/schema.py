@@ -205,8 +205,23 @@ POOL_DAEMON = (Prop("Pool", QmfType.SSTR, True), Prop("System", QmfType.SSTR, Tr
 COLLECTOR = QmfClass(GRID, "collector", POOL_DAEMON,
                      _props(QmfType.U32, "RunningJobs", "IdleJobs", "HostsTotal", "HostsClaimed", "HostsUnclaimed",
                             "HostsOwner"))
-NEGOTIATOR = QmfClass(GRID, "negotiator", POOL_DAEMON)
-MASTER = QmfClass(GRID, "master", POOL_DAEMON + (Prop("RealUid", QmfType.S32),))
+NAME = Arg("Name", QmfType.SSTR)
+#: the negotiator's methods as HTCondor's plugin declared them (the gateway performs none: methods.py)
+NEGOTIATOR = QmfClass(GRID, "negotiator", POOL_DAEMON, (), (
+    Method("GetLimits", (Arg("Limits", QmfType.MAP, O),), "the pool's concurrency limits"),
+    Method("SetLimit", (NAME, Arg("Max", QmfType.DOUBLE))),
+    Method("GetStats", (NAME, Arg("Ad", QmfType.MAP, O)), "a submitter's accounting ad"),
+    Method("SetPriority", (NAME, Arg("Priority", QmfType.DOUBLE))),
+    Method("SetPriorityFactor", (NAME, Arg("PriorityFactor", QmfType.DOUBLE))),
+    Method("SetUsage", (NAME, Arg("Usage", QmfType.DOUBLE))),
+    Method("GetRawConfig", (NAME, Arg("Value", QmfType.LSTR, O))),
+    Method("SetRawConfig", (NAME, Arg("Value", QmfType.LSTR))),
+    Method("Reconfig")))
+#: the subsystems a master's Start and Stop name
+SUBSYSTEMS = ("STARTD", "SCHEDD", "COLLECTOR", "NEGOTIATOR", "KBDD")
+MASTER = QmfClass(GRID, "master", POOL_DAEMON + (Prop("RealUid", QmfType.S32),), (), (
+    Method("Start", (Arg("Subsystem", QmfType.SSTR),), "one of " + ", ".join(SUBSYSTEMS)),
+    Method("Stop", (Arg("Subsystem", QmfType.SSTR),), "one of " + ", ".join(SUBSYSTEMS))))
 SLOT = QmfClass(
     GRID, "slot", POOL_DAEMON + tuple(Prop(name, QmfType.SSTR) for name in (
         "State", "Activity", "Arch", "OpSys", "JobId", "GlobalJobId", "RemoteUser", "SlotType"))
