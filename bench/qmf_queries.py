@@ -1,7 +1,7 @@
 """A QMF console's object query by object id on a large queue (gateway/qmf/objects.py ``Objects.named``: a job
 read alone, a submission by its own jobs, the scheduler's counts from two attributes of each job) against the way
 it was answered before, measured in the same run: the object's whole class read (every job's summary) and the one
-object picked out.  In process, on the local backend (``gateway.testing_qmf.ManyJobs``), without a broker: the
+object picked out.  In process, on the local backend (``tests/qmf_queue.py``), without a broker: the
 broker's and the console's share of an answer does not change with the queue.
 ``python bench/qmf_queries.py [--clusters 100] [--per-cluster 100] [--runs 3]``.  Prints figures; asserts nothing
 about time."""
@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from figures import Figure, interleaved, print_figures  # noqa: E402
 
 from gateway.qmf.schema import MRG_JOB, SCHEDULER, SUBMISSION  # noqa: E402
-from gateway.testing_qmf import CALLER, SCHEDD, ManyJobs, done  # noqa: E402
+from tests.qmf_queue import CALLER, SCHEDD, ManyJobs  # noqa: E402
+from tests.synchronous import run  # noqa: E402
 
 
 def main() -> None:
@@ -45,10 +46,10 @@ def main() -> None:
             before = Figure(f"{name}, its class read and picked", "ms", higher_is_better=False)
 
             def by_id(k=klass, key=key) -> float:
-                return timed(lambda: done(many.objects.named(CALLER, k, key)))
+                return timed(lambda: run(many.objects.named(CALLER, k, key)))
 
             def by_class(k=klass, key=key) -> float:
-                return timed(lambda: [item for item in done(_whole_class(many, k)) if item.key == key])
+                return timed(lambda: [item for item in run(_whole_class(many, k)) if item.key == key])
 
             interleaved([(now, by_id), (before, by_class)], args.runs)
             rows.append((now, before))

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.qmf.schema import MRG_JOB, SCHEDULER, SUBMISSION, SUBMITTER
-from gateway.testing_qmf import CALLER, SCHEDD, ManyJobs, done
+from tests.qmf_queue import CALLER, SCHEDD, ManyJobs
+from tests.synchronous import run
 
 CLUSTERS, PER_CLUSTER = 100, 100  # 10,000 jobs
 
@@ -22,7 +23,7 @@ def many(tmp_path_factory):
 
 def named(many: ManyJobs, klass, key: str):
     many.read = 0
-    return done(many.objects.named(CALLER, klass, key)), many.read
+    return run(many.objects.named(CALLER, klass, key)), many.read
 
 
 def test_a_job_by_its_id_reads_that_job_alone_and_is_what_the_class_query_gives(many):
@@ -30,7 +31,7 @@ def test_a_job_by_its_id_reads_that_job_alone_and_is_what_the_class_query_gives(
     (job,), read = named(many, MRG_JOB, f"{cluster}.7")
     assert read == 1
     assert job.values["CustomId"] == f"{SCHEDD}#{cluster}.7" and job.values["ProcId"] == 7
-    every = done(many.objects.of(CALLER, [MRG_JOB]))
+    every = run(many.objects.of(CALLER, [MRG_JOB]))
     assert len(every) == CLUSTERS * PER_CLUSTER
     assert next(item for item in every if item.key == job.key) == job
 
@@ -41,7 +42,7 @@ def test_a_submission_by_its_name_reads_its_own_jobs(many):
     assert read == PER_CLUSTER and by_cluster.values["Idle"] == PER_CLUSTER
     (by_name,), read = named(many, SUBMISSION, "named-9")
     assert read == PER_CLUSTER and by_name.values["Name"] == "named-9" and by_name.values["Owner"] == "nobody"
-    every = done(many.objects.of(CALLER, [SUBMISSION]))
+    every = run(many.objects.of(CALLER, [SUBMISSION]))
     assert {item.key: item for item in every}[by_cluster.key] == by_cluster
     # a cluster whose jobs name their own submission is not also the submission of its number
     assert named(many, SUBMISSION, f"{SCHEDD}#{many.clusters[9]}")[0] == []
@@ -65,7 +66,7 @@ def test_the_scheduler_and_submitters_count_every_job_from_two_attributes(many, 
     (scheduler,), read = named(many, SCHEDULER, SCHEDD)
     assert read == CLUSTERS * PER_CLUSTER and projections == [(["JobStatus", "Owner"],)]
     assert scheduler.values["TotalIdleJobs"] == CLUSTERS * PER_CLUSTER and scheduler.values["NumUsers"] == 1
-    (submitter,) = done(many.objects.of(CALLER, [SUBMITTER]))
+    (submitter,) = run(many.objects.of(CALLER, [SUBMITTER]))
     assert submitter.key == "nobody" and submitter.values["IdleJobs"] == CLUSTERS * PER_CLUSTER
 
 
@@ -80,7 +81,7 @@ def test_a_submission_named_by_its_cluster_gathers_its_dag_nodes_and_not_what_na
         def plain(*extra: Attr) -> int:  # Birdbath's rules: no Submission of its own
             job = [Attr("Cmd", AttrType.STRING, "/bin/true"), Attr("Requirements", AttrType.EXPRESSION, "TRUE"),
                    *extra]
-            return done(queue.schedd.submit_transaction(CALLER, WholeTransaction([NewCluster([job])]))).jobs[0][0]
+            return run(queue.schedd.submit_transaction(CALLER, WholeTransaction([NewCluster([job])]))).jobs[0][0]
 
         plain(Attr("DAGManJobId", AttrType.INTEGER, str(dag)))
         plain(Attr("DAGManJobId", AttrType.INTEGER, str(dag)), Attr("Submission", AttrType.STRING, "elsewhere"))
@@ -89,7 +90,7 @@ def test_a_submission_named_by_its_cluster_gathers_its_dag_nodes_and_not_what_na
         assert gathered.values["Idle"] == 6 and read == 6  # its 5 jobs and the node that names no other
         (single,), read = named(queue, SUBMISSION, f"{SCHEDD}#{alone}")
         assert single.values["Idle"] == 1 and read == 1
-        every = {item.key: item for item in done(queue.objects.of(CALLER, [SUBMISSION]))}
+        every = {item.key: item for item in run(queue.objects.of(CALLER, [SUBMISSION]))}
         assert every[gathered.key] == gathered and every[single.key] == single and every["elsewhere"]
     finally:
         queue.close()

@@ -246,7 +246,8 @@ def test_the_negotiators_and_masters_methods_are_refused_as_the_gateway_cannot_d
                                                                                        arguments, status, words):
     from gateway.core.auth import Caller
     from gateway.qmf.methods import Call, Methods
-    from gateway.testing_qmf import ManyJobs, done
+    from tests.qmf_queue import ManyJobs
+    from tests.synchronous import run
 
     (found,) = find_class("com.redhat.grid", klass)
     queue = ManyJobs(tmp_path, 1, 1)
@@ -256,7 +257,7 @@ def test_the_negotiators_and_masters_methods_are_refused_as_the_gateway_cannot_d
             assert schema_method is not None
             call = Call(Caller("127.0.0.1"), found, "pool-daemon", schema_method,
                         checked_arguments(schema_method, arguments))
-            done(Methods(queue.schedd, queue.submissions).run(call))
+            run(Methods(queue.schedd, queue.submissions).run(call))
         assert refused.value.code == status and words in refused.value.text, refused.value.text
     finally:
         queue.close()

@@ -14,7 +14,8 @@ from gateway.core.auth import Authentication, Caller
 from gateway.core.transactions import AdRules, NewCluster, WholeTransaction
 from gateway.qmf.agent import QmfAgent
 from gateway.qmf.settings import QmfSettings
-from gateway.testing_qmf import SCHEDD, ManyJobs, done
+from tests.qmf_queue import SCHEDD, ManyJobs
+from tests.synchronous import run
 from jobmodel.jobs import JobAction
 
 INTERVAL = 5
@@ -61,7 +62,7 @@ def agent(tmp_path):
 def submit(queue: ManyJobs, owner: str) -> tuple[int, int]:
     job = [Attr("Cmd", AttrType.STRING, "/bin/true"), Attr("Iwd", AttrType.STRING, "/tmp"),
            Attr("Requirements", AttrType.EXPRESSION, "TRUE"), Attr("Owner", AttrType.STRING, owner)]
-    return done(queue.schedd.submit_transaction(Caller("127.0.0.1", owner, Authentication.SOCKET), WholeTransaction(
+    return run(queue.schedd.submit_transaction(Caller("127.0.0.1", owner, Authentication.SOCKET), WholeTransaction(
         [NewCluster([job], rules=AdRules.SUBMISSION_API)]))).jobs[0]
 
 

@@ -1,17 +1,16 @@
 """A queue of many jobs and the QMF agent's objects over it, in this process on the local backend, counting the job
-ads the backend hands the core: what tests/test_qmf_objects.py checks and bench/qmf_queries.py times (the cost of a
+ads the backend hands the core: what the QMF tests check and bench/qmf_queries.py times (the cost of a
 console's object query on a large queue)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import classad2
-from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.defer import maybeDeferred
 from twisted.internet.task import Clock
-from twisted.python.failure import Failure
 
 from backends.local import LocalBackend
 from gateway.core.adstruct import Attr, AttrType
@@ -22,6 +21,7 @@ from gateway.core.schedd import BirdbathSchedd
 from gateway.core.submissions import SubmissionService, SubmissionSettings
 from gateway.core.transactions import AdRules, NewCluster, WholeTransaction
 from gateway.qmf.objects import Objects
+from tests.synchronous import run
 
 SCHEDD = "many.example"
 CALLER = Caller("127.0.0.1")
@@ -29,16 +29,6 @@ CALLER = Caller("127.0.0.1")
 
 def _call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return maybeDeferred(function, *args, **kwargs)
-
-
-def done(operation: Coroutine[Any, Any, Any]) -> Any:
-    """The outcome of a core operation whose backend calls all answer at once (as the local backend's do here)."""
-    outcome: list[Any] = []
-    Deferred.fromCoroutine(operation).addBoth(outcome.append)
-    (result,) = outcome
-    if isinstance(result, Failure):
-        result.raiseException()
-    return result
 
 
 class ManyJobs:
@@ -67,7 +57,7 @@ class ManyJobs:
                    Attr("Requirements", AttrType.EXPRESSION, "TRUE"), Attr("Owner", AttrType.STRING, "nobody")]
             if index % 10 == 9:
                 job.append(Attr("Submission", AttrType.STRING, f"named-{index}"))
-            made.append(done(self.schedd.submit_transaction(CALLER, WholeTransaction(
+            made.append(run(self.schedd.submit_transaction(CALLER, WholeTransaction(
                 [NewCluster([job] * per_cluster, rules=AdRules.SUBMISSION_API)]))).jobs[0][0])
         return made
 
