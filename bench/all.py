@@ -32,6 +32,7 @@ BENCHMARKS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("metrics_cost.py", (), ("--events", "20000", "--runs", "1")),  # counting on the hot path (issue #32)
     ("query_values.py", (), ("--quick",)),  # queries answered by value (the local store's groups)
     ("selective_queries.py", (), ("--jobs", "2000", "--runs", "1")),  # 1 % getJobAds against classad2 (#45)
+    ("qmf_queries.py", (), ("--quick",)),  # QMF object queries by object id (issue #42 item 2)
     ("htcondor_pool.py", (), ("--jobs", "30", "--queued", "500", "--seconds", "1", "--runs", "1")),  # issue #41
 )
 

@@ -242,6 +242,90 @@ def test_requests_no_console_library_sends_are_answered_too(broker, gateway):
         assert console.call(agent, scheduler, "echo", {"sequence": 1, "body": "alive"}).body == "alive"
 
 
+def test_schema_and_schema_id_queries_are_answered_with_the_map_protocols_schemas(broker, gateway):
+    from birdbath_client.qmf import DIRECT, Console
+
+    with Console(broker.url()) as console:
+        every = console.schemas()
+        names = {(schema["_schema_id"]["_package_name"], schema["_schema_id"]["_class_name"]) for schema in every}
+        assert {(GRID, "scheduler"), (GRID, "submission"), ("mrg.grid", "job")} <= names
+        (scheduler,) = console.schemas(GRID, "Scheduler")  # (a class name matches whatever its case)
+        properties = {prop["_name"]: prop for prop in scheduler["_properties"]}
+        assert properties["Name"] == {"_name": "Name", "_type": "TYPE_STRING", "_access": "RO", "_index": True}
+        assert properties["DaemonStartTime"]["_subtype"] == "timestamp"
+        assert properties["TotalIdleJobs"]["_type"] == "TYPE_INT"
+        submit = next(method for method in scheduler["_methods"] if method["_name"] == "SubmitJob")
+        assert [(arg["_name"], arg["_type"], arg["_dir"]) for arg in submit["_arguments"]] == \
+            [("Ad", "TYPE_MAP", "I"), ("Id", "TYPE_STRING", "O")]
+        # the object query of the class the schema describes is answered with its properties
+        (published,) = console.objects(GRID, "scheduler")
+        assert set(published.values) <= set(properties)
+        agent = console.agent()
+
+        def query(body) -> tuple[str, object]:
+            answer = next(iter(console._answers(console._request(DIRECT, agent, "_query_request", body))))
+            return answer.properties.get("qmf.content") or answer.properties["qmf.opcode"], answer.body
+
+        content, ids = query({"_what": "SCHEMA_ID", "_schema_id": {"_package_name": GRID, "_class_name": "submitter"}})
+        assert content == "_schema_id" and len(ids) == 1
+        assert ids == [schema["_schema_id"] for schema in every if schema["_schema_id"]["_class_name"] == "submitter"]
+        # hostile: an unknown class, a class of another package, an id that is not a map, a name that is no string
+        assert query({"_what": "SCHEMA", "_schema_id": {"_class_name": "nothing"}}) == ("_schema", [])
+        assert query({"_what": "SCHEMA", "_schema_id": {"_package_name": "mrg.grid", "_class_name": "slot"}}) == \
+            ("_schema", [])
+        assert len(query({"_what": "SCHEMA", "_schema_id": "scheduler"})[1]) == len(every)
+        assert len(query({"_what": "SCHEMA_ID", "_schema_id": {"_class_name": 7}})[1]) == len(every)
+
+
+def test_the_daemons_the_gateway_does_not_run_answer_their_methods_with_qmfs_not_implemented(console_python, broker,
+                                                                                                gateway):
+    """The pool's master as the backend advertises it, its Start and Stop refused as the gateway cannot do them; a
+    negotiator it does not know is no object (with HTCondor's pool it would be one, its methods refused alike:
+    test_qmf_units.py)."""
+    from birdbath_client.qmf import Console
+
+    stop, bogus, negative = calls(console_python, broker.url(), (GRID, "master", "Stop", ["SCHEDD"]),
+                                  (GRID, "master", "Start", ["BOGUS"]), (GRID, "master", "Stop", [7]))
+    assert stop["status"] == 3 and "does not start or stop" in stop["text"], stop
+    assert bogus["status"] == 4 and "Subsystem must be one of" in bogus["text"], bogus
+    assert negative["status"] == 4 and "must be a string" in negative["text"], negative
+    with Console(broker.url()) as console:
+        (master,) = console.objects(GRID, "master")
+        assert master.Name and master.CondorVersion
+        agent = console.agent()
+        assert console.call(agent, f"{GRID}:master:{master.Name}", "Stop", {"Subsystem": "SCHEDD"}).status == 3
+        assert console.call(agent, f"{GRID}:master:no-such-master", "Stop", {"Subsystem": "SCHEDD"}).status == 1
+        assert console.objects(GRID, "negotiator") == []
+        unknown = console.call(agent, f"{GRID}:negotiator:{master.Name}", "Reconfig", {})
+        assert (unknown.status, unknown.text) == (1, f"the pool has no negotiator {master.Name!r}")
+        (schema,) = console.schemas(GRID, "negotiator")
+        assert {method["_name"] for method in schema["_methods"]} >= {"GetLimits", "SetPriority", "Reconfig"}
+
+
+def test_a_console_that_receives_objects_is_told_the_schedulers_counts_as_they_change(console_python, broker,
+                                                                                       gateway):
+    """qmf.console's objectProps, fed by the data indications the agent publishes every qmf_update_interval."""
+    from birdbath_client.qmf import Console
+
+    python, packages = console_python
+    watcher = subprocess.Popen([python, str(DATA / "watch.py"), broker.url(), "90"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               env={"PYTHONPATH": str(packages), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+    try:
+        assert watcher.stdout.readline() == "ready\n", watcher.stderr.read()
+        with Console(broker.url()) as console:
+            (scheduler,) = console.objects(GRID, "scheduler")
+            assert scheduler.call("SubmitJob", Ad=dict(GOOD, Submission="watched")).status == 0
+            first = watcher.stdout.readline()  # (told unasked, within an interval of the change)
+            assert first == f"scheduler {scheduler.TotalJobAds + 1}\n", first + watcher.stderr.read()
+            assert scheduler.call("SubmitJob", Ad=dict(GOOD, Submission="watched")).status == 0
+            told = watcher.stdout.readline()
+            assert told == f"scheduler {scheduler.TotalJobAds + 2}\n", told + watcher.stderr.read()
+    finally:
+        watcher.kill()
+        watcher.communicate()
+
+
 # -- who the caller is: the broker's login ------------------------------------------------------------------------
 # The qpidd the tests run is built without Cyrus SASL, so it cannot authenticate (``--auth yes`` refuses to start)
 # and passes a message's user_id unchecked: what is tested here is the agent's side, that a user_id is the identity

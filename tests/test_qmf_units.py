@@ -217,3 +217,47 @@ def test_the_link_connects_again_when_the_broker_closes_it_with_an_error():
     finally:
         link.stop()
         peer.stop()
+
+
+def test_every_class_has_a_map_protocol_schema_that_says_what_its_qmfv1_one_says():
+    for klass in CLASSES:
+        schema = klass.v2_schema()
+        assert schema["_schema_id"] == klass.schema_id()
+        assert [prop["_name"] for prop in schema["_properties"]] == \
+            [prop.name for prop in (*klass.properties, *klass.statistics)]
+        assert all(prop["_type"].startswith("TYPE_") and prop["_access"] == "RO" for prop in schema["_properties"])
+        for method, described in zip(klass.methods, schema["_methods"], strict=True):
+            assert described["_name"] == method.name
+            assert [(arg["_name"], arg["_dir"]) for arg in described["_arguments"]] == \
+                [(arg.name, arg.dir.value) for arg in method.args]
+    assert SCHEDULER.v2_schema()["_properties"][0]["_type"] == "TYPE_STRING"
+
+
+@pytest.mark.parametrize("klass, method, arguments, status, words", [
+    ("negotiator", "Reconfig", {}, 3, "does not run the pool's negotiator"),
+    ("negotiator", "SetPriority", {"Name": "alice@here", "Priority": 2}, 3, "does not run the pool's negotiator"),
+    ("negotiator", "SetPriority", {"Name": "alice@here", "Priority": "high"}, 4, "must be a number"),
+    ("negotiator", "SetUsage", {"Name": "alice@here", "Usage": True}, 4, "must be a number"),
+    ("negotiator", "GetLimits", {"Limits": {}}, 4, "has no argument Limits"),
+    ("master", "Start", {"Subsystem": "STARTD"}, 3, "does not start or stop"),
+    ("master", "Stop", {"Subsystem": "schedd"}, 4, "Subsystem must be one of"),
+    ("master", "Stop", {}, 4, "argument Subsystem is missing")])
+def test_the_negotiators_and_masters_methods_are_refused_as_the_gateway_cannot_do_them(tmp_path, klass, method,
+                                                                                       arguments, status, words):
+    from gateway.core.auth import Caller
+    from gateway.qmf.methods import Call, Methods
+    from tests.qmf_queue import ManyJobs
+    from tests.synchronous import run
+
+    (found,) = find_class("com.redhat.grid", klass)
+    queue = ManyJobs(tmp_path, 1, 1)
+    try:
+        with pytest.raises(QmfError) as refused:
+            schema_method = found.method(method)
+            assert schema_method is not None
+            call = Call(Caller("127.0.0.1"), found, "pool-daemon", schema_method,
+                        checked_arguments(schema_method, arguments))
+            run(Methods(queue.schedd, queue.submissions).run(call))
+        assert refused.value.code == status and words in refused.value.text, refused.value.text
+    finally:
+        queue.close()

@@ -21,6 +21,7 @@ from gateway.core.auth import AccessPolicy, Authentication, Caller, HostList
 from gateway.core.schedd import BirdbathSchedd, ScheddSettings
 from gateway.core.status import BirdbathError, StatusCode
 from gateway.core.transactions import (
+    AdRules,
     Committed,
     InputFile,
     NewCluster,
@@ -119,6 +120,25 @@ def test_an_ad_is_made_the_same_whether_its_client_built_the_transaction_call_by
 
     assert made((cluster, proc)) == made(whole)
     assert backend.get_job(*whole)["Iwd"] == "/tmp" and backend.get_job(*whole)["ClusterId"] == whole[0]
+
+
+def test_a_cluster_by_the_submission_apis_rules_gets_its_defaults_and_its_submission(schedd, backend):
+    """QMF submits this way: the submission API's defaults (its counters, no SOAPJob), the Submission
+    ``<schedd>#<cluster>`` unless the ad names one, and, with input files, a retention for the job's output."""
+    job = [*attrs(Cmd="/bin/true", Iwd="/tmp"), Attr("Requirements", AttrType.EXPRESSION, "TRUE")]
+    made = run(schedd.submit_transaction(ALICE, WholeTransaction([
+        NewCluster([job], rules=AdRules.SUBMISSION_API),
+        NewCluster([[*job, *attrs(Submission="mine")]], [InputFile("in.dat", b"x")], rules=AdRules.SUBMISSION_API,
+                   retention=600)])))
+    (plain, named) = (backend.get_job(*key) for key in made.jobs)
+    assert plain["Submission"] == f"test.example#{made.jobs[0][0]}" and named["Submission"] == "mine"
+    assert "SOAPJob" not in plain and plain["MaxHosts"] == 1 and plain["ShouldTransferFiles"] == "NO"
+    assert plain["Iwd"] == "/tmp" and "LeaveJobInQueue" not in plain
+    assert named["TransferInput"] == "in.dat" and named["ShouldTransferFiles"] == "YES"
+    assert "< 600" in str(named.lookup("LeaveJobInQueue"))
+    # Birdbath's own rules give none of it
+    (birdbath,) = run(schedd.submit_transaction(ALICE, WholeTransaction([NewCluster([job])]))).jobs
+    assert "Submission" not in backend.get_job(*birdbath) and backend.get_job(*birdbath)["SOAPJob"] is True
 
 
 def test_changes_commit_with_the_new_jobs_and_may_name_them(schedd, backend):
@@ -238,6 +258,8 @@ def test_a_whole_transaction_crosses_between_a_worker_and_the_core_with_its_text
     assert list(typed) == attrs(Cmd="/bin/true") and crossed.clusters[0].files == [InputFile("in.dat", b"\0data")]
     assert expression_text(ad, "Requirements", ad.lookup("Requirements")) == '(Arch =?= "X86_64")'
     assert list(crossed.changes) == list(whole.changes) and crossed.input_lease == 5
+    api = WholeTransaction([NewCluster([attrs(Cmd="/bin/true")], rules=AdRules.SUBMISSION_API, retention=60)])
+    assert wire.Codec().decode(wire.Codec().encode(api)).clusters[0].rules is AdRules.SUBMISSION_API
     made = Committed([(1, 0)], [(1, 0)], TransactionRef(7, 30))
     assert wire.Codec().decode(wire.Codec().encode(made)) == made
 

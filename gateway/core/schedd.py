@@ -352,7 +352,7 @@ class BirdbathSchedd:
                 raise BirdbathError.fail(f"Could not create new cluster: cluster {cluster} has no job")
             for proc, source in enumerate(jobs):
                 staged = txn.jobs[(cluster, proc)] = StagedJob({name: _received(data) for name, data in files.items()})
-                staged.ad = self._job_ad(caller, cluster, proc, staged, source)
+                staged.ad = self._job_ad(caller, cluster, proc, staged, source, new)
                 inputs += [((cluster, proc), name, data) for name, data in files.items()]
                 if whole.input_lease > 0 and needs_input(staged.ad):
                     awaiting.append((cluster, proc))
@@ -414,16 +414,18 @@ class BirdbathSchedd:
         await self._check_files(cluster, proc, staged, f"Failed to submit job {cluster}.{proc}")
         staged.ad = self._job_ad(caller, cluster, proc, staged, list(attrs or ()))
 
-    def _job_ad(self, caller: Caller, cluster: int, proc: int, staged: StagedJob,
-                source: JobSource) -> classad2.ClassAd:
-        """The job ad ``submit`` builds (§5.2): the client's attributes (``transactions.client_ad``), Birdbath's
-        defaults (``transactions.fill_defaults``), then the Owner rules."""
+    def _job_ad(self, caller: Caller, cluster: int, proc: int, staged: StagedJob, source: JobSource,
+                new: NewCluster = NewCluster()) -> classad2.ClassAd:
+        """The job ad ``submit`` builds (§5.2): the client's attributes (``transactions.client_ad``), the defaults
+        of ``new``'s rules (``transactions.fill_defaults``: Birdbath's unless a whole transaction's cluster says
+        the submission API's), then the Owner rules."""
         try:
             ad, client_iwd = client_ad(source, self.settings.limits)
         except BadAttribute as exc:
             raise BirdbathError.fail(f"Failed to set job {cluster}.{proc}'s {exc.name} attribute: {exc}") from None
-        fill_defaults(ad, AdRules.BIRDBATH, self.backend.spool_directory(cluster, proc), list(staged.files),
-                      client_iwd=client_iwd)
+        group = f"{self.backend_info.schedd_name}#{cluster}" if new.rules is AdRules.SUBMISSION_API else None
+        fill_defaults(ad, new.rules, self.backend.spool_directory(cluster, proc), list(staged.files),
+                      client_iwd=client_iwd, retention=new.retention, submission=group)
         self._apply_owner(caller, cluster, proc, ad)
         return ad
 

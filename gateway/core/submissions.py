@@ -212,18 +212,9 @@ class SubmissionService:
         return f"{self.settings.schedd_name}#{cluster}.0"
 
     def _client_ad(self, caller: Caller, attrs: Sequence[Attr], spooled: bool) -> classad2.ClassAd:
-        """The client's typed attributes (what the schedd assigns dropped), checked for what the API requires, with
-        their Owner; its defaults are :func:`~gateway.core.transactions.fill_defaults`' once its cluster is known."""
-        ad = TextedAd()
-        for attr in attrs:
-            _check_name(attr.name)
-            if replaced_at_submit(attr.name):
-                continue  # the schedd assigns it (ids, QDate, User...), as QMF's late overrides did
-            ad[attr.name] = self._typed(attr.name, attr.type, attr.value)
-        required = ["Cmd", "Requirements"] + ([] if spooled else ["Iwd"])
-        missing = [name for name in required if name not in ad]
-        if missing:
-            raise fail(f"Job ad is missing required attributes: {', '.join(missing)}")
+        """:func:`api_ad` with its Owner; its defaults are :func:`~gateway.core.transactions.fill_defaults`' once
+        its cluster is known."""
+        ad = api_ad(attrs, self.settings.limits, spooled=spooled)
         try:
             ad["Owner"] = self._policy.submit_owner(caller, ad.get("Owner"))
         except NotOwner as exc:
@@ -346,17 +337,9 @@ class SubmissionService:
             raise fail("Changes to submission name not allowed")
         if schedd_owned(name):
             raise fail(f"{name} is set by the schedd and cannot be changed")
-        parsed = self._typed(name, type_ or AttrType.EXPRESSION, value)
+        parsed = api_value(name, type_ or AttrType.EXPRESSION, value, self.settings.limits)
         await self._run(self._as_owner, caller, ref, self._backend.commit,
                         Batch(changes=[AttributeChange(ref.cluster, ref.proc, name, parsed)]))
-
-    def _typed(self, name: str, type_: AttrType, value: str) -> Any:
-        """A client's value as its type says, or FAIL naming the attribute and the type."""
-        try:
-            return typed_value(name, type_, value, self.settings.limits)
-        except BadAttribute as exc:
-            raise fail(f"Failed to parse job ad attribute {name} as {TYPE_NAMES.get(type_, type_.value)}: "
-                       f"{exc.reason}") from None
 
     def _check_owner(self, caller: Caller, ref: JobRef, ad: classad2.ClassAd) -> None:
         try:
@@ -397,14 +380,17 @@ class SubmissionService:
             ad = found[0] if found else None
         return ad
 
-    async def summaries(self, caller: Caller, jobs: Sequence[str]) -> list[dict[str, Any]]:
-        """Summary attributes of the given jobs (all live jobs when the list is empty)."""
+    async def summaries(self, caller: Caller, jobs: Sequence[str],
+                        attributes: Sequence[str] = SUMMARY_ATTRIBUTES) -> list[dict[str, Any]]:
+        """Summary attributes of the given jobs, each looked up alone (queued or in the history), or of all live
+        jobs when the list is empty, read with ``attributes`` alone (a count per state needs two of them, not
+        whole ads)."""
         self._check(caller, Permission.READ)
         if jobs:
             ads = [await self._find(JobRef.parse(job)) for job in jobs]
         else:
-            ads = await self._query(caller, self._backend.query, None)
-        return [_summary(ad) for ad in ads]
+            ads = await self._query(caller, self._backend.query, None, list(attributes))
+        return [_summary(ad, attributes) for ad in ads]
 
     async def history(self, caller: Caller, constraint: str | None = None,
                       limit: int | None = None) -> list[tuple[JobRef, list[Attr]]]:
@@ -453,7 +439,10 @@ class SubmissionService:
                                                                       a.get("ProcId", 0)))]
 
     def _everything(self, name: str | None, *, budget: float) -> list[classad2.ClassAd]:
-        constraint = parse_constraint(f"Submission == {classad2.quote(name)}") if name and "#" not in name else None
+        """The jobs of submission ``name`` (all jobs when None), live and finished, and perhaps a few more that the
+        caller's :func:`_submission_of` leaves out: its name, or for a name ``<schedd>#<n>`` of this schedd the
+        jobs that are in it by their cluster or DAG (``n``) unless they name another."""
+        constraint = parse_constraint(_submission_constraint(name, self.settings.schedd_name)) if name else None
         ads = list(self._backend.query(constraint, budget=budget))
         if Capability.HISTORY in self._backend.capabilities:
             ads += self._backend.history(constraint, budget=budget)
@@ -503,6 +492,33 @@ def _statuses() -> Iterator[None]:
         raise fail(_os_reason(exc)) from None
 
 
+def api_ad(attrs: Sequence[Attr], limits: ExpressionLimits, *, spooled: bool) -> TextedAd:
+    """A new job's ad by the submission API's rules (QMF's and Aviary's): the client's attributes strictly typed
+    (:func:`api_value`), what the schedd assigns dropped, and the attributes the API requires present (``Iwd`` only
+    when no staged input makes the spool the job's directory); FAIL saying what is wrong, in the texts whose
+    beginnings QMF's status numbers follow ("Invalid attribute name", "Failed to parse", "Job ad is missing")."""
+    ad = TextedAd()
+    for attr in attrs:
+        _check_name(attr.name)
+        if replaced_at_submit(attr.name):
+            continue  # the schedd assigns it (ids, QDate, User...), as QMF's late overrides did
+        ad[attr.name] = api_value(attr.name, attr.type, attr.value, limits)
+    required = ["Cmd", "Requirements"] + ([] if spooled else ["Iwd"])
+    missing = [name for name in required if name not in ad]
+    if missing:
+        raise fail(f"Job ad is missing required attributes: {', '.join(missing)}")
+    return ad
+
+
+def api_value(name: str, type_: AttrType, value: str, limits: ExpressionLimits) -> Any:
+    """A client's value as its type says, or FAIL naming the attribute and the type."""
+    try:
+        return typed_value(name, type_, value, limits)
+    except BadAttribute as exc:
+        raise fail(f"Failed to parse job ad attribute {name} as {TYPE_NAMES.get(type_, type_.value)}: "
+                   f"{exc.reason}") from None
+
+
 def _check_name(name: str) -> None:
     try:
         check_attribute_name(name)
@@ -538,6 +554,19 @@ def _submission_of(ad: classad2.ClassAd, schedd: str) -> str:
     return f"{schedd}#{dag if isinstance(dag, int) else ad.get('ClusterId')}"
 
 
+def _submission_constraint(name: str, schedd: str) -> str:
+    """A constraint true for every job of submission ``name`` (:func:`_submission_of`'s, which picks them out
+    after): its Submission, or for a name of this schedd's ``<schedd>#<n>`` form, the cluster or the DAG ``n`` when
+    the job names no other.  One pass over the queue, handing over only the submission's jobs (a remote schedd
+    sends no other)."""
+    named = f"Submission == {classad2.quote(name)}"
+    prefix, _, number = name.rpartition("#")
+    if prefix != schedd or not number.isdigit() or len(number) > 18:  # (no cluster id is longer than an int64)
+        return named
+    return f"{named} || ((!isString(Submission) || Submission == \"\") && (DAGManJobId =?= {int(number)} || " \
+           f"(!isInteger(DAGManJobId) && ClusterId =?= {int(number)})))"
+
+
 def _counts(ads: Iterable[classad2.ClassAd]) -> dict[str, int]:
     counts = {name: 0 for name in STATE_NAMES.values()}
     for ad in ads:
@@ -550,9 +579,9 @@ def _left_order(ad: classad2.ClassAd) -> tuple[int, int, int]:
     return literal_int(ad, "EnteredCurrentStatus"), literal_int(ad, "ClusterId"), literal_int(ad, "ProcId")
 
 
-def _summary(ad: classad2.ClassAd) -> dict[str, Any]:
+def _summary(ad: classad2.ClassAd, attributes: Sequence[str] = SUMMARY_ATTRIBUTES) -> dict[str, Any]:
     summary = {}
-    for name in SUMMARY_ATTRIBUTES:
+    for name in attributes:
         if name in ad:
             value = ad[name]
             summary[name] = expression_text(ad, name, value) if isinstance(value, classad2.ExprTree) else value

@@ -279,6 +279,13 @@ class DescribedCluster(Protocol):
     def ads(self, cluster: int) -> list[classad2.ClassAd]: ...
 
 
+class AdRules(enum.Enum):
+    """Whose defaults a new job's ad gets (:func:`fill_defaults`)."""
+
+    BIRDBATH = "birdbath"  # condorSchedd's submit, and the front ends that submit as it does
+    SUBMISSION_API = "submission"  # the submission API's submit (QMF's and Aviary's)
+
+
 #: a new job's ad as a front end hands it: a ClassAd the gateway built, or a client's typed attributes
 JobSource = classad2.ClassAd | Sequence[Attr]
 
@@ -286,12 +293,17 @@ JobSource = classad2.ClassAd | Sequence[Attr]
 @dataclass(frozen=True)
 class NewCluster:
     """One new cluster of a :class:`WholeTransaction`: its jobs' ads (``jobs``, or those ``described`` makes, off
-    the reactor, with the cluster's id; SubmitDescriptionError when it cannot), and the input files every one of its
-    jobs gets in its spool."""
+    the reactor, with the cluster's id; SubmitDescriptionError when it cannot), the input files every one of its
+    jobs gets in its spool, and whose defaults the ads get."""
 
     jobs: Sequence[JobSource] = ()
     files: Sequence[InputFile] = ()
     described: DescribedCluster | None = None
+    #: whose defaults its jobs' ads get: Birdbath's, or the submission API's (QMF's and Aviary's, which group
+    #: the cluster's jobs as the Submission ``<schedd>#<cluster>`` unless their ads name one)
+    rules: AdRules = AdRules.BIRDBATH
+    #: seconds a finished job with input files stays queued for its output (the submission API's rules only)
+    retention: int = 0
 
 
 @dataclass(frozen=True)
@@ -332,13 +344,6 @@ def needs_input(ad: classad2.ClassAd) -> bool:
 
 
 # -- a new job's ad ----------------------------------------------------------------------------------------------------
-class AdRules(enum.Enum):
-    """Whose defaults a new job's ad gets (:func:`fill_defaults`)."""
-
-    BIRDBATH = "birdbath"  # condorSchedd's submit, and the front ends that submit as it does
-    SUBMISSION_API = "submission"  # the submission API's submit (QMF's and Aviary's)
-
-
 #: the submission API's defaults, as the originals (QMF's and Aviary's submit) set them
 API_DEFAULTS: tuple[tuple[str, object], ...] = (
     ("JobStatus", int(JobStatus.IDLE)), ("RemoteUserCpu", 0.0), ("JobPrio", 0), ("ImageSize", 0),

@@ -23,6 +23,7 @@ from twisted.logger import Logger
 
 from gateway.core.auth import Authentication, Caller
 from gateway.core.collector import BirdbathCollector
+from gateway.core.schedd import BirdbathSchedd
 from gateway.core.status import BirdbathError
 from gateway.core.submissions import ApiError, SubmissionService
 
@@ -30,8 +31,9 @@ from . import wire
 from .link import DIRECT, TOPIC, BrokerAddress, BrokerLink, split_address
 from .methods import Call, Methods, QmfError, Status, checked_arguments
 from .objects import Objects, Published, parse_name
-from .schema import class_by_key, find_class
+from .schema import POOL_CLASSES, QmfClass, class_by_key, find_class
 from .settings import QmfSettings
+from .updates import WATCHED, ChangedObjects, indication_subject
 
 log = Logger()
 
@@ -41,21 +43,22 @@ OBJECTS_PER_MESSAGE = 100
 
 
 class QmfAgent:
-    def __init__(self, reactor: Any, settings: QmfSettings, submissions: SubmissionService,
+    def __init__(self, reactor: Any, settings: QmfSettings, schedd: BirdbathSchedd, submissions: SubmissionService,
                  collector: BirdbathCollector) -> None:
         self._reactor = reactor
         self.settings = settings
-        schedd = submissions.settings.schedd_name
-        self.name = f"{VENDOR}:{PRODUCT}:{schedd}"
+        self.name = f"{VENDOR}:{PRODUCT}:{submissions.settings.schedd_name}"
         self._epoch = int(time.time()) & 0x7FFF  # tells consoles the agent restarted
         self._objects = Objects(submissions, collector, self.name, time.time(), settings.qmf_publish_submissions)
-        self._methods = Methods(submissions)
+        self._methods = Methods(schedd, submissions)
         address = BrokerAddress(settings.qmf_broker_host, settings.qmf_broker_port, settings.qmf_broker_auth_mech,
                                 settings.qmf_broker_username or None, settings.password())
         self.link = BrokerLink(address, self.name, self._arrived, self._connection_changed)
         self._heartbeat = LoopingCall(self._beat)
         self._heartbeat.clock = reactor
         self.answered = 0  # requests answered (the operators' figure)
+        self._told = ChangedObjects()
+        self._publishing = False  # a publication of changes under way (the next beat does not start another)
 
     @property
     def connected(self) -> bool:
@@ -83,6 +86,7 @@ class QmfAgent:
     def _changed(self, connected: bool) -> None:
         log.info("QMF broker {state}", state="connected" if connected else "not connected")
         if connected:
+            self._told.forget()  # what was told before may not have reached the consoles up now
             self._beat()  # consoles that are up learn of the agent at once
 
     def _handle(self, message: Message) -> None:
@@ -117,10 +121,36 @@ class QmfAgent:
                             "_instance": self._objects.schedd, "_name": self.name}}
 
     def _beat(self) -> None:
-        if self.link.connected:
-            key = f"agent.ind.heartbeat.{VENDOR.replace('.', '_')}.{PRODUCT}"
-            self.link.send(TOPIC, self._message(key, "_agent_heartbeat_indication", self._agent_values(),
-                                                method="indication"))
+        """Every qmf_update_interval: the heartbeat, then the objects that changed."""
+        if not self.link.connected:
+            return
+        key = f"agent.ind.heartbeat.{VENDOR.replace('.', '_')}.{PRODUCT}"
+        self.link.send(TOPIC, self._message(key, "_agent_heartbeat_indication", self._agent_values(),
+                                            method="indication"))
+        if not self._publishing:
+            self._publishing = True
+            ensureDeferred(self._publish_changes()).addErrback(
+                lambda failure: log.failure("QMF agent: publishing the objects that changed", failure)
+            ).addBoth(lambda _: setattr(self, "_publishing", False))
+
+    async def _publish_changes(self) -> None:
+        """A ``_data_indication`` per class of the watched objects that changed (updates.py), read as an
+        anonymous console would read them; the gone ones with their ``_delete_ts``."""
+        watched = [klass for klass in WATCHED if klass in self._objects.classes()]
+        try:
+            found = await self._objects.of(Caller(self.settings.qmf_broker_host), watched)
+        except (ApiError, BirdbathError) as exc:  # (a policy that lets no anonymous caller read)
+            log.info("QMF agent: the objects' updates are not published: {error}", error=exc)
+            return
+        changed, gone = self._told.changes(found)
+        now = time.time_ns()
+        maps = [(item.klass, self._object_map(item)) for item in changed]
+        maps += [(item.klass, {**self._object_map(item), "_delete_ts": now}) for item in gone]
+        for klass in watched:
+            body = [mapped for of_class, mapped in maps if of_class is klass]
+            if body:
+                self.link.send(TOPIC, self._message(indication_subject(klass), "_data_indication", body,
+                                                    method="indication", **{"qmf.content": "_data"}))
 
     def _message(self, key: str, opcode: str, body: Any, correlation: Any = None, method: str = "response",
                  **extra: Any) -> Message:
@@ -155,9 +185,14 @@ class QmfAgent:
     async def _query(self, request: Message) -> None:
         query = request.body if isinstance(request.body, Mapping) else {}
         what = query.get("_what")
-        if what == "SCHEMA_ID":
-            ids = [klass.schema_id() for klass in self._objects.classes()]
-            self._reply(request, "_query_response", ids, **{"qmf.content": "_schema_id"})
+        if what in ("SCHEMA_ID", "SCHEMA"):
+            classes = self._classes(query)
+            if what == "SCHEMA_ID":
+                self._reply(request, "_query_response", [klass.schema_id() for klass in classes],
+                            **{"qmf.content": "_schema_id"})
+            else:
+                self._reply(request, "_query_response", [klass.v2_schema() for klass in classes],
+                            **{"qmf.content": "_schema"})
             return
         if what != "OBJECT":
             self._exception(request, Status.NOT_IMPLEMENTED, f"queries for {what!r:.40} are not answered")
@@ -186,13 +221,19 @@ class QmfAgent:
             named = parse_name(str(object_id.get("_object_name", "")))
             if named is None:
                 return []
-            return [item for item in await self._objects.of(caller, [named[0]]) if item.key == named[1]]
+            return await self._objects.named(caller, *named)
+        return await self._objects.of(caller, self._classes(query))
+
+    def _classes(self, query: Mapping[str, Any]) -> list[QmfClass]:
+        """The published classes a query's ``_schema_id`` names (by class name, and package when it says one;
+        its ``_hash`` is not compared, as consoles send the one they hold); every one without a class name."""
         schema_id = query.get("_schema_id")
+        published = list(self._objects.classes())
         if not isinstance(schema_id, Mapping) or not isinstance(schema_id.get("_class_name"), str):
-            return await self._objects.of(caller, list(self._objects.classes()))
+            return published
         package = schema_id.get("_package_name")
-        return await self._objects.of(caller, find_class(package if isinstance(package, str) else None,
-                                                         schema_id["_class_name"]))
+        found = find_class(package if isinstance(package, str) else None, schema_id["_class_name"])
+        return [klass for klass in found if klass in published]
 
     def _object_map(self, item: Published) -> dict[str, Any]:
         now = time.time_ns()
@@ -221,6 +262,8 @@ class QmfAgent:
         if method is None:
             raise QmfError(Status.UNKNOWN_METHOD, f"{klass.name} has no method {body.get('_method_name')!r:.60}")
         call = Call(self._caller(request), klass, key, method, checked_arguments(method, body.get("_arguments", {})))
+        if klass in POOL_CLASSES and not await self._objects.named(call.caller, klass, key):
+            raise QmfError(Status.UNKNOWN_OBJECT, f"the pool has no {klass.name} {key!r:.60}")
         return await self._methods.run(call)
 
 

@@ -29,7 +29,7 @@ class Agent(FrontEndService):
         from gateway.qmf.agent import QmfAgent
 
         core = self.core
-        self.agent = QmfAgent(core.reactor, self.settings, core.submissions, core.collector)
+        self.agent = QmfAgent(core.reactor, self.settings, core.schedd, core.submissions, core.collector)
         self.agent.start()
 
     def stopService(self) -> Deferred[None] | None:

@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.core.auth import Caller
-from gateway.core.submissions import ApiError, ApiStatus, JobRef, SubmissionService
+from gateway.core.schedd import BirdbathSchedd
+from gateway.core.status import BirdbathError
+from gateway.core.submissions import ApiError, ApiStatus, JobRef, SubmissionService, api_ad
+from gateway.core.transactions import AdRules, NewCluster, WholeTransaction
 from jobmodel.jobs import JobAction
 
 from . import ads
-from .schema import GRID, Method, QmfClass, QmfType
+from .schema import GRID, MASTER, NEGOTIATOR, SUBSYSTEMS, Method, QmfClass, QmfType
 
 #: the first of the application's own status codes
 STATUS_USER = 0x10000
@@ -87,6 +90,10 @@ def _typed(method: str, name: str, kind: QmfType, value: Any) -> Any:
             raise QmfError(Status.PARAMETER_INVALID, f"{where} must be an integer from {low} to {high}, "
                                                      f"not {value!r:.60}")
         return int(value)
+    if kind in (QmfType.FLOAT, QmfType.DOUBLE):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise QmfError(Status.PARAMETER_INVALID, f"{where} must be a number, not {type(value).__name__}")
+        return float(value)
     if kind is QmfType.MAP and not isinstance(value, Mapping):
         raise QmfError(Status.PARAMETER_INVALID, f"{where} must be a map, not {type(value).__name__}")
     return value
@@ -120,7 +127,11 @@ def _set_status(exc: ApiError) -> QmfError:
 
 
 class Methods:
-    def __init__(self, submissions: SubmissionService) -> None:
+    """Submitting is one whole transaction of the core (``BirdbathSchedd.submit_transaction``), as every front end
+    submits, with the submission API's rules for the ad; the rest is the submission service's."""
+
+    def __init__(self, schedd: BirdbathSchedd, submissions: SubmissionService) -> None:
+        self._schedd = schedd
         self._submissions = submissions
         self._table: dict[str, Callable[[Call, str], Awaitable[dict[str, Any]]]] = {
             "SubmitJob": self._submit, "Submit": self._submit,
@@ -129,7 +140,8 @@ class Methods:
             "HoldJob": self._act, "ReleaseJob": self._act, "RemoveJob": self._act, "SuspendJob": self._act,
             "ContinueJob": self._act, "Hold": self._act, "Release": self._act, "Remove": self._act,
             "FetchJobData": self._fetch, "Fetch": self._fetch,
-            "GetJobSummaries": self._summaries, "echo": self._echo}
+            "GetJobSummaries": self._summaries, "echo": self._echo,
+            **{method.name: self._daemon for method in (*NEGOTIATOR.methods, *MASTER.methods)}}
 
     async def run(self, call: Call) -> dict[str, Any]:
         """The method's out-arguments; QmfError for every refusal (an unexpected exception is the agent's to log
@@ -142,10 +154,18 @@ class Methods:
             attrs = ads.from_grid(call.args["Ad"]) if call.klass.package == GRID else ads.from_typed(call.args["Ad"])
         except ads.BadAd as exc:
             raise user_error(6, f"Failed to parse job ad attribute: {exc}") from None
+        settings = self._submissions.settings
         try:
-            return {"Id": await self._submissions.submit(call.caller, attrs)}
+            ad = api_ad(attrs, settings.limits, spooled=False)
         except ApiError as exc:
             raise _submit_status(exc) from None
+        try:
+            made = await self._schedd.submit_transaction(call.caller, WholeTransaction(
+                [NewCluster([ad], rules=AdRules.SUBMISSION_API)]))
+        except BirdbathError as exc:  # the Owner refused, the caller may not write, the backend failed
+            raise user_error(1, exc.status.message or str(exc)) from None
+        cluster, proc = made.jobs[0]
+        return {"Id": f"{settings.schedd_name}#{cluster}.{proc}"}
 
     async def _job_ad(self, call: Call, job: str) -> dict[str, Any]:
         job = _job_id(job)
@@ -195,6 +215,19 @@ class Methods:
         except ApiError as exc:
             raise user_error(1, exc.text) from None
         return {"Jobs": jobs}
+
+    async def _daemon(self, call: Call, _: str) -> dict[str, Any]:
+        """The negotiator's and the master's methods: the gateway neither negotiates for a pool nor runs HTCondor's
+        daemons, so each is NOT_IMPLEMENTED saying so (a Subsystem that is none is PARAMETER_INVALID first)."""
+        subsystem = call.args.get("Subsystem")
+        if subsystem is not None and subsystem not in SUBSYSTEMS:
+            raise QmfError(Status.PARAMETER_INVALID, f"{call.method.name}: Subsystem must be one of "
+                                                     f"{', '.join(SUBSYSTEMS)}, not {subsystem!r:.60}")
+        if call.klass is MASTER:
+            raise QmfError(Status.NOT_IMPLEMENTED, f"{call.method.name} {subsystem}: the gateway does not start or "
+                                                   f"stop HTCondor's daemons; its master object only reports")
+        raise QmfError(Status.NOT_IMPLEMENTED, f"{call.method.name}: the gateway does not run the pool's negotiator "
+                                               f"(its priorities, limits and configuration are the pool's own)")
 
     async def _echo(self, call: Call, _: str) -> dict[str, Any]:
         return dict(call.args)

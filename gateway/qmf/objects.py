@@ -11,7 +11,15 @@ from typing import Any
 from gateway.core.adstruct import AttrType
 from gateway.core.auth import Caller
 from gateway.core.collector import BirdbathCollector
-from gateway.core.submissions import STATE_NAMES, SubmissionService
+from gateway.core.submissions import (
+    STATE_NAMES,
+    SUMMARY_ATTRIBUTES,
+    ApiError,
+    ApiStatus,
+    JobRef,
+    SubmissionInfo,
+    SubmissionService,
+)
 from jobmodel.jobs import JobStatus
 from jobmodel.pool import AdType
 
@@ -29,6 +37,8 @@ from .schema import (
 )
 
 NANOSECONDS = 1_000_000_000
+#: what the scheduler's and the submitters' counts read of each job
+COUNTED = ("JobStatus", "Owner")
 #: the kinds a job's integer attributes are published as (a negative value is left out, as an unsigned one cannot
 #: carry it)
 NUMERIC = frozenset({QmfType.U32, QmfType.U64, QmfType.ABSTIME, QmfType.S32})
@@ -110,11 +120,36 @@ class Objects:
             return key == f"jobs@{self.schedd}"
         return True
 
+    async def named(self, caller: Caller, klass: QmfClass, key: str) -> list[Published]:
+        """The object ``key`` of ``klass`` (none when there is no such object), reading only what it needs: a job
+        alone by its id (from the queue or its history, as GetJobAd finds it), a submission by its own jobs; the
+        daemons' objects are one each (or the pool's few), read as their class is."""
+        if klass is MRG_JOB:
+            try:
+                job = str(JobRef.parse(key))
+            except ApiError:  # a key that is no job id names no job
+                return []
+            try:
+                found = [self._job(summary) for summary in await self._submissions.summaries(caller, [job])]
+            except ApiError as exc:
+                if exc.code is ApiStatus.NO_MATCH:
+                    return []
+                raise
+            return [item for item in found if item.key == key]  # ("schedd#1.0" names no job object)
+        if klass is SUBMISSION and klass in self.classes():
+            try:
+                return self._submissions_of(await self._submissions.submissions(caller, key))
+            except ApiError as exc:
+                if exc.code is ApiStatus.NO_MATCH:
+                    return []
+                raise
+        return [item for item in await self.of(caller, [klass]) if item.key == key]
+
     async def of(self, caller: Caller, wanted: list[QmfClass]) -> list[Published]:
         wanted = [klass for klass in wanted if klass in self.classes()]
         jobs: list[dict[str, Any]] | None = None
-        if {SCHEDULER, SUBMITTER, MRG_JOB} & set(wanted):
-            jobs = await self._submissions.summaries(caller, [])
+        if {SCHEDULER, SUBMITTER, MRG_JOB} & set(wanted):  # counts need two attributes of each job, not summaries
+            jobs = await self._submissions.summaries(caller, [], SUMMARY_ATTRIBUTES if MRG_JOB in wanted else COUNTED)
         found: list[Published] = []
         for klass in wanted:
             if klass is SCHEDULER:
@@ -171,8 +206,11 @@ class Objects:
         return found
 
     async def _submission_objects(self, caller: Caller) -> list[Published]:
+        return self._submissions_of(await self._submissions.submissions(caller))
+
+    def _submissions_of(self, infos: list[SubmissionInfo]) -> list[Published]:
         found = []
-        for info in await self._submissions.submissions(caller):
+        for info in infos:
             values = {"jobserverRef": self.ref(JOBSERVER, f"jobs@{self.schedd}"), "Name": info.name,
                       "Owner": info.owner, "QDate": info.qdate * NANOSECONDS, **info.counts}
             found.append(Published(SUBMISSION, info.name, _typed(SUBMISSION, values)))

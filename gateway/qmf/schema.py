@@ -41,6 +41,27 @@ class QmfType(enum.IntEnum):
     LIST = 21
 
 
+#: a QMFv1 type code as the map protocol's schema names it: its ``_type`` and, where it narrows that, ``_subtype``
+V2_TYPES: dict[QmfType, tuple[str, str | None]] = {
+    **{kind: ("TYPE_INT", None) for kind in (QmfType.U8, QmfType.U16, QmfType.U32, QmfType.U64, QmfType.S8,
+                                              QmfType.S16, QmfType.S32, QmfType.S64)},
+    QmfType.SSTR: ("TYPE_STRING", None), QmfType.LSTR: ("TYPE_STRING", None),
+    QmfType.ABSTIME: ("TYPE_INT", "timestamp"), QmfType.DELTATIME: ("TYPE_INT", "duration"),
+    QmfType.REF: ("TYPE_MAP", "reference"), QmfType.BOOL: ("TYPE_BOOL", None),
+    QmfType.FLOAT: ("TYPE_FLOAT", None), QmfType.DOUBLE: ("TYPE_FLOAT", None), QmfType.UUID: ("TYPE_UUID", None),
+    QmfType.MAP: ("TYPE_MAP", None), QmfType.LIST: ("TYPE_LIST", None)}
+
+
+def v2_element(name: str, kind: QmfType, **extra: Any) -> dict[str, Any]:
+    """One property or argument of a QMFv2 schema map (``extra``: its ``_access``, ``_index``, ``_dir``,
+    ``_desc``...)."""
+    type_name, subtype = V2_TYPES[kind]
+    element: dict[str, Any] = {"_name": name, "_type": type_name, **extra}
+    if subtype is not None:
+        element["_subtype"] = subtype
+    return element
+
+
 class Direction(str, enum.Enum):
     IN = "I"
     OUT = "O"
@@ -102,6 +123,18 @@ class QmfClass:
     def schema_id(self) -> dict[str, Any]:
         """The QMFv2 ``_schema_id`` map."""
         return {"_package_name": self.package, "_class_name": self.name, "_type": "_data", "_hash": self.hash}
+
+    def v2_schema(self) -> dict[str, Any]:
+        """The class's schema as the map protocol answers a ``SCHEMA`` query: its id, its properties and
+        statistics (read-only, statistics as properties, as QMFv2 has no other kind), and its methods with their
+        arguments' directions."""
+        properties = [v2_element(prop.name, prop.type, _access="RO", _index=prop.index,
+                                 **({"_desc": prop.desc} if prop.desc else {}))
+                      for prop in (*self.properties, *self.statistics)]
+        methods = [{"_name": method.name, **({"_desc": method.desc} if method.desc else {}),
+                    "_arguments": [v2_element(arg.name, arg.type, _dir=arg.dir.value) for arg in method.args]}
+                   for method in self.methods]
+        return {"_schema_id": self.schema_id(), "_properties": properties, "_methods": methods}
 
     def method(self, name: str) -> Method | None:
         return next((method for method in self.methods if method.name == name), None)
@@ -172,8 +205,23 @@ POOL_DAEMON = (Prop("Pool", QmfType.SSTR, True), Prop("System", QmfType.SSTR, Tr
 COLLECTOR = QmfClass(GRID, "collector", POOL_DAEMON,
                      _props(QmfType.U32, "RunningJobs", "IdleJobs", "HostsTotal", "HostsClaimed", "HostsUnclaimed",
                             "HostsOwner"))
-NEGOTIATOR = QmfClass(GRID, "negotiator", POOL_DAEMON)
-MASTER = QmfClass(GRID, "master", POOL_DAEMON + (Prop("RealUid", QmfType.S32),))
+NAME = Arg("Name", QmfType.SSTR)
+#: the negotiator's methods as HTCondor's plugin declared them (the gateway performs none: methods.py)
+NEGOTIATOR = QmfClass(GRID, "negotiator", POOL_DAEMON, (), (
+    Method("GetLimits", (Arg("Limits", QmfType.MAP, O),), "the pool's concurrency limits"),
+    Method("SetLimit", (NAME, Arg("Max", QmfType.DOUBLE))),
+    Method("GetStats", (NAME, Arg("Ad", QmfType.MAP, O)), "a submitter's accounting ad"),
+    Method("SetPriority", (NAME, Arg("Priority", QmfType.DOUBLE))),
+    Method("SetPriorityFactor", (NAME, Arg("PriorityFactor", QmfType.DOUBLE))),
+    Method("SetUsage", (NAME, Arg("Usage", QmfType.DOUBLE))),
+    Method("GetRawConfig", (NAME, Arg("Value", QmfType.LSTR, O))),
+    Method("SetRawConfig", (NAME, Arg("Value", QmfType.LSTR))),
+    Method("Reconfig")))
+#: the subsystems a master's Start and Stop name
+SUBSYSTEMS = ("STARTD", "SCHEDD", "COLLECTOR", "NEGOTIATOR", "KBDD")
+MASTER = QmfClass(GRID, "master", POOL_DAEMON + (Prop("RealUid", QmfType.S32),), (), (
+    Method("Start", (Arg("Subsystem", QmfType.SSTR),), "one of " + ", ".join(SUBSYSTEMS)),
+    Method("Stop", (Arg("Subsystem", QmfType.SSTR),), "one of " + ", ".join(SUBSYSTEMS))))
 SLOT = QmfClass(
     GRID, "slot", POOL_DAEMON + tuple(Prop(name, QmfType.SSTR) for name in (
         "State", "Activity", "Arch", "OpSys", "JobId", "GlobalJobId", "RemoteUser", "SlotType"))

@@ -49,7 +49,15 @@ from gateway.core.described import AwaitedInput, InputNotAwaited, Submitted
 from gateway.core.schedd import JobAdStructs, TemplateResult, ViewAnswer
 from gateway.core.status import BirdbathError, Status, StatusCode
 from gateway.core.submissions import ApiError, ApiStatus, JobFile, JobRef, SubmissionInfo, SubmissionSettings
-from gateway.core.transactions import Committed, InputFile, NewCluster, Transaction, TransactionRef, WholeTransaction
+from gateway.core.transactions import (
+    AdRules,
+    Committed,
+    InputFile,
+    NewCluster,
+    Transaction,
+    TransactionRef,
+    WholeTransaction,
+)
 from gateway.identity.peers import PeerOwner
 from gateway.identity.throttle import Throttled
 from gateway.monitoring.events import RequestTally
@@ -100,7 +108,7 @@ CLASSES: dict[str, type] = {cls.__name__: cls for cls in (
     PeerOwner, WorkerFigures, RequestTally, Buckets, ViewAnswer, WholeTransaction, NewCluster, InputFile,
     DagDescription, Committed, AttributeChange, ActionChange)}
 ENUMS: dict[str, type[enum.Enum]] = {cls.__name__: cls for cls in (
-    Authentication, StatusCode, AttrType, ApiStatus, Universe, JobAction, AdType, Permission)}
+    Authentication, StatusCode, AttrType, ApiStatus, Universe, JobAction, AdType, Permission, AdRules)}
 
 #: exceptions: name -> (class, its arguments from an instance, the instance from them)
 ERRORS: dict[str, tuple[type[BaseException], Callable[[Any], list[Any]], Callable[..., BaseException]]] = {

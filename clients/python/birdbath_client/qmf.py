@@ -124,6 +124,19 @@ class Console:
                 return found
         raise AssertionError("unreachable")
 
+    def schemas(self, package: str | None = None, class_name: str | None = None,
+                agent: str | None = None) -> list[dict[str, Any]]:
+        """The agent's class schemas (``_what: SCHEMA``), all of them or one class's: each a map of its
+        ``_schema_id``, ``_properties`` and ``_methods`` (each method's ``_arguments`` with their ``_dir``)."""
+        query: dict[str, Any] = {"_what": "SCHEMA"}
+        if class_name is not None:
+            query["_schema_id"] = {"_class_name": class_name, **({"_package_name": package} if package else {})}
+        correlation = self._request(DIRECT, agent or self.agent(), "_query_request", query)
+        message = next(iter(self._answers(correlation)))
+        if message.properties.get("qmf.opcode") == "_exception":
+            raise RuntimeError(message.body.get("_values", {}).get("error_text", "query refused"))
+        return list(message.body or [])
+
     def call(self, agent: str, object_name: str, method: str, arguments: dict[str, Any]) -> MethodResult:
         correlation = self._request(DIRECT, agent, "_method_request", {
             "_object_id": {"_object_name": object_name}, "_method_name": method, "_arguments": arguments})
