@@ -7,8 +7,8 @@ less than the rates).
 Every job runs under the controls jobs have (a launcher keeping its whole process tree, its cgroup where the
 gateway runs as root, its memory request enforced, its usage reported): this measures what those cost a job that
 does nothing.  ``--tree DIR`` (repeatable) also runs the same jobs on the gateway of another checkout, interleaved
-with this tree's (every other round in the reverse order), so that a change is measured against the tree before it in one run on a loaded machine; the
-ratios are then taken between figures of the same run.
+with this tree's (every other round in the reverse order), so that a change is measured against the tree before
+it in one run on a loaded machine; the ratios are then taken between figures of the same run.
 
 Run: ``python bench/short_jobs.py [--jobs 300] [--runs 3] [--tree /path/to/other/checkout]``.  Prints figures;
 asserts nothing.
