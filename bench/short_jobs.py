@@ -7,8 +7,8 @@ less than the rates).
 Every job runs under the controls jobs have (a launcher keeping its whole process tree, its cgroup where the
 gateway runs as root, its memory request enforced, its usage reported): this measures what those cost a job that
 does nothing.  ``--tree DIR`` (repeatable) also runs the same jobs on the gateway of another checkout, interleaved
-with this tree's, so that a change is measured against the tree before it in one run on a loaded machine; the
-ratios are then taken between figures of the same run.
+with this tree's (every other round in the reverse order), so that a change is measured against the tree before
+it in one run on a loaded machine; the ratios are then taken between figures of the same run.
 
 Run: ``python bench/short_jobs.py [--jobs 300] [--runs 3] [--tree /path/to/other/checkout]``.  Prints figures;
 asserts nothing.
@@ -92,9 +92,12 @@ def measure(tmp: Path, jobs: int, runs: int, trees: list[Path]) -> None:
     try:
         for gateway in gateways.values():
             gateway.start()
-        interleaved([*((figures[name], lambda name=name, gateway=gateway: run_jobs(gateway, jobs, iwd, cpu[name]))
-                       for name, gateway in gateways.items()),
-                     (spawned, lambda: spawn_two_at_a_time(jobs))], runs)
+        measurements = [*((figures[name], lambda name=name, gateway=gateway: run_jobs(gateway, jobs, iwd, cpu[name]))
+                          for name, gateway in gateways.items()),
+                        (spawned, lambda: spawn_two_at_a_time(jobs))]
+        for run in range(runs):  # each round in turn the other way round: the first gateway of a round ran
+            # faster in a fixed order (up to a fifth, on a loaded machine), whichever tree it was
+            interleaved(measurements if run % 2 == 0 else measurements[::-1], 1)
     finally:
         for gateway in gateways.values():
             gateway.stop()
