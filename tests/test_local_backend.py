@@ -209,25 +209,6 @@ def test_a_call_returns_once_its_writes_are_on_disk_and_only_then_does_what_wait
     assert order[-2:] == [("synced", written), ("at once", written)]
 
 
-def test_on_written_hears_a_calls_result_before_its_sync_and_the_call_returns_after_it(backend, monkeypatch):
-    """What needs no durability (the executor starting the jobs a cycle chose) is given the result at once; the
-    call itself still answers once its writes are on disk, and a call that fails gives nothing."""
-    store, queue, order = backend._queue.store, backend._queue, []
-    real_durable = store.durable
-    monkeypatch.setattr(store, "durable", lambda written: (order.append("synced"), real_durable(written)))
-
-    def work() -> str:
-        queue.commit(Batch([NewJob(queue.store.next_cluster_id(), 0, classad2.ClassAd({"Cmd": "/bin/true"}))]))
-        return "chosen"
-
-    assert backend.serially(work, on_written=lambda result: order.append(("written", result))) == "chosen"
-    assert order[-2:] == [("written", "chosen"), "synced"]  # (a commit syncs its staged files first)
-    heard = len(order)
-    with pytest.raises(ZeroDivisionError):
-        backend.serially(lambda: 1 / 0, on_written=lambda result: order.append(("written", result)))
-    assert len(order) == heard
-
-
 def test_a_job_without_a_spool_yet_has_no_files(backend):
     """A job gets its spool with its first staged file (or at commit): before that, reading a file of it fails as
     for a file missing from its spool, and listing finds nothing."""
