@@ -136,13 +136,9 @@ class NoDags:
         raise AssertionError(f"a DAG host call ({name}) was not expected")
 
 
-def call(function, *args, on_written=None, **kwargs):
-    """The backend's thread, made synchronous (``on_written``: given the result, as the backend gives it before its
-    sync)."""
-    answer = defer.maybeDeferred(function, *args, **kwargs)
-    if on_written is not None:
-        answer.addCallback(lambda result: (on_written(result), result)[1])
-    return answer
+def call(function, *args, **kwargs):
+    """The backend's thread, made synchronous."""
+    return defer.maybeDeferred(function, *args, **kwargs)
 
 
 class ReactorCall:
@@ -153,37 +149,26 @@ class ReactorCall:
 
     def __call__(self, function, *args, **kwargs):
         answer: defer.Deferred = defer.Deferred()
-        self._reactor.callLater(0, lambda: call(function, *args, **kwargs).chainDeferred(answer))
+        self._reactor.callLater(0, lambda: defer.maybeDeferred(function, *args, **kwargs).chainDeferred(answer))
         return answer
 
 
 class HeldCall:
-    """A ``call`` whose ``cycle`` answers only when the test says so (the backend thread is busy): :meth:`write`
-    runs it and says it is written (``on_written``), :meth:`answer` answers it once synced (written first, if not
-    yet)."""
+    """A ``call`` whose ``cycle`` answers only when the test says so (the backend thread is busy)."""
 
     def __init__(self) -> None:
-        self.pending: list[list] = []  # [function, args, on_written, answer, result (once written)]
+        self.pending: list[tuple[Any, tuple, defer.Deferred]] = []
 
-    def __call__(self, function, *args, on_written=None, **kwargs):
+    def __call__(self, function, *args, **kwargs):
         if getattr(function, "__name__", "") != "cycle":
-            return call(function, *args, on_written=on_written, **kwargs)
+            return defer.maybeDeferred(function, *args, **kwargs)
         answer: defer.Deferred = defer.Deferred()
-        self.pending.append([function, args, on_written, answer, None])
+        self.pending.append((function, args, answer))
         return answer
 
-    def write(self) -> None:
-        question = self.pending[0]
-        function, args, on_written, _, _ = question
-        question[4] = result = function(*args)
-        if on_written is not None:
-            on_written(result)
-
     def answer(self) -> None:
-        if self.pending[0][4] is None:
-            self.write()
-        answer, result = self.pending.pop(0)[3:]
-        answer.callback(result)
+        function, args, answer = self.pending.pop(0)
+        answer.callback(function(*args))
 
 
 @pytest.fixture(autouse=True)
@@ -305,40 +290,6 @@ def test_a_wake_during_a_cycle_runs_one_more_pass_never_a_concurrent_one(reactor
     held.answer()
     assert held.pending == []
     assert scheduling.start_calls == [(2, set()), (1, {(1, 0)})]
-
-
-def test_a_cycle_starts_its_jobs_once_written_not_after_its_sync(reactor, scheduling, tmp_path, sent):
-    """The launchers start while the cycle's write is synced (once each: the answer starts no second one)."""
-    held = HeldCall()
-    ex = executor(reactor, scheduling, slots=2, call_function=held)
-    scheduling.offered = [launch(tmp_path, (1, 0)), launch(tmp_path, (2, 0))]
-    start_cycles(reactor, ex)
-    held.write()
-    assert [s.directory for s in reactor.spawned] == [str(tmp_path / "dir_1.0"), str(tmp_path / "dir_2.0")]
-    held.answer()
-    assert len(reactor.spawned) == 2 and ex.busy_cpus == 2
-    reactor.spawned[0].end()
-    reactor.advance(0)
-    held.answer()  # (the end recorded, and nothing left to start)
-    assert len(reactor.spawned) == 2 and ex.busy_cpus == 1
-
-
-def test_a_stop_between_a_cycles_write_and_its_sync_stops_what_started(reactor, scheduling, tmp_path, sent):
-    """Jobs started once written are running jobs when the gateway stops: stopped, not requeued a second time."""
-    held = HeldCall()
-    ex = executor(reactor, scheduling, slots=2, call_function=held)
-    scheduling.offered = [launch(tmp_path, (1, 0), pgid=5)]
-    start_cycles(reactor, ex)
-    held.write()
-    stopped = defer.Deferred.fromCoroutine(ex.stop())
-    assert sent == [("kill", reactor.spawned[0].process.pid, signal.SIGTERM)]
-    held.answer()
-    assert len(reactor.spawned) == 1 and scheduling.finished == []
-    reactor.spawned[0].end()
-    reactor.advance(0)
-    held.answer()
-    assert stopped.called
-    assert scheduling.finished == [((1, 0), SHUTDOWN)]  # once, as the run it is
 
 
 def test_changes_that_make_nothing_idle_do_not_look_for_work(reactor, scheduling, sent):

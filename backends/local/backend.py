@@ -120,14 +120,10 @@ class LocalBackend:
         self._executor: Executor | None = None
         self._one_at_a_time = threading.RLock()
 
-    def serially(self, function: Callable[..., T], *args: Any, on_written: Callable[[T], None] | None = None,
-                 **kwargs: Any) -> T:
+    def serially(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``function`` alone (nothing else changes the queue meanwhile: the backend's code is written for one
         thread), then, outside, wait until what it wrote is on disk: the caller hears of its change only once it is
-        durable, and the next call does not wait for this one's sync.  ``on_written`` is given the result as soon as
-        it is written, before the sync: what needs no durability waits for none (the executor starts the jobs a cycle
-        chose meanwhile: a crash of the machine that loses their start ends their launchers too, and they run
-        again, as HTCondor runs again the jobs of an execute machine that went down)."""
+        durable, and the next call does not wait for this one's sync."""
         store = self._queue.store
         with self._one_at_a_time:
             if self._queue.within_synced_work:  # called from within a call (a method of ours): part of it
@@ -138,8 +134,6 @@ class LocalBackend:
                     result = function(*args, **kwargs)
             finally:
                 after = store.written
-        if on_written is not None:
-            on_written(result)
         if after > before:
             try:
                 store.durable(after)
@@ -157,12 +151,7 @@ class LocalBackend:
     # -- running inside the gateway ---------------------------------------------------------------------
     def start(self, reactor: Any, call: Callable[..., Any]) -> None:
         """Start the executor in the gateway's reactor (``call`` runs a function on the backend's thread)."""
-        def serial(function: Callable[..., Any], *args: Any, on_written: Callable[[Any], None] | None = None,
-                   **kwargs: Any) -> Any:
-            """Calls from the reactor run one at a time, as the clients' do; ``on_written`` is called in the reactor."""
-            in_reactor = None if on_written is None else functools.partial(reactor.callFromThread, on_written)
-            return call(self.serially, function, *args, on_written=in_reactor, **kwargs)
-
+        serial = functools.partial(call, self.serially)  # calls from the reactor run one at a time, as the clients'
         executor = Executor(reactor, serial, self._scheduler, self._dags, self.options, ForkServer(reactor),
                             ChirpService(reactor, serial, QueueJobs(self._queue)))
         self._executor = executor

@@ -127,8 +127,6 @@ class Executor:
         self._heard: dict[JobKey, tuple[int | None, classad2.ClassAd]] = {}
         #: runs whose launcher is gone, to be recorded by the next cycle (with why the gateway ended them, if it did)
         self._ended: dict[JobKey, str | None] = {}
-        #: the jobs the cycle in flight chose that are started (as soon as written, or when it answers)
-        self._started_now: set[JobKey] = set()
         #: for the operators: how long each negotiation cycle's call took, and each launcher to be ready
         self.cycle_times = Buckets(CYCLE_BOUNDS)
         self.launcher_starts = Buckets(LAUNCHER_BOUNDS)
@@ -249,10 +247,11 @@ class Executor:
                 began = time.perf_counter()
                 launches = await self._choose()
                 self.cycle_times.observe(time.perf_counter() - began)
-                if self._stopped:  # stop() came before the chosen jobs were written: these never start
-                    await self._requeue([launch for launch in launches if launch.key not in self._started_now])
+                if self._stopped:  # stop() came while the scheduler chose: these jobs never start
+                    await self._requeue(launches)
                     continue  # (runs that ended meanwhile are recorded all the same)
-                self._spawn_all(launches)  # (when written was not heard first)
+                for launch in launches:
+                    self._spawn(launch)
                 for launch in launches:  # changes made after the choice that started them, heard before it
                     written, ad = self._heard.get(launch.key, (0, None))
                     after = written is None or written > launch.written
@@ -267,17 +266,15 @@ class Executor:
 
     async def _choose(self) -> list[Launch]:
         """One call to the scheduler: record the runs that ended since the last one, then choose what to start in the
-        slots that are free once they are (nothing, once stopping) -- one write and one sync for all of it; the chosen
-        jobs start once written (``on_written``), before the sync.  The
+        slots that are free once they are (nothing, once stopping) -- one write and one sync for all of it.  The
         ended runs leave the executor whatever the call does (recording a run's end never fails: it holds the job)."""
         ended, self._ended = self._ended, {}
         running = set(self._running) - ended.keys()
         free = None if self._stopped else self.options.slots - sum(self._running[key].launch.cpus for key in running)
         self._heard = {}
-        self._started_now = set()
         chosen = False
         try:
-            launches = await self._call(self._scheduler.cycle, ended, free, running, on_written=self._spawn_all)
+            launches = await self._call(self._scheduler.cycle, ended, free, running)
             chosen = True
             return launches
         finally:
@@ -290,17 +287,6 @@ class Executor:
                 await self._call(self._scheduler.finish_dag, launch.key, None, SHUT_DOWN)
             else:
                 await self._call(self._scheduler.finish_job, launch.key, SHUT_DOWN)
-
-    def _spawn_all(self, launches: list[Launch]) -> None:
-        """Start the jobs a cycle chose, as soon as their start is written (the cycle's sync goes on meanwhile and
-        the next cycle waits for it: a launcher's start and the queue's sync overlap), unless stopping; called again
-        when the cycle answers, it starts only those not started yet."""
-        if self._stopped:
-            return
-        for launch in launches:
-            if launch.key not in self._started_now:
-                self._started_now.add(launch.key)
-                self._spawn(launch)
 
     def _spawn(self, launch: Launch) -> None:
         running = _Running(launch, spawned=time.time())
