@@ -27,6 +27,7 @@ from gateway.core.collector import BirdbathCollector, contact_address
 from gateway.core.described import DescribedSubmissions
 from gateway.core.queries import QueryRunner
 from gateway.core.schedd import BirdbathSchedd
+from gateway.core.services import CollectorContract, DescribedContract, ScheddContract, SubmissionsContract
 from gateway.core.submissions import SubmissionService, SubmissionSettings
 from gateway.core.threads import BlockingCaller
 from gateway.daemon import sharedport
@@ -244,7 +245,8 @@ class Gateway:
             log.info("/metrics, /healthz and /readyz also on http://{host}:{port}/ (metrics_port)", host=address.host,
                      port=address.port)
 
-    def serve(self, schedd: Any, collector: Any, submissions: Any, described: Any, monitor: Watched) -> None:
+    def serve(self, schedd: ScheddContract, collector: CollectorContract, submissions: SubmissionsContract,
+              described: DescribedContract, monitor: Watched) -> None:
         """Publish the core's services (here, or in a worker their :class:`gateway.workers.link.RemoteObject`) as
         the sites' resource trees (:mod:`gateway.routes`)."""
         self.schedd, self.collector, self.submissions, self.monitor = schedd, collector, submissions, monitor

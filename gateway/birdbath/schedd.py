@@ -14,7 +14,8 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 from twisted.internet.defer import fail
 
 from gateway.core.adstruct import Attr, AttrType
-from gateway.core.schedd import BirdbathSchedd, JobAdStructs, TemplateResult
+from gateway.core.schedd import JobAdStructs, TemplateResult
+from gateway.core.services import ScheddContract
 from gateway.core.status import OK, BirdbathError
 from gateway.core.status import Status as CoreStatus
 from gateway.core.status import StatusCode as CoreStatusCode
@@ -33,13 +34,6 @@ from .context import RequestContext
 
 #: a structure on the wire: its members by name (absent or None: left out)
 Wire = Mapping[str, Any]
-
-OPERATIONS = (
-    "getVersionString", "getPlatformString", "beginTransaction", "commitTransaction", "abortTransaction",
-    "extendTransaction", "newCluster", "removeCluster", "newJob", "removeJob", "holdJob", "releaseJob",
-    "submit", "getJobAds", "getJobAd", "declareFile", "sendFile", "getFile", "closeSpool", "listSpool",
-    "requestReschedule", "discoverJobRequirements", "createJobTemplate",
-)
 
 #: answers of more ads than this are streamed (written as they are sent, without a Content-Length)
 STREAMED_ADS = 1000
@@ -91,7 +85,7 @@ def _file_data(name: str | None, text: str | None) -> bytes:
 
 
 # -- running one operation ----------------------------------------------------------------------------------
-Work = Callable[[BirdbathSchedd, RequestContext], Awaitable[Any]]
+Work = Callable[[ScheddContract, RequestContext], Awaitable[Any]]
 
 
 def _run(request: RequestContext, operation: Work, answer: Callable[[dict[str, Any], Any], Any],
@@ -141,7 +135,7 @@ def _int_answer(request: RequestContext, operation: Work) -> Maybe[Any]:
     return _with_status(request, operation, "integer", integer=0)
 
 
-def _info(which: Callable[[BirdbathSchedd], str]) -> Handler:
+def _info(which: Callable[[ScheddContract], str]) -> Handler:
     """getVersionString/getPlatformString: SUCCESS with no status message (as the original), no checks."""
     return lambda request, p: _run(request, lambda s, r: _sync(which(s)),
                                    lambda ok, text: {"status": {"code": "SUCCESS"}, "message": text},
