@@ -7,8 +7,8 @@ declares (a call of anything else is refused on both ends), and the attributes a
 constants sent to each worker once, when its link is made.  A new core service is declared once, in
 :data:`CONTRACTS`: the workers' list of services and the link's checks are read from it.
 
-Each method answers an awaitable (the core's coroutine, or the link's Deferred), but for the two that the core
-answers at once (``discover_job_requirements``, ``create_job_template``), which answer a value in the core's process.
+Each method answers an awaitable: the core's coroutine, or the link's Deferred.  A front end awaits it, or hands it
+to :func:`gateway.soap.answer.started`, which answers at once what finishes without waiting.
 """
 
 from __future__ import annotations
@@ -76,11 +76,10 @@ class ScheddContract(Protocol):
     def close_spool(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> Awaitable[None]: ...
     def who_am_i(self, caller: Caller) -> Awaitable[dict[str, str | None]]: ...
     def request_reschedule(self, caller: Caller) -> Awaitable[None]: ...
-    def discover_job_requirements(self, caller: Caller,
-                                  attrs: Iterable[Attr] | None) -> list[str] | Awaitable[list[str]]: ...
+    def discover_job_requirements(self, caller: Caller, attrs: Iterable[Attr] | None) -> Awaitable[list[str]]: ...
     def create_job_template(self, caller: Caller, cluster: int, proc: int, owner: str | None, universe: Universe,
                             cmd: str | None, args: str | None,
-                            requirements: str | None) -> TemplateResult | Awaitable[TemplateResult]: ...
+                            requirements: str | None) -> Awaitable[TemplateResult]: ...
 
 
 class CollectorContract(Protocol):
