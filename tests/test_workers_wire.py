@@ -226,10 +226,10 @@ def test_a_message_too_large_for_the_other_end_fails_alone_and_the_link_stays(mo
 
 def test_an_answer_too_large_fails_its_call_in_the_worker_and_both_ends_carry_on(monkeypatch):
     class Schedd:
-        def get_job_ads(self) -> list:
+        async def get_job_ads(self) -> list:
             return [job_ad(1, proc, 7) for proc in range(40)]
 
-        def who_am_i(self) -> int:
+        async def who_am_i(self) -> int:
             return 1
 
     core = CoreLink(SimpleNamespace(pool=SimpleNamespace(calls=CoreCalls(lambda: {"schedd": Schedd()}))))
@@ -260,7 +260,7 @@ def test_only_the_methods_a_contract_declares_cross_the_link():
     class Schedd:
         backend = SimpleNamespace(remove=lambda: ran.append("backend"))
 
-        def who_am_i(self) -> str:
+        async def who_am_i(self) -> str:
             ran.append("who_am_i")
             return "me"
 
@@ -294,8 +294,9 @@ def test_only_the_methods_a_contract_declares_cross_the_link():
 
 
 def test_the_contracts_declare_what_the_core_defines():
-    """Every declared method and constant is one the core's service has, with the same parameters: a contract that
-    drifted from its class would fail only when a worker called it."""
+    """Every declared method is one the core's service has, with the same parameters, and a coroutine (the one
+    currency the link's CoreCalls wraps): a contract that drifted from its class would fail only when a worker
+    called it."""
     import inspect
 
     from gateway.core.collector import BirdbathCollector
@@ -315,6 +316,7 @@ def test_the_contracts_declare_what_the_core_defines():
             assert list(declared.parameters) == list(defined.parameters), f"{service}.{name}"
             assert [p.default for p in declared.parameters.values()] == [
                 p.default for p in defined.parameters.values()], f"{service}.{name}"
+            assert inspect.iscoroutinefunction(getattr(classes[service], name)), f"{service}.{name} is no coroutine"
 
 
 def test_a_reference_to_an_ad_not_held_is_refused():

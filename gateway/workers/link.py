@@ -28,12 +28,11 @@ piece of a large message) or AMP (whose values are limited to 64 KiB, less than 
 from __future__ import annotations
 
 import enum
-import inspect
 import struct
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.defer import Deferred, ensureDeferred, fail
+from twisted.internet.defer import Deferred, fail
 from twisted.internet.error import ConnectionLost
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
@@ -239,14 +238,7 @@ class CoreCalls:
         target = self._services().get(service)
         if target is None or method not in OPERATIONS.get(service, ()):
             return fail(wire.RemoteFailure(f"no operation {service}.{method} in the core"))
-        try:
-            result = getattr(target, method)(*args, **kwargs)
+        try:  # (every declared method is a coroutine of the core: tests/test_workers_wire.py keeps it so)
+            return Deferred.fromCoroutine(getattr(target, method)(*args, **kwargs))
         except Exception:  # noqa: BLE001 - whatever the service raises is the call's answer
             return fail()
-        if inspect.iscoroutine(result):
-            return ensureDeferred(result)
-        if isinstance(result, Deferred):
-            return result
-        answer: Deferred[Any] = Deferred()
-        answer.callback(result)
-        return answer
