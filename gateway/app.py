@@ -24,6 +24,7 @@ from gateway.core.collector import BirdbathCollector, contact_address
 from gateway.core.described import DescribedSubmissions
 from gateway.core.queries import QueryRunner
 from gateway.core.schedd import BirdbathSchedd
+from gateway.core.services import CollectorContract, DescribedContract, ScheddContract, SubmissionsContract
 from gateway.core.submissions import SubmissionService, SubmissionSettings
 from gateway.core.threads import BlockingCaller
 from gateway.daemon import sharedport
@@ -276,7 +277,8 @@ class Gateway(InOrder):
             log.info("/metrics, /healthz and /readyz also on http://{host}:{port}/ (metrics_port)", host=address.host,
                      port=address.port)
 
-    def serve(self, schedd: Any, collector: Any, submissions: Any, described: Any, monitor: Watched) -> None:
+    def serve(self, schedd: ScheddContract, collector: CollectorContract, submissions: SubmissionsContract,
+              described: DescribedContract, monitor: Watched) -> None:
         """Mount the front ends on the sites' trees over the core's services (here, or in a worker their
         :class:`gateway.workers.link.RemoteObject` stand-ins)."""
         self.schedd, self.collector, self.submissions, self.monitor = schedd, collector, submissions, monitor

@@ -19,6 +19,7 @@ from typing import Any
 from prometheus_client.core import Metric
 from twisted.application.service import Service
 
+from gateway.core.services import CollectorContract, DescribedContract, ScheddContract, SubmissionsContract
 from gateway.routes import Routes
 
 #: the entry point group front ends are installed under
@@ -34,14 +35,14 @@ class Core:
     #: module imports it not)
     config: Any
     reactor: Any
-    #: :class:`gateway.core.schedd.BirdbathSchedd`: jobs, transactions (``submit_transaction``), queries
-    schedd: Any
-    #: :class:`gateway.core.collector.BirdbathCollector`: the pool's ads
-    collector: Any
-    #: :class:`gateway.core.submissions.SubmissionService`: the submission API's operations
-    submissions: Any
-    #: :class:`gateway.core.described.DescribedSubmissions`: submissions whose jobs wait for their input
-    described: Any
+    #: jobs, transactions (``submit_transaction``), queries (:class:`gateway.core.schedd.BirdbathSchedd`)
+    schedd: ScheddContract
+    #: the pool's ads (:class:`gateway.core.collector.BirdbathCollector`)
+    collector: CollectorContract
+    #: the submission API's operations (:class:`gateway.core.submissions.SubmissionService`)
+    submissions: SubmissionsContract
+    #: submissions whose jobs wait for their input (:class:`gateway.core.described.DescribedSubmissions`)
+    described: DescribedContract
     #: :class:`gateway.monitoring.web.Watched`: the metrics and readiness pages read it
     monitor: Any
     #: runs a blocking function on the reactor's thread pool (a password check, an upload's reading)

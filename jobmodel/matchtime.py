@@ -30,10 +30,6 @@ class UnexpandedReference(ValueError):
         self.reference = reference
 
 
-def has_references(ad: classad2.ClassAd) -> bool:
-    return any(_references(ad, name) for name in ad.keys())
-
-
 def _references(ad: classad2.ClassAd, name: str) -> bool:
     value = ad.lookup(name)
     return "$$(" in str(value) and isinstance(ad[name], str)

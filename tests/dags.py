@@ -25,7 +25,7 @@ def write_dag(directory: Path, dag: str, nodes: dict[str, str], name: str = "tes
 
 
 def submit_dag(schedd, dag: Path, keep: bool = True, extra_arguments: str = "", **attributes) -> tuple[int, int]:
-    """The job ad of docs/birdbath.md §13 (blog recipe), submitted in one transaction."""
+    """The job ad of the blog's diamond recipe, submitted in one transaction."""
     job = dict(
         Iwd=str(dag.parent), JobUniverse=7, Cmd="/usr/bin/condor_dagman", JobStatus=1,
         Env=f"_CONDOR_MAX_DAGMAN_LOG=0;_CONDOR_DAGMAN_LOG={dag}.dagman.out", JobNotification=0,

@@ -1,4 +1,4 @@
-"""ClassAd <-> ClassAdStruct conversion (docs/birdbath.md §4.4) with the official ClassAd library."""
+"""ClassAd <-> ClassAdStruct conversion (gateway/core/adstruct.py) with the official ClassAd library."""
 
 from __future__ import annotations
 

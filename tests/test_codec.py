@@ -8,7 +8,7 @@ import pytest
 from lxml import etree
 
 from gateway.birdbath.collector import collector_service
-from gateway.birdbath.schedd import OPERATIONS, schedd_service
+from gateway.birdbath.schedd import schedd_service
 from gateway.soap.codec import ContractService
 from gateway.soap.contract import Contract
 from gateway.soap.xsd import BUILTIN, Array, Enumeration, Struct, WireFault, read_element
@@ -59,9 +59,12 @@ def test_the_contract_is_the_one_htcondor_shipped(served, legacy):
 
 
 def test_every_operation_has_a_handler():
-    assert tuple(SCHEDD.contract.operations) == OPERATIONS
+    """The operations are the WSDL's: a handler missing for one, or one for an operation it does not have, stops
+    the service at start-up."""
     with pytest.raises(ValueError, match="getJobAds"):
-        ContractService(SCHEDD.contract, {op: None for op in OPERATIONS if op != "getJobAds"})
+        ContractService(SCHEDD.contract, {op: None for op in SCHEDD.contract.operations if op != "getJobAds"})
+    with pytest.raises(ValueError, match="getJobAdz"):
+        ContractService(SCHEDD.contract, {**{op: None for op in SCHEDD.contract.operations}, "getJobAdz": None})
 
 
 # -- reading ----------------------------------------------------------------------------------------------------
@@ -184,7 +187,7 @@ def test_a_handler_that_fails_is_a_server_fault_whether_it_waited_or_not():
         raise RuntimeError("broken at once")
 
     later: list[Deferred] = []
-    handlers = {op: broken for op in OPERATIONS}
+    handlers = {op: broken for op in SCHEDD.contract.operations}
     handlers["newCluster"] = lambda request, parameters: later.append(Deferred()) or later[-1]
     handlers["newJob"] = lambda request, parameters: {"status": OK, "integer": parameters["clusterId"]}
     service = ContractService(SCHEDD.contract, handlers)
@@ -213,3 +216,14 @@ def test_a_structs_xml_attributes_are_written_on_its_element_quoted():
                        "<remaining>0</remaining>")
     first = etree.fromstring(f"<page>{written}</page>")[0]
     assert read_element(submission, first) == {"name": "a", "pool": 'p&"<q>', "scheduler": "s"}
+
+
+def test_one_fault_template_serves_the_codec_and_the_transport():
+    """The transport's faults (a request too large or too slow) are the codec's template with its default code:
+    a client's words in the text are escaped, never markup."""
+    from gateway.soap.codec import fault_document
+
+    fault = etree.fromstring(fault_document("</faultstring><evil/> & more"))
+    assert fault.findtext(".//faultcode") == "soap11env:Client" and not fault.findall(".//evil")
+    assert fault.findtext(".//faultstring") == "</faultstring><evil/> & more"
+    assert etree.fromstring(fault_document("down", "Server")).findtext(".//faultcode") == "soap11env:Server"

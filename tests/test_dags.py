@@ -1,4 +1,4 @@
-"""DAGs submitted through SOAP run on the local backend (docs/birdbath.md §13, the blog's diamond)."""
+"""DAGs submitted through SOAP run on the local backend (the blog's diamond, tests/dags.py)."""
 
 from __future__ import annotations
 

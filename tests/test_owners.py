@@ -344,7 +344,8 @@ def test_a_create_job_template_ad_sent_back_is_accepted_with_the_schedds_values(
     txn = run(schedd.begin_transaction(ALICE, 60))
     cluster = run(schedd.new_cluster(ALICE, ref(txn)))
     proc = run(schedd.new_job(ALICE, ref(txn), cluster))
-    template = schedd.create_job_template(ALICE, cluster, proc, "alice", Universe.VANILLA, "/bin/true", None, None)
+    template = run(schedd.create_job_template(ALICE, cluster, proc, "alice", Universe.VANILLA, "/bin/true", None,
+                                              None))
     clock.advance(30)  # the template's QDate is older than the queue's
     run(schedd.submit(ALICE, ref(txn), cluster, proc, template.ad))
     run(schedd.commit_transaction(ALICE, ref(txn)))

@@ -1,5 +1,5 @@
 """Every condorSchedd operation through zeep clients generated from the served WSDL and from the shipped 7.2.4
-WSDL: success and each error path, with the status codes and messages of docs/birdbath.md §5."""
+WSDL: success and each error path, with the status codes and messages of gateway/core/status.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Transactions as leases, driven by a fake clock (docs/birdbath.md §6), and bound to the caller that began them
+"""Transactions as leases, driven by a fake clock (gateway/core/transactions.py), and bound to the caller that began them
 with ids nobody can guess from their own."""
 
 from __future__ import annotations

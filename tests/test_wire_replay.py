@@ -9,10 +9,12 @@ import re
 import pytest
 from lxml import etree
 
-from gateway.birdbath.schedd import OPERATIONS, schedd_service
+from gateway.birdbath.schedd import schedd_service
 from tests.conftest import WIRE
 from tests.wire import CLIENTS, assert_valid, body_element, captured, post
 
+#: condorSchedd's operations, read from its WSDL: each has recorded requests to replay
+OPERATIONS = tuple(schedd_service().contract.operations)
 XSI_NIL = "{http://www.w3.org/2001/XMLSchema-instance}nil"
 
 

@@ -226,10 +226,10 @@ def test_a_message_too_large_for_the_other_end_fails_alone_and_the_link_stays(mo
 
 def test_an_answer_too_large_fails_its_call_in_the_worker_and_both_ends_carry_on(monkeypatch):
     class Schedd:
-        def many(self) -> list:
+        async def get_job_ads(self) -> list:
             return [job_ad(1, proc, 7) for proc in range(40)]
 
-        def one(self) -> int:
+        async def who_am_i(self) -> int:
             return 1
 
     core = CoreLink(SimpleNamespace(pool=SimpleNamespace(calls=CoreCalls(lambda: {"schedd": Schedd()}))))
@@ -237,7 +237,7 @@ def test_an_answer_too_large_fails_its_call_in_the_worker_and_both_ends_carry_on
     worker, worker_sent = CallingLink(), StringTransport()
     worker.makeConnection(worker_sent)
     monkeypatch.setattr(link, "MAX_MESSAGE", 3000)
-    too_large, answered = worker.call("schedd", "many"), worker.call("schedd", "one")
+    too_large, answered = worker.call("schedd", "get_job_ads"), worker.call("schedd", "who_am_i")
     core.dataReceived(worker_sent.value())
     worker.dataReceived(core.transport.value())
     failures, values = [], []
@@ -245,6 +245,78 @@ def test_an_answer_too_large_fails_its_call_in_the_worker_and_both_ends_carry_on
     answered.addCallback(values.append)
     assert failures[0].check(wire.MessageTooLarge) and "ask for fewer jobs" in failures[0].getErrorMessage()
     assert values == [1] and not worker_sent.disconnecting and not core.transport.disconnecting
+
+
+def test_only_the_methods_a_contract_declares_cross_the_link():
+    """A worker taken over by a hostile request reaches no more of the core than the contracts: a method of the
+    service's class that no contract declares (``abort_all``, which aborts every caller's transactions), a private
+    one, an instance's attribute (its backend) and an unknown service are refused by the core and run nothing,
+    and a worker's stand-in has no such method at all."""
+    from gateway.core.services import CONTRACTS, ScheddContract, operations
+    from gateway.workers.link import OPERATIONS, RemoteObject
+
+    ran: list[str] = []
+
+    class Schedd:
+        backend = SimpleNamespace(remove=lambda: ran.append("backend"))
+
+        async def who_am_i(self) -> str:
+            ran.append("who_am_i")
+            return "me"
+
+        def abort_all(self) -> None:
+            ran.append("abort_all")
+
+        def _enter(self) -> None:
+            ran.append("_enter")
+
+    core = CoreLink(SimpleNamespace(pool=SimpleNamespace(calls=CoreCalls(lambda: {"schedd": Schedd()}))))
+    core.transport, core.alive = StringTransport(), True
+    worker, worker_sent = CallingLink(), StringTransport()
+    worker.makeConnection(worker_sent)
+    calls = [worker.call(service, method) for service, method in
+             [("schedd", "abort_all"), ("schedd", "_enter"), ("schedd", "backend"), ("schedd", "__init__"),
+              ("backend", "remove"), ("schedd", "who_am_i")]]
+    core.dataReceived(worker_sent.value())
+    worker.dataReceived(core.transport.value())
+    answers: list = []
+    for call in calls:
+        call.addCallbacks(answers.append, lambda failure: answers.append(failure.getErrorMessage()))
+    assert answers[:5] == [f"no operation {name} in the core" for name in
+                           ("schedd.abort_all", "schedd._enter", "schedd.backend", "schedd.__init__", "backend.remove")]
+    assert answers[5] == "me" and ran == ["who_am_i"]
+    stand_in = RemoteObject(worker, "schedd")
+    for name in ("abort_all", "restage", "backend", "_enter"):
+        with pytest.raises(AttributeError, match="declares no"):
+            getattr(stand_in, name)
+    assert callable(stand_in.submit_transaction)
+    assert OPERATIONS["schedd"] == operations(ScheddContract) and set(OPERATIONS) == set(CONTRACTS)
+
+
+def test_the_contracts_declare_what_the_core_defines():
+    """Every declared method is one the core's service has, with the same parameters, and a coroutine (the one
+    currency the link's CoreCalls wraps): a contract that drifted from its class would fail only when a worker
+    called it."""
+    import inspect
+
+    from gateway.core.collector import BirdbathCollector
+    from gateway.core.described import DescribedSubmissions
+    from gateway.core.schedd import BirdbathSchedd
+    from gateway.core.services import CONTRACTS, operations
+    from gateway.core.submissions import SubmissionService
+    from gateway.identity.throttle import LoginThrottle
+    from gateway.monitoring.web import Monitor
+
+    classes = {"schedd": BirdbathSchedd, "collector": BirdbathCollector, "submissions": SubmissionService,
+               "described": DescribedSubmissions, "monitor": Monitor, "throttle": LoginThrottle}
+    assert set(classes) == set(CONTRACTS)
+    for service, contract in CONTRACTS.items():
+        for name in operations(contract):
+            declared, defined = (inspect.signature(getattr(owner, name)) for owner in (contract, classes[service]))
+            assert list(declared.parameters) == list(defined.parameters), f"{service}.{name}"
+            assert [p.default for p in declared.parameters.values()] == [
+                p.default for p in defined.parameters.values()], f"{service}.{name}"
+            assert inspect.iscoroutinefunction(getattr(classes[service], name)), f"{service}.{name} is no coroutine"
 
 
 def test_a_reference_to_an_ad_not_held_is_refused():

@@ -61,8 +61,9 @@ def _within(path: str, directory: Path) -> bool:
 class JobQueue:
     """The queue as the backend interface sees it, plus :meth:`write` for the scheduler and the DAG runner.
 
-    ``accounts`` say whom a job's work runs as: its spool directory is given to its owner at commit (as HTCondor's
-    CHOWN_JOB_SPOOL_FILES does) and its user log written with its owner's rights.  ``uid_domain`` makes every job's
+    ``accounts`` say whom a job's work runs as: its spool directory is given to its owner when the job starts, not at
+    commit (:meth:`ensure_spool`; as HTCondor's CHOWN_JOB_SPOOL_FILES gives it to the owner), and its user log written with
+    its owner's rights.  ``uid_domain`` makes every job's
     ``User`` (``Owner@uid_domain``, whatever the client sent); by default the schedd's name."""
 
     def __init__(self, store: JobStore, spool: Spool, schedd_name: str, clock: Callable[[], float],

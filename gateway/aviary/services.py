@@ -18,8 +18,9 @@ from twisted.logger import Logger
 
 from gateway.core.adstruct import Attr, AttrType
 from gateway.core.auth import Caller
+from gateway.core.services import SubmissionsContract
 from gateway.core.submission_pages import PageOffset, ScanMode, submission_page
-from gateway.core.submissions import ApiError, ApiStatus, SubmissionInfo, SubmissionService, aviary_job
+from gateway.core.submissions import ApiError, ApiStatus, SubmissionInfo, aviary_job
 from gateway.soap.answer import Maybe, started
 from gateway.soap.codec import ContractService, Handler
 from gateway.soap.contract import Contract
@@ -34,7 +35,7 @@ Wire = Mapping[str, Any]
 @dataclass
 class AviaryContext:
     caller: Caller
-    service: SubmissionService
+    service: SubmissionsContract
     #: the status code answered, for the request log
     status: Any = None
 
@@ -67,7 +68,7 @@ def _status(code: ApiStatus | str, text: str | None = None) -> dict[str, Any]:
     return {"code": getattr(code, "value", code), "text": text}
 
 
-def _run(context: AviaryContext, work: Callable[[SubmissionService, Caller], Awaitable[Any]],
+def _run(context: AviaryContext, work: Callable[[SubmissionsContract, Caller], Awaitable[Any]],
          answer: Callable[[Any], Any], failed: Callable[[dict[str, Any]], Any]) -> Maybe[Any]:
     """Run a core coroutine: its result through ``answer``, an ApiError as ``failed`` of its status."""
 
@@ -234,7 +235,7 @@ def _per_job(entry: Callable[[Mapping[str, Any], Origin], dict[str, Any]]) -> Ha
         origin = Origin.of(context)
         ids = [aviary_job(i or {}) for i in p.get("ids") or ()]
 
-        async def work(s: SubmissionService, c: Caller) -> list[dict[str, Any]]:
+        async def work(s: SubmissionsContract, c: Caller) -> list[dict[str, Any]]:
             if not ids:
                 return [entry(summary, origin) for summary in await s.summaries(c, [])]
             jobs = []
@@ -261,7 +262,7 @@ def _details(context: AviaryContext, p: Wire) -> Maybe[Any]:
     origin = Origin.of(context)
     ids = [aviary_job(i or {}) for i in p.get("ids") or ()]
 
-    async def work(s: SubmissionService, c: Caller) -> list[dict[str, Any]]:
+    async def work(s: SubmissionsContract, c: Caller) -> list[dict[str, Any]]:
         jobs = []
         for job in ids or [f"{x['ClusterId']}.{x['ProcId']}" for x in await s.summaries(c, [])]:
             try:
@@ -304,7 +305,7 @@ def _submission_summary(context: AviaryContext, p: Wire) -> Maybe[Any]:
     with_jobs = _flag(p.get("includeJobSummaries"), False)
     asked = [i for i in p.get("ids") or () if i is not None]
 
-    async def work(s: SubmissionService, c: Caller) -> list[dict[str, Any]]:
+    async def work(s: SubmissionsContract, c: Caller) -> list[dict[str, Any]]:
         found = await s.submissions(c)
         answers = []
         for wanted in asked or [{}]:

@@ -15,16 +15,23 @@ from typing import Iterable, Iterator, Sequence
 
 import classad2
 
-from gateway.core.adstruct import LEFT_OUT, LITERALS, Attr, AttrType, ad_to_struct, wire_value
+from gateway.core.adstruct import Attr, AttrType, ad_to_struct, own_attributes
 from gateway.soap.answer import SplitAnswer
 from gateway.soap.xsd import SPECIAL, escape
 
 from .adtexts import KeptTexts
 
 
-def attribute_items(ad: Sequence[Attr]) -> str:
-    return "".join(f"<item><name>{escape(a.name)}</name><type>{a.type.value}</type>"
-                   f"<value>{escape(a.value)}</value></item>" for a in ad)
+def attribute_items(ad: Iterable[tuple[str, AttrType, str]]) -> str:
+    """The ``item`` elements of an ad's attributes (``Attr``, or :func:`~gateway.core.adstruct.own_attributes`'s
+    triples): the one writer of a ``ClassAdStruct`` item, each item's text up to its value kept by name and type."""
+    parts: list[str] = []
+    append, heads, special = parts.append, _HEADS, SPECIAL.search  # (locals: quicker)
+    for name, type_, text in ad:
+        append(heads.get((name, type_)) or _head(name, type_))
+        append(escape(text) if special(text) else text)
+        append("</value></item>")
+    return "".join(parts)
 
 
 #: (name, type) -> the text of an item up to its value; a bounded table (names are clients' words)
@@ -43,26 +50,8 @@ def _head(name: str, type_: AttrType) -> str:
 
 def own_items(ad: classad2.ClassAd) -> bytes:
     """The items of a job ad's own attributes (all but the three synthetic ones every answer starts with), straight
-    from the ClassAd: the same text as :func:`attribute_items` of :func:`~gateway.core.adstruct.ad_to_struct`'s
-    ``Attr`` after those three, without making them (one loop, literals typed by one lookup: this is the cost per
-    attribute of every job ad written that is not kept)."""
-    parts: list[str] = []
-    append, heads, literals, special = parts.append, _HEADS, LITERALS, SPECIAL.search  # (locals: quicker)
-    for name, value in ad.items():
-        if name in LEFT_OUT:
-            continue
-        literal = literals.get(type(value))
-        if literal is not None:
-            type_, text = literal[0], literal[1](value)
-        else:
-            typed = wire_value(ad, name, value)
-            if typed is None:
-                continue
-            type_, text = typed
-        append(heads.get((name, type_)) or _head(name, type_))
-        append(escape(text) if special(text) else text)
-        append("</value></item>")
-    return "".join(parts).encode("utf-8")
+    from the ClassAd, without making an ``Attr`` of each."""
+    return attribute_items(own_attributes(ad)).encode("utf-8")
 
 
 #: what is sent first in every job ad of an answer at ``ServerTime`` (the last few kept: answers of one second share it)

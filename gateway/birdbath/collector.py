@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 from gateway.core.adstruct import Attr, AttrType
 from gateway.core.auth import Caller
-from gateway.core.collector import BirdbathCollector
+from gateway.core.services import CollectorContract
 from gateway.core.status import OK, BirdbathError, StatusCode
 from gateway.core.status import Status as CoreStatus
 from gateway.soap.answer import Maybe, Prebuilt, SplitAnswer, started
@@ -27,9 +27,6 @@ from jobmodel.pool import AdType
 from .adwriter import ad_items
 from .schedd import status
 
-#: the operations of the shipped WSDL, in its order
-OPERATIONS = ("getVersionString", "getPlatformString", "insertAd", "queryStartdAds", "queryScheddAds",
-              "queryMasterAds", "querySubmittorAds", "queryLicenseAds", "queryStorageAds", "queryAnyAds")
 #: what each query operation asks for
 QUERIES = {"queryStartdAds": AdType.STARTD, "queryScheddAds": AdType.SCHEDD, "queryMasterAds": AdType.MASTER,
            "querySubmittorAds": AdType.SUBMITTOR, "queryLicenseAds": AdType.LICENSE,
@@ -43,7 +40,7 @@ _ATTR_TYPES = {**{t.value: t for t in AttrType}, **{str(t.code): t for t in Attr
 @dataclass
 class CollectorContext:
     caller: Caller
-    collector: BirdbathCollector
+    collector: CollectorContract
     #: the query answers' envelopes, cut around ``result``, by operation
     answers: dict[str, SplitAnswer] = field(default_factory=dict)
     #: the status the operation answered with, or the reason a query answered nothing, for the request log

@@ -81,8 +81,7 @@ def ad_to_struct(ad: classad2.ClassAd, server_time: int, my_type: str = "Job",
         Attr("TargetType", AttrType.STRING, target_type),
         Attr("ServerTime", AttrType.INTEGER, str(server_time)),
     ]
-    out.extend(Attr(name, *typed) for name, value in ad.items()
-               if name not in LEFT_OUT and (typed := wire_value(ad, name, value)) is not None)
+    out.extend(map(Attr._make, own_attributes(ad)))
     return out
 
 
@@ -134,6 +133,22 @@ def wire_value(ad: classad2.ClassAd, name: str, value: object) -> tuple[AttrType
         if isinstance(value, kind):
             return LITERALS[kind][0], LITERALS[kind][1](value)
     return None  # lists and nested ads are not representable
+
+
+def own_attributes(ad: classad2.ClassAd) -> Iterator[tuple[str, AttrType, str]]:
+    """The name, wire type and text of each of a job ad's own attributes that the wire carries (all but the synthetic
+    and private ones, and those :func:`wire_value` cannot represent): the one typing of an ad for the wire, which
+    :func:`ad_to_struct` and the SOAP ad writer (``gateway.birdbath.adwriter``) share.  Literals are typed by one
+    lookup (this loop is the cost per attribute of every job ad written)."""
+    literals = LITERALS  # (a local: quicker)
+    for name, value in ad.items():
+        if name in LEFT_OUT:
+            continue
+        literal = literals.get(type(value))
+        if literal is not None:
+            yield name, literal[0], literal[1](value)
+        elif (typed := wire_value(ad, name, value)) is not None:
+            yield name, typed[0], typed[1]
 
 
 #: the types whose values must be numbers (NaN and infinity, which ClassAd cannot write, are refused)

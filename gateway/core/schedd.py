@@ -663,7 +663,7 @@ class BirdbathSchedd:
         self.policy.check(caller, Permission.WRITE)
         await self._call(self.backend.reschedule)
 
-    def discover_job_requirements(self, caller: Caller, attrs: Iterable[Attr] | None) -> list[str]:
+    async def discover_job_requirements(self, caller: Caller, attrs: Iterable[Attr] | None) -> list[str]:
         """The files the job would transfer in.  An attribute that cannot be part of a ClassAd is left out and
         logged: HTCondor's ``convert_adStruct_to_ad`` ignored a failed ``Insert`` and the stub answered SUCCESS."""
         self.policy.check(caller, Permission.READ)
@@ -678,7 +678,7 @@ class BirdbathSchedd:
         ad["Iwd"] = "/tmp"
         return input_files(ad)
 
-    def create_job_template(self, caller: Caller, cluster: int, proc: int, owner: str | None, universe: Universe,
+    async def create_job_template(self, caller: Caller, cluster: int, proc: int, owner: str | None, universe: Universe,
                             cmd: str | None, args: str | None, requirements: str | None) -> TemplateResult:
         """The template HTCondor's stub made.  A ``requirements`` text that cannot be used (it does not parse, is
         over the expression limits, or holds a literal the library would change) is dropped and logged, the

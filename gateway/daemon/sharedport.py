@@ -42,8 +42,6 @@ VALID_ID = re.compile(r"[A-Za-z0-9._-]+")
 MAX_SOCKET_PATH = 107
 #: seconds condor_shared_port gets to pass the socket once connected (DaemonCore reads with a time-out too)
 PASS_TIMEOUT = 20.0
-#: the one byte that carries the descriptor (``HandleFD`` sends the first byte of an int 0)
-CARRIER = 1
 
 
 def check_id(shared_port_id: str) -> None:

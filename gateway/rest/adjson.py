@@ -5,12 +5,12 @@ as the string ``"/Expr(<text>)/"``; to and from the core's typed attributes (:cl
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import classad2
 
-from gateway.core.adstruct import Attr, AttrType, ad_to_struct, wire_value
+from gateway.core.adstruct import Attr, AttrType, ad_to_struct
 
 from .problems import Problem
 
@@ -28,16 +28,6 @@ def attrs_to_json(attrs: Iterable[Attr], projection: frozenset[str] | None = Non
 
 def ad_to_json(ad: classad2.ClassAd, now: int, projection: frozenset[str] | None = None) -> dict[str, Any]:
     return attrs_to_json(ad_to_struct(ad, now), projection)
-
-
-def classad_to_json(ad: Mapping[str, Any]) -> dict[str, Any]:
-    """A ClassAd the core built (a translated submit description) as JSON."""
-    result = {}
-    for name, value in ad.items():
-        wire = wire_value(ad, name, value)  # type: ignore[arg-type]
-        if wire is not None:
-            result[name] = _json_value(*wire)
-    return result
 
 
 def _json_value(type_: AttrType, text: str) -> Any:

@@ -28,10 +28,8 @@ from zope.interface import implementer
 
 from gateway.core.adstruct import AttrType
 from gateway.core.auth import Caller
-from gateway.core.collector import BirdbathCollector
-from gateway.core.described import DescribedSubmissions, InputNotAwaited, Submitted
-from gateway.core.schedd import BirdbathSchedd
-from gateway.core.submissions import SubmissionService
+from gateway.core.described import InputNotAwaited, Submitted
+from gateway.core.services import CollectorContract, DescribedContract, ScheddContract, SubmissionsContract
 from gateway.core.transactions import InputFile, NewCluster, TransactionRef, WholeTransaction
 from gateway.http import GatewayRequest, RequestOutcome, refused, write_whole
 from jobmodel.dagman import DagDescription
@@ -96,8 +94,8 @@ class RestApi(resource.Resource):
 
     isLeaf = True
 
-    def __init__(self, contract: Contract, schedd: BirdbathSchedd, submissions: SubmissionService,
-                 collector: BirdbathCollector, described: DescribedSubmissions, *, lease: int,
+    def __init__(self, contract: Contract, schedd: ScheddContract, submissions: SubmissionsContract,
+                 collector: CollectorContract, described: DescribedContract, *, lease: int,
                  max_upload: int, offload: tarfiles.Offload) -> None:
         super().__init__()
         self.contract = contract

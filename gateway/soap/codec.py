@@ -35,7 +35,9 @@ _FAULT = (_DECLARATION + f'<soap11env:Envelope xmlns:soap11env="{SOAP_ENV}"><soa
           "</soap11env:Fault></soap11env:Body></soap11env:Envelope>")
 
 
-def fault_document(code: str, text: str) -> bytes:
+def fault_document(text: str, code: str = "Client") -> bytes:
+    """A SOAP 1.1 fault, the one template of the gateway: the codec's answers to what it cannot read or run, and the
+    transport's own (a request too large, too slow, or failing in the transport) alike."""
     return _FAULT.format(code=code, text=escape(text)).encode("utf-8")
 
 
@@ -127,7 +129,7 @@ class ContractService:
 
 
 def _fault(code: str, text: str, operation: str | None) -> SoapAnswer:
-    return SoapAnswer(500, fault_document(code, text), operation, fault=f"{code}: {text}"[:LOGGED_FAULT])
+    return SoapAnswer(500, fault_document(text, code), operation, fault=f"{code}: {text}"[:LOGGED_FAULT])
 
 
 def _failed(operation: str, exc: BaseException, failure: Failure) -> SoapAnswer:

@@ -23,7 +23,8 @@ from twisted.internet.defer import Deferred
 
 from gateway.core.adstruct import Attr, AttrType
 from gateway.core.auth import Caller
-from gateway.core.submissions import API_TYPES, TYPE_NAMES, ApiError, ApiStatus, SubmissionService, aviary_job, fail
+from gateway.core.services import SubmissionsContract
+from gateway.core.submissions import API_TYPES, TYPE_NAMES, ApiError, ApiStatus, aviary_job, fail
 from gateway.soap.base64data import Base64Text
 from gateway.soap.base64data import decode as decode_base64
 from gateway.soap.protocol import HardenedSoap11
@@ -109,7 +110,7 @@ class DataResult(_Model):
 @dataclass
 class SubmissionContext:
     caller: Caller
-    service: SubmissionService
+    service: SubmissionsContract
     status: Any = None  # the ApiStatus answered, for the request log
 
 
@@ -154,7 +155,7 @@ def _typed_values(summary: dict[str, Any]) -> list[Attribute]:
     return out
 
 
-def _run(ctx: Any, operation: Callable[[SubmissionService, Caller], Awaitable[Any]],
+def _run(ctx: Any, operation: Callable[[SubmissionsContract, Caller], Awaitable[Any]],
          answer: Callable[[Status, Any], Any], model: type) -> Deferred:
     context: SubmissionContext = ctx.udc
 

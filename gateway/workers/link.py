@@ -2,9 +2,10 @@
 :mod:`gateway.workers.wire` whose first member says what it is (:class:`Message`).
 
 A worker calls the core's services through one generic mechanism: :class:`RemoteObject` stands for a service of
-the core (``schedd``, ``collector``, ``submissions``, ``monitor``) and turns each method call into a CALL message;
-the core runs that public method of the service (:class:`CoreCalls`) and answers RESULT with its value or the
-exception it raised.  The core passes each accepted connection to a worker as a CONNECTION message with the
+the core and turns each call of a method its contract declares (:mod:`gateway.core.services`) into a CALL message;
+the core runs that method of the service (:class:`CoreCalls`) and answers RESULT with its value or the exception it
+raised.  Either end refuses a method the contract does not declare: a worker taken over by a hostile request reaches
+no more of the core than the front ends' contracts.  The core passes each accepted connection to a worker as a CONNECTION message with the
 socket attached (SCM_RIGHTS) and what the kernel said of its client when the core admitted it (the worker's
 caller is made from that answer, not asked again); the worker says CLOSED when it has closed it, so that the core's
 per-caller counts of connections stay right across workers.
@@ -27,17 +28,17 @@ piece of a large message) or AMP (whose values are limited to 64 KiB, less than 
 from __future__ import annotations
 
 import enum
-import inspect
 import struct
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.defer import Deferred, ensureDeferred, fail
+from twisted.internet.defer import Deferred, fail
 from twisted.internet.error import ConnectionLost
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from gateway.core.services import CONTRACTS, constants, operations
 from gateway.workers import wire
 
 log = Logger(namespace="birdbath.workers")
@@ -64,9 +65,11 @@ class Message(str, enum.Enum):
     FORGET = "forget"
 
 
-#: the attributes of the core's services that front ends read, fixed once the core has started: sent to each worker
-#: when its link is made (every other use of a service is a call)
-CONSTANTS = {"schedd": ("backend_info", "job_views"), "collector": ("backend_info",), "submissions": ("settings",)}
+#: the attributes of the core's services that front ends read, fixed once the core has started (those their
+#: contracts declare): sent to each worker when its link is made (every other use of a service is a call)
+CONSTANTS = {service: names for service, contract in CONTRACTS.items() if (names := constants(contract))}
+#: the methods of each service a worker may call (those its contract declares)
+OPERATIONS = {service: operations(contract) for service, contract in CONTRACTS.items()}
 
 
 class Link(Protocol):
@@ -194,19 +197,21 @@ class CallingLink(Link):
 
 
 class RemoteObject:
-    """A service of the core as a worker's front ends see it: each method call is a call over the link, answering
-    a Deferred (the front ends await the core's coroutines already)."""
+    """A service of the core as a worker's front ends see it: each call of a method its contract declares is a call
+    over the link, answering a Deferred (the front ends await the core's coroutines already); any other name is an
+    AttributeError here, as on the class the contract describes."""
 
     def __init__(self, link: CallingLink, service: str) -> None:
         self._link = link
         self._service = service
+        self._operations = OPERATIONS[service]
 
     def set_constants(self, values: dict[str, Any]) -> None:
         self.__dict__.update(values)
 
     def __getattr__(self, method: str) -> Callable[..., Deferred[Any]]:
-        if method.startswith("_"):
-            raise AttributeError(method)
+        if method not in self._operations:
+            raise AttributeError(f"the core's {self._service} declares no {method} (gateway.core.services)")
 
         def call(*args: Any, **kwargs: Any) -> Deferred[Any]:
             return self._link.call(self._service, method, *args, **kwargs)
@@ -217,8 +222,9 @@ class RemoteObject:
 
 
 class CoreCalls:
-    """The core's side of the calls: the services workers may call, and only their public methods (those the
-    service's class defines; attributes of an instance, such as its backend, are out of reach)."""
+    """The core's side of the calls: the services workers may call, and only the methods their contracts declare
+    (others of their classes, such as ``abort_all``, and attributes of an instance, such as its backend, are out of
+    reach)."""
 
     def __init__(self, services: Callable[[], dict[str, Any]]) -> None:
         self._services = services
@@ -230,16 +236,9 @@ class CoreCalls:
 
     def run(self, service: str, method: str, args: list[Any], kwargs: dict[str, Any]) -> Deferred[Any]:
         target = self._services().get(service)
-        if target is None or method.startswith("_") or not inspect.isfunction(getattr(type(target), method, None)):
+        if target is None or method not in OPERATIONS.get(service, ()):
             return fail(wire.RemoteFailure(f"no operation {service}.{method} in the core"))
-        try:
-            result = getattr(target, method)(*args, **kwargs)
+        try:  # (every declared method is a coroutine of the core: tests/test_workers_wire.py keeps it so)
+            return Deferred.fromCoroutine(getattr(target, method)(*args, **kwargs))
         except Exception:  # noqa: BLE001 - whatever the service raises is the call's answer
             return fail()
-        if inspect.iscoroutine(result):
-            return ensureDeferred(result)
-        if isinstance(result, Deferred):
-            return result
-        answer: Deferred[Any] = Deferred()
-        answer.callback(result)
-        return answer

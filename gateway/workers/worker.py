@@ -24,6 +24,7 @@ from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from gateway.core.services import CONTRACTS
 from gateway.identity.peers import PeerOwner
 from gateway.monitoring.events import RequestCounter
 from gateway.monitoring.processes import own_figures
@@ -35,8 +36,8 @@ from gateway.workers.parent import Front
 
 log = Logger(namespace="birdbath.workers")
 
-#: the core's services a worker's front ends call
-SERVICES = ("schedd", "collector", "submissions", "described", "monitor", "throttle")
+#: the core's services a worker's front ends call: those declared (:mod:`gateway.core.services`)
+SERVICES = tuple(CONTRACTS)
 
 
 class _Tracked(ProtocolWrapper):
