@@ -1,5 +1,5 @@
-"""The worked example of docs/adding-an-operation.md holds: its WSDL snippets added to a copy of the shipped
-condorSchedd WSDL and its handler added to ``HANDLERS`` serve the new operation through the codec, on a real core
+"""The worked example of docs/architecture.md ("Adding an operation") holds: its WSDL snippets added to a copy of
+the shipped condorSchedd WSDL and its handler added to ``HANDLERS`` serve the new operation through the codec, on a real core
 over a real local backend, and nothing else is needed."""
 
 from __future__ import annotations
@@ -24,14 +24,15 @@ from jobmodel.exprtext import TextedAd
 from tests.conftest import ROOT
 from tests.synchronous import run
 
-DOC = ROOT / "docs" / "adding-an-operation.md"
+DOC = ROOT / "docs" / "architecture.md"
 ALICE = Caller("127.0.0.1", "alice", Authentication.SOCKET)
 #: where each XML snippet of the document goes in the WSDL, in the document's order
 PLACES = ("    </xsd:schema>", "  <portType", "  </portType>", "  </binding>")
 
 
 def snippets(kind: str) -> list[str]:
-    return re.findall(rf"```{kind}\n(.*?)```", DOC.read_text(), re.S)
+    section = DOC.read_text().split("\n## Adding an operation\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(rf"```{kind}\n(.*?)```", section, re.S)
 
 
 def extended_wsdl(tmp_path: Path) -> Path:
