@@ -149,7 +149,10 @@ def test_the_unpacked_wheel_imports_its_entry_points_and_finds_its_wsdl_away_fro
     found = json.loads(result.stdout)
     assert set(found["loaded"]) == {"console_scripts:birdbath-gateway", "console_scripts:birdbath-passwd",
                                     "birdbath.backends:local",
-                                    "birdbath.backends:htcondor", "birdbath.commands:token"}
+                                    "birdbath.backends:htcondor", "birdbath.commands:token",
+                                    *(f"birdbath.frontends:{name}" for name in ("aviary", "birdbath", "carod",
+                                                                                 "monitoring", "qmf", "rest",
+                                                                                 "submission"))}
     for where in [*found["loaded"].values(), *found["wsdl"]]:
         assert Path(where).is_relative_to(site), where  # from the wheel, not the checkout
     assert [Path(p).read_bytes() for p in found["wsdl"]] == [(ROOT / "wsdl" / n).read_bytes()
