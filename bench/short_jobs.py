@@ -10,7 +10,7 @@ does nothing.  ``--tree DIR`` (repeatable) also runs the same jobs on the gatewa
 with this tree's (every other round in the reverse order), so that a change is measured against the tree before
 it in one run on a loaded machine; the ratios are then taken between figures of the same run.
 
-Run: ``python bench/short_jobs.py [--jobs 300] [--runs 3] [--tree /path/to/other/checkout]``.  Prints figures;
+Run: ``python bench/short_jobs.py [--jobs 300] [--runs 3] [--tree /path/to/other/checkout] [--execute /dev/shm]``.  Prints figures;
 asserts nothing.
 """
 
@@ -21,6 +21,7 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
@@ -78,11 +79,14 @@ def run_jobs(gateway: GatewayProcess, jobs: int, iwd: Path, cpu: Figure) -> floa
     return rate
 
 
-def measure(tmp: Path, jobs: int, runs: int, trees: list[Path]) -> None:
+def measure(tmp: Path, jobs: int, runs: int, trees: list[Path], execute: Path | None) -> None:
     iwd = tmp / "iwd"
     iwd.mkdir()
     os.chmod(tmp, 0o755)
     gateways = {"this tree": GatewayProcess(tmp / "runner", RUNNER, tmp=tmp)}
+    if execute is not None:
+        elsewhere = RUNNER.replace("[backends.local]\n", f'[backends.local]\nexecute = "{execute}"\n')
+        gateways[f"this tree, execute in {execute.parent.parent}"] = GatewayProcess(tmp / "runner-execute", elsewhere, tmp=tmp)
     gateways |= {str(tree): TreeGateway(tree, tmp / f"runner-{number}", RUNNER, tmp) for number, tree in
                  enumerate(trees)}
     figures = {name: Figure(f"{jobs} /bin/true jobs, 2 slots, {name}", "jobs/s") for name in gateways}
@@ -116,11 +120,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--tree", type=Path, action="append", default=[],
                         help="another checkout whose gateway runs the same jobs, interleaved (the 'before')")
+    parser.add_argument("--execute", type=Path, help="a directory for another gateway's execute directory")
     args = parser.parse_args()
     print(f"short jobs on the local backend ({os.cpu_count()} CPUs, euid {os.geteuid()}), "
           f"{time.strftime('%Y-%m-%d %H:%M')}")
-    with tempfile.TemporaryDirectory() as scratch:
-        measure(Path(scratch), args.jobs, args.runs, [tree.resolve() for tree in args.tree])
+    with tempfile.TemporaryDirectory() as scratch, \
+            (tempfile.TemporaryDirectory(dir=args.execute) if args.execute else nullcontext()) as elsewhere:
+        if elsewhere is not None:
+            os.chmod(elsewhere, 0o755)  # (as the state's: jobs running as their owners reach their directories)
+        measure(Path(scratch), args.jobs, args.runs, [tree.resolve() for tree in args.tree],
+                None if elsewhere is None else Path(elsewhere) / "execute")
 
 
 if __name__ == "__main__":

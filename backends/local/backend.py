@@ -12,6 +12,7 @@ import functools
 import os
 import platform
 import socket
+import stat
 import threading
 import time
 from pathlib import Path
@@ -71,6 +72,8 @@ class LocalBackend:
     jobs; ``uid_domain``, the domain of every job's ``User`` (``Owner@uid_domain``, default the schedd's name);
     ``denied_owners``, owners whose jobs never run here (held when they would start), e.g. ``["root"]``;
     ``classad_lifetime`` and ``max_advertised_ads`` for the ads others advertise to its collector (``pool.py``);
+    HTCondor's ``execute``, where running jobs' directories go (default ``<state-dir>/execute``: a faster file
+    system there speeds short jobs up, each of which makes and removes a few directories and files in it);
     HTCondor's ``starter_update_interval``, ``cgroup_memory_limit_policy`` and ``base_cgroup`` for keeping running
     jobs under control (``family.py``, ``cgroups.py``).
 
@@ -82,12 +85,16 @@ class LocalBackend:
                  uid_domain: str | None = None, denied_owners: Sequence[str] = (),
                  classad_lifetime: int = CLASSAD_LIFETIME, max_advertised_ads: int = 10000,
                  starter_update_interval: float = 300.0, cgroup_memory_limit_policy: str = cgroups.MemoryPolicy.HARD,
-                 base_cgroup: str = "htcondor") -> None:
+                 base_cgroup: str = "htcondor", execute: str | None = None) -> None:
         if isinstance(denied_owners, str) or not all(isinstance(owner, str) for owner in denied_owners):
             raise ValueError(f"denied_owners must be a list of owner names, not {denied_owners!r}")
         control = _control_config(starter_update_interval, cgroup_memory_limit_policy, base_cgroup, kill_grace)
         state_dir.mkdir(parents=True, exist_ok=True)
-        trash = Trash(state_dir / "trash")  # first: a crash on a full disk may have left the space the rest needs there
+        execute_root = _execute_root(state_dir, execute)
+        # first: a crash on a full disk may have left the space the rest needs there; one trash per file system
+        # (a directory is moved into the trash: a rename cannot cross file systems)
+        trash = Trash(state_dir / "trash", *(() if _same_file_system(execute_root, state_dir)
+                                             else (execute_root / ".trash",)))
         self.state_dir = state_dir
         self.accounts = Accounts(denied_owners)
         self._info = BackendInfo(
@@ -103,15 +110,13 @@ class LocalBackend:
         spool.preen(lambda cluster, proc: (cluster, proc) in store)
         self._queue = JobQueue(store, spool, self._info.schedd_name, clock, self.accounts, uid_domain,
                                trash)
-        execute = state_dir / "execute"
-        execute.mkdir(exist_ok=True)
-        jobtools.install(jobtools.libexec(execute), self._info.version, self._info.platform)
+        jobtools.install(jobtools.libexec(execute_root), self._info.version, self._info.platform)
         if self.accounts.switching:
-            _reachable_by_jobs(state_dir, execute, spool.root)
+            _reachable_by_jobs(state_dir, execute_root, spool.root)
         self.options = ExecutorOptions(slots=os.cpu_count() or 1 if slots is None else slots, kill_grace=kill_grace,
                                        periodic_interval=periodic_interval, update_interval=starter_update_interval)
         machine = machine_ad(self.options.slots, state_dir, self._info.version, self._queue.uid_domain)
-        self._scheduler = Scheduler(self._queue, execute, machine, control)
+        self._scheduler = Scheduler(self._queue, execute_root, machine, control)
         self._control = control
         self._pool = LocalPool(PoolFacts(self._info, machine, self.options.slots, self._queue.uid_domain, int(clock())),
                                lambda: self.query(None), clock,
@@ -272,6 +277,35 @@ def _reachable_by_jobs(state_dir: Path, *ours: Path) -> None:
     if blocked:
         log.warn("jobs run as their owners but cannot reach the state directory {state_dir}: {blocked} cannot be "
                  "traversed by other users (chmod o+x)", state_dir=str(state_dir), blocked=", ".join(blocked))
+
+
+def _execute_root(state_dir: Path, execute: str | None) -> Path:
+    """The directory running jobs' directories go in, made if missing.  It must be the gateway's: whoever else could
+    write in it could swap a job's directory for one of theirs (HTCondor refuses such an ``EXECUTE`` too); one of
+    the gateway's that others may write in is tightened, as the rest of the state directory is."""
+    if execute is None:
+        root = state_dir / "execute"
+    elif isinstance(execute, str) and os.path.isabs(execute):
+        root = Path(execute)
+    else:
+        raise ValueError(f"execute must be an absolute directory path, not {execute!r}")
+    try:
+        root.mkdir(mode=0o755, parents=True, exist_ok=True)
+        status = os.lstat(root)
+        if not stat.S_ISDIR(status.st_mode):
+            raise ValueError(f"cannot use {root} as the execute directory: it is not a directory")
+        if status.st_uid != os.geteuid():
+            raise ValueError(f"cannot use {root} as the execute directory: it belongs to uid {status.st_uid}, who "
+                             f"could replace the jobs' directories in it (use a directory of the gateway's user)")
+        if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            root.chmod(stat.S_IMODE(status.st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH))
+    except OSError as exc:
+        raise ValueError(f"cannot use {root} as the execute directory: {exc.strerror or exc}") from None
+    return root
+
+
+def _same_file_system(first: Path, second: Path) -> bool:
+    return os.stat(first).st_dev == os.stat(second).st_dev
 
 
 def _control_config(update_interval: float, policy: str, base_cgroup: str, kill_grace: float) -> ControlConfig:

@@ -41,8 +41,8 @@ sys.exit(config_val_main(sys.argv[1:], {values}, {version!r}))
 
 
 def libexec(execute_root: Path) -> Path:
-    """Where the tools are, beside the backend's ``execute/`` directory."""
-    return execute_root.parent / "libexec"
+    """Where the tools are: in the execute directory, beside the jobs' own (wherever ``execute`` puts them)."""
+    return execute_root / "libexec"
 
 
 def install(directory: Path, version: str, platform: str) -> None:

@@ -6,6 +6,9 @@ milliseconds that every job's end spent in the backend's one-at-a-time calls, be
 directory is now moved into ``<state>/trash`` (one ``rename``: its name is free at once, so a job that starts again
 gets a fresh execute directory, and nothing looks for it where it was) and emptied in the background.
 
+Where the backend keeps directories on more than one file system (an ``execute`` directory elsewhere), each has a
+trash of its own there: a rename cannot cross file systems.
+
 What a crash leaves in the trash is emptied when the next gateway starts, before the backend writes anything else:
 a gateway killed on a full disk may hold the space it needs to start again (the queue's journal, the spool's
 directories) in its own trash, so recovery must free that space before it needs any.
@@ -24,13 +27,17 @@ INTERVAL = 0.5
 
 
 class Trash:
-    def __init__(self, root: Path, interval: float = INTERVAL) -> None:
-        """Empty what an earlier process left in ``root`` (now, needing no free space), then start the thread."""
-        root.mkdir(mode=0o700, exist_ok=True)
-        self._root = str(root)
+    def __init__(self, *roots: Path, interval: float = INTERVAL) -> None:
+        """Empty what an earlier process left in the ``roots`` (now, needing no free space), then start the thread.
+        Each root takes the directories of its own file system."""
+        self._roots = [str(root) for root in roots]
+        for root in roots:
+            root.mkdir(mode=0o700, exist_ok=True)
         self._remove_all()
-        root.chmod(0o700)  # the gateway's alone (a trash made by an older version was open to all)
-        self._prefix = os.path.join(self._root, f"{os.getpid()}.")
+        self._prefixes: dict[int, str] = {}  # file system (st_dev) -> the names directories get in its trash
+        for root in roots:
+            root.chmod(0o700)  # the gateway's alone (a trash made by an older version was open to all)
+            self._prefixes.setdefault(os.stat(root).st_dev, os.path.join(root, f"{os.getpid()}."))
         self._names = itertools.count()
         self._interval = interval
         self._closing = threading.Event()
@@ -42,11 +49,15 @@ class Trash:
         round of the trash's thread (no thread is woken per directory); one that cannot be moved (another file
         system) is removed at once."""
         try:
-            os.rename(path, f"{self._prefix}{next(self._names)}")
+            prefix = self._prefixes.get(os.lstat(path).st_dev)
+            if prefix is not None:
+                os.rename(path, f"{prefix}{next(self._names)}")
+                return
         except FileNotFoundError:
-            pass
+            return
         except OSError:
-            shutil.rmtree(path, ignore_errors=True)
+            pass
+        shutil.rmtree(path, ignore_errors=True)
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop once what is in the trash now is removed (or after ``timeout``; the rest goes at the next start)."""
@@ -64,5 +75,6 @@ class Trash:
             self._closing.wait(self._interval)
 
     def _remove_all(self) -> None:
-        for entry in os.scandir(self._root):
-            shutil.rmtree(entry.path, ignore_errors=True)
+        for root in self._roots:
+            for entry in os.scandir(root):
+                shutil.rmtree(entry.path, ignore_errors=True)
