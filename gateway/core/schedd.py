@@ -47,10 +47,10 @@ from jobmodel.values import excerpt
 
 from .adstruct import Attr, BadAttribute, JobAdStruct, ad_to_struct, struct_to_values
 from .auth import AccessPolicy, Caller, NotOwner, Permission
+from .grants import Grants, InProcess, asked_lease
 from .queries import QueryRunner
 from .status import BirdbathError, StatusCode
 from .templates import TemplateError, input_files, job_template
-from .grants import Grants, InProcess, asked_lease
 from .transactions import (
     AdRules,
     ClusterIds,

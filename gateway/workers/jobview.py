@@ -54,7 +54,7 @@ else, as one process does, and no evaluation is spent on a caller it then refuse
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import classad2
@@ -69,10 +69,10 @@ from backends.interface import JobKey, QueryFailed, revision
 from backends.literals import LiteralIndex, RememberedAnswers
 from gateway.core.adstruct import JobAdStruct
 from gateway.core.auth import AccessPolicy, Caller, Permission
+from gateway.core.grants import Begins
 from gateway.core.queries import QueryRunner, QuerySettings, client_constraint
 from gateway.core.schedd import JobAdStructs, ViewAnswer, readable_job
 from gateway.core.status import BirdbathError
-from gateway.core.grants import Begins
 from gateway.core.transactions import Transaction, TransactionRef, names_none
 from gateway.workers.changenumber import PublishedNumber
 from gateway.workers.link import CallingLink, RemoteObject
@@ -180,10 +180,12 @@ class ViewedSchedd(RemoteObject):
         return (number > 0 and self._published is not None and self._published.value == number
                 and self._link.alive)
 
-    async def begin_transaction(self, caller: Caller, duration: int) -> Transaction:
+    def begin_transaction(self, caller: Caller, duration: int) -> Awaitable[Transaction]:
+        """Begun in this worker, from the ids and allowances the core grants it (without ``begins``, by the core's
+        own, over the link)."""
         if self._begins is None:
-            return await self._link.call(self._service, "begin_transaction", caller, duration)
-        return await self._begins.begin(caller, duration)
+            return self._link.call(self._service, "begin_transaction", caller, duration)
+        return self._begins.begin(caller, duration)
 
     async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> JobAdStruct:
         if names_none(ref) and self.job_views:
