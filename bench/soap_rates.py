@@ -123,7 +123,7 @@ def measure(gateways: dict[str, GatewayProcess], servers: list[Process], bodies:
     the one before); print the figures, the ratios, and the first gateway's against each other one."""
     rows: list[tuple[Figure, Figure | None]] = []
     cpu_rows: list[tuple[Figure, Figure | None]] = []
-    against: list[str] = []
+    against: list[tuple[str, Figure, Figure, Figure, Figure]] = []
     measurements = []
     for op, body in bodies.items():
         ours: dict[str, tuple[Figure, Figure]] = {}
@@ -142,14 +142,14 @@ def measure(gateways: dict[str, GatewayProcess], servers: list[Process], bodies:
             cpu_rows.append((cpu, None))
         rows += [(baseline, None) for baseline in baselines]
         (first_rate, first_cpu), *others = ours.values()
-        against += [f"{op}: {first_rate.ratio_to(rate):.2f} the requests/s, {first_cpu.ratio_to(cpu):.2f} the CPU per "
-                    f"request of {rate.name.split('(', 1)[1][:-1]} (> 1: better)" for rate, cpu in others]
+        against += [(op, first_rate, first_cpu, rate, cpu) for rate, cpu in others]
     for run in range(runs):  # (the first server of a round ran faster in a fixed order)
         interleaved(measurements if run % 2 == 0 else measurements[::-1], 1)
     print_figures("small operations (median of %d runs of %g s, load average %.1f at the end)"
                   % (runs, seconds, os.getloadavg()[0]), rows + cpu_rows)
-    for line in against:
-        print(line)
+    for op, first_rate, first_cpu, rate, cpu in against:
+        print(f"{op}: {first_rate.ratio_to(rate):.2f} the requests/s, {first_cpu.ratio_to(cpu):.2f} the CPU per "
+              f"request of {rate.name.split('(', 1)[1][:-1]} (> 1: better)")
 
 
 def gateway_rate(gw: GatewayProcess, body: bytes, seconds: float, cpu: Figure) -> float:

@@ -91,8 +91,9 @@ class Channel(Protocol):
     def allowance(self, caller: Caller) -> Deferred[int]:
         """A new allowance for ``caller`` (BirdbathError when the caller's limit leaves none)."""
 
-    def begun(self, txn_id: int, caller: Caller, duration: int) -> None:
-        """Tell the core, one way, that ``txn_id`` was begun for ``caller``."""
+    def begun(self, txn_id: int, caller: Caller, duration: int) -> Transaction | None:
+        """Tell the core, one way, that ``txn_id`` was begun for ``caller``: the transaction it opened when it is in
+        this process (None in a worker)."""
 
 
 class Grants:
@@ -236,8 +237,8 @@ class Begins:
         txn_id = self._ids.pop()
         if len(self._ids) < ID_BLOCK // 2 and not self._requests.busy(Begins):
             self._refill().addErrback(lambda _: None)  # (ahead of time: a begin waits only when it runs out)
-        self._channel.begun(txn_id, caller, duration)
-        return Transaction(txn_id, duration, caller)
+        opened = self._channel.begun(txn_id, caller, duration)
+        return opened if opened is not None else Transaction(txn_id, duration, caller)
 
     def _grant(self, caller: Caller, granted: int) -> None:
         self._allowances[caller] = self._allowances.get(caller, 0) + granted
@@ -264,8 +265,8 @@ class InProcess:
     def allowance(self, caller: Caller) -> Deferred[int]:
         return Deferred.fromCoroutine(self._grants.allow(self, caller))
 
-    def begun(self, txn_id: int, caller: Caller, duration: int) -> None:
-        self._grants.begun(self, txn_id, caller, duration)
+    def begun(self, txn_id: int, caller: Caller, duration: int) -> Transaction | None:
+        return self._grants.begun(self, txn_id, caller, duration)
 
     def sync(self) -> Deferred[None]:
         return succeed(None)  # (announced as begun, on the same reactor turn)

@@ -102,7 +102,7 @@ class WorkerLink(CallingLink):
     def begun(self, txn_id: int, caller: Caller, duration: int) -> None:
         if not self.alive:  # (the client is not answered an id the core never heard of)
             raise ConnectionLost("the gateway's core is gone")
-        self.send(Message.BEGUN, txn_id, caller, duration)
+        self.send(Message.BEGUN, txn_id, caller, duration)  # (the core opens it when it reads this)
 
     def handle_sync(self, sync_id: int) -> None:
         self.send(Message.SYNCED, sync_id)
