@@ -74,11 +74,25 @@ class Soap:
         self.connection.close()
 
 
-def gateway(tmp: Path, config: str = "", workers: int = 0) -> GatewayProcess:
+class TreeGateway(GatewayProcess):
+    """The gateway of another checkout (its code on the path and as the working directory ``-m`` puts first)."""
+
+    def __init__(self, tree: Path, state_dir: Path, config: str, tmp: Path, extra_args: tuple[str, ...] = ()) -> None:
+        super().__init__(state_dir, config, tmp=tmp, extra_args=extra_args)
+        self.tree = tree
+
+    def command(self, port_files: dict[str, Path]) -> list[str]:
+        return ["env", "-C", str(self.tree), f"PYTHONPATH={self.tree}", *super().command(port_files)]
+
+
+def gateway(tmp: Path, config: str = "", workers: int = 0, tree: Path | None = None) -> GatewayProcess:
     """A gateway on a loopback port whose local backend runs nothing (jobs stay queued as submitted), in one process
-    or with ``workers`` (the lone connection the core's, as by default)."""
+    or with ``workers`` (the lone connection the core's, as by default); ``tree``: another checkout's."""
     layout = ("--workers", str(workers)) + (("--lone-connection-in-core", "yes") if workers else ())
-    return GatewayProcess(tmp / "state", "[backends.local]\nslots = 0\n" + config, tmp=tmp, extra_args=layout).start()
+    config = "[backends.local]\nslots = 0\n" + config
+    if tree is None:
+        return GatewayProcess(tmp / "state", config, tmp=tmp, extra_args=layout).start()
+    return TreeGateway(tree, tmp / "state-before", config, tmp, extra_args=layout).start()
 
 
 class Process:

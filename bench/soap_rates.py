@@ -9,13 +9,16 @@ the gateway's CPU time per request (user + system, from ``/proc``), which other 
 less than a rate.
 
 ``--workers N`` measures the gateway with N worker processes (issue #30's target: 1.3 times the bare server).
+``--tree DIR`` also measures the gateway of another checkout (the tree before a change), interleaved with this
+tree's, and prints this tree's rates and CPU per request against it.
 
-Run: ``python bench/soap_rates.py [--seconds 5] [--runs 3] [--workers 0]``.
+Run: ``python bench/soap_rates.py [--seconds 5] [--runs 3] [--workers 0] [--tree /path/to/other/checkout]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import tempfile
@@ -81,6 +84,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=5, help="length of one wrk run (s)")
     parser.add_argument("--runs", type=int, default=RUNS)
     parser.add_argument("--workers", type=int, default=0, help="the gateway's worker processes (0: one process)")
+    parser.add_argument("--tree", type=Path, help="another checkout whose gateway is measured too (the 'before')")
     args = parser.parse_args()
     print("== small operations: requests/s, 16 kept-alive connections (wrk -t1 -c16)")
     missing = wrk_missing()
@@ -91,42 +95,61 @@ def main() -> None:
     print(anchor_note)
     with tempfile.TemporaryDirectory() as tmp:
         servers: list[Process] = []
-        gw = gateway(Path(tmp), CONFIG, args.workers)
+        gateways = {"gateway": gateway(Path(tmp), CONFIG, args.workers)}
         try:
-            soap = Soap(gw.port)
-            cluster, proc = job_with_attributes(soap, ATTRIBUTES)
-            asked = parameters(cluster, proc)
-            answers = {op: soap.call(op, inner) for op, inner in asked.items()}
-            soap.close()
+            if args.tree is not None:
+                gateways[f"gateway of {args.tree}"] = gateway(Path(tmp), CONFIG, args.workers, args.tree.resolve())
+            jobs = set()
+            for gw in gateways.values():
+                soap = Soap(gw.port)
+                jobs.add(job_with_attributes(soap, ATTRIBUTES))
+                (cluster, proc), = jobs  # (the same job ids in each: their getJobAd requests are the same)
+                asked = parameters(cluster, proc)
+                answers = {op: soap.call(op, inner) for op, inner in asked.items()}
+                soap.close()
             servers += [bare_server(answers, Path(tmp)), bare_server(answers, Path(tmp), tuned=True)]
             if binary is not None:
                 servers.append(gsoap_server(binary))
-            measure(gw, servers, {op: soap_envelope(op, inner) for op, inner in asked.items()}, args.seconds, args.runs)
+            measure(gateways, servers, {op: soap_envelope(op, inner) for op, inner in asked.items()}, args.seconds,
+                    args.runs)
         finally:
-            for server in servers:
+            for server in [*servers, *gateways.values()]:
                 server.stop()
-            gw.stop()
 
 
-def measure(gw: GatewayProcess, servers: list[Process], bodies: dict[str, bytes], seconds: float, runs: int) -> None:
-    """wrk each operation against the gateway and each baseline, interleaved; print the figures and ratios."""
+def measure(gateways: dict[str, GatewayProcess], servers: list[Process], bodies: dict[str, bytes], seconds: float,
+            runs: int) -> None:
+    """wrk each operation against each gateway and each baseline, interleaved (each round in the reverse order of
+    the one before); print the figures, the ratios, and the first gateway's against each other one."""
     rows: list[tuple[Figure, Figure | None]] = []
     cpu_rows: list[tuple[Figure, Figure | None]] = []
+    against: list[tuple[str, Figure, Figure, Figure, Figure]] = []
     measurements = []
     for op, body in bodies.items():
-        ours = Figure(f"{op} (gateway)", "req/s")
-        cpu = Figure(f"{op} (gateway CPU per request)", "us", higher_is_better=False)
-        measurements.append((ours, lambda body=body, cpu=cpu: gateway_rate(gw, body, seconds, cpu)))
-        cpu_rows.append((cpu, None))
+        ours: dict[str, tuple[Figure, Figure]] = {}
+        for name, gw in gateways.items():
+            rate = Figure(f"{op} ({name})", "req/s")
+            cpu = Figure(f"{op} ({name} CPU per request)", "us", higher_is_better=False)
+            measurements.append((rate, lambda body=body, cpu=cpu, gw=gw: gateway_rate(gw, body, seconds, cpu)))
+            ours[name] = rate, cpu
         baselines = []
         for server in servers:
             figure = Figure(f"{op} ({server.name})", "req/s")
             measurements.append((figure, lambda body=body, url=server.url: wrk_rate(url, body, seconds)))
             baselines.append(figure)
-        rows += [(ours, baseline) for baseline in baselines] or [(ours, None)]
+        for rate, cpu in ours.values():
+            rows += [(rate, baseline) for baseline in baselines] or [(rate, None)]
+            cpu_rows.append((cpu, None))
         rows += [(baseline, None) for baseline in baselines]
-    interleaved(measurements, runs)
-    print_figures("small operations (median of %d runs of %g s)" % (runs, seconds), rows + cpu_rows)
+        (first_rate, first_cpu), *others = ours.values()
+        against += [(op, first_rate, first_cpu, rate, cpu) for rate, cpu in others]
+    for run in range(runs):  # (the first server of a round ran faster in a fixed order)
+        interleaved(measurements if run % 2 == 0 else measurements[::-1], 1)
+    print_figures("small operations (median of %d runs of %g s, load average %.1f at the end)"
+                  % (runs, seconds, os.getloadavg()[0]), rows + cpu_rows)
+    for op, first_rate, first_cpu, rate, cpu in against:
+        print(f"{op}: {first_rate.ratio_to(rate):.2f} the requests/s, {first_cpu.ratio_to(cpu):.2f} the CPU per "
+              f"request of {rate.name.split('(', 1)[1][:-1]} (> 1: better)")
 
 
 def gateway_rate(gw: GatewayProcess, body: bytes, seconds: float, cpu: Figure) -> float:

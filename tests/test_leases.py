@@ -220,3 +220,20 @@ def test_abort_all_rolls_back_what_is_open_at_shutdown(schedd, backend, clock):
     assert clock.getDelayedCalls() == [] and len(schedd.transactions) == 0
     clock.advance(120)
     assert len(backend.discarded) == 1  # no expiry fires afterwards
+
+
+def test_an_empty_transactions_expiry_is_said_at_debug_level_and_one_with_work_at_info(schedd, clock):
+    """A client that begins and never uses its transactions (or gives up) must not cost the core a log line each."""
+    from twisted.logger import LogLevel, globalLogPublisher
+
+    seen: list[dict] = []
+    globalLogPublisher.addObserver(seen.append)
+    try:
+        empty = run(schedd.begin_transaction(CALLER, 10))
+        used = run(schedd.begin_transaction(CALLER, 10))
+        staged_job(schedd, used)
+        clock.advance(11)
+    finally:
+        globalLogPublisher.removeObserver(seen.append)
+    levels = {event["id"]: event["log_level"] for event in seen if "expired after" in event.get("log_format", "")}
+    assert levels == {empty.id: LogLevel.debug, used.id: LogLevel.info}

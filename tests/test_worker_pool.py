@@ -106,7 +106,7 @@ def test_a_scrape_a_hung_worker_never_answers_is_forgotten_when_its_wait_ends():
         asked = link.ask_figures().addTimeout(parent.FIGURES_WAIT, reactor)
         asked.addErrback(lambda failure: None)
         reactor.advance(parent.FIGURES_WAIT)
-    assert link._scrapes == {}
+    assert link._asked == {}
 
 
 def test_a_worker_that_stops_answering_is_killed_and_started_again(signalled):

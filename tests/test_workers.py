@@ -177,6 +177,15 @@ def _holding_worker(gateway, number: int) -> int | None:
     return None
 
 
+def on_each_worker(gateway) -> tuple[Client, Client]:
+    """Two clients whose connections two workers serve (the core passes a new one to the worker serving fewest)."""
+    first, second = Client(gateway.port), Client(gateway.port)
+    first.call("getVersionString")
+    second.call("getVersionString")
+    assert serving_worker(gateway, first) != serving_worker(gateway, second)
+    return first, second
+
+
 def served_by_no_worker(gateway, client: Client) -> bool:
     """Whether no worker holds the server's socket of a client's connection (a connection that has been answered:
     one passed to a worker is held by it from then on)."""
@@ -222,10 +231,7 @@ def start_gateway(tmp_path):
 
 # -- the tests -------------------------------------------------------------------------------------------------
 def test_a_transaction_whose_calls_arrive_on_different_workers_commits_whole(gateway):
-    first, second = Client(gateway.port), Client(gateway.port)
-    first.call("getVersionString")
-    second.call("getVersionString")
-    assert serving_worker(gateway, first) != serving_worker(gateway, second)  # one connection each
+    first, second = on_each_worker(gateway)
     transaction_id = begin(first)
     job = submit_job(second, transaction_id)
     assert job not in job_ids(gateway.port)  # not committed: nobody sees it
@@ -399,14 +405,52 @@ def test_connections_are_counted_by_one_gate_across_workers(start_gateway):
 def test_transactions_per_caller_are_counted_across_workers(start_gateway):
     gateway = start_gateway("[birdbath]\nmax_transactions_per_caller = 2\n")
     wait_for_workers(gateway)
-    first, second = Client(gateway.port), Client(gateway.port)
-    first.call("getVersionString")
-    second.call("getVersionString")
-    assert serving_worker(gateway, first) != serving_worker(gateway, second)
+    first, second = on_each_worker(gateway)
     begin(first)
     begin(second)
     assert code(first.call("beginTransaction", duration=60)) == "FAIL"
     assert code(second.call("beginTransaction", duration=60)) == "FAIL"
+
+
+def test_a_caller_beginning_more_than_its_limit_through_both_workers_gets_exactly_its_limit(start_gateway):
+    """Each worker begins transactions from allowances the core grants (gateway/core/grants.py): hostile, the caller
+    begins through both workers in turn far past its limit."""
+    gateway = start_gateway("[birdbath]\nmax_transactions_per_caller = 3\n")
+    wait_for_workers(gateway)
+    first, second = on_each_worker(gateway)
+    answers = [client.call("beginTransaction", duration=60) for _ in range(4) for client in (first, second)]
+    opened = [int(answer.findtext(".//transaction/id")) for answer in answers if code(answer) == "SUCCESS"]
+    assert len(opened) == 3
+    assert all("Maximum number of transactions reached" in answer.findtext(".//message")
+               for answer in answers if code(answer) != "SUCCESS")
+    assert code(second.call("abortTransaction", transaction=txn(opened[0]))) == "SUCCESS"  # (maybe the other's)
+    assert code(first.call("beginTransaction", duration=60)) == "SUCCESS"  # its room, taken back from the other
+    assert code(second.call("beginTransaction", duration=60)) == "FAIL"
+
+
+def test_a_worker_killed_right_after_a_begin_leaves_the_transaction_to_the_core(gateway):
+    """The begin is answered by the worker, which told the core before it answered: the transaction lives on."""
+    client = Client(gateway.port)
+    transaction_id = begin(client)
+    victim = serving_worker(gateway, client)
+    kill(victim)
+    wait_for_workers(gateway, 2, without=(victim,))
+    again = Client(gateway.port)
+    job = submit_job(again, transaction_id)
+    assert code(again.call("commitTransaction", transaction=txn(transaction_id))) == "SUCCESS"
+    assert job in job_ids(gateway.port)
+
+
+def test_ids_never_begun_are_refused_through_every_worker(gateway):
+    first, second = on_each_worker(gateway)
+    mine = begin(first)
+    for client in (first, second):
+        for forged in (mine + 1, mine - 1, 12345, 2**31 - 1):
+            answer = client.call("newCluster", transaction=txn(forged))
+            assert code(answer) == "INVALIDTRANSACTION", forged
+    assert code(second.call("abortTransaction", transaction=txn(mine))) == "SUCCESS"
+    for client in (first, second):  # ended: refused everywhere
+        assert code(client.call("newCluster", transaction=txn(mine))) == "INVALIDTRANSACTION"
 
 
 def test_failed_logins_are_counted_by_the_core_across_workers(start_gateway, tmp_path):

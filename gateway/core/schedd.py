@@ -21,7 +21,7 @@ import classad2
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.threads import deferToThread
-from twisted.logger import Logger
+from twisted.logger import Logger, LogLevel
 
 from backends import evaluation
 from backends.interface import (
@@ -47,6 +47,7 @@ from jobmodel.values import excerpt
 
 from .adstruct import Attr, BadAttribute, JobAdStruct, ad_to_struct, struct_to_values
 from .auth import AccessPolicy, Caller, NotOwner, Permission
+from .grants import Grants, InProcess, asked_lease
 from .queries import QueryRunner
 from .status import BirdbathError, StatusCode
 from .templates import TemplateError, input_files, job_template
@@ -185,6 +186,11 @@ class BirdbathSchedd:
         self._clock = clock
         self.settings = settings
         self.transactions = TransactionTable(clock, self._expired)
+        #: the ids and allowances granted to each process that begins transactions, and those they announce
+        self.grants = Grants(self.transactions, settings.max_transactions_per_caller,
+                             settings.max_transaction_duration)
+        #: this process's own begins (the connections the core serves, whole transactions left open for input)
+        self.begins = InProcess(self.grants, policy, settings.max_transaction_duration).begins
         #: the ids of new clusters, from blocks the backend reserved (shared with the submission API)
         self.clusters = clusters or ClusterIds.of(backend, call)
         #: the backend's version and platform texts (getVersionString, getPlatformString), read once: a front end
@@ -195,8 +201,11 @@ class BirdbathSchedd:
         self.job_views = Capability.CHANGES in backend.capabilities
 
     # -- the prologue -------------------------------------------------------------------------------
-    def _enter(self, caller: Caller, ref: TransactionRef | None, permission: Permission,
-               required: bool) -> Transaction | None:
+    async def _enter(self, caller: Caller, ref: TransactionRef | None, permission: Permission,
+                     required: bool) -> Transaction | None:
+        announced = self.grants.pending(ref)  # (an id begun in a worker whose "begun" the core has not read yet)
+        if announced is not None:
+            await announced
         txn = self.transactions.enter(ref, required, caller)
         self.policy.check(caller, permission)
         return txn
@@ -274,7 +283,12 @@ class BirdbathSchedd:
         return function(*args)
 
     def _expired(self, txn: Transaction) -> None:
-        log.info("transaction {id} expired after {duration}s idle; rolling back", id=txn.id, duration=txn.duration)
+        """Roll back what ``txn`` staged.  An empty transaction (begun and left: a client that gave up, or one that
+        begins and never uses them) is said at debug level only: at info, its line cost the core more than the whole
+        begin (bench/README.md, session 17)."""
+        level = LogLevel.info if txn.jobs or txn.changes else LogLevel.debug
+        log.emit(level, "transaction {id} expired after {duration}s idle; rolling back", id=txn.id,
+                 duration=txn.duration)
         self._discard(txn.staged()).addErrback(
             lambda failure: log.failure("rolling back expired transaction {id}", failure, id=txn.id))
 
@@ -294,32 +308,11 @@ class BirdbathSchedd:
     # -- information --------------------------------------------------------------------------------
     # -- transactions -------------------------------------------------------------------------------
     async def begin_transaction(self, caller: Caller, duration: int) -> Transaction:
-        self.policy.check(caller, Permission.WRITE)
-        self._check_room(caller)
-        duration = self._clamp(caller, "beginTransaction", duration)
-        return self.transactions.open(duration, caller)
-
-    def _check_room(self, caller: Caller) -> None:
-        limit = self.settings.max_transactions_per_caller
-        if self.transactions.held_by(caller) >= limit:
-            raise BirdbathError.fail(
-                f"Maximum number of transactions reached: this client already has {limit} open "
-                f"(max_transactions_per_caller in [birdbath]); commit or abort one first")
-
-    def _clamp(self, caller: Caller, operation: str, duration: int) -> int:
-        """The lease a client asked for, within MAX_SOAP_TRANSACTION_DURATION and at least 1 s, as HTCondor's stub
-        raised it: 0 and a negative duration ask for 1 s (a negative one is logged, it is a client's mistake)."""
-        if duration < 0:
-            log.warn("{operation} from {host} ({user}): the duration {duration} is negative; the lease is 1 s, as "
-                     "HTCondor's was", operation=operation, host=caller.host, user=caller.user or "anonymous",
-                     duration=duration)
-        limit = self.settings.max_transaction_duration
-        if limit > 0:
-            duration = min(duration, limit)
-        return max(1, duration)
+        """Begun in this process as in a worker (``grants.Begins``): the core is one more process granted ids."""
+        return await self.begins.begin(caller, duration)
 
     async def commit_transaction(self, caller: Caller, ref: TransactionRef | None) -> None:
-        txn = self._enter(caller, ref, Permission.WRITE, required=True)
+        txn = await self._enter(caller, ref, Permission.WRITE, required=True)
         for (cluster, proc), staged in txn.jobs.items():
             if staged.submitted:
                 await self._check_files(cluster, proc, staged, "Commit refused (the transaction is still open: "
@@ -362,8 +355,8 @@ class BirdbathSchedd:
         if not awaiting:
             await self._commit(txn, inputs)
             return Committed(list(txn.jobs))
-        self._check_room(caller)
-        held = self.transactions.adopt(txn, self._clamp(caller, "a submission awaiting input", whole.input_lease))
+        held = await self.begins.begin(caller, whole.input_lease, "a submission awaiting input")
+        held.jobs, held.changes = txn.jobs, txn.changes  # (the table's own: opened in this process)
         try:
             await self.writer.stage(held, inputs)
         except BackendError as exc:
@@ -379,24 +372,24 @@ class BirdbathSchedd:
             raise BirdbathError.fail(f"Could not create new cluster: {exc}") from None
 
     async def abort_transaction(self, caller: Caller, ref: TransactionRef | None) -> None:
-        txn = self._enter(caller, ref, Permission.WRITE, required=True)
+        txn = await self._enter(caller, ref, Permission.WRITE, required=True)
         self.transactions.close(txn)
         await self._discard(txn.staged())
 
     async def extend_transaction(self, caller: Caller, ref: TransactionRef | None, duration: int) -> Transaction:
-        txn = self._enter(caller, ref, Permission.WRITE, required=True)
-        txn.duration = self._clamp(caller, "extendTransaction", duration)
+        txn = await self._enter(caller, ref, Permission.WRITE, required=True)
+        txn.duration = asked_lease(caller, "extendTransaction", duration, self.settings.max_transaction_duration)
         return txn
 
     # -- clusters and jobs --------------------------------------------------------------------------
     async def new_cluster(self, caller: Caller, ref: TransactionRef | None) -> int:
-        txn = self._enter(caller, ref, Permission.WRITE, required=True)
+        txn = await self._enter(caller, ref, Permission.WRITE, required=True)
         cluster = await self._new_cluster_id()
         txn.active_cluster, txn.next_proc = cluster, 0
         return cluster
 
     async def new_job(self, caller: Caller, ref: TransactionRef | None, cluster: int) -> int:
-        txn = self._enter(caller, ref, Permission.WRITE, required=True)
+        txn = await self._enter(caller, ref, Permission.WRITE, required=True)
         if cluster != txn.active_cluster:
             raise BirdbathError.fail(
                 f"Could not create new job: cluster {cluster} is not the cluster this transaction created")
@@ -407,7 +400,7 @@ class BirdbathSchedd:
 
     async def submit(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
                      attrs: Iterable[Attr] | None) -> None:
-        txn = self._enter(caller, ref, Permission.WRITE, required=True)
+        txn = await self._enter(caller, ref, Permission.WRITE, required=True)
         staged = txn.jobs.get((cluster, proc))
         if staged is None:
             raise BirdbathError(StatusCode.UNKNOWNJOB, "Unknown cluster or job")
@@ -457,12 +450,12 @@ class BirdbathSchedd:
 
     async def remove_cluster(self, caller: Caller, ref: TransactionRef | None, cluster: int,
                              reason: str | None) -> None:
-        txn = self._enter(caller, ref, Permission.WRITE, required=False)
+        txn = await self._enter(caller, ref, Permission.WRITE, required=False)
         await self._act(caller, txn, JobAction.REMOVE, cluster, None, reason, "Failed to abort jobs in the cluster")
 
     async def remove_job(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
                          reason: str | None) -> None:
-        txn = self._enter(caller, ref, Permission.WRITE, required=False)
+        txn = await self._enter(caller, ref, Permission.WRITE, required=False)
         if txn is None or (cluster, proc) not in txn.jobs:
             ad = await self._owned_job(caller, cluster, proc)
             if ad is not None and job_status(ad) in (JobStatus.REMOVED, JobStatus.COMPLETED):
@@ -475,13 +468,13 @@ class BirdbathSchedd:
 
     async def hold_job(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
                        reason: str | None, system_hold: bool) -> None:
-        txn = self._enter(caller, ref, Permission.WRITE, required=False)
+        txn = await self._enter(caller, ref, Permission.WRITE, required=False)
         await self._act(caller, txn, JobAction.HOLD, cluster, proc, reason, "Failed to hold job.",
                         system=system_hold)
 
     async def release_job(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
                           reason: str | None) -> None:
-        txn = self._enter(caller, ref, Permission.WRITE, required=False)
+        txn = await self._enter(caller, ref, Permission.WRITE, required=False)
         await self._act(caller, txn, JobAction.RELEASE, cluster, proc, reason, "Failed to release job.")
 
     async def _act(self, caller: Caller, txn: Transaction | None, action: JobAction, cluster: int, proc: int | None,
@@ -511,7 +504,7 @@ class BirdbathSchedd:
         """A client's job query: READ permission, its constraint parsed within the limits (an unparsable one
         logged unless ``logged`` is false), then ``function(constraint, *args, budget=...)`` on the query pool in the
         caller's turn."""
-        self._enter(caller, ref, Permission.READ, required=False)
+        await self._enter(caller, ref, Permission.READ, required=False)
         try:
             parsed = self.queries.constraint(constraint, blank_is_every=False, logged=logged)
             return await self.queries.run(caller, function, parsed, *args)
@@ -549,7 +542,7 @@ class BirdbathSchedd:
         return changes.number, False, view_rows((key, self.backend.get_job(*key)) for key in sorted(changes.keys))
 
     async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> JobAdStruct:
-        self._enter(caller, ref, Permission.READ, required=False)
+        await self._enter(caller, ref, Permission.READ, required=False)
         ad = await self._owned_job(caller, cluster, proc, self.queries.read)
         if ad is None:
             raise BirdbathError(StatusCode.UNKNOWNJOB, "Specified job is unknown")
@@ -558,7 +551,7 @@ class BirdbathSchedd:
     # -- files --------------------------------------------------------------------------------------
     async def declare_file(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
                            name: str | None, size: int, md5: str | None) -> None:
-        txn = self._enter(caller, ref, Permission.WRITE, required=True)
+        txn = await self._enter(caller, ref, Permission.WRITE, required=True)
         staged = await self._staged(caller, txn, cluster, proc)
         name = name or ""
         problem = transfer_name_problem(name)
@@ -577,7 +570,7 @@ class BirdbathSchedd:
 
     async def send_file(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
                         name: str | None, offset: int, data: bytes | None) -> None:
-        txn = self._enter(caller, ref, Permission.WRITE, required=True)
+        txn = await self._enter(caller, ref, Permission.WRITE, required=True)
         staged = await self._staged(caller, txn, cluster, proc)
         name = name or ""
         file = staged.files.get(name)
@@ -618,7 +611,7 @@ class BirdbathSchedd:
 
     async def get_file(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int,
                        name: str | None, offset: int, length: int) -> bytes:
-        txn = self._enter(caller, ref, Permission.READ, required=False)
+        txn = await self._enter(caller, ref, Permission.READ, required=False)
         if length <= 0:
             raise BirdbathError.fail("LENGTH must be >= 0")
         if offset < 0:
@@ -637,14 +630,14 @@ class BirdbathSchedd:
 
     async def list_spool(self, caller: Caller, ref: TransactionRef | None, cluster: int,
                          proc: int) -> Sequence[FileInfo]:
-        txn = self._enter(caller, ref, Permission.READ, required=False)
+        txn = await self._enter(caller, ref, Permission.READ, required=False)
         try:
             return await self._spool_call(caller, txn, cluster, proc, self.backend.list_files, cluster, proc)
         except BackendError as exc:
             raise BirdbathError.fail(str(exc)) from None
 
     async def close_spool(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> None:
-        txn = self._enter(caller, ref, Permission.WRITE, required=False)
+        txn = await self._enter(caller, ref, Permission.WRITE, required=False)
         await self._change(caller, txn, AttributeChange(cluster, proc, "FilesRetrieved", classad2.ExprTree("true")),
                            "Failed to set FilesRetrieved attribute.")
 

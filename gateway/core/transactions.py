@@ -15,7 +15,9 @@ when it fires, the owner's expiry callback discards the transaction and its stag
 tests drive expiry without sleeping.
 
 A transaction belongs to the caller that began it (host, user and how it was identified): its id comes from
-``secrets``, so it cannot be guessed from one's own, and anyone else who sends it is told it does not exist.
+``secrets``, so it cannot be guessed from one's own, and anyone else who sends it is told it does not exist.  Ids
+are drawn here (:meth:`TransactionTable.draw`) and granted in blocks to the processes that begin transactions, which
+announce each they begin (``grants.py``).
 """
 
 from __future__ import annotations
@@ -171,6 +173,9 @@ class TransactionTable:
         self._open: dict[int, Transaction] = {}
         #: open transactions per caller, kept with ``_open`` (the per-caller limit is checked at every begin)
         self._held: Counter[Caller] = Counter()
+        #: ids drawn and not opened: granted to a process that begins transactions (``grants.Grants``), or retired
+        #: with a process that died; never drawn again
+        self._reserved: set[int] = set()
 
     def __len__(self) -> int:
         return len(self._open)
@@ -182,18 +187,19 @@ class TransactionTable:
         """How many open transactions ``caller`` began (for the per-caller limit)."""
         return self._held[caller]
 
-    def open(self, duration: int, caller: Caller) -> Transaction:
-        """Register a new transaction of ``caller`` and arm its lease."""
-        return self.adopt(Transaction(0, duration, caller), duration)
-
-    def adopt(self, txn: Transaction, duration: int) -> Transaction:
-        """Open ``txn``, built whole elsewhere (``BirdbathSchedd.submit_transaction``), as its caller's: it gets
-        an id and its lease."""
-        txn.id, txn.duration = self._new_id(), duration
+    def open(self, duration: int, caller: Caller, txn_id: int | None = None) -> Transaction:
+        """Register a new transaction of ``caller`` under ``txn_id`` (one :meth:`draw` gave; by default drawn now) and
+        arm its lease."""
+        txn = Transaction(self.draw() if txn_id is None else txn_id, duration, caller)
+        self._reserved.discard(txn.id)
         self._open[txn.id] = txn
-        self._held[txn.caller] += 1
+        self._held[caller] += 1
         self._arm(txn, duration)
         return txn
+
+    def knows(self, txn_id: int) -> bool:
+        """Whether ``txn_id`` is the id of an open transaction."""
+        return txn_id in self._open
 
     def held(self, ref: TransactionRef, caller: Caller) -> Transaction | None:
         """The open transaction ``ref`` names when ``caller`` began it, its lease left alone (None otherwise)."""
@@ -251,15 +257,17 @@ class TransactionTable:
             del self._held[txn.caller]
         return True
 
-    def _new_id(self) -> int:
-        """A random id from 1 to 2**31 - 1 (a valid xsd:int, never 0), never one in use.
+    def draw(self) -> int:
+        """A new id, random from 1 to 2**31 - 1 (a valid xsd:int, never 0), never one in use or drawn before and not
+        opened (it is reserved until :meth:`open` takes it, or for good).
 
         The original's ``(time << 8) + counter`` let a client find another's open transaction from its own id.
         Positive only: spyne's xsd:int parser refuses ten-digit negative numbers, which the original's ids could be,
         and clients must get their id through."""
         while True:
             candidate = secrets.randbelow(MAX_ID) + 1
-            if candidate not in self._open:
+            if candidate not in self._open and candidate not in self._reserved:
+                self._reserved.add(candidate)
                 return candidate
 
 

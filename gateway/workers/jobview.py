@@ -54,7 +54,7 @@ else, as one process does, and no evaluation is spent on a caller it then refuse
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import classad2
@@ -69,10 +69,11 @@ from backends.interface import JobKey, QueryFailed, revision
 from backends.literals import LiteralIndex, RememberedAnswers
 from gateway.core.adstruct import JobAdStruct
 from gateway.core.auth import AccessPolicy, Caller, Permission
+from gateway.core.grants import Begins
 from gateway.core.queries import QueryRunner, QuerySettings, client_constraint
 from gateway.core.schedd import JobAdStructs, ViewAnswer, readable_job
 from gateway.core.status import BirdbathError
-from gateway.core.transactions import TransactionRef, names_none
+from gateway.core.transactions import Transaction, TransactionRef, names_none
 from gateway.workers.changenumber import PublishedNumber
 from gateway.workers.link import CallingLink, RemoteObject
 from jobmodel.expressions import ExpressionRefused
@@ -159,8 +160,10 @@ class ViewedSchedd(RemoteObject):
 
     def __init__(self, link: CallingLink, service: str, reactor: Any, settings: QuerySettings, policy: AccessPolicy,
                  published: PublishedNumber | None = None, *,
-                 call_in_thread: Callable[..., Deferred[Any]] | None = None) -> None:
+                 call_in_thread: Callable[..., Deferred[Any]] | None = None, begins: Begins | None = None) -> None:
         super().__init__(link, service)
+        #: beginTransaction answered in this worker (``gateway.core.grants``; None: it crosses, in tests of the view)
+        self._begins = begins
         self.view = JobView()
         self._reactor = reactor
         self._settings = settings
@@ -176,6 +179,13 @@ class ViewedSchedd(RemoteObject):
         number = self.view.number
         return (number > 0 and self._published is not None and self._published.value == number
                 and self._link.alive)
+
+    def begin_transaction(self, caller: Caller, duration: int) -> Awaitable[Transaction]:
+        """Begun in this worker, from the ids and allowances the core grants it (without ``begins``, by the core's
+        own, over the link)."""
+        if self._begins is None:
+            return self._link.call(self._service, "begin_transaction", caller, duration)
+        return self._begins.begin(caller, duration)
 
     async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> JobAdStruct:
         if names_none(ref) and self.job_views:

@@ -18,6 +18,9 @@ so that the other end empties its table of received ads as this end emptied its 
 cannot be read (such as a reference to an ad the table does not hold) raises out of :meth:`Link.dataReceived`, and
 Twisted logs it and closes the link: a worker whose link ends stops, and the core starts another.
 
+A worker begins transactions itself, from the ids and allowances the core grants it, and tells the core each it
+began (IDS, ALLOW, BEGUN; the core's SYNC and RECLAIM: :mod:`gateway.core.grants`).
+
 A worker counts the requests it serves itself; nothing crosses per request for the metrics: when /metrics is
 scraped, the core asks each worker for its figures (SCRAPE) and adds the answers (FIGURES) to its own.
 
@@ -38,6 +41,7 @@ from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from gateway.core.grants import Grants
 from gateway.core.services import CONTRACTS, constants, operations
 from gateway.workers import wire
 
@@ -63,6 +67,14 @@ class Message(str, enum.Enum):
     #: either way: [FORGET], a message failed to encode here and was not sent, and the table of ads sent is empty:
     #: empty yours of ads received (``wire.Codec``)
     FORGET = "forget"
+    # transactions begun in a worker (gateway.core.grants); IDS and ALLOW are answered by RESULT, as a CALL
+    IDS = "ids"  # worker -> core: [IDS, id], a new block of transaction ids
+    ALLOW = "allow"  # worker -> core: [ALLOW, id, caller], a new allowance of transactions for a caller
+    BEGUN = "begun"  # worker -> core, one way: [BEGUN, transaction id, caller, duration], written before its answer
+    SYNC = "sync"  # core -> worker: [SYNC, id], answer once all you sent before is read (an id the core lacks)
+    SYNCED = "synced"  # worker -> core: [SYNCED, id]
+    RECLAIM = "reclaim"  # core -> worker: [RECLAIM, id, caller], give back what is left of its allowance
+    RECLAIMED = "reclaimed"  # worker -> core: [RECLAIMED, id, how many]
 
 
 #: the attributes of the core's services that front ends read, fixed once the core has started (those their
@@ -169,6 +181,10 @@ class CallingLink(Link):
         self._pending: dict[int, Deferred[Any]] = {}
 
     def call(self, service: str, method: str, *args: Any, **kwargs: Any) -> Deferred[Any]:
+        return self.request(Message.CALL, service, method, list(args), kwargs)
+
+    def request(self, kind: Message, *fields: Any) -> Deferred[Any]:
+        """Send ``[kind, id, *fields]``, the core's RESULT for that id answers."""
         if not self.alive:
             return fail(ConnectionLost("the gateway's core is gone"))
         self._next += 1
@@ -176,7 +192,7 @@ class CallingLink(Link):
         answer: Deferred[Any] = Deferred()
         self._pending[call_id] = answer
         try:
-            self.send(Message.CALL, call_id, service, method, list(args), kwargs)
+            self.send(kind, call_id, *fields)
         except Exception:  # noqa: BLE001 - an argument that cannot cross: the caller's failure
             del self._pending[call_id]
             return fail()
@@ -233,6 +249,12 @@ class CoreCalls:
         services = self._services()
         return {service: {name: getattr(services[service], name) for name in names}
                 for service, names in CONSTANTS.items()}
+
+    def grants(self) -> Grants | None:
+        """The core's grants of transaction ids and allowances to the processes that begin transactions (None: a
+        core without a schedd service, in tests of the pool)."""
+        schedd = self._services().get("schedd")
+        return None if schedd is None else schedd.grants
 
     def run(self, service: str, method: str, args: list[Any], kwargs: dict[str, Any]) -> Deferred[Any]:
         target = self._services().get(service)

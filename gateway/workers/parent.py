@@ -30,13 +30,15 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.defer import Deferred, DeferredList
+from twisted.internet.defer import Deferred, DeferredList, fail
 from twisted.internet.error import ConnectionLost, ProcessDone, ProcessTerminated
 from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from gateway.core.auth import Caller
+from gateway.core.grants import Grants
 from gateway.monitoring.events import RequestTally
 from gateway.monitoring.processes import WorkerFigures
 from gateway.workers.changenumber import PublishedNumber
@@ -124,8 +126,9 @@ class CoreLink(Link):
         #: first ping
         self.heard: float | None = None
         self.connections: dict[int, HandOff] = {}
-        self._scrapes: dict[int, Deferred[WorkerFigures]] = {}
-        self._next_scrape = 0
+        #: what the core asked the worker (SCRAPE, SYNC, RECLAIM) and waits for, by the id the answer carries
+        self._asked: dict[int, Deferred[Any]] = {}
+        self._next_ask = 0
 
     def connectionMade(self) -> None:
         super().connectionMade()
@@ -156,26 +159,62 @@ class CoreLink(Link):
         self.heard = None  # (heard now: counted again from the next ping)
         super().dataReceived(data)
 
-    def ask_figures(self) -> Deferred[WorkerFigures]:
-        """The worker's figures (its requests' tally, memory, CPU time), asked for now."""
-        self._next_scrape += 1
-        scrape_id = self._next_scrape
-        answer: Deferred[WorkerFigures] = Deferred()
-        self._scrapes[scrape_id] = answer
+    def _ask(self, kind: Message, *fields: Any) -> Deferred[Any]:
+        """Send ``[kind, id, *fields]``; the worker's answer with that id fires it (the link lost: ConnectionLost)."""
+        self._next_ask += 1
+        ask_id = self._next_ask
+        answer: Deferred[Any] = Deferred()
+        self._asked[ask_id] = answer
 
         def asked(result: Any) -> Any:  # answered, cancelled (a worker that does not answer in time) or lost
-            self._scrapes.pop(scrape_id, None)
+            self._asked.pop(ask_id, None)
             return result
 
         answer.addBoth(asked)
-        self.send(Message.SCRAPE, scrape_id)
+        self.send(kind, ask_id, *fields)
         return answer
+
+    def _answered(self, ask_id: int, value: Any) -> None:
+        answer = self._asked.pop(ask_id, None)
+        if answer is not None:
+            answer.callback(value)
+
+    def ask_figures(self) -> Deferred[WorkerFigures]:
+        """The worker's figures (its requests' tally, memory, CPU time), asked for now."""
+        return self._ask(Message.SCRAPE)
 
     def handle_figures(self, scrape_id: int, figures: WorkerFigures) -> None:
         self.worker.figures = figures
-        answer = self._scrapes.pop(scrape_id, None)
-        if answer is not None:
-            answer.callback(figures)
+        self._answered(scrape_id, figures)
+
+    # -- transactions begun in the worker (gateway.core.grants: this link is the worker's Grantee) ----------------
+    @property
+    def _grants(self) -> Grants:
+        grants = self.worker.pool.calls.grants()
+        assert grants is not None  # (a worker that begins transactions has a core with a schedd)
+        return grants
+
+    def handle_ids(self, call_id: int) -> None:
+        self._answer(self._grants.ids(self), call_id)
+
+    def handle_allow(self, call_id: int, caller: Caller) -> None:
+        Deferred.fromCoroutine(self._grants.allow(self, caller)).addCallbacks(
+            self._answer, self._failed, callbackArgs=(call_id,), errbackArgs=(call_id,))
+
+    def handle_begun(self, txn_id: int, caller: Caller, duration: int) -> None:
+        self._grants.begun(self, txn_id, caller, duration)
+
+    def sync(self) -> Deferred[None]:
+        return self._ask(Message.SYNC) if self.alive else fail(ConnectionLost("the worker is gone"))
+
+    def handle_synced(self, sync_id: int) -> None:
+        self._answered(sync_id, None)
+
+    def reclaim(self, caller: Caller) -> Deferred[int]:
+        return self._ask(Message.RECLAIM, caller) if self.alive else fail(ConnectionLost("the worker is gone"))
+
+    def handle_reclaimed(self, reclaim_id: int, count: int) -> None:
+        self._answered(reclaim_id, count)
 
     def handle_ready(self) -> None:
         self.ready = True
@@ -201,8 +240,11 @@ class CoreLink(Link):
         connections, self.connections = self.connections, {}
         for handed in connections.values():
             handed.transport.loseConnection()
-        scrapes, self._scrapes = self._scrapes, {}
-        for answer in scrapes.values():
+        grants = self.worker.pool.calls.grants()
+        if grants is not None:  # (before the asks fail: a sync then finds the id unknown, as it stays)
+            grants.retire(self)
+        asked, self._asked = self._asked, {}
+        for answer in asked.values():
             answer.errback(Failure(ConnectionLost("the worker is gone")))
 
 

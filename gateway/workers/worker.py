@@ -17,6 +17,8 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionLost
 from twisted.internet.interfaces import IFileDescriptorReceiver
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger, globalLogPublisher
@@ -24,6 +26,8 @@ from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from gateway.core.auth import Caller
+from gateway.core.grants import Begins
 from gateway.core.services import CONTRACTS
 from gateway.identity.peers import PeerOwner
 from gateway.monitoring.events import RequestCounter
@@ -81,10 +85,30 @@ class WorkerLink(CallingLink):
         self.requests = RequestCounter()
         self._descriptors: list[int] = []
         self.services = {name: RemoteObject(self, name) for name in SERVICES}
+        #: this worker's beginTransaction, from the ids and allowances the core grants it (set by :func:`serve`)
+        self.begins: Begins | None = None
 
     def handle_constants(self, values: dict[str, dict[str, Any]]) -> None:
         for service, constants in values.items():
             self.services[service].set_constants(constants)
+
+    # -- transactions begun here (gateway.core.grants.Channel, for this worker's Begins) --------------------------
+    def ids(self) -> Deferred[list[int]]:
+        return self.request(Message.IDS)
+
+    def allowance(self, caller: Caller) -> Deferred[int]:
+        return self.request(Message.ALLOW, caller)
+
+    def begun(self, txn_id: int, caller: Caller, duration: int) -> None:
+        if not self.alive:  # (the client is not answered an id the core never heard of)
+            raise ConnectionLost("the gateway's core is gone")
+        self.send(Message.BEGUN, txn_id, caller, duration)  # (the core opens it when it reads this)
+
+    def handle_sync(self, sync_id: int) -> None:
+        self.send(Message.SYNCED, sync_id)
+
+    def handle_reclaim(self, reclaim_id: int, caller: Caller) -> None:
+        self.send(Message.RECLAIMED, reclaim_id, self.begins.give_back(caller))
 
     def handle_scrape(self, scrape_id: int) -> None:
         self.send(Message.FIGURES, scrape_id, own_figures(self.index, self.requests))
@@ -149,9 +173,10 @@ def serve(reactor: Any, link_fd: int, index: int, argv: list[str], published: Pu
     gateway = Gateway(replace(config, workers=0), reactor)  # (this process's own gateway starts no workers and
     # gives none a digest: the pool and what the workers check are the core's)
     link = WorkerLink(reactor, {}, index)
+    link.begins = Begins(link, config.policy(), config.schedd_settings().max_transaction_duration)
     services = link.services
     services["schedd"] = ViewedSchedd(link, "schedd", reactor, config.query_settings(), config.policy(),
-                                      published)  # (before the constants)
+                                      published, begins=link.begins)  # (before the constants)
     if gateway.identification.throttle is not None:  # failed logins are counted by the core, across workers
         gateway.identification.throttle = services["throttle"]
     gateway.serve(services["schedd"], services["collector"], services["submissions"], services["described"],
