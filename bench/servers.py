@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -74,11 +75,26 @@ class Soap:
         self.connection.close()
 
 
-def gateway(tmp: Path, config: str = "", workers: int = 0) -> GatewayProcess:
+def gateway(tmp: Path, config: str = "", workers: int = 0, tree: Path | None = None) -> GatewayProcess:
     """A gateway on a loopback port whose local backend runs nothing (jobs stay queued as submitted), in one process
-    or with ``workers`` (the lone connection the core's, as by default)."""
+    or with ``workers`` (the lone connection the core's, as by default); ``tree``: another checkout's."""
     layout = ("--workers", str(workers)) + (("--lone-connection-in-core", "yes") if workers else ())
-    return GatewayProcess(tmp / "state", "[backends.local]\nslots = 0\n" + config, tmp=tmp, extra_args=layout).start()
+    config = "[backends.local]\nslots = 0\n" + config
+    if tree is None:
+        return GatewayProcess(tmp / "state", config, tmp=tmp, extra_args=layout).start()
+    return TreeGateway(tree, tmp / "state", config, tmp, extra_args=layout).start()
+
+
+class TreeGateway(GatewayProcess):
+    """The gateway of another checkout (its code on the path and as the working directory ``-m`` puts first), to
+    measure a change against the tree before it."""
+
+    def __init__(self, tree: Path, state_dir: Path, config: str, tmp: Path, **options: Any) -> None:
+        super().__init__(state_dir, config, tmp=tmp, **options)
+        self.tree = tree
+
+    def command(self, port_files: dict[str, Path]) -> list[str]:
+        return ["env", "-C", str(self.tree), f"PYTHONPATH={self.tree}", *super().command(port_files)]
 
 
 class Process:

@@ -30,19 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from figures import Figure, interleaved, print_figures  # noqa: E402
 from queue_scale import RUNNER, spawn_two_at_a_time, trivial_jobs  # noqa: E402
+from servers import TreeGateway  # noqa: E402
 
 from gateway.testing import GatewayProcess  # noqa: E402
-
-
-class TreeGateway(GatewayProcess):
-    """The gateway of another checkout (its code on the path and as the working directory ``-m`` puts first)."""
-
-    def __init__(self, tree: Path, state_dir: Path, config: str, tmp: Path) -> None:
-        super().__init__(state_dir, config, tmp=tmp)
-        self.tree = tree
-
-    def command(self, port_files: dict[str, Path]) -> list[str]:
-        return ["env", "-C", str(self.tree), f"PYTHONPATH={self.tree}", *super().command(port_files)]
 
 
 def cpu_seconds(gateway: GatewayProcess) -> float:

@@ -9,8 +9,10 @@ the gateway's CPU time per request (user + system, from ``/proc``), which other 
 less than a rate.
 
 ``--workers N`` measures the gateway with N worker processes (issue #30's target: 1.3 times the bare server).
+``--tree DIR`` (repeatable) also measures the gateway of another checkout, each operation's runs interleaved with
+this tree's, so that a change is measured against the tree before it under the same load.
 
-Run: ``python bench/soap_rates.py [--seconds 5] [--runs 3] [--workers 0]``.
+Run: ``python bench/soap_rates.py [--seconds 5] [--runs 3] [--workers 0] [--tree /path/to/other/checkout]``.
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=5, help="length of one wrk run (s)")
     parser.add_argument("--runs", type=int, default=RUNS)
     parser.add_argument("--workers", type=int, default=0, help="the gateway's worker processes (0: one process)")
+    parser.add_argument("--tree", type=Path, action="append", default=[],
+                        help="another checkout whose gateway is measured too, interleaved with this tree's")
     args = parser.parse_args()
     print("== small operations: requests/s, 16 kept-alive connections (wrk -t1 -c16)")
     missing = wrk_missing()
@@ -91,33 +95,52 @@ def main() -> None:
     print(anchor_note)
     with tempfile.TemporaryDirectory() as tmp:
         servers: list[Process] = []
-        gw = gateway(Path(tmp), CONFIG, args.workers)
+        gateways: dict[str, GatewayProcess] = {}
         try:
-            soap = Soap(gw.port)
-            cluster, proc = job_with_attributes(soap, ATTRIBUTES)
-            asked = parameters(cluster, proc)
-            answers = {op: soap.call(op, inner) for op, inner in asked.items()}
-            soap.close()
+            bodies: dict[str, dict[str, bytes]] = {}
+            for number, tree in enumerate([None, *args.tree]):
+                name = "gateway" if tree is None else f"gateway of {tree}"
+                (Path(tmp) / str(number)).mkdir()
+                gw = gateways[name] = gateway(Path(tmp) / str(number), CONFIG, args.workers, tree)
+                soap = Soap(gw.port)
+                cluster, proc = job_with_attributes(soap, ATTRIBUTES)
+                asked = parameters(cluster, proc)
+                if tree is None:
+                    answers = {op: soap.call(op, inner) for op, inner in asked.items()}
+                soap.close()
+                bodies[name] = {op: soap_envelope(op, inner) for op, inner in asked.items()}
             servers += [bare_server(answers, Path(tmp)), bare_server(answers, Path(tmp), tuned=True)]
             if binary is not None:
                 servers.append(gsoap_server(binary))
-            measure(gw, servers, {op: soap_envelope(op, inner) for op, inner in asked.items()}, args.seconds, args.runs)
+            measure(gateways, servers, bodies, args.seconds, args.runs)
         finally:
             for server in servers:
                 server.stop()
-            gw.stop()
+            for gw in gateways.values():
+                gw.stop()
 
 
-def measure(gw: GatewayProcess, servers: list[Process], bodies: dict[str, bytes], seconds: float, runs: int) -> None:
-    """wrk each operation against the gateway and each baseline, interleaved; print the figures and ratios."""
+def measure(gateways: dict[str, GatewayProcess], servers: list[Process], bodies: dict[str, dict[str, bytes]],
+            seconds: float, runs: int) -> None:
+    """wrk each operation against each gateway (this tree's first) and each baseline, interleaved; print the figures
+    and ratios (each baseline's to this tree's gateway)."""
     rows: list[tuple[Figure, Figure | None]] = []
     cpu_rows: list[tuple[Figure, Figure | None]] = []
     measurements = []
-    for op, body in bodies.items():
-        ours = Figure(f"{op} (gateway)", "req/s")
-        cpu = Figure(f"{op} (gateway CPU per request)", "us", higher_is_better=False)
-        measurements.append((ours, lambda body=body, cpu=cpu: gateway_rate(gw, body, seconds, cpu)))
-        cpu_rows.append((cpu, None))
+    for op in bodies["gateway"]:
+        body = bodies["gateway"][op]
+        ours = None
+        for name, gw in gateways.items():
+            figure = Figure(f"{op} ({name})", "req/s")
+            cpu = Figure(f"{op} ({name} CPU per request)", "us", higher_is_better=False)
+            measurements.append((figure, lambda gw=gw, body=bodies[name][op], cpu=cpu:
+                                 gateway_rate(gw, body, seconds, cpu)))
+            cpu_rows.append((cpu, None))
+            if ours is None:
+                ours = figure
+            else:
+                rows.append((figure, None))
+        assert ours is not None
         baselines = []
         for server in servers:
             figure = Figure(f"{op} ({server.name})", "req/s")
