@@ -130,6 +130,7 @@ def measure(gateways: dict[str, GatewayProcess], servers: list[Process], bodies:
     for op in bodies["gateway"]:
         body = bodies["gateway"][op]
         ours = None
+        others: list[tuple[Figure, Figure | None]] = []
         for name, gw in gateways.items():
             figure = Figure(f"{op} ({name})", "req/s")
             cpu = Figure(f"{op} ({name} CPU per request)", "us", higher_is_better=False)
@@ -139,7 +140,7 @@ def measure(gateways: dict[str, GatewayProcess], servers: list[Process], bodies:
             if ours is None:
                 ours = figure
             else:
-                rows.append((figure, None))
+                others.append((figure, ours))
         assert ours is not None
         baselines = []
         for server in servers:
@@ -148,6 +149,7 @@ def measure(gateways: dict[str, GatewayProcess], servers: list[Process], bodies:
             baselines.append(figure)
         rows += [(ours, baseline) for baseline in baselines] or [(ours, None)]
         rows += [(baseline, None) for baseline in baselines]
+        rows += others
     interleaved(measurements, runs)
     print_figures("small operations (median of %d runs of %g s)" % (runs, seconds), rows + cpu_rows)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
 from gateway.core.adstruct import Attr, AttrType
-from gateway.core.schedd import JobAdStructs, TemplateResult
+from gateway.core.schedd import TemplateResult
 from gateway.core.services import ScheddContract
 from gateway.core.status import OK, BirdbathError
 from gateway.core.status import Status as CoreStatus
@@ -124,21 +124,23 @@ def _info(which: Callable[[ScheddContract], str]) -> Handler:
     return handler
 
 
-def _job_ads_answer(found: tuple[AdAnswers, JobAdStructs]) -> Prebuilt:
+async def _job_ads(request: RequestContext, p: Wire) -> Prebuilt:
     """getJobAds' answer, written from the ads the query found (streamed when there are many)."""
-    answers, ads = found
-    if len(ads.ads) > STREAMED_ADS:
-        return Prebuilt(chunks=answers.stream_job_ads(ads.ads, ads.now))
-    return Prebuilt(answers.write_job_ads(ads.ads, ads.now))
-
-
-async def _job_ads(request: RequestContext, p: Wire) -> tuple[AdAnswers, JobAdStructs]:
-    return request.answers, await request.schedd.get_job_ads(request.caller, _ref(p), p.get("constraint"))
+    found = await request.schedd.get_job_ads(request.caller, _ref(p), p.get("constraint"))
+    if len(found.ads) > STREAMED_ADS:
+        return Prebuilt(chunks=request.answers.stream_job_ads(found.ads, found.now))
+    return Prebuilt(request.answers.write_job_ads(found.ads, found.now))
 
 
 async def _job_ad(request: RequestContext, p: Wire) -> Prebuilt:
+    """getJobAd's answer, written from the ad found."""
     found = await request.schedd.get_job_ad(request.caller, *_job(p))
     return Prebuilt(request.answers.write_job_ad(found.ad, found.server_time))
+
+
+def _written(ok: dict[str, Any], answer: Prebuilt) -> Prebuilt:
+    """An answer its call wrote (job ads; SUCCESS is the envelope's own)."""
+    return answer
 
 
 def _template_answer(ok: dict[str, Any], result: TemplateResult) -> dict[str, Any]:
@@ -177,8 +179,8 @@ HANDLERS: dict[str, Handler] = {
         lambda r, p: r.schedd.hold_job(r.caller, *_job(p), p.get("reason"), bool(p.get("system-hold")))),
     "releaseJob": status_only(lambda r, p: r.schedd.release_job(r.caller, *_job(p), p.get("reason"))),
     "submit": with_status(lambda r, p: r.schedd.submit(r.caller, *_job(p), attrs(p.get("jobAd")))),
-    "getJobAds": _answered(_job_ads, lambda ok, found: _job_ads_answer(found)),
-    "getJobAd": _answered(_job_ad, lambda ok, answer: answer),
+    "getJobAds": _answered(_job_ads, _written),
+    "getJobAd": _answered(_job_ad, _written),
     "declareFile": status_only(
         lambda r, p: r.schedd.declare_file(r.caller, *_job(p), p.get("name"), _int(p.get("size")),
                                            p.get("hash") if p.get("hashType") == "MD5HASH" else None)),
