@@ -18,14 +18,12 @@ a FAIL), duration and who the caller was.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
-from xml.sax.saxutils import escape
 
 from OpenSSL import SSL
 from twisted.internet.address import UNIXAddress
-from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IProtocolNegotiationFactory, IPullProducer, ISSLTransport, ITransport
 from twisted.logger import Logger, LogLevel
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
@@ -39,24 +37,15 @@ from gateway.core.auth import LOCAL_SOCKET_HOST, Caller
 from gateway.identity.callers import Connection, Identification, Refusal, describe
 from gateway.identity.tls import openssl_reason, peer_certificate
 from gateway.logging import AccessLog, log_time
-from gateway.maybe import Maybe, started
+from gateway.maybe import settle
 
 log = Logger(namespace="birdbath.request")
 
-XML = b"text/xml; charset=utf-8"
+#: the form of a refusal or a 404 where no front end gives one
+TEXT = b"text/plain; charset=utf-8"
 
 #: the status code, the same in both APIs, that needs its text to mean anything in the request log
 FAIL = "FAIL"
-
-FAULT = (b'<?xml version="1.0" encoding="UTF-8"?>\n<SOAP-ENV:Envelope '
-         b'xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/"><SOAP-ENV:Body><SOAP-ENV:Fault>'
-         b"<faultcode>SOAP-ENV:Client</faultcode><faultstring>%s</faultstring></SOAP-ENV:Fault></SOAP-ENV:Body>"
-         b"</SOAP-ENV:Envelope>")
-
-
-def fault_document(message: str) -> bytes:
-    return FAULT % escape(message).encode("utf-8")
-
 
 @dataclass(frozen=True)
 class RequestOutcome:
@@ -112,15 +101,8 @@ class GatewayRequest(server.Request):
 
     def process(self) -> None:
         """Identify the caller (a password check runs off the reactor thread), then serve the request."""
-        try:
-            identified = started(self.identification.caller(self.connection(), self.getHeader(b"authorization")))
-        except Exception:  # noqa: BLE001 - whatever identifying raises is answered, never a crash
-            self._not_identified(Failure())
-            return
-        if isinstance(identified, Deferred):
-            identified.addCallbacks(self._identified, self._not_identified)
-        else:
-            self._identified(identified)
+        settle(self.identification.caller(self.connection(), self.getHeader(b"authorization")), self._identified,
+               self._not_identified)
 
     def connection(self) -> Connection:
         """What this request's connection says about the client: worked out when a plain or local-socket connection
@@ -165,12 +147,12 @@ class GatewayRequest(server.Request):
         if self._refused:
             return
         self._refused = True
-        body = fault_document(message)
+        content_type, body = refusal_in_form(self.channel.site.resource, message)
         log.warn("refused request from {client}: {message}",  # twisted's Logger has no warning()
                  client=self.client_host or "?", message=message)
         self.channel.transport.write(
             b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
-            % (code, phrase, XML, len(body), body))
+            % (code, phrase, content_type, len(body), body))
         self.channel.loseConnection()
 
 
@@ -188,11 +170,6 @@ class Answer(Protocol):
     chunks: Iterator[bytes] | None
 
 
-#: what a GET of a path that serves no document answers
-NOT_FOUND = (b"Not found. WSDLs: GET /condorSchedd.wsdl (or /?wsdl), /condorCollector.wsdl and /submission?wsdl; "
-             b"POST SOAP requests to any path, JSON to /submission/json/<operation>.\n")
-
-
 def refused(request: server.Request, refusal: Refusal) -> None:
     """The status and headers of an answer to a caller refused for who it is, in every front end's form: the
     ``WWW-Authenticate`` challenges of the ways it may try again, and ``Retry-After`` during a login penalty."""
@@ -204,11 +181,11 @@ def refused(request: server.Request, refusal: Refusal) -> None:
 
 
 class Answering(resource.Resource):
-    """A resource that answers with a front end's answers (:class:`Answer`), in its own form (``content_type``):
-    a caller refused when identified is answered here, and each answer records the request's outcome for the
-    access log."""
+    """A resource that answers with a front end's answers (:class:`Answer`), in its own form (``content_type``, and
+    :meth:`refusal` for what it refuses): a caller refused when identified is answered here, and each answer records
+    the request's outcome for the access log."""
 
-    content_type = XML
+    content_type = TEXT
 
     def render_GET(self, request: GatewayRequest) -> bytes:
         if request.refusal is not None:
@@ -218,8 +195,10 @@ class Answering(resource.Resource):
     def render_HEAD(self, request: GatewayRequest) -> bytes:
         return self.render_GET(request)
 
-    def refused_body(self, message: str) -> bytes:
-        return fault_document(message)
+    def refusal(self, message: str) -> bytes:
+        """The body of a refusal in this resource's form (a front end's: a SOAP fault, the JSON API's FAIL status;
+        here, of no protocol, the text)."""
+        return message.encode("utf-8") + b"\n"
 
     def refuse(self, request: GatewayRequest, refusal: Refusal) -> bytes:
         """Answer a caller refused for who it is (or is not), in this resource's own form."""
@@ -228,15 +207,12 @@ class Answering(resource.Resource):
                  client=request.client_host, code=refusal.code, message=refusal.message)
         refused(request, refusal)
         request.setHeader(b"content-type", self.content_type)
-        return self.refused_body(refusal.message)
+        return self.refusal(refusal.message)
 
-    def answer_with(self, answer: Maybe[Answer], request: GatewayRequest, context: Any) -> int:
-        """Write the answer, now or when it comes."""
-        if not isinstance(answer, Deferred):
-            self._respond(answer, request, context)
-            return server.NOT_DONE_YET
-        answer.addCallback(self._respond, request, context)
-        answer.addErrback(self._crashed, request)
+    def answer_with(self, answer: Coroutine[Any, Any, Answer], request: GatewayRequest, context: Any) -> int:
+        """Write the answer, at once when it comes without waiting (``gateway.maybe``)."""
+        settle(answer, lambda made: self._respond(made, request, context),
+               lambda failure: self._crashed(failure, request))
         return server.NOT_DONE_YET
 
     def _respond(self, answer: Answer, request: GatewayRequest, context: Any) -> None:
@@ -262,8 +238,8 @@ class Answering(resource.Resource):
             request.cut_short()
             return
         request.setResponseCode(500)
-        request.setHeader(b"content-type", XML)
-        write_whole(request, fault_document("Internal server error"))
+        request.setHeader(b"content-type", self.content_type)
+        write_whole(request, self.refusal("Internal server error"))
 
 
 class Branch(resource.Resource):
@@ -293,6 +269,8 @@ class Tree(Protocol):
 
     fallback: resource.Resource
     documents: dict[bytes, resource.Resource]
+    #: what the front ends serve, each in a few words, for a 404 to say
+    signposts: list[str]
 
 
 def document_by_name(documents: dict[bytes, resource.Resource], name: bytes,
@@ -314,9 +292,27 @@ def write_whole(request: server.Request, body: bytes) -> None:
 
 
 def not_found(request: server.Request) -> bytes:
+    """A 404, saying what the site serves (the signposts its front ends put on its tree)."""
     request.setResponseCode(404)
-    request.setHeader(b"content-type", b"text/plain; charset=utf-8")
-    return NOT_FOUND
+    request.setHeader(b"content-type", TEXT)
+    tree = _tree(getattr(getattr(request, "site", None), "resource", None))
+    signposts = "; ".join(tree.signposts) if tree is not None else ""
+    return (f"Not found. {signposts}.\n" if signposts else "Not found.\n").encode("utf-8")
+
+
+def refusal_in_form(root: resource.Resource | None, message: str) -> tuple[bytes, bytes]:
+    """The content type and body of a refusal made before any resource is found (a body too large), in the form of
+    the front end that answers any path of the site (its tree's fallback); the text when there is none."""
+    tree = _tree(root)
+    form = tree.fallback if tree is not None else None
+    if isinstance(form, Answering):
+        return form.content_type, form.refusal(message)
+    return TEXT, message.encode("utf-8") + b"\n"
+
+
+def _tree(root: resource.Resource | None) -> Tree | None:
+    """The tree a site's root is the root of (None: a site of a plain resource, such as the monitoring port's)."""
+    return root.tree if isinstance(root, Branch) else None
 
 
 @implementer(IPullProducer)

@@ -34,6 +34,8 @@ class Routes:
         self.fallback: resource.Resource = Unserved()
         #: resources by the file name that ends a GET's path, whatever the path before it
         self.documents: dict[bytes, resource.Resource] = {}
+        #: what the front ends serve, each in a few words (``GET /condorSchedd.wsdl``), for a 404 to say
+        self.signposts: list[str] = []
         self.root = Branch(self)
 
     def mount(self, path: str, child: resource.Resource) -> resource.Resource:

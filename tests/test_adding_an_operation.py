@@ -70,7 +70,7 @@ def call(service: ContractService, core: BirdbathSchedd, body: str):
                 'xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/" xmlns:c="urn:condor"><SOAP-ENV:Body>'
                 f"{body}</SOAP-ENV:Body></SOAP-ENV:Envelope>")
     context = RequestContext(ALICE, core, birdbath.job_ad_answers(service))
-    answer = service.dispatch(envelope.encode(), context)  # (the local backend answers at once: no Deferred)
+    answer = run(service.dispatch(envelope.encode(), context))  # (the local backend answers at once)
     return answer, etree.fromstring(answer.body)
 
 

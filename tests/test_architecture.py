@@ -118,6 +118,39 @@ def test_the_transport_imports_no_protocols_room():
     assert set(TRANSPORT) <= set(graph()), "a module named here is gone: name its successor"
 
 
+#: the words of a SOAP message: its namespace, envelope, fault and WSDL (any case)
+SOAP_WORDS = re.compile(r"schemas\.xmlsoap\.org|envelope|fault(?:code|string)|\bwsdl\b|\.wsdl", re.I)
+
+
+def soap_texts(source: str) -> list[str]:
+    """The string constants of a module's code (its docstrings aside, which may say what the transport does not do)
+    that hold SOAP's words."""
+    tree = ast.parse(source)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [node.value if isinstance(node.value, str) else node.value.decode("latin-1") for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)) and id(node) not in docstrings
+            and SOAP_WORDS.search(node.value if isinstance(node.value, str) else node.value.decode("latin-1"))]
+
+
+def test_the_transport_holds_no_soap_text():
+    """No fault or envelope of the transport's own, nor a 404 naming WSDLs: a refusal's body is the front end's
+    (``Answering.refusal``), a 404 says the signposts the front ends put on the tree."""
+    modules_ = modules()
+    wrong = {name: soap_texts(modules_[name].read_text()) for name in TRANSPORT}
+    assert not {name: texts for name, texts in wrong.items() if texts}
+
+
+@pytest.mark.parametrize("source, found", [
+    ('FAULT = b"<SOAP-ENV:Envelope><SOAP-ENV:Fault><faultstring>%s</faultstring>"', 1),
+    ('NOT_FOUND = "WSDLs: GET /condorSchedd.wsdl"', 1),
+    ('"""A refusal is the front end\'s (a SOAP fault); no envelope here."""\nTEXT = b"text/plain"', 0),
+])
+def test_the_soap_text_finder_finds_soap_text(source, found):
+    assert len(soap_texts(source)) == found
+
+
 def find_circle(edges: dict[str, set[str]]) -> list[str] | None:
     """One import circle, as the list of modules round it, or None."""
     state: dict[str, int] = {}  # 1 on the current path, 2 finished

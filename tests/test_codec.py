@@ -13,6 +13,7 @@ from gateway.soap.codec import ContractService
 from gateway.soap.contract import Contract
 from gateway.soap.xsd import BUILTIN, Array, Enumeration, Struct, WireFault, read_element
 from tests.conftest import LEGACY_COLLECTOR_WSDL, LEGACY_WSDL, ROOT
+from tests.synchronous import run
 from tests.wire import assert_valid, body_element
 
 SCHEDD = schedd_service()
@@ -183,25 +184,27 @@ def test_empty_members_and_arrays():
 def test_a_handler_that_fails_is_a_server_fault_whether_it_waited_or_not():
     from twisted.internet.defer import Deferred
 
-    def broken(request, parameters):
+    async def broken(request, parameters):
         raise RuntimeError("broken at once")
+
+    async def newJob(request, parameters):
+        return {"status": OK, "integer": parameters["clusterId"]}
 
     later: list[Deferred] = []
     handlers = {op: broken for op in SCHEDD.contract.operations}
     handlers["newCluster"] = lambda request, parameters: later.append(Deferred()) or later[-1]
-    handlers["newJob"] = lambda request, parameters: {"status": OK, "integer": parameters["clusterId"]}
+    handlers["newJob"] = newJob
     service = ContractService(SCHEDD.contract, handlers)
-    at_once = service.dispatch(envelope("getVersionString"), None)
+    at_once = run(service.dispatch(envelope("getVersionString"), None))
     assert at_once.code == 500 and b"<faultstring>Internal error in getVersionString: broken at once" in at_once.body
-    waiting = service.dispatch(envelope("newCluster"), None)
-    assert isinstance(waiting, Deferred) and not waiting.called
-    later[0].errback(RuntimeError("broken later"))
     answered = []
-    waiting.addCallback(answered.append)
+    waiting = Deferred.fromCoroutine(service.dispatch(envelope("newCluster"), None)).addCallback(answered.append)
+    assert not waiting.called
+    later[0].errback(RuntimeError("broken later"))
     assert answered[0].code == 500 and b"Internal error in newCluster: broken later" in answered[0].body
-    fine = service.dispatch(envelope("newJob", "<clusterId>4</clusterId>"), None)
+    fine = run(service.dispatch(envelope("newJob", "<clusterId>4</clusterId>"), None))
     assert (fine.code, fine.status, fine.reason) == (200, "SUCCESS", "Success") and b"<integer>4</integer>" in fine.body
-    refused = service.dispatch(envelope("newJob", "<clusterId>x</clusterId>"), None)
+    refused = run(service.dispatch(envelope("newJob", "<clusterId>x</clusterId>"), None))
     assert refused.code == 500 and refused.operation == "newJob" and refused.fault.startswith("Client: Could not cast")
 
 

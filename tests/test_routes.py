@@ -20,7 +20,7 @@ from twisted.web.test.requesthelper import DummyRequest
 from gateway.birdbath.frontend import schedd_or_collector
 from gateway.config import GatewayConfig
 from gateway.frontend import Core, Sites, installed
-from gateway.http import Branch
+from gateway.http import TEXT, Branch, not_found, refusal_in_form
 from gateway.routes import Routes, Unserved
 from gateway.soap.resource import Service, SoapResource, operation_of
 from gateway.submission.frontend import JsonResource
@@ -139,7 +139,36 @@ def test_a_tree_no_front_end_filled_answers_nothing_but_not_found():
     assert type(resource) is Unserved and service == ""
     request = DummyRequest([b"any"])
     request.refusal = None
-    assert resource.render_GET(request) and request.responseCode == 404
+    assert resource.render_GET(request) == b"Not found.\n" and request.responseCode == 404
+    assert refusal_in_form(empty.root, "too large") == (TEXT, b"too large\n")  # no front end: no protocol's form
+
+
+def test_a_refusal_before_any_resource_is_in_the_form_of_the_trees_fallback(routes):
+    """A body too large is refused before a resource is found: as the front end answering any path says it (the
+    schedd's SOAP fault, the codec's), as text on a site of a plain resource (the monitoring port's)."""
+    kind, body = refusal_in_form(routes.root, "Request body larger than <the limit> & more")
+    assert kind.startswith(b"text/xml")
+    assert etree.fromstring(body).findtext(".//faultstring") == "Request body larger than <the limit> & more"
+    assert refusal_in_form(Resource(), "too large") == (TEXT, b"too large\n")
+    assert refusal_in_form(None, "too large") == (TEXT, b"too large\n")
+
+
+def test_each_front_end_refuses_in_its_own_form(routes):
+    soap, _ = found(routes, "/submission", b"GET")
+    json_resource, _ = found(routes, "/submission/json/submit")
+    assert etree.fromstring(soap.refusal("no")).findtext(".//faultcode").endswith("Client")
+    assert json_resource.content_type == b"application/json"
+    assert json.loads(json_resource.refusal("no"))["status"]["code"] == "FAIL"
+
+
+def test_a_404_says_the_signposts_the_front_ends_put_on_the_tree(routes):
+    request = DummyRequest([b"nothing.html"])
+    request.site = type("Site", (), {"resource": routes.root})()
+    text = not_found(request).decode()
+    assert request.responseCode == 404 and text.startswith("Not found. ") and text.endswith(".\n")
+    for signpost in ("GET /condorSchedd.wsdl (or /?wsdl)", "GET /submission.wsdl (or /submission?wsdl)",
+                     "POST SOAP requests to any path", "POST JSON to /submission/json/<operation>"):
+        assert signpost in routes.signposts and signpost in text
 
 
 @pytest.mark.parametrize("body, name", [

@@ -21,9 +21,9 @@ from gateway.core.auth import Caller
 from gateway.core.services import SubmissionsContract
 from gateway.core.submission_pages import PageOffset, ScanMode, submission_page
 from gateway.core.submissions import ApiError, ApiStatus, SubmissionInfo, aviary_job
-from gateway.soap.answer import Maybe, started
 from gateway.soap.codec import ContractService, Handler
 from gateway.soap.contract import Contract
+from gateway.soap.table import Entry, Standard
 from gateway.soap.wsdl import wsdl_path
 from jobmodel.jobs import JobAction, JobStatus
 
@@ -68,20 +68,22 @@ def _status(code: ApiStatus | str, text: str | None = None) -> dict[str, Any]:
     return {"code": getattr(code, "value", code), "text": text}
 
 
-def _run(context: AviaryContext, work: Callable[[SubmissionsContract, Caller], Awaitable[Any]],
-         answer: Callable[[Any], Any], failed: Callable[[dict[str, Any]], Any]) -> Maybe[Any]:
-    """Run a core coroutine: its result through ``answer``, an ApiError as ``failed`` of its status."""
+#: Aviary's statuses: an ApiError's code and text are the answer's status, its code the request log's
+AVIARY: Standard[ApiError] = Standard(ApiError, lambda refusal: refusal.code,
+                                      lambda refusal: _status(refusal.code, str(refusal)), ApiStatus.OK,
+                                      lambda: _status(ApiStatus.OK))
 
-    async def run() -> Any:
-        try:
-            result = await work(context.service, context.caller)
-        except ApiError as exc:
-            context.status = exc.code
-            return failed(_status(exc.code, str(exc)))
-        context.status = ApiStatus.OK
-        return answer(result)
 
-    return started(run())
+def _answer(member: str | None, failed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An entry's answers: the call's result as ``member`` beside the status (None: the status alone); when the core
+    refuses, the status, or ``failed`` instead when given."""
+    def answer(ok: dict[str, Any], result: Any) -> dict[str, Any]:
+        return {"status": ok} if member is None else {member: result, "status": ok}
+
+    def refused(status: dict[str, Any], p: Wire) -> dict[str, Any]:
+        return {"status": status} if failed is None else failed
+
+    return {"answer": answer, "failed": refused}
 
 
 def _flag(text: str | None, default: bool) -> bool:
@@ -166,39 +168,34 @@ def _local_id(job: str) -> str:
     return job.rpartition("#")[2]
 
 
-def _submit(context: AviaryContext, p: Wire) -> Maybe[Any]:
+async def _submit(context: AviaryContext, p: Wire) -> dict[str, Any]:
+    """The JobID of the job SubmitJob made."""
+    local = _local_id(await context.service.submit(context.caller, submit_attrs(p)))
     origin = Origin.of(context)
-
-    def answer(job: str) -> dict[str, Any]:
-        local = _local_id(job)
-        submission = p.get("submission_name") or f"{origin.scheduler}#{local.partition('.')[0]}"
-        return {"id": origin.job(local, origin.submission(submission, p.get("owner"))),
-                "status": _status(ApiStatus.OK)}
-
-    return _run(context, lambda s, c: s.submit(c, submit_attrs(p)), answer, lambda failed: {"status": failed})
+    submission = p.get("submission_name") or f"{origin.scheduler}#{local.partition('.')[0]}"
+    return origin.job(local, origin.submission(submission, p.get("owner")))
 
 
-def _control(action: JobAction) -> Handler:
-    return lambda context, p: _run(
-        context, lambda s, c: s.act(c, aviary_job(p.get("id") or {}), action, p.get("reason")),
-        lambda _: {"status": _status(ApiStatus.OK)}, lambda failed: {"status": failed})
+def _control(action: JobAction) -> Entry:
+    return Entry(AVIARY, lambda c, p: c.service.act(c.caller, aviary_job(p.get("id") or {}), action, p.get("reason")),
+                 **_answer(None))
 
 
-def _set_attribute(context: AviaryContext, p: Wire) -> Maybe[Any]:
+def _set_attribute(c: AviaryContext, p: Wire) -> Awaitable[None]:
     attribute = p.get("attribute") or {}
-    return _run(context, lambda s, c: s.set_attribute(c, aviary_job(p.get("id") or {}), attribute.get("name") or "",
-                                                      None, attribute.get("value") or ""),
-                lambda _: {"status": _status(ApiStatus.OK)}, lambda failed: {"status": failed})
+    return c.service.set_attribute(c.caller, aviary_job(p.get("id") or {}), attribute.get("name") or "", None,
+                                   attribute.get("value") or "")
 
 
+#: the job service's operations: each its core call (the request's context and parameters) and its answers
 JOB_HANDLERS: dict[str, Handler] = {
-    "SubmitJob": _submit,
+    "SubmitJob": Entry(AVIARY, _submit, **_answer("id")),
     "HoldJob": _control(JobAction.HOLD),
     "ReleaseJob": _control(JobAction.RELEASE),
     "RemoveJob": _control(JobAction.REMOVE),
     "SuspendJob": _control(JobAction.SUSPEND),
     "ContinueJob": _control(JobAction.CONTINUE),
-    "SetJobAttribute": _set_attribute,
+    "SetJobAttribute": Entry(AVIARY, _set_attribute, **_answer(None)),
 }
 
 
@@ -227,30 +224,27 @@ def _summary_entry(summary: Mapping[str, Any], origin: Origin) -> dict[str, Any]
             "held": text("HoldReason"), "released": text("ReleaseReason")}
 
 
-def _per_job(entry: Callable[[Mapping[str, Any], Origin], dict[str, Any]]) -> Handler:
+def _per_job(entry: Callable[[Mapping[str, Any], Origin], dict[str, Any]]) -> Entry:
     """GetJobStatus and GetJobSummary: every live job without ids, else one entry per id (a status for an id that
     names no job)."""
 
-    def handler(context: AviaryContext, p: Wire) -> Maybe[Any]:
+    async def jobs(context: AviaryContext, p: Wire) -> list[dict[str, Any]]:
         origin = Origin.of(context)
         ids = [aviary_job(i or {}) for i in p.get("ids") or ()]
+        s, c = context.service, context.caller
+        if not ids:
+            return [entry(summary, origin) for summary in await s.summaries(c, [])]
+        found = []
+        for job in ids:
+            try:
+                (summary,) = await s.summaries(c, [job])
+            except ApiError as exc:
+                found.append({"id": {"job": job}, "status": _status(exc.code, str(exc))})
+                continue
+            found.append(entry(summary, origin))
+        return found
 
-        async def work(s: SubmissionsContract, c: Caller) -> list[dict[str, Any]]:
-            if not ids:
-                return [entry(summary, origin) for summary in await s.summaries(c, [])]
-            jobs = []
-            for job in ids:
-                try:
-                    (summary,) = await s.summaries(c, [job])
-                except ApiError as exc:
-                    jobs.append({"id": {"job": job}, "status": _status(exc.code, str(exc))})
-                    continue
-                jobs.append(entry(summary, origin))
-            return jobs
-
-        return _run(context, work, lambda jobs: {"jobs": jobs}, lambda failed: {"jobs": []})
-
-    return handler
+    return Entry(AVIARY, jobs, **_answer("jobs", {"jobs": []}))
 
 
 _API_TYPES = {AttrType.INTEGER: "INTEGER", AttrType.FLOAT: "FLOAT", AttrType.STRING: "STRING",
@@ -258,100 +252,96 @@ _API_TYPES = {AttrType.INTEGER: "INTEGER", AttrType.FLOAT: "FLOAT", AttrType.STR
               AttrType.ERROR: "ERROR"}
 
 
-def _details(context: AviaryContext, p: Wire) -> Maybe[Any]:
+async def _details(context: AviaryContext, p: Wire) -> list[dict[str, Any]]:
     origin = Origin.of(context)
     ids = [aviary_job(i or {}) for i in p.get("ids") or ()]
-
-    async def work(s: SubmissionsContract, c: Caller) -> list[dict[str, Any]]:
-        jobs = []
-        for job in ids or [f"{x['ClusterId']}.{x['ProcId']}" for x in await s.summaries(c, [])]:
-            try:
-                ad = await s.job_ad(c, job)
-            except ApiError as exc:
-                jobs.append({"id": {"job": job}, "status": _status(exc.code, str(exc))})
-                continue
-            attrs = [{"name": a.name, "type": _API_TYPES[a.type], "value": a.value} for a in ad]
-            jobs.append({"id": origin.job(_local_id(job)), "status": _status(ApiStatus.OK),
-                         "details": attrs})
-        return jobs
-
-    return _run(context, work, lambda jobs: {"jobs": jobs}, lambda failed: {"jobs": []})
+    s, c = context.service, context.caller
+    jobs = []
+    for job in ids or [f"{x['ClusterId']}.{x['ProcId']}" for x in await s.summaries(c, [])]:
+        try:
+            ad = await s.job_ad(c, job)
+        except ApiError as exc:
+            jobs.append({"id": {"job": job}, "status": _status(exc.code, str(exc))})
+            continue
+        attrs = [{"name": a.name, "type": _API_TYPES[a.type], "value": a.value} for a in ad]
+        jobs.append({"id": origin.job(_local_id(job)), "status": _status(ApiStatus.OK), "details": attrs})
+    return jobs
 
 
 #: GetJobData's file types as the job attributes naming the files
 _DATA_FILES = {"OUT": "Out", "ERR": "Err", "LOG": "UserLog"}
 
 
-def _data(context: AviaryContext, p: Wire) -> Maybe[Any]:
+def _data_asked(p: Wire) -> dict[str, Any]:
+    """GetJobData's ``data`` as asked: the job's id and the file's type."""
     data = p.get("data") or {}
-    job = aviary_job(data.get("id") or {})
+    return {"id": {"job": aviary_job(data.get("id") or {})}, "type": data.get("type")}
+
+
+async def _data(context: AviaryContext, p: Wire) -> dict[str, Any]:
+    """GetJobData's answer but its status: the part of the file asked for, its ``data`` naming the job found here."""
+    asked = _data_asked(p)
+    job = asked["id"]["job"]
     size = p.get("max_bytes")
     size = 1024 if size is None else size
     start, end = (-size, 0) if p.get("from_end") else (0, size)
-    echo = {"id": {"job": job}, "type": data.get("type")}
-    found_here = {**echo, "id": Origin.of(context).job(job)}
-    return _run(context, lambda s, c: s.job_file(c, job, _DATA_FILES[data.get("type") or "OUT"], start, end),
-                lambda found: {"data": found_here, "status": _status(ApiStatus.OK), "file_name": found.name,
-                               "file_size": found.size, "content": found.data.decode("utf-8", "replace")},
-                lambda failed: {"data": echo, "status": failed})
+    found = await context.service.job_file(context.caller, job, _DATA_FILES[asked["type"] or "OUT"], start, end)
+    return {"data": {**asked, "id": Origin.of(context).job(job)}, "file_name": found.name, "file_size": found.size,
+            "content": found.data.decode("utf-8", "replace")}
 
 
 def _submission_id(info: SubmissionInfo, origin: Origin) -> dict[str, Any]:
     return origin.submission(info.name, info.owner, info.qdate)
 
 
-def _submission_summary(context: AviaryContext, p: Wire) -> Maybe[Any]:
+async def _submission_summary(context: AviaryContext, p: Wire) -> list[dict[str, Any]]:
     origin = Origin.of(context)
     with_jobs = _flag(p.get("includeJobSummaries"), False)
     asked = [i for i in p.get("ids") or () if i is not None]
-
-    async def work(s: SubmissionsContract, c: Caller) -> list[dict[str, Any]]:
-        found = await s.submissions(c)
-        answers = []
-        for wanted in asked or [{}]:
-            name, owner = wanted.get("name"), wanted.get("owner")
-            chosen = [info for info in found if (not name or info.name == name) and (name or not owner
-                                                                                      or info.owner == owner)]
-            if not chosen and (name or owner):
-                answers.append({"id": {"name": name, "owner": owner},
-                                "status": _status(ApiStatus.NO_MATCH, f"Unable to locate submission {name or owner}"),
-                                "completed": 0, "held": 0, "idle": 0, "removed": 0, "running": 0, "suspended": 0,
-                                "transferring_output": 0})
-            for info in chosen:
-                counts = info.counts
-                summary = {"id": _submission_id(info, origin), "status": _status(ApiStatus.OK),
-                           "completed": counts["Completed"], "held": counts["Held"], "idle": counts["Idle"],
-                           "removed": counts["Removed"], "running": counts["Running"],
-                           "suspended": counts["Suspended"], "transferring_output": counts["TransferringOutput"]}
-                if with_jobs:
-                    summary["jobs"] = [_summary_entry(job, origin) for job in await s.submission_jobs(c, info.name)]
-                answers.append(summary)
-        return answers
-
-    return _run(context, work, lambda submissions: {"submissions": submissions}, lambda failed: {"submissions": []})
+    s, c = context.service, context.caller
+    found = await s.submissions(c)
+    answers = []
+    for wanted in asked or [{}]:
+        name, owner = wanted.get("name"), wanted.get("owner")
+        chosen = [info for info in found if (not name or info.name == name) and (name or not owner
+                                                                                  or info.owner == owner)]
+        if not chosen and (name or owner):
+            answers.append({"id": {"name": name, "owner": owner},
+                            "status": _status(ApiStatus.NO_MATCH, f"Unable to locate submission {name or owner}"),
+                            "completed": 0, "held": 0, "idle": 0, "removed": 0, "running": 0, "suspended": 0,
+                            "transferring_output": 0})
+        for info in chosen:
+            counts = info.counts
+            summary = {"id": _submission_id(info, origin), "status": _status(ApiStatus.OK),
+                       "completed": counts["Completed"], "held": counts["Held"], "idle": counts["Idle"],
+                       "removed": counts["Removed"], "running": counts["Running"],
+                       "suspended": counts["Suspended"], "transferring_output": counts["TransferringOutput"]}
+            if with_jobs:
+                summary["jobs"] = [_summary_entry(job, origin) for job in await s.submission_jobs(c, info.name)]
+            answers.append(summary)
+    return answers
 
 
-def _submission_ids(context: AviaryContext, p: Wire) -> Maybe[Any]:
+async def _submission_ids(context: AviaryContext, p: Wire) -> dict[str, Any]:
     """A page of submission ids (``gateway.core.submission_pages`` holds the original's rules)."""
-    origin = Origin.of(context)
     offset = p.get("offset")
     start = None if offset is None else PageOffset(offset.get("name"), offset.get("owner"), offset.get("qdate") or 0)
     mode = None if p.get("mode") is None else ScanMode(p["mode"])
-
-    def answer(found: list[SubmissionInfo]) -> dict[str, Any]:
-        page = submission_page(found, p.get("size") or 0, mode, start)
-        return {"ids": [_submission_id(info, origin) for info in page.submissions], "remaining": page.remaining}
-
-    return _run(context, lambda s, c: s.submissions(c), answer, lambda failed: {"remaining": 0})
+    found = await context.service.submissions(context.caller)
+    page = submission_page(found, p.get("size") or 0, mode, start)
+    origin = Origin.of(context)
+    return {"ids": [_submission_id(info, origin) for info in page.submissions], "remaining": page.remaining}
 
 
+#: the query service's operations: each its core call (the request's context and parameters) and its answers
 QUERY_HANDLERS: dict[str, Handler] = {
     "GetJobSummary": _per_job(_summary_entry),
     "GetJobStatus": _per_job(_status_entry),
-    "GetJobDetails": _details,
-    "GetJobData": _data,
-    "GetSubmissionSummary": _submission_summary,
-    "GetSubmissionID": _submission_ids,
+    "GetJobDetails": Entry(AVIARY, _details, **_answer("jobs", {"jobs": []})),
+    "GetJobData": Entry(AVIARY, _data, lambda ok, found: {**found, "status": ok},
+                        lambda status, p: {"data": _data_asked(p), "status": status}),
+    "GetSubmissionSummary": Entry(AVIARY, _submission_summary, **_answer("submissions", {"submissions": []})),
+    "GetSubmissionID": Entry(AVIARY, _submission_ids, lambda ok, page: page, lambda status, p: {"remaining": 0}),
 }
 
 

@@ -18,7 +18,7 @@ from gateway.core.auth import Caller
 from gateway.core.services import CollectorContract
 from gateway.core.status import OK, BirdbathError, StatusCode
 from gateway.core.status import Status as CoreStatus
-from gateway.soap.answer import Maybe, Prebuilt, SplitAnswer, started
+from gateway.soap.answer import Prebuilt, SplitAnswer
 from gateway.soap.codec import ContractService, Handler
 from gateway.soap.contract import Contract
 from gateway.soap.wsdl import wsdl_path
@@ -70,38 +70,32 @@ def ad_type(text: str | None) -> AdType:
         raise BirdbathError.fail(f"Unknown type {str(text)[:64]!r}") from None
 
 
-def _query(request: CollectorContext, operation: str, constraint: str | None) -> Maybe[Prebuilt]:
+async def _query(request: CollectorContext, operation: str, constraint: str | None) -> Prebuilt:
     """A query: its ads written around the envelope of ``result``; when it fails, an empty ``result`` (the original
     had no status to say why; the request log has it)."""
-
-    async def run() -> Prebuilt:
-        try:
-            ads = await request.collector.query(request.caller, QUERIES[operation], constraint)
-        except BirdbathError as exc:
-            request.status = exc.status
-            ads = []
-        else:
-            request.status = OK
-        return Prebuilt(request.answers[operation].fill(ad_items(ads)))
-
-    return started(run())
+    try:
+        ads = await request.collector.query(request.caller, QUERIES[operation], constraint)
+    except BirdbathError as exc:
+        request.status = exc.status
+        ads = []
+    else:
+        request.status = OK
+    return Prebuilt(request.answers[operation].fill(ad_items(ads)))
 
 
-def _insert(request: CollectorContext, type_text: str | None, ad: list[Mapping[str, Any] | None] | None) -> Maybe[Any]:
-    async def run() -> dict[str, Any]:
-        try:
-            inserted = await request.collector.insert(request.caller, ad_type(type_text), ad_attributes(ad))
-            result = CoreStatus(StatusCode.SUCCESS, inserted.message)
-        except BirdbathError as exc:
-            result = exc.status
-        request.status = result
-        return status(result)
-
-    return started(run())
+async def _insert(request: CollectorContext, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        inserted = await request.collector.insert(request.caller, ad_type(parameters.get("type")),
+                                                  ad_attributes(parameters.get("ad")))
+        result = CoreStatus(StatusCode.SUCCESS, inserted.message)
+    except BirdbathError as exc:
+        result = exc.status
+    request.status = result
+    return status(result)
 
 
 def _info(text: Callable[[CollectorContext], str]) -> Handler:
-    def answer(request: CollectorContext, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    async def answer(request: CollectorContext, parameters: Mapping[str, Any]) -> dict[str, Any]:
         request.status = OK
         return {"status": {"code": "SUCCESS"}, "message": text(request)}
 
@@ -116,7 +110,7 @@ def _query_handler(operation: str) -> Handler:
 HANDLERS: dict[str, Handler] = {
     "getVersionString": _info(lambda request: request.collector.backend_info.version),
     "getPlatformString": _info(lambda request: request.collector.backend_info.platform),
-    "insertAd": lambda request, parameters: _insert(request, parameters.get("type"), parameters.get("ad")),
+    "insertAd": _insert,
     **{operation: _query_handler(operation) for operation in QUERIES},
 }
 

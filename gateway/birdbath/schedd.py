@@ -11,20 +11,19 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
-from twisted.internet.defer import fail
-
 from gateway.core.adstruct import Attr, AttrType
-from gateway.core.schedd import JobAdStructs, TemplateResult
+from gateway.core.schedd import TemplateResult
 from gateway.core.services import ScheddContract
 from gateway.core.status import OK, BirdbathError
 from gateway.core.status import Status as CoreStatus
 from gateway.core.status import StatusCode as CoreStatusCode
 from gateway.core.transactions import Transaction as CoreTransaction
 from gateway.core.transactions import TransactionRef
-from gateway.soap.answer import Maybe, Prebuilt, started
+from gateway.soap.answer import Prebuilt
 from gateway.soap.base64data import decode as decode_base64
 from gateway.soap.codec import ContractService, Handler
 from gateway.soap.contract import Contract
+from gateway.soap.table import Entry, Standard
 from gateway.soap.wsdl import wsdl_path
 from gateway.soap.xsd import xml_text
 from jobmodel.jobs import Universe
@@ -84,66 +83,64 @@ def _file_data(name: str | None, text: str | None) -> bytes:
         raise BirdbathError.fail(f"Failed to write to '{name or ''}': {exc}") from None
 
 
-# -- running one operation ----------------------------------------------------------------------------------
-Work = Callable[[ScheddContract, RequestContext], Awaitable[Any]]
+# -- the table ---------------------------------------------------------------------------------------------
+#: Birdbath's statuses: a BirdbathError's is the answer's (and the request log's)
+BIRDBATH: Standard[BirdbathError] = Standard(BirdbathError, lambda refusal: refusal.status,
+                                             lambda refusal: status(refusal.status), OK, lambda: status(OK))
+
+#: the core call of an entry: (the request's context, its parameters) -> the core's coroutine
+Call = Callable[[RequestContext, Wire], Awaitable[Any]]
 
 
-def _run(request: RequestContext, operation: Work, answer: Callable[[dict[str, Any], Any], Any],
-         failed: Callable[[dict[str, Any]], Any]) -> Maybe[Any]:
-    """Run a core coroutine; a BirdbathError becomes the operation's answer with that status, never a fault.  An
-    operation that finishes without waiting is answered at once; any other exception is a failed Deferred (the
-    codec makes it a Server fault)."""
-
-    async def run() -> Any:
-        try:
-            result = await operation(request.schedd, request)
-        except BirdbathError as exc:
-            request.status = exc.status
-            return failed(status(exc.status))
-        request.status = OK
-        return answer(status(OK), result)
-
-    try:
-        return started(run())
-    except Exception:
-        return fail()
+def _same(value: Any) -> Any:
+    return value
 
 
-def _status_only(request: RequestContext, operation: Work) -> Maybe[Any]:
-    return _run(request, operation, lambda ok, _: ok, lambda failure: failure)
+def status_only(call: Call) -> Entry:
+    """An operation whose answer is its status alone."""
+    return Entry(BIRDBATH, call, lambda ok, result: ok)
 
 
-def _with_status(request: RequestContext, operation: Work, member: str | None = None,
-                 to_wire: Callable[[Any], Any] = lambda value: value, **failed: Any) -> Maybe[Any]:
-    """An answer of a status and one ``member`` (its value from the core's result by ``to_wire``); on failure the
-    status and the ``failed`` members."""
-    return _run(request, operation,
-                lambda ok, result: {"status": ok} if member is None else {"status": ok, member: to_wire(result)},
-                lambda failure: {"status": failure, **failed})
+def with_status(call: Call, member: str | None = None, to_wire: Callable[[Any], Any] = _same, **failed: Any) -> Entry:
+    """An operation answering a status and one ``member`` (its value from the core's result by ``to_wire``); on
+    failure the status and the ``failed`` members."""
+    if member is None:
+        return Entry(BIRDBATH, call, lambda ok, result: {"status": ok}, lambda refused, p: {"status": refused})
+    return Entry(BIRDBATH, call, lambda ok, result: {"status": ok, member: to_wire(result)},
+                 lambda refused, p: {"status": refused, **failed})
 
 
-def _transaction_answer(request: RequestContext, operation: Work) -> Maybe[Any]:
-    return _with_status(request, operation, "transaction", wire_transaction, transaction=wire_transaction(None))
-
-
-def _int_answer(request: RequestContext, operation: Work) -> Maybe[Any]:
-    return _with_status(request, operation, "integer", integer=0)
+def _answered(call: Call, answer: Callable[[dict[str, Any], Any], Any]) -> Entry:
+    """An operation whose answer ``answer`` makes from its result (its status alone on failure)."""
+    return Entry(BIRDBATH, call, answer, lambda refused, p: {"status": refused})
 
 
 def _info(which: Callable[[ScheddContract], str]) -> Handler:
     """getVersionString/getPlatformString: SUCCESS with no status message (as the original), no checks."""
-    def handler(request: RequestContext, p: Wire) -> dict[str, Any]:  # (a constant of the core: no call)
+    async def handler(request: RequestContext, p: Wire) -> dict[str, Any]:  # (a constant of the core: no call)
         request.status = OK
         return {"status": {"code": "SUCCESS"}, "message": which(request.schedd)}
 
     return handler
 
 
-def _job_ads_answer(answers: AdAnswers, found: JobAdStructs) -> Prebuilt:
+async def _job_ads(request: RequestContext, p: Wire) -> Prebuilt:
     """getJobAds' answer, written from the ads the query found (streamed when there are many)."""
+    found = await request.schedd.get_job_ads(request.caller, _ref(p), p.get("constraint"))
     if len(found.ads) > STREAMED_ADS:
-        return Prebuilt(chunks=answers.stream_job_ads(found.ads, found.now))
-    return Prebuilt(answers.write_job_ads(found.ads, found.now))
+        return Prebuilt(chunks=request.answers.stream_job_ads(found.ads, found.now))
+    return Prebuilt(request.answers.write_job_ads(found.ads, found.now))
+
+
+async def _job_ad(request: RequestContext, p: Wire) -> Prebuilt:
+    """getJobAd's answer, written from the ad found."""
+    found = await request.schedd.get_job_ad(request.caller, *_job(p))
+    return Prebuilt(request.answers.write_job_ad(found.ad, found.server_time))
+
+
+def _written(ok: dict[str, Any], answer: Prebuilt) -> Prebuilt:
+    """An answer its call wrote (job ads; SUCCESS is the envelope's own)."""
+    return answer
 
 
 def _template_answer(ok: dict[str, Any], result: TemplateResult) -> dict[str, Any]:
@@ -151,67 +148,58 @@ def _template_answer(ok: dict[str, Any], result: TemplateResult) -> dict[str, An
     return {"status": answer, "classAd": struct(result.ad)}
 
 
+def _ref(p: Wire) -> TransactionRef | None:
+    """The transaction a request names."""
+    return transaction_ref(p.get("transaction"))
+
+
 def _job(p: Wire) -> tuple[TransactionRef | None, int, int]:
     """The transaction, cluster and job a request names."""
-    return transaction_ref(p.get("transaction")), _int(p.get("clusterId")), _int(p.get("jobId"))
+    return _ref(p), _int(p.get("clusterId")), _int(p.get("jobId"))
 
 
-#: each operation's handler: (the request's context, its parameters) -> its answer
+#: each operation: its core call (the request's context ``r``, its parameters ``p``), its answer (``Entry``)
 HANDLERS: dict[str, Handler] = {
     "getVersionString": _info(lambda schedd: schedd.backend_info.version),
     "getPlatformString": _info(lambda schedd: schedd.backend_info.platform),
-    "beginTransaction": lambda request, p: _transaction_answer(
-        request, lambda s, r: s.begin_transaction(r.caller, _int(p.get("duration")))),
-    "commitTransaction": lambda request, p: _status_only(
-        request, lambda s, r: s.commit_transaction(r.caller, transaction_ref(p.get("transaction")))),
-    "abortTransaction": lambda request, p: _status_only(
-        request, lambda s, r: s.abort_transaction(r.caller, transaction_ref(p.get("transaction")))),
-    "extendTransaction": lambda request, p: _transaction_answer(
-        request, lambda s, r: s.extend_transaction(r.caller, transaction_ref(p.get("transaction")),
-                                                   _int(p.get("duration")))),
-    "newCluster": lambda request, p: _int_answer(
-        request, lambda s, r: s.new_cluster(r.caller, transaction_ref(p.get("transaction")))),
-    "removeCluster": lambda request, p: _status_only(
-        request, lambda s, r: s.remove_cluster(r.caller, transaction_ref(p.get("transaction")),
-                                               _int(p.get("clusterId")), p.get("reason"))),
-    "newJob": lambda request, p: _int_answer(
-        request, lambda s, r: s.new_job(r.caller, transaction_ref(p.get("transaction")), _int(p.get("clusterId")))),
-    "removeJob": lambda request, p: _status_only(
-        request, lambda s, r: s.remove_job(r.caller, *_job(p), p.get("reason"))),
-    "holdJob": lambda request, p: _status_only(
-        request, lambda s, r: s.hold_job(r.caller, *_job(p), p.get("reason"), bool(p.get("system-hold")))),
-    "releaseJob": lambda request, p: _status_only(
-        request, lambda s, r: s.release_job(r.caller, *_job(p), p.get("reason"))),
-    "submit": lambda request, p: _with_status(
-        request, lambda s, r: s.submit(r.caller, *_job(p), attrs(p.get("jobAd")))),
-    "getJobAds": lambda request, p: _run(
-        request, lambda s, r: s.get_job_ads(r.caller, transaction_ref(p.get("transaction")), p.get("constraint")),
-        lambda ok, ads: _job_ads_answer(request.answers, ads), lambda failure: {"status": failure}),
-    "getJobAd": lambda request, p: _run(
-        request, lambda s, r: s.get_job_ad(r.caller, *_job(p)),
-        lambda ok, found: Prebuilt(request.answers.write_job_ad(found.ad, found.server_time)),
-        lambda failure: {"status": failure}),
-    "declareFile": lambda request, p: _status_only(
-        request, lambda s, r: s.declare_file(r.caller, *_job(p), p.get("name"), _int(p.get("size")),
-                                             p.get("hash") if p.get("hashType") == "MD5HASH" else None)),
-    "sendFile": lambda request, p: _status_only(
-        request, lambda s, r: s.send_file(r.caller, *_job(p), p.get("name"), _int(p.get("offset")),
-                                          _file_data(p.get("name"), p.get("data")))),
-    "getFile": lambda request, p: _with_status(
-        request, lambda s, r: s.get_file(r.caller, *_job(p), p.get("name"), _int(p.get("offset")),
-                                         _int(p.get("length"))), "data"),
-    "closeSpool": lambda request, p: _status_only(request, lambda s, r: s.close_spool(r.caller, *_job(p))),
-    "listSpool": lambda request, p: _with_status(
-        request, lambda s, r: s.list_spool(r.caller, *_job(p)), "info",
-        lambda files: [{"name": f.name, "size": f.size} for f in files] or None),
-    "requestReschedule": lambda request, p: _status_only(request, lambda s, r: s.request_reschedule(r.caller)),
-    "discoverJobRequirements": lambda request, p: _with_status(
-        request, lambda s, r: s.discover_job_requirements(r.caller, attrs(p.get("jobAd"))), "requirements"),
-    "createJobTemplate": lambda request, p: _run(
-        request, lambda s, r: s.create_job_template(
-            r.caller, _int(p.get("clusterId")), _int(p.get("jobId")), p.get("owner"), universe(p.get("type")),
-            p.get("cmd"), p.get("args"), p.get("requirements")),
-        _template_answer, lambda failure: {"status": failure}),
+    "beginTransaction": with_status(lambda r, p: r.schedd.begin_transaction(r.caller, _int(p.get("duration"))),
+                                    "transaction", wire_transaction, transaction=wire_transaction(None)),
+    "commitTransaction": status_only(lambda r, p: r.schedd.commit_transaction(r.caller, _ref(p))),
+    "abortTransaction": status_only(lambda r, p: r.schedd.abort_transaction(r.caller, _ref(p))),
+    "extendTransaction": with_status(
+        lambda r, p: r.schedd.extend_transaction(r.caller, _ref(p), _int(p.get("duration"))),
+        "transaction", wire_transaction, transaction=wire_transaction(None)),
+    "newCluster": with_status(lambda r, p: r.schedd.new_cluster(r.caller, _ref(p)), "integer", integer=0),
+    "removeCluster": status_only(
+        lambda r, p: r.schedd.remove_cluster(r.caller, _ref(p), _int(p.get("clusterId")), p.get("reason"))),
+    "newJob": with_status(lambda r, p: r.schedd.new_job(r.caller, _ref(p), _int(p.get("clusterId"))),
+                          "integer", integer=0),
+    "removeJob": status_only(lambda r, p: r.schedd.remove_job(r.caller, *_job(p), p.get("reason"))),
+    "holdJob": status_only(
+        lambda r, p: r.schedd.hold_job(r.caller, *_job(p), p.get("reason"), bool(p.get("system-hold")))),
+    "releaseJob": status_only(lambda r, p: r.schedd.release_job(r.caller, *_job(p), p.get("reason"))),
+    "submit": with_status(lambda r, p: r.schedd.submit(r.caller, *_job(p), attrs(p.get("jobAd")))),
+    "getJobAds": _answered(_job_ads, _written),
+    "getJobAd": _answered(_job_ad, _written),
+    "declareFile": status_only(
+        lambda r, p: r.schedd.declare_file(r.caller, *_job(p), p.get("name"), _int(p.get("size")),
+                                           p.get("hash") if p.get("hashType") == "MD5HASH" else None)),
+    "sendFile": status_only(
+        lambda r, p: r.schedd.send_file(r.caller, *_job(p), p.get("name"), _int(p.get("offset")),
+                                        _file_data(p.get("name"), p.get("data")))),
+    "getFile": with_status(lambda r, p: r.schedd.get_file(r.caller, *_job(p), p.get("name"), _int(p.get("offset")),
+                                                          _int(p.get("length"))), "data"),
+    "closeSpool": status_only(lambda r, p: r.schedd.close_spool(r.caller, *_job(p))),
+    "listSpool": with_status(lambda r, p: r.schedd.list_spool(r.caller, *_job(p)), "info",
+                             lambda files: [{"name": f.name, "size": f.size} for f in files] or None),
+    "requestReschedule": status_only(lambda r, p: r.schedd.request_reschedule(r.caller)),
+    "discoverJobRequirements": with_status(
+        lambda r, p: r.schedd.discover_job_requirements(r.caller, attrs(p.get("jobAd"))), "requirements"),
+    "createJobTemplate": _answered(
+        lambda r, p: r.schedd.create_job_template(r.caller, _int(p.get("clusterId")), _int(p.get("jobId")),
+                                                  p.get("owner"), universe(p.get("type")), p.get("cmd"),
+                                                  p.get("args"), p.get("requirements")),
+        _template_answer),
 }
 
 

@@ -1,4 +1,4 @@
-"""What every SOAP service hands the transport: a :class:`SoapAnswer`, now or later (:data:`Maybe`).
+"""What every SOAP service hands the transport: a :class:`SoapAnswer`, from a coroutine (see ``gateway.maybe``).
 
 Shared by the Birdbath services (``codec``) and the submission API (``dispatch``, spyne's cycle); the SOAP
 resource (:mod:`gateway.soap.resource`) sees only :class:`Dispatcher`.
@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Iterator, Protocol
-
-from gateway.maybe import Maybe, started, then  # noqa: F401 - the services built on the codec take them from here
 
 #: how much of a fault's text the request log keeps (a fault may quote the whole offending value)
 LOGGED_FAULT = 500
@@ -40,8 +38,8 @@ class SoapAnswer:
 class Dispatcher(Protocol):
     """A service as the transport sees it: a request's body and the caller's context in, its answer out."""
 
-    def dispatch(self, body: bytes, udc: Any) -> Maybe[SoapAnswer]:
-        """The answer to one request (a Deferred of it when the operation waits)."""
+    async def dispatch(self, body: bytes, udc: Any) -> SoapAnswer:
+        """The answer to one request."""
 
 
 @dataclass(frozen=True)

@@ -12,22 +12,22 @@ around an envelope cut from this codec's own: :meth:`ContractService.split`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 from lxml import etree
-from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from .answer import LOGGED_FAULT, Maybe, Prebuilt, SoapAnswer, SplitAnswer
+from .answer import LOGGED_FAULT, Prebuilt, SoapAnswer, SplitAnswer
 from .contract import Contract, Operation
 from .protocol import BODY, SOAP_ENV, parse_envelope
 from .xsd import NIL, WireFault, element, escape, read_element
 
 log = Logger()
 
-#: an operation's handler: the caller's context and the parameters present (by their wire names) -> its answer
-Handler = Callable[[Any, Mapping[str, Any]], Maybe[Any]]
+#: an operation's handler: the caller's context and the parameters present (by their wire names) -> its answer (a
+#: coroutine: see ``gateway.maybe``)
+Handler = Callable[[Any, Mapping[str, Any]], Awaitable[Any]]
 
 _DECLARATION = "<?xml version='1.0' encoding='UTF-8'?>\n"
 _FAULT = (_DECLARATION + f'<soap11env:Envelope xmlns:soap11env="{SOAP_ENV}"><soap11env:Body><soap11env:Fault>'
@@ -104,18 +104,16 @@ class ContractService:
         return SplitAnswer.around(self.write(operation, value), member)
 
     # -- serving ------------------------------------------------------------------------------------------------
-    def dispatch(self, body: bytes, udc: Any) -> Maybe[SoapAnswer]:
+    async def dispatch(self, body: bytes, udc: Any) -> SoapAnswer:
         try:
             call = self.read(body)
         except WireFault as exc:
             return _fault(exc.code, exc.message, exc.operation)
         name = call.operation.name
         try:
-            result = self._handlers[name](udc, call.arguments)
-        except Exception as exc:
+            result = await self._handlers[name](udc, call.arguments)
+        except Exception as exc:  # noqa: BLE001 - a bug in a handler: a Server fault, never a crash
             return _failed(name, exc, Failure())
-        if isinstance(result, Deferred):
-            return result.addCallbacks(self._answer, _failed_later, callbackArgs=(name,), errbackArgs=(name,))
         return self._answer(result, name)
 
     def _answer(self, result: Any, operation: str) -> SoapAnswer:
@@ -136,9 +134,3 @@ def _failed(operation: str, exc: BaseException, failure: Failure) -> SoapAnswer:
     """The Server fault for an operation that raised (a bug: logged with its traceback, never a crash)."""
     log.failure("operation {operation} failed", failure, operation=operation)
     return _fault("Server", f"Internal error in {operation}: {exc}", operation)
-
-
-def _failed_later(failure: Failure, operation: str) -> SoapAnswer | Failure:
-    if not failure.check(Exception):
-        return failure
-    return _failed(operation, failure.value, failure)

@@ -13,15 +13,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from twisted.python.failure import Failure
 from twisted.web import resource, server
 
 from gateway.core.auth import Caller
-from gateway.http import XML, Answering, GatewayRequest, base_url, document_by_name, not_found
+from gateway.http import Answering, GatewayRequest, base_url, document_by_name, not_found
 from gateway.routes import Routes
 
 from .answer import Dispatcher
+from .codec import fault_document
 from .wsdl import PublishedWsdl, wsdl_path
+
+XML = b"text/xml; charset=utf-8"
 
 #: the local name of a SOAP body's first element (comments or processing instructions before it: not recognised)
 _FIRST_IN_BODY = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?Body\b[^>]*>\s*<(?:[A-Za-z_][\w.-]*:)?([A-Za-z_][\w.-]*)")
@@ -60,6 +62,12 @@ class SoapResource(Answering):
         self.file_name = file_name
         self.documents = {} if documents is None else documents
 
+    content_type = XML
+
+    def refusal(self, message: str) -> bytes:
+        """A refusal as a SOAP fault (the codec's)."""
+        return fault_document(message)
+
     def getChild(self, path: bytes, request: server.Request) -> resource.Resource:
         """Any path below is this service's, but a WSDL's file name that ends the path (GET only)."""
         return document_by_name(self.documents, path, request) or self
@@ -81,12 +89,7 @@ class SoapResource(Answering):
         body = request.content.read() if request.content is not None else b""
         service = self.service(body)
         context = service.context_for(request.caller)
-        try:
-            answer = service.dispatcher.dispatch(body, context)
-        except Exception:  # noqa: BLE001 - a bug in a front end: a Server fault, never a crash
-            self._crashed(Failure(), request)
-            return server.NOT_DONE_YET
-        return self.answer_with(answer, request, context)
+        return self.answer_with(service.dispatcher.dispatch(body, context), request, context)
 
 
 def publish(routes: Routes, path: str, service: Callable[[bytes], Service], wsdl: str | None = None) -> SoapResource:
@@ -96,8 +99,11 @@ def publish(routes: Routes, path: str, service: Callable[[bytes], Service], wsdl
                           wsdl.encode() if wsdl else b"", routes.documents)
     if wsdl:
         routes.documents[served.file_name] = served
+        routes.signposts.append(f"GET /{wsdl} (or /{served.location}?wsdl)")
     if path.strip("/"):
         routes.mount(path, served)
+        routes.signposts.append(f"POST SOAP requests to /{served.location}")
     else:
         routes.fallback = served
+        routes.signposts.append("POST SOAP requests to any path")
     return served

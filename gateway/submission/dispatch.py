@@ -4,7 +4,7 @@
 
 spyne's own Twisted transport is not used: it mis-handles bytes on Python 3 (see ``compat``), parses every body
 as a form, and hides the request/response cycle we need for logging.  This module drives spyne's
-``ServerBase`` steps directly and waits for operations that return a Deferred.
+``ServerBase`` steps directly and awaits the coroutine each operation answers (``service.TABLE``).
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from typing import Any
 from spyne import Application, Fault
 from spyne.context import MethodContext
 from spyne.server import ServerBase
-from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from gateway.soap.answer import LOGGED_FAULT, Maybe, SoapAnswer
+from gateway.soap.answer import LOGGED_FAULT, SoapAnswer
 
 from .compat import install as install_compat
 
@@ -30,12 +29,8 @@ class SoapDispatcher:
         install_compat()
         self._server = ServerBase(application)
 
-    def dispatch(self, body: bytes, udc: Any) -> Maybe[SoapAnswer]:
-        """The answer to one request (a Deferred of it when the operation waits)."""
-        return Deferred.fromCoroutine(self.answer(body, udc))
-
-    async def answer(self, body: bytes, udc: Any) -> SoapAnswer:
-        """The answer through spyne's whole request cycle."""
+    async def dispatch(self, body: bytes, udc: Any) -> SoapAnswer:
+        """The answer through spyne's whole request cycle (an operation answers a coroutine, awaited here)."""
         ctx = MethodContext(self._server, MethodContext.SERVER)
         ctx.in_string = [body]
         contexts = self._server.generate_contexts(ctx)
@@ -49,14 +44,12 @@ class SoapDispatcher:
         self._server.get_out_object(p_ctx)
         if p_ctx.out_error is not None:
             return self._fault(p_ctx, p_ctx.out_error, operation)
-        result = p_ctx.out_object[0]
-        if isinstance(result, Deferred):
-            try:
-                result = await result
-            except Exception as exc:  # noqa: BLE001 - a bug in an operation: a Server fault, never a crash
-                p_ctx.close()
-                return self.operation_failed(operation, exc)
-            p_ctx.out_object = [result]
+        try:
+            result = await p_ctx.out_object[0]
+        except Exception as exc:  # noqa: BLE001 - a bug in an operation: a Server fault, never a crash
+            p_ctx.close()
+            return self.operation_failed(operation, exc)
+        p_ctx.out_object = [result]
         self._server.get_out_string(p_ctx)
         answer = SoapAnswer(200, b"".join(p_ctx.out_string), operation, status=status_code(result),
                             reason=status_text(result))

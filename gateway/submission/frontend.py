@@ -26,7 +26,7 @@ class JsonResource(Answering):
         self.api = api
         self.context_for = context_for
 
-    def refused_body(self, message: str) -> bytes:
+    def refusal(self, message: str) -> bytes:
         return fail_document(message)
 
     def render_POST(self, request: GatewayRequest) -> int | bytes:
@@ -48,6 +48,7 @@ class Submission(FrontEnd):
         soap = Service(SoapDispatcher(soap_application()), context)
         publish(sites.gateway, "/submission", lambda body: soap, "submission.wsdl").putChild(
             b"json", JsonResource(JsonApi(), context))
+        sites.gateway.signposts.append("POST JSON to /submission/json/<operation>")
 
 
 FRONT_END = Submission()

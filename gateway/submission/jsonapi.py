@@ -23,12 +23,11 @@ from typing import Any, NamedTuple
 
 from spyne import Array, ByteArray, ComplexModelBase, Integer, Unicode
 from spyne.model.enum import EnumBase
-from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from gateway.core.submissions import FROM_QMF, QMF_CODES, ApiStatus, aviary_job
-from gateway.soap.answer import LOGGED_FAULT, Maybe, SoapAnswer, then
+from gateway.soap.answer import LOGGED_FAULT, SoapAnswer
 from jobmodel.values import excerpt
 
 from .service import ID_LISTS, ID_PARAMETERS, JobAd, SubmissionApi, SubmissionContext
@@ -87,8 +86,8 @@ class JsonApi:
     def __init__(self) -> None:
         self.operations = {operation.name: operation for operation in _operations()}
 
-    def answer(self, operation: str, body: bytes, context: SubmissionContext) -> Maybe[SoapAnswer]:
-        """The answer to ``POST /submission/json/<operation>`` (a Deferred of it when the operation waits)."""
+    async def answer(self, operation: str, body: bytes, context: SubmissionContext) -> SoapAnswer:
+        """The answer to ``POST /submission/json/<operation>``."""
         try:
             found = self.operations.get(operation)
             if found is None:
@@ -100,13 +99,9 @@ class JsonApi:
             return SoapAnswer(exc.http_status, fail_document(reason), operation or None, status=ApiStatus.FAIL.value,
                               reason=reason)
         try:
-            result = found.method(OperationCall(context), *arguments)
+            return _written(await found.method(OperationCall(context), *arguments), found)
         except Exception as exc:  # noqa: BLE001 - a bug in an operation: a 500, never a crash
             return self._failed(Failure(), found.name, exc)
-        answer = then(result, _written, found)
-        if isinstance(answer, Deferred):
-            answer.addErrback(lambda failure: self._failed(failure, found.name, failure.value))
-        return answer
 
     @staticmethod
     def _failed(failure: Failure, operation: str, exc: BaseException) -> SoapAnswer:

@@ -11,7 +11,8 @@ BOOLEAN as a fifth type.
 # ruff: noqa: RUF012, PLW0211
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,6 @@ from lxml import etree
 from spyne import Application, Array, ByteArray, ComplexModel, Enum, Integer32, Long, Service, Unicode, rpc
 from spyne.model import SimpleModel
 from spyne.protocol.soap import Soap11
-from twisted.internet.defer import Deferred
 
 from gateway.core.adstruct import Attr, AttrType
 from gateway.core.auth import Caller
@@ -28,10 +28,13 @@ from gateway.core.submissions import API_TYPES, TYPE_NAMES, ApiError, ApiStatus,
 from gateway.soap.base64data import Base64Text
 from gateway.soap.base64data import decode as decode_base64
 from gateway.soap.protocol import HardenedSoap11
+from gateway.soap.table import Entry, Standard
 from jobmodel.jobs import JobAction
 from jobmodel.values import excerpt
 
 TNS = "urn:birdbath:submission"
+#: a request's parameters by their names in the declaration
+Wire = Mapping[str, Any]
 
 
 class _Model(ComplexModel):
@@ -155,107 +158,102 @@ def _typed_values(summary: dict[str, Any]) -> list[Attribute]:
     return out
 
 
-def _run(ctx: Any, operation: Callable[[SubmissionsContract, Caller], Awaitable[Any]],
-         answer: Callable[[Status, Any], Any], model: type) -> Deferred:
-    context: SubmissionContext = ctx.udc
-
-    async def run() -> Any:
-        try:
-            result = await operation(context.service, context.caller)
-        except ApiError as exc:
-            context.status = exc.code
-            return model(status=Status(code=exc.code.value, text=exc.text))
-        context.status = ApiStatus.OK
-        return answer(Status(code="OK", text="OK"), result)
-
-    return Deferred.fromCoroutine(run())
+#: the submission API's statuses: an ApiError's code and text are the answer's status, its code the request log's
+SUBMISSION: Standard[ApiError] = Standard(ApiError, lambda refusal: refusal.code,
+                                          lambda refusal: Status(code=refusal.code.value, text=refusal.text),
+                                          ApiStatus.OK, lambda: Status(code="OK", text="OK"))
 
 
-class SubmissionApi(Service):
-    """submit/create/send, job control and queries; see gateway.core.submissions for the semantics."""
+@dataclass(frozen=True)
+class Operation:
+    """One operation of the API: its parameters and answer type as spyne declares them, and its table entry (the
+    core call with its arguments, the answer made of its result)."""
 
-    __service_name__ = "Submission"
+    parameters: tuple[tuple[str, Any], ...]
+    returns: type
+    call: Callable[[SubmissionContext, Wire], Awaitable[Any]]
+    #: (the OK status, the call's result) -> the answer (by default the status alone)
+    answer: Callable[[Status, Any], Any] | None = None
+    #: the name on the wire, when not the table's (``continue``, a Python keyword)
+    wire_name: str | None = None
 
-    @rpc(JobAd, Unicode, _returns=IdResult)
-    def submit(ctx, ad, staging):
-        return _run(ctx, lambda s, c: s.submit(c, attrs_from_wire(ad), staging),
-                    lambda ok, job: IdResult(status=ok, id=job), IdResult)
+    def entry(self) -> Entry:
+        returns = self.returns
+        answer = self.answer or (lambda ok, result: returns(status=ok))
+        return Entry(SUBMISSION, self.call, answer, lambda status, p: returns(status=status))
 
-    @rpc(Unicode, _returns=IdResult)
-    def create(ctx, submission):
-        return _run(ctx, lambda s, c: s.create(c, submission), lambda ok, staging: IdResult(status=ok, id=staging),
-                    IdResult)
 
-    @rpc(Unicode, Unicode, Long, Base64Text, Unicode, _returns=SizeResult)
-    def send(ctx, staging, name, offset, data, md5):
-        return _run(ctx, lambda s, c: s.send(c, staging, name or "", offset or 0, _send_data(name, data), md5),
-                    lambda ok, size: SizeResult(status=ok, size=size), SizeResult)
+def _act(action: JobAction) -> Operation:
+    return Operation((("id", Unicode), ("reason", Unicode)), StatusResult,
+                     lambda c, p: c.service.act(c.caller, p["id"] or "", action, p["reason"]))
 
-    @rpc(Unicode, _returns=StatusResult)
-    def abort(ctx, staging):
-        return _run(ctx, lambda s, c: s.abort(c, staging), lambda ok, _: StatusResult(status=ok), StatusResult)
 
-    @rpc(Unicode, Unicode, _returns=StatusResult)
-    def hold(ctx, id, reason):
-        return _act(ctx, id, JobAction.HOLD, reason)
+def _jobs(ok: Status, jobs: list[dict[str, Any]]) -> JobsResult:
+    return JobsResult(status=ok, jobs=[summary_to_wire(job) for job in jobs])
 
-    @rpc(Unicode, Unicode, _returns=StatusResult)
-    def release(ctx, id, reason):
-        return _act(ctx, id, JobAction.RELEASE, reason)
 
-    @rpc(Unicode, Unicode, _returns=StatusResult)
-    def remove(ctx, id, reason):
-        return _act(ctx, id, JobAction.REMOVE, reason)
+def _submissions(ok: Status, found: list[Any]) -> SubmissionsResult:
+    return SubmissionsResult(status=ok, submissions=[
+        SubmissionSummary(name=i.name, owner=i.owner, qdate=i.qdate, idle=i.counts["Idle"], running=i.counts["Running"],
+                          removed=i.counts["Removed"], completed=i.counts["Completed"], held=i.counts["Held"],
+                          transferring_output=i.counts["TransferringOutput"], suspended=i.counts["Suspended"])
+        for i in found])
 
-    @rpc(Unicode, Unicode, _returns=StatusResult)
-    def suspend(ctx, id, reason):
-        return _act(ctx, id, JobAction.SUSPEND, reason)
 
-    @rpc(Unicode, Unicode, _returns=StatusResult, _operation_name="continue")
-    def continue_(ctx, id, reason):
-        return _act(ctx, id, JobAction.CONTINUE, reason)
+#: the API's operations, in the declaration's order: each its parameters (spyne's types), answer type, core call
+#: (the request's context ``c``, its parameters ``p`` by name) and answer; see gateway.core.submissions
+TABLE: dict[str, Operation] = {
+    "submit": Operation((("ad", JobAd), ("staging", Unicode)), IdResult,
+                        lambda c, p: c.service.submit(c.caller, attrs_from_wire(p["ad"]), p["staging"]),
+                        lambda ok, job: IdResult(status=ok, id=job)),
+    "create": Operation((("submission", Unicode),), IdResult, lambda c, p: c.service.create(c.caller, p["submission"]),
+                        lambda ok, staging: IdResult(status=ok, id=staging)),
+    "send": Operation((("staging", Unicode), ("name", Unicode), ("offset", Long), ("data", Base64Text),
+                       ("md5", Unicode)), SizeResult,
+                      lambda c, p: c.service.send(c.caller, p["staging"], p["name"] or "", p["offset"] or 0,
+                                                  _send_data(p["name"], p["data"]), p["md5"]),
+                      lambda ok, size: SizeResult(status=ok, size=size)),
+    "abort": Operation((("staging", Unicode),), StatusResult, lambda c, p: c.service.abort(c.caller, p["staging"])),
+    "hold": _act(JobAction.HOLD),
+    "release": _act(JobAction.RELEASE),
+    "remove": _act(JobAction.REMOVE),
+    "suspend": _act(JobAction.SUSPEND),
+    "continue_": dataclasses.replace(_act(JobAction.CONTINUE), wire_name="continue"),
+    "setAttribute": Operation(
+        (("id", Unicode), ("name", Unicode), ("type", AttributeType), ("value", Unicode)), StatusResult,
+        lambda c, p: c.service.set_attribute(c.caller, p["id"] or "", p["name"] or "",
+                                             attr_type(p["name"] or "", p["type"]), p["value"] or "")),
+    "getJobAd": Operation((("id", Unicode),), JobAdResult, lambda c, p: c.service.job_ad(c.caller, p["id"] or ""),
+                          lambda ok, ad: JobAdResult(status=ok, ad=attrs_to_wire(ad))),
+    "getJobSummaries": Operation((("ids", Array(Unicode)),), JobsResult,
+                                 lambda c, p: c.service.summaries(c.caller, list(p["ids"] or [])), _jobs),
+    "getSubmissions": Operation((("name", Unicode),), SubmissionsResult,
+                                lambda c, p: c.service.submissions(c.caller, p["name"] or None), _submissions),
+    "getSubmissionJobs": Operation((("name", Unicode),), JobsResult,
+                                   lambda c, p: c.service.submission_jobs(c.caller, p["name"] or ""), _jobs),
+    "getHistory": Operation((("constraint", Unicode), ("limit", Integer32)), JobsResult,
+                            lambda c, p: c.service.history(c.caller, p["constraint"], p["limit"]),
+                            lambda ok, jobs: JobsResult(status=ok, jobs=[JobSummary(id=str(ref), ad=attrs_to_wire(ad))
+                                                                         for ref, ad in jobs])),
+    "fetch": Operation((("id", Unicode), ("file", Unicode), ("start", Long), ("end", Long)), DataResult,
+                       lambda c, p: c.service.fetch(c.caller, p["id"] or "", p["file"] or "", p["start"] or 0,
+                                                    p["end"] or 0),
+                       lambda ok, data: DataResult(status=ok, data=[data])),
+}
 
-    @rpc(Unicode, Unicode, AttributeType, Unicode, _returns=StatusResult)
-    def setAttribute(ctx, id, name, type, value):
-        return _run(ctx, lambda s, c: s.set_attribute(c, id or "", name or "", attr_type(name or "", type),
-                                                      value or ""),
-                    lambda ok, _: StatusResult(status=ok), StatusResult)
 
-    @rpc(Unicode, _returns=JobAdResult)
-    def getJobAd(ctx, id):
-        return _run(ctx, lambda s, c: s.job_ad(c, id or ""),
-                    lambda ok, ad: JobAdResult(status=ok, ad=attrs_to_wire(ad)), JobAdResult)
+def _method(name: str, operation: Operation) -> Any:
+    """The spyne method of a table entry: its arguments by their names to the entry, with the request's context."""
+    names = tuple(parameter for parameter, _ in operation.parameters)
+    entry = operation.entry()
 
-    @rpc(Array(Unicode), _returns=JobsResult)
-    def getJobSummaries(ctx, ids):
-        return _run(ctx, lambda s, c: s.summaries(c, list(ids or [])),
-                    lambda ok, jobs: JobsResult(status=ok, jobs=[summary_to_wire(j) for j in jobs]), JobsResult)
+    def method(ctx: Any, *arguments: Any) -> Awaitable[Any]:
+        return entry(ctx.udc, dict(zip(names, arguments)))
 
-    @rpc(Unicode, _returns=SubmissionsResult)
-    def getSubmissions(ctx, name):
-        return _run(ctx, lambda s, c: s.submissions(c, name or None),
-                    lambda ok, found: SubmissionsResult(status=ok, submissions=[
-                        SubmissionSummary(name=i.name, owner=i.owner, qdate=i.qdate, idle=i.counts["Idle"],
-                                          running=i.counts["Running"], removed=i.counts["Removed"],
-                                          completed=i.counts["Completed"], held=i.counts["Held"],
-                                          transferring_output=i.counts["TransferringOutput"],
-                                          suspended=i.counts["Suspended"]) for i in found]), SubmissionsResult)
-
-    @rpc(Unicode, _returns=JobsResult)
-    def getSubmissionJobs(ctx, name):
-        return _run(ctx, lambda s, c: s.submission_jobs(c, name or ""),
-                    lambda ok, jobs: JobsResult(status=ok, jobs=[summary_to_wire(j) for j in jobs]), JobsResult)
-
-    @rpc(Unicode, Integer32, _returns=JobsResult)
-    def getHistory(ctx, constraint, limit):
-        return _run(ctx, lambda s, c: s.history(c, constraint, limit),
-                    lambda ok, jobs: JobsResult(status=ok, jobs=[JobSummary(id=str(ref), ad=attrs_to_wire(ad))
-                                                                 for ref, ad in jobs]), JobsResult)
-
-    @rpc(Unicode, Unicode, Long, Long, _returns=DataResult)
-    def fetch(ctx, id, file, start, end):
-        return _run(ctx, lambda s, c: s.fetch(c, id or "", file or "", start or 0, end or 0),
-                    lambda ok, data: DataResult(status=ok, data=[data]), DataResult)
+    method.__name__ = name
+    extra = {} if operation.wire_name is None else {"_operation_name": operation.wire_name}
+    return rpc(*(kind for _, kind in operation.parameters), _args=names, _returns=operation.returns,
+               **extra)(method)
 
 
 def _send_data(name: str | None, text: str | None) -> bytes:
@@ -266,9 +264,10 @@ def _send_data(name: str | None, text: str | None) -> bytes:
         raise fail(f"Failed to write to {name or ''!r}: {exc}") from None
 
 
-def _act(ctx: Any, job: str | None, action: JobAction, reason: str | None) -> Deferred:
-    return _run(ctx, lambda s, c: s.act(c, job or "", action, reason), lambda ok, _: StatusResult(status=ok),
-                StatusResult)
+#: submit/create/send, job control and queries as one spyne service, made from the table
+SubmissionApi = type("SubmissionApi", (Service,), {
+    "__doc__": "The submission API's operations (``TABLE``), as spyne serves them.", "__service_name__": "Submission",
+    "__module__": __name__, **{name: _method(name, operation) for name, operation in TABLE.items()}})
 
 
 #: the operations' names on the wire, in the declaration's order
