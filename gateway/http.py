@@ -198,7 +198,7 @@ class Answering(resource.Resource):
     def refusal(self, message: str) -> bytes:
         """The body of a refusal in this resource's form (a front end's: a SOAP fault, the JSON API's FAIL status;
         here, of no protocol, the text)."""
-        return message.encode("utf-8") + b"\n"
+        return text_refusal(message)
 
     def refuse(self, request: GatewayRequest, refusal: Refusal) -> bytes:
         """Answer a caller refused for who it is (or is not), in this resource's own form."""
@@ -307,7 +307,12 @@ def refusal_in_form(root: resource.Resource | None, message: str) -> tuple[bytes
     form = tree.fallback if tree is not None else None
     if isinstance(form, Answering):
         return form.content_type, form.refusal(message)
-    return TEXT, message.encode("utf-8") + b"\n"
+    return TEXT, text_refusal(message)
+
+
+def text_refusal(message: str) -> bytes:
+    """A refusal's body where no protocol gives it a form: the text, a line."""
+    return message.encode("utf-8") + b"\n"
 
 
 def _tree(root: resource.Resource | None) -> Tree | None:

@@ -15,6 +15,7 @@ from backends.interface import ActionChange, AttributeChange, Batch, Changes, Ne
 from backends.literals import REMEMBERED
 from backends.local.store import ChangeLog, JobStore
 from gateway.core.auth import AccessPolicy, Authentication, Caller, HostList
+from gateway.core.grants import Begins
 from gateway.core.queries import QueryRunner, QuerySettings
 from gateway.core.schedd import BirdbathSchedd, JobAdStructs, ViewAnswer
 from gateway.core.status import BirdbathError, StatusCode
@@ -293,7 +294,9 @@ def viewed(link: CoreOverCodecs, policy: AccessPolicy | None = None, published: 
     """A worker's schedd over ``link``, its evaluations on this thread by default (the tests run no reactor)."""
     from twisted.internet import reactor
 
-    return ViewedSchedd(link, "schedd", reactor, QuerySettings(), policy or AccessPolicy(), published,
+    policy = policy or AccessPolicy()
+    begins = Begins(link, policy, 0)  # (these tests begin no transaction in the worker: it is never asked)
+    return ViewedSchedd(link, "schedd", reactor, QuerySettings(), policy, published, begins=begins,
                         call_in_thread=call_in_thread)
 
 

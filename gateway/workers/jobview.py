@@ -160,9 +160,9 @@ class ViewedSchedd(RemoteObject):
 
     def __init__(self, link: CallingLink, service: str, reactor: Any, settings: QuerySettings, policy: AccessPolicy,
                  published: PublishedNumber | None = None, *,
-                 call_in_thread: Callable[..., Deferred[Any]] | None = None, begins: Begins | None = None) -> None:
+                 begins: Begins, call_in_thread: Callable[..., Deferred[Any]] | None = None) -> None:
         super().__init__(link, service)
-        #: beginTransaction answered in this worker (``gateway.core.grants``; None: it crosses, in tests of the view)
+        #: beginTransaction answered in this worker (``gateway.core.grants``)
         self._begins = begins
         self.view = JobView()
         self._reactor = reactor
@@ -181,10 +181,7 @@ class ViewedSchedd(RemoteObject):
                 and self._link.alive)
 
     def begin_transaction(self, caller: Caller, duration: int) -> Awaitable[Transaction]:
-        """Begun in this worker, from the ids and allowances the core grants it (without ``begins``, by the core's
-        own, over the link)."""
-        if self._begins is None:
-            return self._link.call(self._service, "begin_transaction", caller, duration)
+        """Begun in this worker, from the ids and allowances the core grants it."""
         return self._begins.begin(caller, duration)
 
     async def get_job_ad(self, caller: Caller, ref: TransactionRef | None, cluster: int, proc: int) -> JobAdStruct:
