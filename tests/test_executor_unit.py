@@ -198,12 +198,19 @@ def executor(reactor, scheduling, *, slots=4, kill_grace=10.0, periodic_interval
 
 
 def launch(tmp_path: Path, key, cpus=1, pgid: int | None = None, dag=False, kill_signal="SIGTERM") -> Launch:
-    """A launch whose execute directory exists; ``pgid``: the launcher has already written its session id."""
+    """A launch whose execute directory exists; ``pgid``: the launcher has already started the job in this process
+    group (and written its pgid file)."""
     directory = ExecuteDir.of(tmp_path, *key)
     directory.create()
     if pgid is not None:
-        directory.pgid_file.write_text(str(pgid))
+        started(directory, pgid)
     return Launch(key, directory, cpus, dag=dag, kill_signal=kill_signal)
+
+
+def started(directory: ExecuteDir, pgid: int) -> None:
+    """What the launcher writes once the job's first process exists: its process group, and the launcher's pid
+    (only recovery reads the latter)."""
+    directory.pgid_file.write_text(f"{pgid} 4000")
 
 
 def ad(status: JobStatus, **attributes) -> classad2.ClassAd:
@@ -449,8 +456,8 @@ def test_a_held_job_gets_its_kill_signal_then_sigkill_after_the_grace(reactor, s
     assert len(sent) == 1  # a second notice does not signal again
     reactor.advance(10 + LAUNCHER_GRACE - 1)  # (the launcher kills the job after the grace: it may need a moment)
     assert len(sent) == 1
-    reactor.advance(1)  # ... after which the launcher is killed with what is left of its session
-    assert sent[1:] == [("killpg", 4242, signal.SIGKILL)]
+    reactor.advance(1)  # ... after which what is left of the job's process group is killed, and the launcher
+    assert sent[1:] == [("killpg", 4242, signal.SIGKILL), ("killpg", pid, signal.SIGKILL)]
     reactor.spawned[0].end()
     reactor.advance(0)
     assert scheduling.finished == [((1, 0), None)]  # the scheduler sees the job is held: no interruption
@@ -511,7 +518,7 @@ def test_a_job_that_stops_in_time_is_not_sigkilled(reactor, scheduling, tmp_path
     assert scheduling.finished == [((1, 0), None)]
 
 
-def test_a_launcher_without_its_session_yet_is_signalled_once_it_has_one(reactor, scheduling, tmp_path, sent):
+def test_a_launcher_that_has_not_started_its_job_yet_is_signalled_once_it_has(reactor, scheduling, tmp_path, sent):
     job = launch(tmp_path, (1, 0), pgid=None)
     scheduling.offered = [job]
     ex = executor(reactor, scheduling, kill_grace=10)
@@ -519,12 +526,12 @@ def test_a_launcher_without_its_session_yet_is_signalled_once_it_has_one(reactor
     ex.changed({(1, 0): ad(JobStatus.HELD)})
     reactor.advance(0.02)
     reactor.advance(0.02)
-    assert sent == []  # signalling before setsid() would reach only the launcher
-    job.directory.pgid_file.write_text("999")
+    assert sent == []  # (the launcher passes signals on only once the job's process group exists)
+    started(job.directory, 999)
     reactor.advance(0.02)
     assert sent == [("kill", reactor.spawned[0].process.pid, signal.SIGTERM)]
     reactor.advance(10 + LAUNCHER_GRACE)  # the grace counts from the hold, not from the delivery
-    assert sent[1:] == [("killpg", 999, signal.SIGKILL)]
+    assert sent[1:] == [("killpg", 999, signal.SIGKILL), ("killpg", reactor.spawned[0].process.pid, signal.SIGKILL)]
 
 
 # -- suspend and continue -------------------------------------------------------------------------------
@@ -564,7 +571,7 @@ def test_a_suspend_right_after_the_start_waits_for_the_launcher_and_keeps_its_or
     ex.changed({(1, 0): ad(JobStatus.SUSPENDED)})
     reactor.advance(0.02)
     assert sent == []
-    job.directory.pgid_file.write_text("555")
+    started(job.directory, 555)
     reactor.advance(0.02)
     pid = reactor.spawned[0].process.pid
     assert sent == [("kill", pid, signal.SIGTSTP), ("kill", pid, signal.SIGCONT), ("kill", pid, signal.SIGTSTP)]

@@ -9,6 +9,7 @@ continue it (SIGCONT), and every ``update_interval`` seconds has the usage the l
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -340,25 +341,28 @@ class Executor:
         if running.transport is None or running.ended or self._running.get(running.launch.key) is not running:
             running.outbox.clear()
             return
-        if running.transport.pid is None or running.launch.directory.pgid() is None:
+        if running.launch.directory.pgid() is None:
             self._reactor.callLater(0.02, self._deliver, running)
             return
         for number in running.outbox:
             try:
-                os.kill(running.transport.pid, number)
+                running.transport.signal(number)
             except ProcessLookupError:
                 break
         running.outbox.clear()
 
     def _kill(self, key: JobKey) -> None:
+        """The launcher did not end the job in time: kill the job's process group, and the launcher."""
         running = self._running.get(key)
-        if running is None or running.transport is None or running.transport.pid is None or running.ended:
+        if running is None or running.transport is None or running.ended:
             return
         log.info("job {job} did not stop within {grace}s: SIGKILL", job=key, grace=self.options.kill_grace)
-        try:
-            os.killpg(running.launch.directory.pgid() or running.transport.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        group = running.launch.directory.pgid()
+        if group:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            running.transport.kill()
 
     def _process_ended(self, key: JobKey) -> None:
         running = self._running.get(key)
@@ -371,7 +375,7 @@ class Executor:
         if ready is not None:  # (observed at the run's end, when the file is read anyway; none for a DAG run)
             self.launcher_starts.observe(max(0.0, ready - running.spawned))
         pgid = running.launch.directory.pgid()
-        if pgid:  # the launcher is gone: nothing the job left running in its session may outlive it
+        if pgid:  # the run is over: nothing the job left running in its process group may outlive it
             try:
                 os.killpg(pgid, signal.SIGKILL)
             except OSError:

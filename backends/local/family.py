@@ -199,6 +199,8 @@ class ReaperFamily(Family):
 
     def __init__(self, control: Control) -> None:
         super().__init__(control)
+        #: what the launcher's reaped children had used before this job (a launcher runs one job after another)
+        self._before = resource.getrusage(resource.RUSAGE_CHILDREN)
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             error = ctypes.get_errno()
@@ -241,7 +243,8 @@ class ReaperFamily(Family):
             user += int(fields[11]) / hertz
             system += int(fields[12]) / hertz
         reaped = resource.getrusage(resource.RUSAGE_CHILDREN)  # (the family's dead, which the launcher reaped)
-        return Usage(int(rss), int(rss), user + reaped.ru_utime, system + reaped.ru_stime)
+        return Usage(int(rss), int(rss), user + reaped.ru_utime - self._before.ru_utime,
+                     system + reaped.ru_stime - self._before.ru_stime)
 
 
 def open_family(control: Control | None) -> Family:

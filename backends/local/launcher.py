@@ -1,13 +1,19 @@
 """Runs one job and reports how it ended: ``python launcher.py SPEC.json``, or many: ``python launcher.py --serve``.
 
-The executor starts one server (``--serve``) and writes it the path of each job's spec, a line each; the server
-forks a launcher for it (this module is already loaded: no interpreter starts per job, which took a hundred
-milliseconds of every job's run) and answers ``started <pid>``, then ``ended <pid>`` once that launcher has ended.
-A launcher does not need its server after the fork: if the gateway (and so its server) goes away, the launchers
-finish their jobs and write their results as before.
+The executor starts one server (``--serve``) and writes it a line per order: ``run SPEC`` (the path of a job's spec),
+``signal NUMBER SPEC``, ``kill SPEC``.  The server hands each run to a launcher of its own: one that waits for its
+next job, else one it forks (this module is already loaded: no interpreter starts per job, which took a hundred
+milliseconds of every job's run; and a launcher that ran a job before has touched its pages already: a fork per job,
+and its first touch of every page it shared with the server, were half of a trivial job's cost).  It answers
+``started <pid>``, then ``ended <pid>`` once that launcher's run is over (or the launcher is gone).  A signal goes to
+the launcher only while it runs the run the order names, so a late one never reaches its next job.  A waiting
+launcher ends when told no more jobs come (after ``IDLE_SECONDS``, or with its server).  It does not need its server
+during a run: if the gateway (and so its server) goes away, the launchers finish their jobs, write their results
+(synced) and end.
 
 The gateway starts this small process instead of the job itself, as HTCondor's schedd has a starter: it keeps the
-job's every process (its family: ``family.py``, a cgroup or the launcher as their subreaper), and writes the job's
+job's every process (its family: ``family.py``, a cgroup or the launcher as their subreaper; the job's processes in
+a process group of their own, named with the launcher's pid in the ``pgid`` file once they exist), and writes the job's
 exit status and usage atomically to the result file even if the gateway is not running when the job ends.  A stop
 signal sent to the launcher (the job's ``KillSig``) is passed on to every process of the job, and ``kill_grace``
 seconds later whatever is left is killed; SIGTSTP freezes the whole job and SIGCONT thaws it.  When the job's own
@@ -26,11 +32,13 @@ starts the job with ``vfork`` + ``exec``, which costs a fraction of a fork of th
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -57,35 +65,45 @@ NOT_STARTED = 127  # the exit code of a job whose program could not be started
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one job: its processes in a process group of their own (the launcher is not in it: it runs the next job
+    after this one), its family kept, its end waited for; returns what the result file holds."""
+    try:
+        return _run(spec)
+    finally:
+        _disarm()
+
+
+def _run(spec: dict[str, Any]) -> dict[str, Any]:
     global _family
     started = time.time()
     restore_stack_limit()  # the gateway's own is raised for its evaluations; the job gets the one it was started with
-    os.setsid()
     early: list[int] = []  # signals that arrive before the job exists are replayed once it does
     for number in HEARD:
         signal.signal(number, lambda received, _frame: early.append(received))
     control_dir = Path(spec["pgid_file"]).parent
     family = _family = open_family(Control.read(control_dir))
-    with open(spec["pgid_file"] + ".tmp", "w") as stream:  # the gateway signals us only once this exists
-        stream.write(str(os.getpgrp()))
-    os.replace(spec["pgid_file"] + ".tmp", spec["pgid_file"])
     monitor = Monitor(family, control_dir)
+
+    def ready(group: int) -> None:
+        _arm(early)
+        _ready(spec["pgid_file"], group)
 
     account = Account.from_spec(spec["account"]) if spec.get("account") else None
     if "nodes" in spec:  # a parallel job: every node at once (parallel_launch.py)
-        ended = run_nodes(spec, _Owner(account, family), lambda: (_arm(early), monitor.start()))
+        ended = run_nodes(spec, _Owner(account, family), lambda group: (ready(group), monitor.start()))
         return ended | _end_family(family, monitor, ended)
     if account is None:
         with family.starting():
             process, started_job = _start_here(spec)
-        _arm(early)
+        if process is not None:
+            ready(process.pid)
         ended = _watched(process.pid if process is not None else None, monitor)
         if process is not None:
             process.returncode = ended["exit_code"]  # reaped: subprocess must never poll a pid no longer ours
     else:
         with family.starting():
-            child, report = _as_owner(account, _start_job, spec)
-        _arm(early)
+            child, report = _as_owner(account, _start_job, spec, group=0)
+        ready(child)
         started_job = _messages(report)  # until exec (or the child's end): the pipe closes on exec
         ended = _watched(child, monitor)
     ended |= _end_family(family, monitor, ended)
@@ -96,6 +114,29 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         output_failure = _transfer_output(spec, account, started_job.get("snapshot") or {})
     return ended | {"wall_seconds": time.time() - started, "exec_error": started_job.get("exec_error"),
                     "setup_failure": setup_failure, "output_failure": output_failure}
+
+
+def _ready(pgid_file: str, group: int) -> None:
+    """Say the job's process group and this launcher's pid: the gateway signals the job (through the launcher) only
+    once this file exists, and kills what is left of the group when the run is over."""
+    with open(pgid_file + ".tmp", "w") as stream:
+        stream.write(f"{group} {os.getpid()}")
+    os.replace(pgid_file + ".tmp", pgid_file)
+
+
+def _disarm() -> None:
+    """The run is over: the gateway's signals reach no job any more, and nothing of this run is kept for the next
+    one (a signal that comes late is heard and dropped, never left to the job after)."""
+    global _family
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    for number in HEARD:
+        signal.signal(number, _dropped)
+    _forwarded.clear()
+    _family = None
+
+
+def _dropped(_number: int, _frame: object) -> None:
+    """Between runs (a Python handler, not SIG_IGN: an ignored signal would stay ignored in the next job)."""
 
 
 def _end_family(family: Family, monitor: Monitor, ended: dict[str, Any]) -> dict[str, Any]:
@@ -149,7 +190,7 @@ def _start_here(spec: dict[str, Any]) -> tuple[subprocess.Popen | None, dict[str
         streams = [open_stream(spec, *stream) for stream in STREAMS]
         return subprocess.Popen([spec["executable"], *spec["arguments"]], executable=spec["executable"],
                                 cwd=spec["cwd"], env=spec["environment"], stdin=streams[0], stdout=streams[1],
-                                stderr=streams[2], close_fds=True, restore_signals=False), report
+                                stderr=streams[2], close_fds=True, restore_signals=False, process_group=0), report
     except BadJob as bad:
         report["failure"] = {"reason": bad.reason, "code": int(bad.code)}
     except OSError as exc:
@@ -196,10 +237,13 @@ class _Owner:
     def __init__(self, account: Account | None, family: Family) -> None:
         self._account = account
         self._family = family
+        self._group = 0  # the job's process group: the first node's
 
     def start(self, spec: dict[str, Any]) -> tuple[int, int]:
         with self._family.starting():
-            return _as_owner(self._account, _start_job, spec)
+            child, report = _as_owner(self._account, _start_job, spec, group=self._group)
+        self._group = self._group or child
+        return child, report
 
     def messages(self, fd: int) -> dict[str, Any]:
         return _messages(fd)
@@ -211,17 +255,24 @@ class _Owner:
         return bool(_forwarded)
 
 
-def _as_owner(account: Account | None, work: Callable[..., None], *args: Any) -> tuple[int, int]:
+def _as_owner(account: Account | None, work: Callable[..., None], *args: Any,
+              group: int | None = None) -> tuple[int, int]:
     """Fork a child that becomes ``account`` and does ``work(report, *args)``; returns its pid and the read end of
-    its report pipe.  A :class:`BadJob` in the child is reported as its ``failure``."""
+    its report pipe.  A :class:`BadJob` in the child is reported as its ``failure``.  ``group``: the job's process
+    group the child joins (0: a new one, the child's own; None: it stays in the launcher's)."""
     reading, writing = os.pipe()  # close-on-exec: a job that execs closes it
     child = os.fork()
     if child:
         os.close(writing)
+        if group is not None:  # (as the child does: whichever comes first, the group exists before either goes on)
+            with contextlib.suppress(OSError):
+                os.setpgid(child, group or child)
         return child, reading
     status = 127  # pragma: no cover - the child leaves through os._exit
     try:
         os.close(reading)
+        if group is not None:
+            os.setpgid(0, group)
         for number in HEARD:
             signal.signal(number, signal.SIG_DFL)
         if account is not None:
@@ -319,34 +370,187 @@ def _continue(_number: int, _frame: object) -> None:
 
 
 def main(spec_path: str, server: int | None = None) -> int:
-    """Run the job of this spec and write its result; ``server``: the pid of the launcher server that forked this
-    launcher (None: started on its own)."""
+    """Run the job of this spec and write its result; ``server``: the pid of the launcher server this launcher
+    serves (None: started on its own)."""
+    if server is None:
+        os.setsid()  # (a served launcher made its session when it was forked)
     os.chdir(Path(spec_path).parent.parent)  # the execute directory (the gateway starts us without a working directory)
-    with open(spec_path) as stream:
-        spec = json.load(stream)
-    result = run(spec)
-    temporary = spec["result_file"] + ".tmp"
-    with open(temporary, "w") as stream:
-        json.dump(result, stream)
-        if not heard(server):
-            stream.flush()
-            os.fsync(stream.fileno())
-    os.replace(temporary, spec["result_file"])
+    try:
+        with open(spec_path) as stream:
+            spec = json.load(stream)
+        result = run(spec)
+        temporary = spec["result_file"] + ".tmp"
+        with open(temporary, "w") as stream:
+            json.dump(result, stream)
+            if not heard(server):
+                stream.flush()
+                os.fsync(stream.fileno())
+        os.replace(temporary, spec["result_file"])
+    finally:
+        os.chdir("/")  # (the directory goes once the run is recorded; a launcher waiting for its next job holds none)
     return 0
 
 
 def heard(server: int | None) -> bool:
-    """Whether a gateway hears of the run's end as soon as this launcher ends: its server (the gateway's child) is
-    still its parent.  The gateway then records the end in its queue, synced, before the result file goes, so the
-    file needs no sync of its own (it was a tenth of a trivial job's time); a machine that goes down before that runs
-    the job again, as HTCondor runs again a job whose execute machine went down before the shadow heard of its end.
-    A launcher whose gateway is gone, or started on its own, syncs its result: it may be read only much later."""
+    """Whether a gateway hears of the run's end as soon as this launcher says it ended: its server (the gateway's
+    child) is still its parent.  The gateway then records the end in its queue, synced, before the result file goes,
+    so the file needs no sync of its own (it was a tenth of a trivial job's time); a machine that goes down before
+    that runs the job again, as HTCondor runs again a job whose execute machine went down before the shadow heard of
+    its end.  A launcher whose gateway is gone, or started on its own, syncs its result: it may be read only much
+    later."""
     return server is not None and os.getppid() == server
 
 
+# -- the server -------------------------------------------------------------------------------------------------
+#: seconds a launcher waits for its next job before the server lets it go
+IDLE_SECONDS = 60.0
+
+
+class _Served:
+    """A launcher the server forked, and the job it runs (None: it waits for one)."""
+
+    def __init__(self, pid: int, channel: socket.socket) -> None:
+        self.pid = pid
+        self.channel = channel
+        self.spec: str | None = None
+        self.idle_since = time.monotonic()
+
+
+class _Server:
+    """Hands every job to a launcher, a waiting one first (forking one only when none waits: a fork, and the
+    launcher's first touch of every page it shares with the server, were half of a trivial job's cost), passes the
+    gateway's signals to the launcher of the job they name, and says when each run started and ended."""
+
+    def __init__(self, wake: tuple[int, int]) -> None:
+        self._wake = wake
+        self._served: dict[int, _Served] = {}  # by pid
+        self._waiting: list[_Served] = []  # the launchers waiting for a job, the last one done last
+
+    def channels(self) -> dict[int, _Served]:
+        return {served.channel.fileno(): served for served in self._served.values()}
+
+    def order(self, line: str) -> None:
+        """One line from the gateway: ``run SPEC``, ``signal NUMBER SPEC`` or ``kill SPEC``."""
+        what, _, rest = line.partition(" ")
+        if what == "run":
+            _tell(f"started {self._run(rest)}")
+        elif what == "signal":
+            number, _, spec = rest.partition(" ")
+            self._signal(spec, int(number), os.kill)
+        elif what == "kill":  # (the launcher's group: it, and any child of its own; the job's is the gateway's to kill)
+            self._signal(rest, signal.SIGKILL, os.killpg)
+
+    def _run(self, spec: str) -> int:
+        while self._waiting:
+            served = self._waiting.pop()
+            try:
+                served.channel.sendall(f"{spec}\n".encode())
+            except OSError:  # (it is gone: its end is reaped)
+                continue
+            served.spec = spec
+            return served.pid
+        served = self._fork()
+        if served is None:
+            return 0
+        served.channel.sendall(f"{spec}\n".encode())
+        served.spec = spec
+        return served.pid
+
+    def _signal(self, spec: str, number: int, send: Callable[[int, int], None]) -> None:
+        """Signal the launcher running ``spec`` only: a launcher that ran it and went on to another job never hears
+        of the run before (the gateway may not have read its end yet)."""
+        for served in self._served.values():
+            if served.spec == spec:
+                with contextlib.suppress(OSError):
+                    send(served.pid, number)
+
+    def heard(self, served: _Served) -> None:
+        """A launcher said its run is over (or closed its end: it is gone, and reaped below)."""
+        try:
+            said = served.channel.recv(64)
+        except OSError:
+            said = b""
+        if not said:
+            return
+        if served.spec is not None:
+            served.spec = None
+            served.idle_since = time.monotonic()
+            self._waiting.append(served)
+            _tell(f"ended {served.pid}")
+
+    def reaped(self, pid: int) -> None:
+        served = self._served.pop(pid, None)
+        if served is None:
+            return
+        served.channel.close()
+        if served in self._waiting:
+            self._waiting.remove(served)
+        if served.spec is not None:  # (it ended during a run: killed, or crashed)
+            _tell(f"ended {pid}")
+
+    def retire(self) -> float | None:
+        """Let go of the launchers that waited ``IDLE_SECONDS``; seconds until the next would (None: none waits)."""
+        now = time.monotonic()
+        for served in [served for served in self._waiting if now - served.idle_since >= IDLE_SECONDS]:
+            self._waiting.remove(served)
+            served.channel.shutdown(socket.SHUT_RDWR)  # (it reads the end of its jobs and exits; reaped as it does)
+        return min((served.idle_since + IDLE_SECONDS - now for served in self._waiting), default=None)
+
+    def close(self) -> None:
+        """No more jobs: every launcher ends once its run, if it has one, is over."""
+        for served in self._served.values():
+            with contextlib.suppress(OSError):
+                served.channel.shutdown(socket.SHUT_WR)
+
+    def _fork(self) -> _Served | None:
+        """A new launcher: a child of this server that runs the jobs it is sent, one after the other."""
+        server = os.getpid()
+        ours, theirs = socket.socketpair()
+        try:
+            pid = os.fork()
+        except OSError:
+            ours.close()
+            theirs.close()
+            return None
+        if pid:
+            theirs.close()
+            served = self._served[pid] = _Served(pid, ours)
+            return served
+        status = 1  # pragma: no cover - the child leaves through os._exit
+        try:
+            signal.set_wakeup_fd(-1)
+            for number in (signal.SIGCHLD, signal.SIGINT):
+                signal.signal(number, signal.SIG_DFL)
+            for fd in (*self._wake, *self.channels(), ours.fileno()):
+                os.close(fd)
+            null = os.open(os.devnull, os.O_RDWR)  # the server's pipes to the gateway are not the launcher's
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.close(null)
+            status = _serve_jobs(theirs, server)
+        finally:
+            os._exit(status)
+
+
+def _serve_jobs(channel: socket.socket, server: int) -> int:
+    """A served launcher: run each job whose spec path comes on ``channel``, say ``done`` after each; end when the
+    server says no more (or is gone)."""
+    os.setsid()  # (the jobs' process groups are in this session; none is this launcher's)
+    for number in HEARD:
+        signal.signal(number, _dropped)
+    with channel.makefile("rb") as specs:
+        for line in specs:
+            main(line.decode().rstrip("\n"), server)
+            try:
+                channel.sendall(b"done\n")
+            except OSError:  # the server is gone: no job comes after this one (its result is synced)
+                return 0
+    return 0
+
+
 def serve() -> int:
-    """Fork a launcher for every spec path read on stdin; say on stdout when each started and ended.  Ends when
-    stdin does (the gateway closed it, or is gone)."""
+    """Run a launcher for every job the gateway names on stdin; say on stdout when each run started and ended.  Ends
+    when stdin does (the gateway closed it, or is gone); the launchers finish their runs first, on their own."""
     wake_read, wake_write = os.pipe()
     for fd in (wake_read, wake_write):
         os.set_blocking(fd, False)
@@ -355,21 +559,27 @@ def serve() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a ^C to the gateway's terminal is the gateway's to handle)
     own_directories()  # (read once here: every launcher is forked in the server's cgroups)
     gc.freeze()  # a launcher's collections never walk the server's objects (nor copy their pages from it)
+    server = _Server((wake_read, wake_write))
     pending = b""
     while True:
-        ready, _, _ = select.select([0, wake_read], [], [])
+        channels = server.channels()
+        ready, _, _ = select.select([0, wake_read, *channels], [], [], server.retire())
         if wake_read in ready:
             while _drained(wake_read):
                 pass
-        _reap()
+        for fd in ready:
+            if fd in channels:
+                server.heard(channels[fd])
+        _reap(server)
         if 0 not in ready:
             continue
         data = os.read(0, 65536)
         if not data:
+            server.close()
             return 0
         *lines, pending = (pending + data).split(b"\n")
         for line in lines:
-            _tell(f"started {_fork_launcher(line.decode(), (wake_read, wake_write))}")
+            server.order(line.decode())
 
 
 def _drained(fd: int) -> bool:
@@ -379,8 +589,8 @@ def _drained(fd: int) -> bool:
         return False
 
 
-def _reap() -> None:
-    """Say which launchers ended (reaping them)."""
+def _reap(server: _Server) -> None:
+    """Reap the launchers that ended (saying so of those that ended during a run)."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -388,32 +598,7 @@ def _reap() -> None:
             return
         if pid == 0:
             return
-        _tell(f"ended {pid}")
-
-
-def _fork_launcher(spec_path: str, server_fds: tuple[int, ...]) -> int:
-    """A child that is the launcher of this spec, as ``python launcher.py SPEC`` would be (0: the fork failed)."""
-    server = os.getpid()
-    try:
-        pid = os.fork()
-    except OSError:
-        return 0
-    if pid:
-        return pid
-    status = 1  # pragma: no cover - the child leaves through os._exit
-    try:
-        signal.set_wakeup_fd(-1)
-        for number in (signal.SIGCHLD, signal.SIGINT):
-            signal.signal(number, signal.SIG_DFL)
-        for fd in server_fds:
-            os.close(fd)
-        null = os.open(os.devnull, os.O_RDWR)  # the server's pipes to the gateway are not the launcher's
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        os.close(null)
-        status = main(spec_path, server)
-    finally:
-        os._exit(status)
+        server.reaped(pid)
 
 
 def _tell(line: str) -> None:

@@ -1,17 +1,20 @@
-"""How the executor starts a job's launcher (``launcher.py``) and hears that it ended.
+"""How the executor starts a job's launcher (``launcher.py``), signals it, and hears that the run ended.
 
-:class:`ForkServer`, the gateway's: one long-lived ``launcher.py --serve`` process forks a launcher per job (a fork
-of a small process that has the launcher loaded costs a millisecond; starting an interpreter for every job took a
-hundred, most of a trivial job's time).  :class:`SpawnedLaunchers`: one ``python launcher.py SPEC`` process per job,
-started by the reactor (what the executor does when given nothing else).
+:class:`ForkServer`, the gateway's: one long-lived ``launcher.py --serve`` process hands each job to a launcher of its
+own, one that waits for its next job if there is one, else one it forks (starting an interpreter for every job took a
+hundred milliseconds; a fork per job, and the launcher's first touch of every page, half of a trivial job's cost).
+:class:`SpawnedLaunchers`: one ``python launcher.py SPEC`` process per job, started by the reactor (what the executor
+does when given nothing else).
 
-Either way the executor gets a handle whose ``pid`` is the launcher's (None until the server said it), to signal,
-and ``ended`` is called once that launcher is gone.
+Either way the executor gets a handle (:class:`Launched`) to signal the run's launcher, or kill it, and ``ended`` is
+called once the run is over.  A launcher may run another job after this one: a signal goes only to the launcher
+that is still running this job's run (the server checks), never by pid alone.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections import deque
 from pathlib import Path
@@ -27,7 +30,14 @@ LAUNCHER = Path(__file__).with_name("launcher.py")
 
 
 class Launched(Protocol):
-    pid: int | None
+    """A run's launcher, as the executor sees it."""
+
+    def signal(self, number: int) -> None:
+        """Send ``number`` to the launcher, if it is still running this run (it passes it on to the job)."""
+
+    def kill(self) -> None:
+        """SIGKILL the launcher and any process of its own, if it is still running this run (not the job's process
+        group: the executor kills that)."""
 
 
 class Launchers(Protocol):
@@ -57,10 +67,23 @@ def _spawn(reactor: Any, process: protocol.ProcessProtocol, argument: str) -> An
 
 
 class _Ended(protocol.ProcessProtocol):
+    """A spawned launcher: its process is the run's (its session leader's pid is its process group's)."""
+
     def __init__(self, ended: Callable[[], None]) -> None:
         self._ended = ended
+        self.pid: int | None = None
+        self.gone = False
+
+    def signal(self, number: int) -> None:
+        if self.pid is not None and not self.gone:
+            os.kill(self.pid, number)
+
+    def kill(self) -> None:
+        if self.pid is not None and not self.gone:
+            os.killpg(self.pid, signal.SIGKILL)
 
     def processEnded(self, reason: Any) -> None:
+        self.gone = True
         self._ended()
 
 
@@ -71,24 +94,33 @@ class SpawnedLaunchers:
         self._reactor = reactor
 
     def start(self, spec: Path, ended: Callable[[], None]) -> Launched:
-        return _spawn(self._reactor, _Ended(ended), str(spec))
+        launched = _Ended(ended)
+        launched.pid = _spawn(self._reactor, launched, str(spec)).pid
+        return launched
 
     def stop(self) -> None:
         pass
 
 
 class _Forked:
-    """A launcher the server forked: its pid once the server said it."""
+    """A run the server handed to a launcher: signalled through the server, which knows which launcher runs it."""
 
-    def __init__(self, ended: Callable[[], None]) -> None:
-        self.pid: int | None = None
+    def __init__(self, server: "ForkServer", spec: Path, ended: Callable[[], None]) -> None:
+        self._server = server
+        self.spec = spec
         self.ended = ended
+
+    def signal(self, number: int) -> None:
+        self._server.order(f"signal {number} {self.spec}")
+
+    def kill(self) -> None:
+        self._server.order(f"kill {self.spec}")
 
 
 class ForkServer(protocol.ProcessProtocol):
-    """One ``launcher.py --serve`` process (started when the first job starts, and again if it ever dies) that forks
-    every launcher.  If the server dies, the launchers it started are told ended (the executor then kills what is
-    left of their sessions and records their runs as cut off), as a launcher killed with its job would be."""
+    """One ``launcher.py --serve`` process (started when the first job starts, and again if it ever dies) that runs
+    every launcher.  If the server dies, the runs of its launchers are told ended (the executor then kills what is
+    left of their jobs and records their runs as cut off), as a launcher killed with its job would be."""
 
     def __init__(self, reactor: Any) -> None:
         self._reactor = reactor
@@ -101,10 +133,15 @@ class ForkServer(protocol.ProcessProtocol):
         if self._transport is None:
             self._buffer = b""
             self._transport = _spawn(self._reactor, self, "--serve")
-        forked = _Forked(ended)
+        forked = _Forked(self, spec, ended)
         self._asked.append(forked)
-        self._transport.write(f"{spec}\n".encode())
+        self.order(f"run {spec}")
         return forked
+
+    def order(self, line: str) -> None:
+        """One line to the server (none once it is gone: its launchers' runs are told ended)."""
+        if self._transport is not None:
+            self._transport.write(f"{line}\n".encode())
 
     def stop(self) -> None:
         if self._transport is not None:
@@ -122,7 +159,6 @@ class ForkServer(protocol.ProcessProtocol):
 
     def _launcher_started(self, forked: _Forked, pid: int) -> None:
         if pid:
-            forked.pid = pid
             self._started[pid] = forked
         else:  # the server could not fork
             log.error("the launcher server could not start a launcher")

@@ -43,9 +43,9 @@ class OwnerSide(Protocol):
 
 
 def run_nodes(spec: dict[str, Any], owner: OwnerSide, arm: Any) -> dict[str, Any]:
-    """Run every node of ``spec["nodes"]``; ``arm()`` starts passing the gateway's signals on to the job (once the
-    nodes exist).  Returns the launcher's result: node 0's exit status as the job's, the usage of all nodes, and
-    ``nodes``, how each ended (``exited``: by itself)."""
+    """Run every node of ``spec["nodes"]``; ``arm(group)`` starts passing the gateway's signals on to the job (once the
+    nodes exist, in the process group ``group``).  Returns the launcher's result: node 0's exit status as the job's,
+    the usage of all nodes, and ``nodes``, how each ended (``exited``: by itself)."""
     started = time.time()
     nodes = spec["nodes"]
     children: dict[int, int] = {}  # pid -> node
@@ -54,14 +54,15 @@ def run_nodes(spec: dict[str, Any], owner: OwnerSide, arm: Any) -> dict[str, Any
         pid, report = owner.start(node)
         children[pid] = index
         reports.append(report)
-    arm()
+    group = next(iter(children))  # (the job's process group: node 0 made it, the others joined)
+    arm(group)
     setups = [owner.messages(report) for report in reports]
     ended: dict[int, dict[str, Any]] = {}
     failure = next((setup["failure"] for setup in setups if setup.get("failure")), None)
     if failure is not None:  # one node cannot run: neither can the job
-        _end_others()
+        _end_others(group)
         _kill_remaining(children, ended)
-    _wait(children, ended, spec.get("shutdown_policy") == WAIT_FOR_ALL, stopping=failure is not None)
+    _wait(children, ended, group, spec.get("shutdown_policy") == WAIT_FOR_ALL, stopping=failure is not None)
     if owner.interrupted():  # the gateway ended the run: no node ended by itself, no output comes back
         for node in ended.values():
             node["exited"] = False
@@ -72,7 +73,8 @@ def run_nodes(spec: dict[str, Any], owner: OwnerSide, arm: Any) -> dict[str, Any
     return _result(started, [ended[index] for index in range(len(nodes))], setups, failure)
 
 
-def _wait(children: dict[int, int], ended: dict[int, dict[str, Any]], wait_for_all: bool, stopping: bool) -> None:
+def _wait(children: dict[int, int], ended: dict[int, dict[str, Any]], group: int, wait_for_all: bool,
+          stopping: bool) -> None:
     """Wait for the nodes; under ``WAIT_FOR_NODE0`` node 0's end ends the others (``stopping``: the launcher is
     ending them already)."""
     deadline = None  # when the nodes still running after a SIGTERM get SIGKILL
@@ -94,19 +96,16 @@ def _wait(children: dict[int, int], ended: dict[int, dict[str, Any]], wait_for_a
         ended[node] = _ending(node, status, usage, exited=not stopping)
         if node == 0 and not wait_for_all and not stopping and len(ended) < len(children):
             stopping = True
-            _end_others()
+            _end_others(group)
             deadline = time.monotonic() + NODE_KILL_GRACE
 
 
-def _end_others() -> None:
-    """SIGTERM to the job's whole process group (the nodes and what they started), the launcher excepted."""
-    handler = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+def _end_others(group: int) -> None:
+    """SIGTERM to the job's whole process group (the nodes and what they started; the launcher is not in it)."""
     try:
-        os.killpg(os.getpgrp(), signal.SIGTERM)
+        os.killpg(group, signal.SIGTERM)
     except ProcessLookupError:
         pass
-    finally:
-        signal.signal(signal.SIGTERM, handler)
 
 
 def _kill_remaining(children: dict[int, int], ended: dict[int, dict[str, Any]]) -> None:

@@ -10,6 +10,7 @@ the others are recovered all the same, so no job is left "running" without a pro
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from functools import partial
@@ -71,11 +72,17 @@ def recover_job(store: JobStore, key: JobKey, directory: ExecuteDir, finish_job:
 
 
 def kill_leftover(directory: ExecuteDir) -> None:
-    """Kill what is left of a job's process group after a crash, if it is still ours: a member's command line
-    names our launcher spec, its environment names our job ad, or it works in the job's execute directory (a
-    launcher forked by the launcher server, before its job started) — so a recycled group id is never hit.
-    Whatever is left in the job's cgroup, if it had one, is killed too."""
+    """Kill what is left of a job's run after a crash, if it is still ours: its launcher, if it still works in the
+    job's execute directory (it would write the run's result into the directory of the job's next run), and its
+    process group, if a member's command line names our launcher spec, its environment names our job ad, or it
+    works in the job's execute directory -- so a recycled pid or group id is never hit.  Whatever is left in the
+    job's cgroup, if it had one, is killed too."""
     end_leftovers(directory.control)
+    launcher = directory.launcher_pid()
+    if launcher:
+        with contextlib.suppress(OSError):
+            if _works_in(Path(f"/proc/{launcher}"), directory.root):
+                os.kill(launcher, signal.SIGKILL)
     pgid = directory.pgid()
     if not pgid:
         return

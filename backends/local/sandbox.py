@@ -83,13 +83,23 @@ class ExecuteDir:
             return None
 
     def pgid(self) -> int | None:
+        """The job's process group (None: its launcher has not started it)."""
+        return self._pgid_fields()[0]
+
+    def launcher_pid(self) -> int | None:
+        """The pid of the launcher that runs (or ran) the job (None: it has not started it)."""
+        return self._pgid_fields()[1]
+
+    def _pgid_fields(self) -> tuple[int | None, int | None]:
+        """The pgid file: ``GROUP LAUNCHER``, written by the launcher once the job's first process exists."""
         try:
-            return int(self.pgid_file.read_text())
+            group, launcher = (int(field) for field in self.pgid_file.read_text().split())
         except (OSError, ValueError):
-            return None
+            return None, None
+        return group, launcher
 
     def launcher_ready_at(self) -> float | None:
-        """When the launcher was ready to start the job (it writes its pgid file then; None: it never was)."""
+        """When the launcher had started the job (it writes its pgid file then; None: it never did)."""
         try:
             return self.pgid_file.stat().st_mtime
         except OSError:

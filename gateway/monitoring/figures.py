@@ -119,8 +119,8 @@ def _execution(execution: ExecutionFigures) -> Iterator[Metric]:
                             value=execution.unmatchable_idle)
     yield _histogram("birdbath_negotiation_cycle_duration_seconds", "Time the scheduler took to record the runs "
                      "that ended and choose the jobs to start, per negotiation cycle", execution.cycles)
-    yield _histogram("birdbath_launcher_start_duration_seconds", "Time from a job's start to its launcher being "
-                     "ready to run it (observed when the run ends)", execution.launcher_starts)
+    yield _histogram("birdbath_launcher_start_duration_seconds", "Time from a job's start to its launcher having "
+                     "started its first process (observed when the run ends)", execution.launcher_starts)
     yield GaugeMetricFamily("birdbath_spool_bytes", "Bytes of the files in the spool (jobs' input and output)",
                             value=execution.spool_bytes)
 
