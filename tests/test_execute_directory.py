@@ -37,7 +37,7 @@ def test_a_job_runs_in_the_execute_directory_the_configuration_names(start_gatew
            Iwd=str(tmp_path), LeaveJobInQueue=False, WantIOProxy=True)  # (chirp: the tools on its PATH)
     wait_until(seen.exists)
     job_ad, path = seen.read_text().split()
-    directory = Path(job_ad).parent.parent  # (<execute>/dir_<cluster>.<proc>/control/.job.ad)
+    directory = Path(job_ad).parent  # (<execute>/dir_<cluster>.<proc>/.job.ad)
     assert directory.parent == execute and directory.name.startswith("dir_")
     assert path.split(":")[0] == str(execute / "libexec")  # the tools jobs find, beside their directories
     wait_until(lambda: not directory.exists())  # its run is over: into the trash of its file system

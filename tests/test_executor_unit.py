@@ -47,8 +47,8 @@ class Spawned:
 
     @property
     def directory(self) -> str:
-        """The execute directory of the launcher's spec (``<directory>/control/launch.json``)."""
-        return str(Path(self.args[-1]).parent.parent)
+        """The execute directory of the launcher's spec (``<directory>/launch.json``)."""
+        return str(Path(self.args[-1]).parent)
 
     def end(self) -> None:
         """The launcher exits (what the reactor tells the protocol)."""
@@ -239,7 +239,7 @@ def test_start_recovers_first_then_offers_every_slot(reactor, scheduling, tmp_pa
     first = reactor.spawned[0]
     assert first.executable == sys.executable
     assert first.args == [sys.executable, "-S", "-s", str(executor_module.LAUNCHER),
-                          str(tmp_path / "dir_1.0" / "control" / "launch.json")]
+                          str(tmp_path / "dir_1.0" / "launch.json")]
     assert first.path is None  # (twisted spawns, rather than forks, only a process without a working directory)
     assert set(first.env) == {"PATH"}
     assert [s.directory for s in reactor.spawned] == [str(tmp_path / "dir_1.0"), str(tmp_path / "dir_2.0")]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import htcondor2
 
+from backends.local import sandbox
 from backends.local.sandbox import ExecuteDir
 from tests.conftest import zeep_client
 from tests.local_runs import refuse_writes
@@ -54,7 +55,7 @@ def test_the_execute_directory_of_a_job_that_left_the_queue_goes_with_what_runs_
     leftover.create()
     hierarchy = cgroups.detect("htcondor") if os.geteuid() == 0 else None
     control = ControlConfig(hierarchy=hierarchy).for_job(leftover.root, None, 1, [leftover.sandbox])
-    control.write(leftover.control)
+    sandbox.write_spec(leftover, {}, control)
     cgroup = cgroups.JobCgroup.from_spec(control.cgroup) if control.cgroup is not None else None
     if cgroup is not None:
         cgroup.create(None, cgroups.MemoryPolicy.NONE, 1)

@@ -411,7 +411,7 @@ def test_recover_finishes_runs_that_ended_and_requeues_the_others(world):
     assert attributes(world.job(cut_off), "JobStatus", "LastVacateTime", "RemoteWallClockTime") == {
         "JobStatus": 1, "LastVacateTime": 2000, "RemoteWallClockTime": 1000.0}
     assert world.status(idle) is JobStatus.IDLE
-    assert list(world.execute.iterdir()) == []
+    assert ExecuteDir.keys_in(world.execute) == []
 
 
 # -- one cycle: the ends of runs, then the starts -------------------------------------------------------------
@@ -524,7 +524,7 @@ def test_a_crash_after_a_cycle_recovers_its_ends_and_starts_as_before(world, sta
     assert [(ad["ClusterId"], ad["ProcId"]) for ad in restarted.queue.history(None)] == [ended]
     assert attributes(restarted.job(started), "JobStatus", "NumJobStarts", "LastVacateTime") == {
         "JobStatus": 1, "NumJobStarts": 1, "LastVacateTime": 2000}
-    assert list(restarted.execute.iterdir()) == []
+    assert ExecuteDir.keys_in(restarted.execute) == []
 
 
 # -- no job is ever stuck ------------------------------------------------------------------------------------
@@ -630,7 +630,7 @@ def test_recovery_holds_a_job_it_cannot_recover_and_recovers_every_other(world):
                                 "ValueError: could not convert string to float: 'much'")}
     assert attributes(world.job(finished), "JobStatus", "ExitCode") == {"JobStatus": 4, "ExitCode": 7}
     assert world.status(cut_off) is JobStatus.IDLE
-    assert list(world.execute.iterdir()) == []
+    assert ExecuteDir.keys_in(world.execute) == []
 
 
 def test_recovery_goes_on_when_a_job_cannot_even_be_held_and_tries_it_again_later(world):

@@ -1,12 +1,13 @@
 """The state directory's private parts are the gateway's alone, as HTCondor keeps its job queue log: the queue
 (``queue.sqlite3`` and SQLite's ``-wal`` and ``-shm``) 0600, the trash and the staging areas 0700, each job's spool
-0700 and its ``.job.ad``/``.machine.ad`` the job's own 0600, while the jobs that run as their owners still reach
+0700 and its ``.job.ad`` the job's own 0600, while the jobs that run as their owners still reach
 their spool and execute directories.  A state directory made before is tightened when the gateway starts.  Another
 real account tries to read them."""
 
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 import subprocess
 from pathlib import Path
@@ -42,9 +43,11 @@ def test_the_private_parts_are_private_and_jobs_still_reach_theirs(accounts, tra
     schedd = zeep_client(gateway.url + "condorSchedd.wsdl", gateway.url)
     (key,) = submit(schedd, files={"in.txt": b"input\n"}, Owner=owner.name, Cmd="/bin/sh", Out="out.txt",
                     Arguments="-c 'cat in.txt; stat -c \"%U %a\" \"$_CONDOR_JOB_AD\" \"$_CONDOR_MACHINE_AD\"; "
-                              "grep -c \"^Owner = \" \"$_CONDOR_JOB_AD\"'")
+                              "grep -c \"^Owner = \" \"$_CONDOR_JOB_AD\"; grep -c \"^MyType = \" \"$_CONDOR_MACHINE_AD\"'")
     assert wait_for(schedd, key, status_is(4))["ExitCode"] == "0"
-    assert fetch(schedd, key, "out.txt") == f"input\n{owner.name} 600\n{owner.name} 600\n1\n".encode()
+    # the job ad is the job's alone; the machine ad is the slot's, the gateway's and public (as condor_status shows it)
+    gateway_user = pwd.getpwuid(os.geteuid()).pw_name
+    assert fetch(schedd, key, "out.txt") == f"input\n{owner.name} 600\n{gateway_user} 644\n1\n1\n".encode()
     spool = state / "spool" / str(key[0]) / str(key[1]) / f"cluster{key[0]}.proc{key[1]}.subproc0"
     assert mode(spool) == 0o700 and spool.stat().st_uid == owner.uid
     assert {name: mode(state / name) for name in (*QUEUE_FILES, "trash", "staging")} == {

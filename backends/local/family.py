@@ -7,11 +7,11 @@ so everything the job starts is born inside.  Elsewhere the launcher is a child 
 and the family is every process below it (:class:`ReaperFamily`): a process whose parent ends is handed to the
 launcher instead of to init, so a double fork or a ``setsid`` does not get it out.
 
-While the job runs, a :class:`Monitor` thread samples the family's usage into ``control/usage.json`` every
+While the job runs, a :class:`Monitor` thread samples the family's usage into ``usage.json`` (beside the spec) every
 ``starter_update_interval`` seconds (the gateway puts it in the job's ad) and checks its memory every second: a job
 over ``request_memory`` under the ``hard`` policy is killed, and held as HTCondor's starter holds it.
 
-What the launcher is told (``control/limits.json``, :class:`Control`) is written by the scheduler.  Only the
+What the launcher is told (:class:`Control`, in the launcher's spec) is written by the scheduler.  Only the
 standard library here: the launcher imports this module without site-packages.
 """
 
@@ -29,14 +29,14 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from backends.local import cgroups
 from backends.local.cgroups import JobCgroup, MemoryPolicy, Usage
 
-LIMITS_FILE = "limits.json"
+SPEC_FILE = "launch.json"  # (the launcher's spec: ``sandbox.ExecuteDir.spec_file``; its ``control`` is a Control)
 USAGE_FILE = "usage.json"
 #: HTCondor's CONDOR_HOLD_CODE::JobOutOfResources
 OUT_OF_RESOURCES = 34
@@ -49,7 +49,7 @@ PR_SET_CHILD_SUBREAPER = 36
 
 @dataclass(frozen=True)
 class Control:
-    """How the launcher keeps one job under control (``control/limits.json``)."""
+    """How the launcher keeps one job under control (the ``control`` of its spec)."""
 
     memory_mb: int | None  # request_memory (None: none asked)
     policy: str  # cgroup_memory_limit_policy
@@ -59,13 +59,19 @@ class Control:
     cgroup: dict | None = None  # the job's cgroup (JobCgroup.spec()); None: the launcher is a subreaper
     disk: list[str] = field(default_factory=list)  # the directories whose size is the job's DiskUsage
 
-    def write(self, control_dir: Path) -> None:
-        (control_dir / LIMITS_FILE).write_text(json.dumps(asdict(self)))
+    @classmethod
+    def of(cls, spec: dict[str, Any]) -> Control | None:
+        """The control a spec holds (a job's, a DAG script's; None: none, or not one)."""
+        try:
+            return cls(**spec["control"])
+        except (KeyError, TypeError):
+            return None
 
     @classmethod
     def read(cls, control_dir: Path) -> Control | None:
+        """The control of the run whose spec is in ``control_dir`` (None: none there)."""
         try:
-            return cls(**json.loads((control_dir / LIMITS_FILE).read_text()))
+            return cls.of(json.loads((control_dir / SPEC_FILE).read_text()))
         except (OSError, ValueError, TypeError):
             return None
 

@@ -81,7 +81,7 @@ def _run(spec: dict[str, Any]) -> dict[str, Any]:
     for number in HEARD:
         signal.signal(number, lambda received, _frame: early.append(received))
     control_dir = Path(spec["pgid_file"]).parent
-    family = _family = open_family(Control.read(control_dir))
+    family = _family = open_family(Control.of(spec))
     monitor = Monitor(family, control_dir)
 
     def ready(group: int) -> None:
@@ -374,7 +374,7 @@ def main(spec_path: str, server: int | None = None) -> int:
     serves (None: started on its own)."""
     if server is None:
         os.setsid()  # (a served launcher made its session when it was forked)
-    os.chdir(Path(spec_path).parent.parent)  # the execute directory (the gateway starts us without a working directory)
+    os.chdir(Path(spec_path).parent)  # the execute directory (the gateway starts us without a working directory)
     try:
         with open(spec_path) as stream:
             spec = json.load(stream)

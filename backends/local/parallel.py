@@ -24,6 +24,7 @@ from jobmodel.jobs import Universe
 
 from . import chirpconfig, jobspec, sandbox
 from .chirpconfig import ChirpPlan
+from .family import Control
 from .lifecycle import Transition
 from .owners import Account, to_switch
 from .parallel_launch import WAIT_FOR_ALL
@@ -68,14 +69,14 @@ def node_ad(ad: classad2.ClassAd, node: int) -> classad2.ClassAd:
     return copy
 
 
-def prepare(ad: classad2.ClassAd, directory: ExecuteDir, machine: classad2.ClassAd, account: Account | None,
+def prepare(ad: classad2.ClassAd, directory: ExecuteDir, control: Control, account: Account | None,
             environment: dict[str, str]) -> ChirpPlan | None:
     """Create the job's execute directory with a scratch directory per node and write the launcher's spec: one
     plan per node (``nodes``, each from the node's ad) and the shutdown policy.  Returns the run's chirp servers,
     one per node (None: the job has no chirp)."""
     count = node_count(ad)
     directory.create(account)
-    sandbox.write_ads(directory, ad, machine, account)
+    sandbox.write_job_ad(directory, ad, account)
     switched = to_switch(account)
     scratches = [node_scratch(directory, node, switched) for node in range(count)]
     chirp = chirpconfig.plan(ad, scratches, switched)
@@ -90,7 +91,7 @@ def prepare(ad: classad2.ClassAd, directory: ExecuteDir, machine: classad2.Class
         "account": switched.as_spec() if switched is not None else None, "nodes": nodes,
         "shutdown_policy": shutdown_policy(ad),
         "result_file": str(directory.result_file), "pgid_file": str(directory.pgid_file),
-    })
+    }, control)
     return chirp
 
 

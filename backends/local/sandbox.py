@@ -1,5 +1,8 @@
-"""A job's execute directory: ``control/``, the gateway's files about the run (the launcher's spec, its result, the
-job and machine ads the job may read), beside ``sandbox/``, the job's own directory, owned by the account it runs as.
+"""A job's execute directory: the gateway's files about the run (the launcher's spec, its pgid file and result, the
+job ad the job may read) and, for a job that runs in a sandbox (or has a chirp server), ``sandbox/``, the job's own
+directory, owned by the account it runs as.  The machine ad is the slot's, the same for every job: one file in the
+execute root (``.machine.ad``), written when the scheduler starts.  A run makes as few files as it can: on some file
+systems (ext4 without a journal) every inode made costs more the more were freed in the last minute.
 
 Only the gateway's side is made here; the input is transferred into the sandbox, and the output back, by the owner's
 side of the launcher (``starter.py``), with the owner's rights."""
@@ -9,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -17,13 +20,14 @@ import classad2
 
 from . import chirpconfig, jobtools
 from .chirpconfig import ChirpPlan
+from .family import Control
 from .jobspec import Plan
 from .owners import Account, to_switch
 
 
 @dataclass(frozen=True)
 class ExecuteDir:
-    """``<execute>/dir_<cluster>.<proc>``: ``sandbox/`` for the job, ``control/`` for the gateway."""
+    """``<execute>/dir_<cluster>.<proc>``: ``sandbox/`` for the job, the rest for the gateway."""
 
     root: Path
 
@@ -48,7 +52,8 @@ class ExecuteDir:
 
     @cached_property
     def control(self) -> Path:
-        return self.root / "control"
+        """Where the gateway's files about the run are: the directory itself."""
+        return self.root
 
     @cached_property
     def spec_file(self) -> Path:
@@ -62,15 +67,15 @@ class ExecuteDir:
     def pgid_file(self) -> Path:
         return self.control / "pgid"
 
-    def create(self, account: Account | None = None) -> None:
-        """A fresh directory: the sandbox belongs to ``account`` (None: the gateway's user) and only it may enter;
-        the rest is the gateway's, readable by the job."""
+    def create(self, account: Account | None = None, sandbox: bool = True) -> None:
+        """A fresh directory, the gateway's, readable by the job; with ``sandbox``, the sandbox in it, which belongs
+        to ``account`` (None: the gateway's user) and only it may enter."""
         shutil.rmtree(self.root, ignore_errors=True)
-        for directory, mode in ((self.root, 0o755), (self.sandbox, 0o700), (self.control, 0o755)):
+        for directory, mode in ((self.root, 0o755), *(((self.sandbox, 0o700),) if sandbox else ())):
             directory.mkdir(parents=directory is self.root)
             directory.chmod(mode)  # whatever the gateway's umask: the owner must reach its sandbox
         account = to_switch(account)
-        if account is not None:
+        if sandbox and account is not None:
             os.chown(self.sandbox, account.uid, account.gid)
 
     def remove(self) -> None:
@@ -106,27 +111,40 @@ class ExecuteDir:
             return None
 
 
-def prepare(job: Plan, directory: ExecuteDir, ad: classad2.ClassAd, machine: classad2.ClassAd,
+def prepare(job: Plan, directory: ExecuteDir, ad: classad2.ClassAd, control: Control,
             account: Account | None = None) -> ChirpPlan | None:
     """Create the execute directory and write the launcher's spec: what its owner's side checks, transfers, opens
-    and runs as ``account`` (None: as the gateway's user).  Returns the run's chirp servers (None: it has none)."""
-    directory.create(account)
-    write_ads(directory, ad, machine, account)
+    and runs as ``account`` (None: as the gateway's user), and how the launcher keeps it (``control``).  Returns the
+    run's chirp servers (None: it has none)."""
     switched = to_switch(account)
     chirp = chirpconfig.plan(ad, [directory.sandbox], switched)
+    directory.create(account, sandbox=job.sandboxed or chirp is not None)
+    write_job_ad(directory, ad, account)
     spec = launch_spec(job, directory)
     if chirp is not None:
         chirpconfig.add_to_environment(spec["environment"], directory.sandbox, libexec_of(directory), True)
-    write_spec(directory, spec | {"account": switched.as_spec() if switched is not None else None})
+    write_spec(directory, spec | {"account": switched.as_spec() if switched is not None else None}, control)
     return chirp
 
 
-def write_ads(directory: ExecuteDir, ad: classad2.ClassAd, machine: classad2.ClassAd,
-              account: Account | None = None) -> None:
-    """The job and machine ads the job may read (``_CONDOR_JOB_AD``, ``_CONDOR_MACHINE_AD``): the job's alone (its
-    ad holds its arguments and environment), so they belong to ``account``, the job's (None: the gateway's user)."""
-    for name, text in ((".job.ad", ad.printOld()), (".machine.ad", machine.printOld())):
-        _write(directory.control / name, text, 0o600, to_switch(account))
+def write_job_ad(directory: ExecuteDir, ad: classad2.ClassAd, account: Account | None = None) -> None:
+    """The job ad the job may read (``_CONDOR_JOB_AD``): the job's alone (it holds its arguments and environment),
+    so it belongs to ``account``, the job's (None: the gateway's user)."""
+    _write(directory.control / ".job.ad", ad.printOld(), 0o600, to_switch(account))
+
+
+def machine_ad(execute: Path) -> Path:
+    """The machine ad every job may read (``_CONDOR_MACHINE_AD``): the slot's, public as ``condor_status`` shows
+    it."""
+    return execute / ".machine.ad"
+
+
+def write_machine_ad(execute: Path, machine: classad2.ClassAd) -> None:
+    """Write (again) the machine ad of every job that starts from now on."""
+    temporary = machine_ad(execute).with_suffix(".tmp")
+    temporary.unlink(missing_ok=True)
+    _write(temporary, machine.printOld(), 0o644)
+    os.replace(temporary, machine_ad(execute))
 
 
 def launch_spec(job: Plan, directory: ExecuteDir) -> dict:
@@ -134,7 +152,7 @@ def launch_spec(job: Plan, directory: ExecuteDir) -> dict:
     environment = dict(job.environment)
     environment.setdefault("_CONDOR_SCRATCH_DIR", str(job.cwd))
     environment.setdefault("_CONDOR_JOB_AD", str(directory.control / ".job.ad"))
-    environment.setdefault("_CONDOR_MACHINE_AD", str(directory.control / ".machine.ad"))
+    environment.setdefault("_CONDOR_MACHINE_AD", str(machine_ad(directory.root.parent)))
     environment.setdefault("_CONDOR_JOB_IWD", str(job.iwd))
     environment.setdefault("BATCH_SYSTEM", "HTCondor")
     return {
@@ -149,9 +167,10 @@ def launch_spec(job: Plan, directory: ExecuteDir) -> dict:
     }
 
 
-def write_spec(directory: ExecuteDir, spec: dict) -> None:
-    """The launcher's spec, the gateway's alone (it names the account to switch to)."""
-    _write(directory.spec_file, json.dumps(spec), 0o600)
+def write_spec(directory: ExecuteDir, spec: dict, control: Control) -> None:
+    """The launcher's spec, the gateway's alone (it names the account to switch to), with how the launcher keeps the
+    job (``control``: also what the gateway reads to end what a lost run left)."""
+    _write(directory.spec_file, json.dumps(spec | {"control": asdict(control)}), 0o600)
 
 
 def libexec_of(directory: ExecuteDir) -> Path:

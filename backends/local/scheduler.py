@@ -58,6 +58,7 @@ class Scheduler:
         self._queue = queue
         self._execute = execute_root
         self._machine = machine
+        sandbox.write_machine_ad(execute_root, machine)
         self._control = control if control is not None else ControlConfig()
         #: jobs that could be neither settled nor held (the queue refused every write): retried periodically
         self._retries: dict[JobKey, Callable[[], None]] = {}
@@ -158,15 +159,14 @@ class Scheduler:
         switched = to_switch(account)
         # a job of another user never sees the gateway's environment (GetEnv gets its owner's login environment)
         environment = switched.environment() if switched is not None else dict(os.environ)
-        if parallel.is_parallel(ad):
-            chirp = parallel.prepare(ad, directory, self._machine, account, environment)
-        else:
-            chirp = sandbox.prepare(jobspec.plan(ad, directory.sandbox, environment), directory, ad, self._machine,
-                                    account)
         memory = _request_memory(ad)  # (per node: a parallel job's one cgroup holds every node)
         nodes = parallel.node_count(ad) if parallel.is_parallel(ad) else 1
-        self._control.for_job(directory.root, memory * nodes if memory else None, max(1, cpus),
-                              [directory.sandbox]).write(directory.control)
+        control = self._control.for_job(directory.root, memory * nodes if memory else None, max(1, cpus),
+                                        [directory.sandbox])
+        if parallel.is_parallel(ad):
+            chirp = parallel.prepare(ad, directory, control, account, environment)
+        else:
+            chirp = sandbox.prepare(jobspec.plan(ad, directory.sandbox, environment), directory, ad, control, account)
         return Launch(key, directory, cpus, chirp=chirp, kill_signal=lifecycle.kill_signal(ad))
 
     def _keeps_slots(self, ad: classad2.ClassAd | None, cpus: int) -> bool:

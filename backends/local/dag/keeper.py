@@ -44,7 +44,7 @@ def keep(setup: dict, command: list[str]) -> int:
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if os.getppid() != parent:  # the gateway died before it could tell us
         stops.append(signal.SIGTERM)
-    family = open_family(Control(**setup["control"]) if setup.get("control") else None)
+    family = open_family(Control.of(setup))
     account = Account.from_spec(setup["account"]) if setup.get("account") else None
     with family.starting():
         child = os.fork()
