@@ -36,11 +36,11 @@ from gateway.testing import GatewayProcess  # noqa: E402
 
 
 def cpu_seconds(gateway: GatewayProcess) -> float:
-    """The CPU time of the gateway and of its children so far, with what their reaped children used (the launcher
-    server's: every launcher and job it started)."""
+    """The CPU time of the gateway and of every process below it so far, with what their reaped children used (the
+    launchers' jobs; a launcher that ended, its server's)."""
     assert gateway.process is not None
     total = 0.0
-    for pid in [gateway.process.pid, *children(gateway.process.pid)]:
+    for pid in [gateway.process.pid, *descendants(gateway.process.pid)]:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
@@ -49,16 +49,28 @@ def cpu_seconds(gateway: GatewayProcess) -> float:
     return total
 
 
-def children(parent: int) -> list[int]:
-    found = []
+def descendants(root: int) -> list[int]:
+    """Every living process below ``root`` (the launcher server, and the launchers it keeps between jobs: their CPU
+    is their own until they end, then their parent's reaped children's)."""
+    tree, found, stack = _tree(), [], [root]
+    while stack:
+        below = tree.get(stack.pop(), [])
+        found += below
+        stack += below
+    return found
+
+
+def _tree() -> dict[int, list[int]]:
+    """Each process's children, from one look at /proc."""
+    tree: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
-                if int(Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
-                    found.append(int(entry.name))
+                parent = int(Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError, IndexError):
                 continue
-    return found
+            tree.setdefault(parent, []).append(int(entry.name))
+    return tree
 
 
 def run_jobs(gateway: GatewayProcess, jobs: int, iwd: Path, cpu: Figure) -> float:
