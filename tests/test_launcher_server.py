@@ -52,6 +52,20 @@ def gone(pid: int) -> bool:
     return state in "ZX"
 
 
+def started_job(world, running=frozenset(), **attributes):
+    """One job submitted and started by the scheduler (its spec written), on one free slot."""
+    (key,) = world.submit(**attributes)
+    assert world.start(free_cpus=1, running=running) == [key]
+    return key
+
+
+def finish(process: subprocess.Popen, world) -> None:
+    """The server ends with its input (its launchers with their runs)."""
+    process.stdin.close()
+    assert process.wait(timeout=30) == 0
+    world.queue.store.close()
+
+
 def wait_until(condition, what: str) -> None:
     for _ in range(600):
         if condition():
@@ -81,14 +95,12 @@ def test_the_server_forks_a_launcher_per_job_and_says_when_each_started_and_ende
 
 def test_a_launcher_runs_the_next_job_once_its_run_is_over_each_with_its_own_usage(tmp_path):
     world = make_world(tmp_path, Accounts([], switching=False))
-    (busy,) = world.submit(Cmd="/bin/sh", Arguments="-c 'i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done; exit 4'")
-    assert world.start(free_cpus=1) == [busy]
+    busy = started_job(world, Cmd="/bin/sh", Arguments="-c 'i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done; exit 4'")
     process = server()
     ask(process, world, busy)
     started = said(process)
     assert started[0] == "started" and said(process) == ("ended", started[1])
-    (idle,) = world.submit(Cmd="/bin/sh", Arguments="-c 'exit 5'")
-    assert world.start(free_cpus=1) == [idle]
+    idle = started_job(world, Cmd="/bin/sh", Arguments="-c 'exit 5'")
     ask(process, world, idle)
     assert said(process) == started and said(process) == ("ended", started[1])  # (the same launcher)
     busy_result = ExecuteDir.of(world.execute, *busy).result()
@@ -107,15 +119,13 @@ def test_a_signal_reaches_only_the_launcher_still_running_the_run_it_names(tmp_p
     """A hold sent just as the run ended (the gateway had not read the end yet) never reaches the next job the same
     launcher runs; one naming that job stops it."""
     world = make_world(tmp_path, Accounts([], switching=False))
-    (first,) = world.submit(Cmd="/bin/true")
-    assert world.start(free_cpus=1) == [first]
+    first = started_job(world, Cmd="/bin/true")
     process = server()
     ask(process, world, first)
     pid = said(process)[1]
     assert said(process) == ("ended", pid)
     gate = tmp_path / "gate"
-    (second,) = world.submit(Cmd="/bin/sh", Arguments=f"-c 'while [ ! -e {gate} ]; do sleep 0.05; done; exit 6'")
-    assert world.start(free_cpus=1) == [second]
+    second = started_job(world, Cmd="/bin/sh", Arguments=f"-c 'while [ ! -e {gate} ]; do sleep 0.05; done; exit 6'")
     ask(process, world, second)
     assert said(process) == ("started", pid)
     second_dir = ExecuteDir.of(world.execute, *second)
@@ -125,8 +135,7 @@ def test_a_signal_reaches_only_the_launcher_still_running_the_run_it_names(tmp_p
     gate.touch()
     assert said(process) == ("ended", pid)
     assert second_dir.result()["exit_code"] == 6  # (neither the late signal nor the late kill reached it)
-    (third,) = world.submit(Cmd="/bin/sh", Arguments="-c 'sleep 60'")
-    assert world.start(free_cpus=1) == [third]
+    third = started_job(world, Cmd="/bin/sh", Arguments="-c 'sleep 60'")
     ask(process, world, third)
     assert said(process) == ("started", pid)
     third_dir = ExecuteDir.of(world.execute, *third)
@@ -135,15 +144,12 @@ def test_a_signal_reaches_only_the_launcher_still_running_the_run_it_names(tmp_p
     order(process, f"signal {int(signal.SIGTERM)} {third_dir.spec_file}")
     assert said(process) == ("ended", pid)
     assert third_dir.result()["signal"] == signal.SIGTERM
-    process.stdin.close()
-    assert process.wait(timeout=30) == 0
-    world.queue.store.close()
+    finish(process, world)
 
 
 def test_a_killed_launcher_is_said_ended_and_the_next_job_gets_another(tmp_path):
     world = make_world(tmp_path, Accounts([], switching=False))
-    (stuck,) = world.submit(Cmd="/bin/sh", Arguments="-c 'sleep 60'")
-    assert world.start(free_cpus=1) == [stuck]
+    stuck = started_job(world, Cmd="/bin/sh", Arguments="-c 'sleep 60'")
     process = server()
     ask(process, world, stuck)
     pid = said(process)[1]
@@ -153,14 +159,11 @@ def test_a_killed_launcher_is_said_ended_and_the_next_job_gets_another(tmp_path)
     assert said(process) == ("ended", pid)
     assert directory.result() is None
     os.killpg(directory.pgid(), signal.SIGKILL)  # (the job's group: the executor's to kill)
-    (after,) = world.submit(Cmd="/bin/true")
-    assert world.start(free_cpus=1, running={stuck}) == [after]
+    after = started_job(world, Cmd="/bin/true", running={stuck})
     ask(process, world, after)
     what, other = said(process)
     assert what == "started" and other not in (0, pid) and said(process) == ("ended", other)
-    process.stdin.close()
-    assert process.wait(timeout=30) == 0
-    world.queue.store.close()
+    finish(process, world)
 
 
 def test_a_launcher_waiting_too_long_is_let_go():

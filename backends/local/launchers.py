@@ -105,7 +105,7 @@ class SpawnedLaunchers:
 class _Forked:
     """A run the server handed to a launcher: signalled through the server, which knows which launcher runs it."""
 
-    def __init__(self, server: "ForkServer", spec: Path, ended: Callable[[], None]) -> None:
+    def __init__(self, server: ForkServer, spec: Path, ended: Callable[[], None]) -> None:
         self._server = server
         self.spec = spec
         self.ended = ended
