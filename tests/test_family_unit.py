@@ -137,21 +137,21 @@ def test_a_subreaper_without_children_has_no_descendants_and_one_with_them_finds
     found = run_python("""
         import json, os, subprocess, time
         from backends.local import family
-        alone = family._descendants()
+        alone = family.descendants()
         family.ReaperFamily(family.Control(None, "none", 1, 300.0, 10.0))  # (this process is their subreaper now)
         shell = subprocess.Popen(["/bin/sh", "-c", "setsid sleep 60 & sleep 60 & wait"])
         deadline = time.monotonic() + 30
-        while len(family._descendants()) < 3 and time.monotonic() < deadline:
+        while len(family.descendants()) < 3 and time.monotonic() < deadline:
             time.sleep(0.01)
-        with_children = len(family._descendants())
+        with_children = len(family.descendants())
         shell.kill()  # its children are handed to this process, the subreaper
         shell.wait()
-        orphans = len(family._descendants())
-        for pid, _ in family._descendants():
+        orphans = len(family.descendants())
+        for pid, _ in family.descendants():
             os.kill(pid, 9)
         family.reap_all()
         print(json.dumps({"alone": alone, "with_children": with_children, "orphans": orphans,
-                          "after": family._descendants()}))
+                          "after": family.descendants()}))
     """)
     assert found == {"alone": [], "with_children": 3, "orphans": 2, "after": []}
 

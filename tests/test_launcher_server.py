@@ -158,12 +158,42 @@ def test_a_killed_launcher_is_said_ended_and_the_next_job_gets_another(tmp_path)
     order(process, f"kill {directory.spec_file}")
     assert said(process) == ("ended", pid)
     assert directory.result() is None
-    os.killpg(directory.pgid(), signal.SIGKILL)  # (the job's group: the executor's to kill)
+    wait_until(lambda: not members(directory.pgid()), "the job is killed (its server was its launcher's subreaper)")
     after = started_job(world, Cmd="/bin/true", running={stuck})
     ask(process, world, after)
     what, other = said(process)
     assert what == "started" and other not in (0, pid) and said(process) == ("ended", other)
     finish(process, world)
+
+
+def test_what_a_killed_launcher_kept_is_killed_by_its_server(tmp_path):
+    """The executor's last resort kills a launcher during its run: the job's processes it kept as their subreaper
+    (here a daemon that made its own session) are handed to the server, which kills them."""
+    world = make_world(tmp_path, Accounts([], switching=False))
+    token = f"daemon-{os.getpid()}-{time.monotonic_ns()}"
+    key = started_job(world, Cmd="/bin/sh", Arguments=f"-c 'setsid sh -c \"sleep 300; : {token}\" & sleep 300'")
+    process = server()
+    ask(process, world, key)
+    pid = said(process)[1]
+    directory = ExecuteDir.of(world.execute, *key)
+    wait_until(lambda: directory.pgid() is not None and holding(token), "the job and its daemon started")
+    order(process, f"kill {directory.spec_file}")
+    assert said(process) == ("ended", pid)
+    wait_until(lambda: not holding(token), "the daemon is killed")  # (and the job with it)
+    finish(process, world)
+
+
+def holding(token: str) -> list[int]:
+    """The living processes whose command line holds ``token``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if token.encode() in (entry / "cmdline").read_bytes() and not gone(int(entry.name)):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
 
 
 def test_a_launcher_waiting_too_long_is_let_go():

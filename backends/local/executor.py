@@ -32,6 +32,7 @@ from .family import KILL_NOW, end_leftovers
 from .jobspec import SLOT_UNIVERSES
 from .launchers import LAUNCHER, Launchers, SpawnedLaunchers
 from .lifecycle import kill_signal
+from .recovery import kill_launcher
 from .sandbox import ExecuteDir
 
 log = Logger()
@@ -331,8 +332,8 @@ class Executor:
         self._send(running, number)
 
     def _send(self, running: _Running, number: int) -> None:
-        """Signal the launcher, after the signals sent before; a launcher that cannot hear them yet (not started,
-        or its handlers not set up: it writes its pgid file once they are) gets them as soon as it can, in order."""
+        """Signal the launcher, after the signals sent before; a launcher that cannot hear them yet (not started, or
+        the job's first process not there yet: it writes its pgid file then) gets them as soon as it can, in order."""
         running.outbox.append(number)
         if len(running.outbox) == 1:
             self._deliver(running)
@@ -381,6 +382,7 @@ class Executor:
             except OSError:
                 pass
         end_leftovers(running.launch.directory.control)  # (nor in its cgroup, if the launcher could not end it)
+        kill_launcher(running.launch.directory)  # (a launcher still in the run: its server died)
         if self._chirp is not None:
             self._chirp.close(key)  # (its delayed updates are written before the run's end is)
         self._ended[key] = running.stopping  # recorded by the next cycle, with the ends that come with it

@@ -207,18 +207,15 @@ class ReaperFamily(Family):
         super().__init__(control)
         #: what the launcher's reaped children had used before this job (a launcher runs one job after another)
         self._before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-            error = ctypes.get_errno()
-            raise OSError(error, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(error)}")
+        become_subreaper()
 
     def pids(self) -> list[int]:
-        return [pid for pid, _ in _descendants()]
+        return [pid for pid, _ in descendants()]
 
     def freeze(self) -> None:
         """SIGSTOP every process, again until no running one is left (one may fork meanwhile)."""
         for _ in range(50):
-            running = [pid for pid, state in _descendants() if state not in "Tt"]
+            running = [pid for pid, state in descendants() if state not in "Tt"]
             if not running:
                 break
             cgroups.signal_each(running, signal.SIGSTOP)
@@ -240,7 +237,7 @@ class ReaperFamily(Family):
     def usage(self) -> Usage:
         rss = user = system = 0.0
         page, hertz = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
-        for pid, _ in _descendants():
+        for pid, _ in descendants():
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
                 rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
@@ -251,6 +248,14 @@ class ReaperFamily(Family):
         reaped = resource.getrusage(resource.RUSAGE_CHILDREN)  # (the family's dead, which the launcher reaped)
         return Usage(int(rss), int(rss), user + reaped.ru_utime - self._before.ru_utime,
                      system + reaped.ru_stime - self._before.ru_stime)
+
+
+def become_subreaper() -> None:
+    """Have this process's orphaned descendants handed to it rather than to init (``PR_SET_CHILD_SUBREAPER``)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(error)}")
 
 
 def open_family(control: Control | None) -> Family:
@@ -273,11 +278,11 @@ def own_directories() -> dict[str, Path]:
     return {name: point / own[name].lstrip("/") for name, point in mounts.items() if name in own}
 
 
-def _descendants() -> list[tuple[int, str]]:
-    """The living (not zombie) processes below this one: (pid, state).  Read from every process's ``/proc`` entry
-    only when this one has a child: a subreaper's descendants all have an ancestor among its children (an orphan is
-    handed to it), so a launcher whose job's processes are gone and reaped scans nothing (a scan of a busy
-    machine's /proc took milliseconds, several times at every job's end)."""
+def descendants(skip: frozenset[int] = frozenset()) -> list[tuple[int, str]]:
+    """The living (not zombie) processes below this one, but for those in ``skip`` and theirs: (pid, state).  Read
+    from every process's ``/proc`` entry only when this one has a child: a subreaper's descendants all have an
+    ancestor among its children (an orphan is handed to it), so a launcher whose job's processes are gone and reaped
+    scans nothing (a scan of a busy machine's /proc took milliseconds, several times at every job's end)."""
     try:
         os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
@@ -296,6 +301,8 @@ def _descendants() -> list[tuple[int, str]]:
     stack = [root]
     while stack:
         for pid, state in children.get(stack.pop(), []):
+            if pid in skip:  # (and what is below it)
+                continue
             stack.append(pid)
             if state not in "ZX":
                 found.append((pid, state))

@@ -20,7 +20,7 @@ seconds later whatever is left is killed; SIGTSTP freezes the whole job and SIGC
 process ends, whatever it left running is killed.  While it runs, its usage is written every
 ``starter_update_interval`` seconds, and a job over its memory under the hard policy is killed and held.
 
-The launcher itself only touches the gateway's files (the spec, the session id and the result).  Everything the
+The launcher itself only touches the gateway's files (the spec, the pgid file and the result).  Everything the
 job's ad names is handled by forked children that first become the job's owner (the spec's ``account``; none when
 the gateway is not root): one checks the job's files, transfers its input, opens its streams and executes it; after
 the run, another transfers its output.  They report to the launcher over a pipe, one JSON object a line: the
@@ -48,8 +48,8 @@ from typing import Any, Callable
 if not __package__:  # run as a script: import the package from its root (this directory's queue.py is no stdlib)
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from backends.local.family import (KILL_NOW, Control, Family, Monitor, open_family, own_directories,  # noqa: E402
-                                   reap_all)
+from backends.local.family import (KILL_NOW, Control, Family, Monitor, become_subreaper, descendants,  # noqa: E402
+                                   open_family, own_directories, reap_all)
 from backends.local.owners import Account  # noqa: E402
 from backends.local.parallel_launch import run_nodes  # noqa: E402
 from backends.local.starter import STREAMS, BadJob, collect, open_stream, open_streams, prepare  # noqa: E402
@@ -128,9 +128,9 @@ def _disarm() -> None:
     """The run is over: the gateway's signals reach no job any more, and nothing of this run is kept for the next
     one (a signal that comes late is heard and dropped, never left to the job after)."""
     global _family
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    for number in HEARD:
+    for number in HEARD:  # (first: a stop signal heard before would arm the grace timer again)
         signal.signal(number, _dropped)
+    signal.setitimer(signal.ITIMER_REAL, 0)
     _forwarded.clear()
     _family = None
 
@@ -479,14 +479,31 @@ class _Server:
             _tell(f"ended {served.pid}")
 
     def reaped(self, pid: int) -> None:
+        """A child of the server ended: a launcher (said ended if it was running a run), or a process of a run whose
+        launcher died before it (the server is their subreaper: :meth:`end_orphans`)."""
         served = self._served.pop(pid, None)
         if served is None:
             return
         served.channel.close()
         if served in self._waiting:
             self._waiting.remove(served)
-        if served.spec is not None:  # (it ended during a run: killed, or crashed)
+        if served.spec is not None:  # (it ended during a run: killed, or crashed; what it kept is the server's now)
+            self.end_orphans()
             _tell(f"ended {pid}")
+
+    def end_orphans(self) -> None:
+        """Kill every process below the server that no living launcher keeps: what a launcher killed during its run
+        (the executor's last resort) or crashed left of its job is handed to the server, its subreaper, and must not
+        outlive the run, whatever session it made (the job's cgroup, where there is one, is killed by the gateway)."""
+        launchers = frozenset(self._served)
+        for _ in range(200):
+            orphans = [pid for pid, _ in descendants(skip=launchers)]
+            if not orphans:
+                return
+            for pid in orphans:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.005)
 
     def retire(self) -> float | None:
         """Let go of the launchers that waited ``IDLE_SECONDS``; seconds until the next would (None: none waits)."""
@@ -558,6 +575,7 @@ def serve() -> int:
     signal.signal(signal.SIGCHLD, lambda _number, _frame: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a ^C to the gateway's terminal is the gateway's to handle)
     own_directories()  # (read once here: every launcher is forked in the server's cgroups)
+    become_subreaper()  # (what a launcher that dies during a run leaves comes to the server: _Server.end_orphans)
     gc.freeze()  # a launcher's collections never walk the server's objects (nor copy their pages from it)
     server = _Server((wake_read, wake_write))
     pending = b""
@@ -590,7 +608,7 @@ def _drained(fd: int) -> bool:
 
 
 def _reap(server: _Server) -> None:
-    """Reap the launchers that ended (saying so of those that ended during a run)."""
+    """Reap the launchers that ended (saying so of those that ended during a run), and end what they left."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)

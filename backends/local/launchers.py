@@ -120,7 +120,7 @@ class _Forked:
 class ForkServer(protocol.ProcessProtocol):
     """One ``launcher.py --serve`` process (started when the first job starts, and again if it ever dies) that runs
     every launcher.  If the server dies, the runs of its launchers are told ended (the executor then kills what is
-    left of their jobs and records their runs as cut off), as a launcher killed with its job would be."""
+    left of their jobs, and any launcher still in its run, and records their runs as cut off)."""
 
     def __init__(self, reactor: Any) -> None:
         self._reactor = reactor

@@ -78,11 +78,7 @@ def kill_leftover(directory: ExecuteDir) -> None:
     works in the job's execute directory -- so a recycled pid or group id is never hit.  Whatever is left in the
     job's cgroup, if it had one, is killed too."""
     end_leftovers(directory.control)
-    launcher = directory.launcher_pid()
-    if launcher:
-        with contextlib.suppress(OSError):
-            if _works_in(Path(f"/proc/{launcher}"), directory.root):
-                os.kill(launcher, signal.SIGKILL)
+    kill_launcher(directory)
     pgid = directory.pgid()
     if not pgid:
         return
@@ -99,6 +95,17 @@ def kill_leftover(directory: ExecuteDir) -> None:
                 return
         except (OSError, ValueError, IndexError):
             continue
+
+
+def kill_launcher(directory: ExecuteDir) -> None:
+    """Kill the launcher of a run that is over for the gateway, if it still works in the run's directory (its server
+    died, or the gateway restarted): it would write the run's end into the directory of the job's next run.  A
+    launcher that ended the run works elsewhere (it may be running another job)."""
+    launcher = directory.launcher_pid()
+    if launcher:
+        with contextlib.suppress(OSError):
+            if _works_in(Path(f"/proc/{launcher}"), directory.root):
+                os.kill(launcher, signal.SIGKILL)
 
 
 def _works_in(proc: Path, root: Path) -> bool:
