@@ -43,7 +43,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 if not __package__:  # run as a script: import the package from its root (this directory's queue.py is no stdlib)
     sys.path[0] = str(Path(__file__).resolve().parents[2])
@@ -441,20 +441,23 @@ class _Server:
             self._signal(rest, signal.SIGKILL, os.killpg)
 
     def _run(self, spec: str) -> int:
-        while self._waiting:
-            served = self._waiting.pop()
+        """The pid of the launcher now running ``spec`` (0: none could be had)."""
+        for served in self._candidates():
             try:
                 served.channel.sendall(f"{spec}\n".encode())
             except OSError:  # (it is gone: its end is reaped)
                 continue
             served.spec = spec
             return served.pid
+        return 0
+
+    def _candidates(self) -> Iterator[_Served]:
+        """The launchers waiting for a job, the last one done first, then a new one."""
+        while self._waiting:
+            yield self._waiting.pop()
         served = self._fork()
-        if served is None:
-            return 0
-        served.channel.sendall(f"{spec}\n".encode())
-        served.spec = spec
-        return served.pid
+        if served is not None:
+            yield served
 
     def _signal(self, spec: str, number: int, send: Callable[[int, int], None]) -> None:
         """Signal the launcher running ``spec`` only: a launcher that ran it and went on to another job never hears
