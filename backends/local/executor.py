@@ -28,7 +28,7 @@ from jobmodel.jobs import JobStatus, Universe
 from .chirp import ChirpService
 from .chirpconfig import ChirpPlan
 from .dag.runner import DagHost, DagRun, Outcome, StopReason
-from .family import KILL_NOW, end_leftovers
+from .family import KILL_NOW, Control, end_cgroup
 from .jobspec import SLOT_UNIVERSES
 from .launchers import LAUNCHER, Launchers, SpawnedLaunchers
 from .lifecycle import kill_signal
@@ -63,6 +63,7 @@ class Launch:
     chirp: ChirpPlan | None = None  # the chirp servers the run gets (one per node), if any
     written: int = 0  # the queue's write that recorded its start (see Executor._follow)
     kill_signal: str = "SIGTERM"  # the job's KillSig, which a vacate (the gateway's shut-down) sends
+    control: Control | None = None  # how its launcher keeps it (its cgroup, if any: what is left there goes at its end)
 
 
 class Scheduling(Protocol):
@@ -381,7 +382,7 @@ class Executor:
                 os.killpg(pgid, signal.SIGKILL)
             except OSError:
                 pass
-        end_leftovers(running.launch.directory.control)  # (nor in its cgroup, if the launcher could not end it)
+        end_cgroup(running.launch.control)  # (nor in its cgroup, if the launcher could not end it)
         kill_launcher(running.launch.directory)  # (a launcher still in the run: its server died)
         if self._chirp is not None:
             self._chirp.close(key)  # (its delayed updates are written before the run's end is)

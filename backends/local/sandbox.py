@@ -20,7 +20,7 @@ import classad2
 
 from . import chirpconfig, jobtools
 from .chirpconfig import ChirpPlan
-from .family import Control
+from .family import SPEC_FILE, Control
 from .jobspec import Plan
 from .owners import Account, to_switch
 
@@ -57,7 +57,7 @@ class ExecuteDir:
 
     @cached_property
     def spec_file(self) -> Path:
-        return self.control / "launch.json"
+        return self.control / SPEC_FILE
 
     @cached_property
     def result_file(self) -> Path:

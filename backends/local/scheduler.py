@@ -167,7 +167,7 @@ class Scheduler:
             chirp = parallel.prepare(ad, directory, control, account, environment)
         else:
             chirp = sandbox.prepare(jobspec.plan(ad, directory.sandbox, environment), directory, ad, control, account)
-        return Launch(key, directory, cpus, chirp=chirp, kill_signal=lifecycle.kill_signal(ad))
+        return Launch(key, directory, cpus, chirp=chirp, kill_signal=lifecycle.kill_signal(ad), control=control)
 
     def _keeps_slots(self, ad: classad2.ClassAd | None, cpus: int) -> bool:
         """Whether an idle job that does not fit the free slots keeps them from the jobs after it (``dedicated``)."""
