@@ -56,7 +56,7 @@ class UserAccount:
                               check=True)
 
 
-def _tool(*command: str) -> None:
+def account_tool(*command: str) -> None:
     """Run an account tool, again while another process (a parallel test run) holds the account files."""
     for attempt in range(_TRIES):
         done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -76,14 +76,14 @@ class Accounts:
 
     def group(self) -> grp.struct_group:
         name = f"bbtg{uuid.uuid4().hex[:8]}"
-        _tool("groupadd", name)
+        account_tool("groupadd", name)
         self._groups.append(name)
         return grp.getgrnam(name)
 
     def user(self, *groups: grp.struct_group) -> UserAccount:
         name = f"bbt{uuid.uuid4().hex[:8]}"
         extra = ["-G", ",".join(group.gr_name for group in groups)] if groups else []
-        _tool("useradd", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", *extra, name)
+        account_tool("useradd", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", *extra, name)
         self._users.append(name)
         entry = pwd.getpwnam(name)
         return UserAccount(name, entry.pw_uid, entry.pw_gid, tuple(group.gr_gid for group in groups))
@@ -96,9 +96,9 @@ class Accounts:
 
     def remove(self) -> None:
         for name in reversed(self._users):
-            _tool("userdel", name)  # (its own group goes with it)
+            account_tool("userdel", name)  # (its own group goes with it)
         for name in reversed(self._groups):
-            _tool("groupdel", name)
+            account_tool("groupdel", name)
 
 
 class Reach:

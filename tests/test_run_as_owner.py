@@ -17,10 +17,12 @@ from pathlib import Path
 import pytest
 
 from backends.interface import BackendError
+from backends.local.backend import LocalBackend
 from backends.local.owners import Accounts, NoAccount
 from backends.local.sandbox import ExecuteDir
 from jobmodel.classads import evaluate
 from jobmodel.jobs import HoldCode
+from tests.accounts import account_tool
 from tests.local_runs import SCHEDD, attributes, make_world
 from tests.test_hostile_input import read_only
 
@@ -338,6 +340,47 @@ def test_another_name_for_uid_0_never_runs_a_job_as_root(monkeypatch):
     with pytest.raises(NoAccount, match="denied_owners"):
         Accounts(["root"]).of("root")
     assert Accounts().of("root").uid == 0  # root's own jobs, unless denied
+
+
+@needs_root
+def test_an_account_is_looked_up_again_once_the_account_files_change(accounts):
+    """Every job's start asks for its owner's account: it is kept (PASSWD_CACHE_REFRESH), but never past a change
+    to the account files, whatever made it."""
+    kept = Accounts()
+    user = accounts.user()
+    first = kept.of(user.name)
+    assert kept.of(user.name) is first  # kept: not read again
+    group = accounts.group()
+    account_tool("usermod", "--append", "--groups", group.gr_name, user.name)
+    assert group.gr_gid in kept.of(user.name).groups  # /etc/group changed: read again
+    account_tool("userdel", user.name)
+    with pytest.raises(NoAccount, match="has no local account"):
+        kept.of(user.name)
+    account_tool("useradd", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin",
+                 user.name)  # (removed again with the test's accounts)
+    assert kept.of(user.name).uid == pwd.getpwnam(user.name).pw_uid  # an owner without an account is not kept
+
+
+@needs_root
+def test_a_kept_account_is_looked_up_again_after_passwd_cache_refresh(accounts):
+    """(What an account a directory service changed relies on: the local files do not tell.)"""
+    now = [1000.0]
+    kept = Accounts(cache_refresh=60, clock=lambda: now[0])
+    user = accounts.user()
+    first = kept.of(user.name)
+    now[0] += 59
+    assert kept.of(user.name) is first
+    now[0] += 1
+    again = kept.of(user.name)
+    assert again is not first and again == first
+    never = Accounts(cache_refresh=0)
+    assert never.of(user.name) is not never.of(user.name)
+
+
+@pytest.mark.parametrize("refresh", [-1, "often", True])
+def test_a_bad_passwd_cache_refresh_stops_the_start(tmp_path, refresh):
+    with pytest.raises(ValueError, match="passwd_cache_refresh must be a number of seconds >= 0"):
+        LocalBackend(tmp_path / "state", passwd_cache_refresh=refresh)
 
 
 @needs_root

@@ -45,7 +45,7 @@ from .executor import Executor, ExecutorOptions
 from .family import ControlConfig
 from .launchers import ForkServer
 from .machine import machine_ad
-from .owners import Accounts
+from .owners import PASSWD_CACHE_REFRESH, Accounts
 from .pool import LocalPool, PoolFacts
 from .queue import JobQueue
 from .scheduler import Scheduler
@@ -71,6 +71,8 @@ class LocalBackend:
     """Options (``[backends.local]``): ``schedd_name``; ``slots``, ``kill_grace``, ``periodic_interval`` for running
     jobs; ``uid_domain``, the domain of every job's ``User`` (``Owner@uid_domain``, default the schedd's name);
     ``denied_owners``, owners whose jobs never run here (held when they would start), e.g. ``["root"]``;
+    HTCondor's ``passwd_cache_refresh``, seconds an owner's account is used once looked up (a change to
+    ``/etc/passwd`` or ``/etc/group`` drops it at once);
     ``classad_lifetime`` and ``max_advertised_ads`` for the ads others advertise to its collector (``pool.py``);
     HTCondor's ``execute``, where running jobs' directories go (default ``<state-dir>/execute``: a faster file
     system there speeds short jobs up, each of which makes and removes a few directories and files in it);
@@ -85,9 +87,13 @@ class LocalBackend:
                  uid_domain: str | None = None, denied_owners: Sequence[str] = (),
                  classad_lifetime: int = CLASSAD_LIFETIME, max_advertised_ads: int = 10000,
                  starter_update_interval: float = 300.0, cgroup_memory_limit_policy: str = cgroups.MemoryPolicy.HARD,
-                 base_cgroup: str = "htcondor", execute: str | None = None) -> None:
+                 base_cgroup: str = "htcondor", execute: str | None = None,
+                 passwd_cache_refresh: float = PASSWD_CACHE_REFRESH) -> None:
         if isinstance(denied_owners, str) or not all(isinstance(owner, str) for owner in denied_owners):
             raise ValueError(f"denied_owners must be a list of owner names, not {denied_owners!r}")
+        if not isinstance(passwd_cache_refresh, (int, float)) or isinstance(passwd_cache_refresh, bool) \
+                or passwd_cache_refresh < 0:
+            raise ValueError(f"passwd_cache_refresh must be a number of seconds >= 0, not {passwd_cache_refresh!r}")
         control = _control_config(starter_update_interval, cgroup_memory_limit_policy, base_cgroup, kill_grace)
         state_dir.mkdir(parents=True, exist_ok=True)
         execute_root = _execute_root(state_dir, execute)
@@ -96,7 +102,7 @@ class LocalBackend:
         trash = Trash(state_dir / "trash", *(() if _same_file_system(execute_root, state_dir)
                                              else (execute_root / ".trash",)))
         self.state_dir = state_dir
-        self.accounts = Accounts(denied_owners)
+        self.accounts = Accounts(denied_owners, cache_refresh=float(passwd_cache_refresh))
         self._info = BackendInfo(
             name="local",
             version=f"$CondorVersion: {INTERFACE_VERSION} {time.strftime('%b %d %Y')} "

@@ -78,6 +78,13 @@ class Account:
                    tuple(int(g) for g in spec["groups"]), str(spec["home"]))  # type: ignore[union-attr]
 
 
+#: HTCondor's default ``PASSWD_CACHE_REFRESH``: seconds an owner's account, once looked up, is used without looking
+#: it up again
+PASSWD_CACHE_REFRESH = 72000.0
+#: the local account files: a change to one drops every account kept
+ACCOUNT_FILES = ("/etc/passwd", "/etc/group")
+
+
 class Accounts:
     """Maps job owners to the accounts their jobs run as.
 
@@ -86,12 +93,17 @@ class Accounts:
     by default when the gateway is root, as it must be to switch; ``False`` makes a root gateway a personal scheduler
     too (every job runs as the gateway's user), which tests of that mode use."""
 
-    def __init__(self, denied: Iterable[str] = (), *, switching: bool | None = None) -> None:
+    def __init__(self, denied: Iterable[str] = (), *, switching: bool | None = None,
+                 cache_refresh: float = PASSWD_CACHE_REFRESH, clock: Callable[[], float] = time.monotonic) -> None:
         root = os.geteuid() == 0
         if switching and not root:
             raise ValueError("jobs can only run as their owners when the gateway runs as root")
         self.denied = frozenset(denied)
         self.switching = root if switching is None else switching
+        self._refresh = cache_refresh
+        self._clock = clock
+        self._kept: dict[str, tuple[float, Account]] = {}  # by owner: until when, and the account
+        self._files: tuple[tuple[int, int, int] | None, ...] = ()  # the account files when what is kept was read
 
     def of(self, owner: str | None) -> Account | None:
         """The account ``owner``'s jobs run as; None when the gateway is not root (everything runs as the gateway's
@@ -102,15 +114,51 @@ class Accounts:
             return None
         if not owner:
             raise NoAccount("The job has no Owner to run as")
+        return self._kept_account(owner)
+
+    def _kept_account(self, owner: str) -> Account:
+        """The owner's account as last looked up, kept ``cache_refresh`` seconds (HTCondor's
+        ``PASSWD_CACHE_REFRESH``: every job's start and every user-log event asks, and a lookup reads the account
+        files, or asks a directory server, each time) and dropped at once when a local account file changes
+        (``useradd``, ``usermod``, ``gpasswd``...).  An owner found to have no account is not kept: an account made
+        for it is used at once."""
+        files = _stamps(ACCOUNT_FILES)
+        if files != self._files:
+            self._kept = {}
+            self._files = files
+        now = self._clock()
+        kept = self._kept.get(owner)
+        if kept is not None and now < kept[0]:
+            return kept[1]
+        account = _look_up(owner)
+        self._kept[owner] = now + self._refresh, account
+        return account
+
+
+def _look_up(owner: str) -> Account:
+    """The local account of ``owner`` (raises NoAccount when there is none, or it is another name for root)."""
+    try:
+        entry = pwd.getpwnam(owner)
+    except KeyError:
+        raise NoAccount(f"The job's owner {owner!r} has no local account on this machine") from None
+    if entry.pw_uid == 0 and owner != "root":  # another name of root's: root's jobs are root's alone
+        raise NoAccount(f"The job's owner {owner!r} is another name for root (uid 0); only root's own jobs "
+                        f"run as root")
+    groups = set(os.getgrouplist(owner, entry.pw_gid))  # what initgroups would set, from every group source
+    return Account(owner, entry.pw_uid, entry.pw_gid, tuple(sorted(groups)), entry.pw_dir)
+
+
+def _stamps(paths: Iterable[str]) -> tuple[tuple[int, int, int] | None, ...]:
+    """What tells a file changed: its inode (the account tools replace the file), size and change time."""
+    stamps: list[tuple[int, int, int] | None] = []
+    for path in paths:
         try:
-            entry = pwd.getpwnam(owner)
-        except KeyError:
-            raise NoAccount(f"The job's owner {owner!r} has no local account on this machine") from None
-        if entry.pw_uid == 0 and owner != "root":  # another name of root's: root's jobs are root's alone
-            raise NoAccount(f"The job's owner {owner!r} is another name for root (uid 0); only root's own jobs "
-                            f"run as root")
-        groups = set(os.getgrouplist(owner, entry.pw_gid))  # what initgroups would set, from every group source
-        return Account(owner, entry.pw_uid, entry.pw_gid, tuple(sorted(groups)), entry.pw_dir)
+            status = os.stat(path)
+        except OSError:
+            stamps.append(None)
+            continue
+        stamps.append((status.st_ino, status.st_size, status.st_mtime_ns))
+    return tuple(stamps)
 
 
 def to_switch(account: Account | None) -> Account | None:
