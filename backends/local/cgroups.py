@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .quickio import read_text, write_text
+
 #: the v1 controllers a job's cgroup is made in: what the launcher limits, freezes, tracks and measures with (not
 #: ``pids``, which sets nothing here: each hierarchy is a directory made, entered, left and removed for every job)
 V1_CONTROLLERS = ("memory", "freezer", "cpu", "cpuacct")
@@ -51,7 +53,7 @@ class Usage:
 
 
 def _read(path: Path) -> str:
-    return path.read_text()
+    return read_text(path)
 
 
 #: what a cgroup's files answer once it is removed (ENOENT), or while the kernel removes it (ENODEV)
@@ -59,8 +61,7 @@ GONE = (errno.ENOENT, errno.ENODEV)
 
 
 def _write(path: Path, text: str) -> None:
-    with open(path, "w") as stream:
-        stream.write(text)
+    write_text(path, text)
 
 
 def _fields(path: Path) -> dict[str, int]:
@@ -200,12 +201,13 @@ class JobCgroup:
         for _ in range(200):
             pids = self.pids()
             if not pids:
-                break
+                return
             self.freeze()
-            signal_each(self.pids(), signal.SIGKILL)
-            self.thaw()
+            try:
+                signal_each(self.pids(), signal.SIGKILL)
+            finally:
+                self.thaw()
             time.sleep(0.01)
-        self.thaw()
 
     def remove(self) -> None:
         """Remove the job's cgroup (once empty; the kernel may take a moment to let an emptied v1 memory cgroup go)."""

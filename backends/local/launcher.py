@@ -33,6 +33,7 @@ starts the job with ``vfork`` + ``exec``, which costs a fraction of a fork of th
 from __future__ import annotations
 
 import contextlib
+import enum
 import gc
 import json
 import os
@@ -52,6 +53,7 @@ from backends.local.family import (KILL_NOW, Control, Family, Monitor, become_su
                                    open_family, own_directories, reap_all)
 from backends.local.owners import Account  # noqa: E402
 from backends.local.parallel_launch import run_nodes  # noqa: E402
+from backends.local.quickio import NEW, read_text, write_text  # noqa: E402
 from backends.local.starter import STREAMS, BadJob, collect, open_stream, open_streams, prepare  # noqa: E402
 from jobmodel.jobs import HoldCode  # noqa: E402
 from jobmodel.stacklimit import restore_stack_limit  # noqa: E402
@@ -59,6 +61,19 @@ from jobmodel.stacklimit import restore_stack_limit  # noqa: E402
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 SUSPEND, CONTINUE = signal.SIGTSTP, signal.SIGCONT  # from the gateway: freeze and thaw the whole job
 HEARD = (*FORWARDED, SUSPEND, CONTINUE, KILL_NOW)
+
+
+class Hearing(enum.Enum):
+    """What the gateway's signals do now (one handler hears them all, installed once: a launcher runs job after
+    job, and swapping nine handlers three times a run was a tenth of a trivial job's launcher time)."""
+
+    NOTHING = "dropped: no run, or its job is over (never SIG_IGN: an ignored signal stays ignored after exec)"
+    KEPT = "kept until the job's first process exists, then passed on"
+    THE_JOB = "passed on to the job"
+
+
+_hearing = Hearing.NOTHING
+_early: list[int] = []  # signals heard before the job existed, in order
 _forwarded: list[int] = []  # signals passed on to the job: the gateway ended the run (its output stays behind)
 _family: Family | None = None  # the job's processes (set by run)
 NOT_STARTED = 127  # the exit code of a job whose program could not be started
@@ -77,15 +92,13 @@ def _run(spec: dict[str, Any]) -> dict[str, Any]:
     global _family
     started = time.time()
     restore_stack_limit()  # the gateway's own is raised for its evaluations; the job gets the one it was started with
-    early: list[int] = []  # signals that arrive before the job exists are replayed once it does
-    for number in HEARD:
-        signal.signal(number, lambda received, _frame: early.append(received))
+    _hear(Hearing.KEPT)  # signals that arrive before the job exists are passed on once it does
     control_dir = Path(spec["pgid_file"]).parent
     family = _family = open_family(Control.of(spec))
     monitor = Monitor(family, control_dir)
 
     def ready(group: int) -> None:
-        _arm(early)
+        _arm()
         _ready(spec["pgid_file"], group)
 
     account = Account.from_spec(spec["account"]) if spec.get("account") else None
@@ -119,8 +132,7 @@ def _run(spec: dict[str, Any]) -> dict[str, Any]:
 def _ready(pgid_file: str, group: int) -> None:
     """Say the job's process group and this launcher's pid: the gateway signals the job (through the launcher) only
     once this file exists, and kills what is left of the group when the run is over."""
-    with open(pgid_file + ".tmp", "w") as stream:
-        stream.write(f"{group} {os.getpid()}")
+    write_text(pgid_file + ".tmp", f"{group} {os.getpid()}", NEW)
     os.replace(pgid_file + ".tmp", pgid_file)
 
 
@@ -128,15 +140,27 @@ def _disarm() -> None:
     """The run is over: the gateway's signals reach no job any more, and nothing of this run is kept for the next
     one (a signal that comes late is heard and dropped, never left to the job after)."""
     global _family
-    for number in HEARD:  # (first: a stop signal heard before would arm the grace timer again)
-        signal.signal(number, _dropped)
+    _hear(Hearing.NOTHING)  # (first: a stop signal heard before would arm the grace timer again)
     signal.setitimer(signal.ITIMER_REAL, 0)
     _forwarded.clear()
+    _early.clear()
     _family = None
 
 
-def _dropped(_number: int, _frame: object) -> None:
-    """Between runs (a Python handler, not SIG_IGN: an ignored signal would stay ignored in the next job)."""
+def _hear(hearing: Hearing) -> None:
+    """Set what the gateway's signals do from now on (the handler, the first time)."""
+    global _hearing
+    if signal.getsignal(KILL_NOW) is not _heard:
+        for number in HEARD:
+            signal.signal(number, _heard)
+    _hearing = hearing
+
+
+def _heard(number: int, _frame: object) -> None:
+    if _hearing is Hearing.THE_JOB:
+        _PASSED_ON[number](number)
+    elif _hearing is Hearing.KEPT:
+        _early.append(number)
 
 
 def _end_family(family: Family, monitor: Monitor, ended: dict[str, Any]) -> dict[str, Any]:
@@ -220,15 +244,12 @@ def _starter_failure(exc: BaseException) -> dict[str, Any]:
     return {"reason": f"Error from starter: {exc}", "code": int(HoldCode.FAILED_TO_CREATE_PROCESS)}
 
 
-def _arm(early: list[int]) -> None:
+def _arm() -> None:
     """Pass the gateway's signals on to the job from now on, those that came before it existed first."""
-    for number in FORWARDED:
-        signal.signal(number, _forward)
-    signal.signal(SUSPEND, _suspend)
-    signal.signal(CONTINUE, _continue)
-    signal.signal(KILL_NOW, _grace_over)  # (also the grace period's timer)
-    for number in early:
-        signal.getsignal(number)(number, None)
+    _hear(Hearing.THE_JOB)
+    while _early:
+        number = _early.pop(0)
+        _PASSED_ON[number](number)
 
 
 class _Owner:
@@ -336,7 +357,7 @@ def _messages(fd: int) -> dict[str, Any]:
     return found
 
 
-def _forward(number: int, _frame: object) -> None:
+def _forward(number: int) -> None:
     """Pass a stop signal to every process of the job (thawed first, so that it hears it), and kill what is left
     of it when the grace period is over."""
     assert _family is not None
@@ -348,7 +369,7 @@ def _forward(number: int, _frame: object) -> None:
     _family.signal(number)
 
 
-def _grace_over(number: int, _frame: object) -> None:
+def _grace_over(number: int) -> None:
     """Kill every process of the job now: the grace period is over, or the gateway shuts down fast."""
     assert _family is not None
     if not _forwarded:  # (the gateway ended the run: its output stays behind)
@@ -357,16 +378,21 @@ def _grace_over(number: int, _frame: object) -> None:
     _family.kill()
 
 
-def _suspend(_number: int, _frame: object) -> None:
+def _suspend(_number: int) -> None:
     assert _family is not None
     if not _forwarded:  # (a job being stopped is not frozen again)
         _family.freeze()
 
 
-def _continue(_number: int, _frame: object) -> None:
+def _continue(_number: int) -> None:
     assert _family is not None
     if _family.frozen:
         _family.thaw()
+
+
+#: what each of the gateway's signals does to the job (KILL_NOW is also the grace period's timer)
+_PASSED_ON: dict[int, Callable[[int], None]] = {**{number: _forward for number in FORWARDED}, SUSPEND: _suspend,
+                                                CONTINUE: _continue, KILL_NOW: _grace_over}
 
 
 def main(spec_path: str, server: int | None = None) -> int:
@@ -376,15 +402,10 @@ def main(spec_path: str, server: int | None = None) -> int:
         os.setsid()  # (a served launcher made its session when it was forked)
     os.chdir(Path(spec_path).parent)  # the execute directory (the gateway starts us without a working directory)
     try:
-        with open(spec_path) as stream:
-            spec = json.load(stream)
+        spec = json.loads(read_text(spec_path))
         result = run(spec)
         temporary = spec["result_file"] + ".tmp"
-        with open(temporary, "w") as stream:
-            json.dump(result, stream)
-            if not heard(server):
-                stream.flush()
-                os.fsync(stream.fileno())
+        write_text(temporary, json.dumps(result), NEW, sync=not heard(server))
         os.replace(temporary, spec["result_file"])
     finally:
         os.chdir("/")  # (the directory goes once the run is recorded; a launcher waiting for its next job holds none)
@@ -556,8 +577,7 @@ def _serve_jobs(channel: socket.socket, server: int) -> int:
     """A served launcher: run each job whose spec path comes on ``channel``, say ``done`` after each; end when the
     server says no more (or is gone)."""
     os.setsid()  # (the jobs' process groups are in this session; none is this launcher's)
-    for number in HEARD:
-        signal.signal(number, _dropped)
+    _hear(Hearing.NOTHING)
     with channel.makefile("rb") as specs:
         for line in specs:
             main(line.decode().rstrip("\n"), server)
