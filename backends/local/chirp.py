@@ -34,6 +34,7 @@ from twisted.logger import Logger
 from . import chirpfiles
 from .chirpconfig import CONFIG_NAME, ChirpPlan
 from .owners import call_as, open_as, to_switch
+from .quickio import write_all
 
 log = Logger()
 JobKey = tuple[int, int]
@@ -481,9 +482,9 @@ class ChirpConnection(protocol.Protocol):
                 return
             try:
                 if position[0] is None:
-                    _write_all(fd, chunk)
+                    write_all(fd, chunk)
                 else:
-                    _write_all(fd, chunk, position[0])
+                    write_all(fd, chunk, position[0])
                     position[0] += len(chunk)
             except OSError as exc:
                 failure.append(exc)
@@ -536,7 +537,7 @@ class ChirpConnection(protocol.Protocol):
             def sink(chunk: bytes) -> None:
                 if not failure:
                     try:
-                        _write_all(fd, chunk)
+                        write_all(fd, chunk)
                     except OSError as exc:
                         failure.append(exc)
 
@@ -638,15 +639,6 @@ def _number(text: str) -> int:
     if value < 0:
         raise ChirpError(Status.INVALID_REQUEST)
     return value
-
-
-def _write_all(fd: int, data: bytes, offset: int | None = None) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view) if offset is None else os.pwrite(fd, view, offset)
-        view = view[written:]
-        if offset is not None:
-            offset += written
 
 
 def _gateway_user() -> str:

@@ -59,6 +59,11 @@ class Control:
     cgroup: dict | None = None  # the job's cgroup (JobCgroup.spec()); None: the launcher is a subreaper
     disk: list[str] = field(default_factory=list)  # the directories whose size is the job's DiskUsage
 
+    def as_spec(self) -> dict[str, Any]:
+        """What a spec holds of it (:meth:`of` reads it back): its fields as they are (``asdict`` copied every
+        nested value of the cgroup's, for each job's start)."""
+        return dict(vars(self))
+
     @classmethod
     def of(cls, spec: dict[str, Any]) -> Control | None:
         """The control a spec holds (a job's, a DAG script's; None: none, or not one)."""

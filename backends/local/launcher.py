@@ -53,7 +53,7 @@ from backends.local.family import (KILL_NOW, Control, Family, Monitor, become_su
                                    open_family, own_directories, reap_all)
 from backends.local.owners import Account  # noqa: E402
 from backends.local.parallel_launch import run_nodes  # noqa: E402
-from backends.local.quickio import NEW, read_text, write_text  # noqa: E402
+from backends.local.quickio import NEW, read_text, write_all, write_text  # noqa: E402
 from backends.local.starter import STREAMS, BadJob, collect, open_stream, open_streams, prepare  # noqa: E402
 from jobmodel.jobs import HoldCode  # noqa: E402
 from jobmodel.stacklimit import restore_stack_limit  # noqa: E402
@@ -341,7 +341,7 @@ def _transfer_output(spec: dict[str, Any], account: Account | None, before: dict
 
 
 def _say(fd: int, **message: Any) -> None:
-    _write_all(fd, json.dumps(message).encode() + b"\n")
+    write_all(fd, json.dumps(message).encode() + b"\n")
 
 
 def _messages(fd: int) -> dict[str, Any]:
@@ -643,13 +643,7 @@ def _reap(server: _Server) -> None:
 
 
 def _tell(line: str) -> None:
-    _write_all(1, f"{line}\n".encode())
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    write_all(1, f"{line}\n".encode())
 
 
 if __name__ == "__main__":

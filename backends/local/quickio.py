@@ -27,13 +27,22 @@ def write_text(path: Path, text: str, flags: int = 0, mode: int = 0o666, sync: b
     less the umask; none for a knob of the kernel's), synced to disk first with ``sync``."""
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | flags, mode)
     try:
-        view = memoryview(text.encode())
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, text.encode())
         if sync:
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_all(fd: int, data: bytes, offset: int | None = None) -> None:
+    """Every byte of ``data`` to ``fd`` (a pipe or socket may take part of it at a time), at ``offset`` if given
+    (``pwrite``: the file's position stays)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view) if offset is None else os.pwrite(fd, view, offset)
+        view = view[written:]
+        if offset is not None:
+            offset += written
 
 
 #: what a new file (or one written again from the start) is opened with

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from .chirpconfig import ChirpPlan
 from .family import SPEC_FILE, Control
 from .jobspec import Plan
 from .owners import Account, to_switch
+from .quickio import write_all
 
 
 @dataclass(frozen=True)
@@ -70,10 +71,15 @@ class ExecuteDir:
     def create(self, account: Account | None = None, sandbox: bool = True) -> None:
         """A fresh directory, the gateway's, readable by the job; with ``sandbox``, the sandbox in it, which belongs
         to ``account`` (None: the gateway's user) and only it may enter."""
-        shutil.rmtree(self.root, ignore_errors=True)
+        try:
+            os.mkdir(self.root)
+        except FileExistsError:  # (left by a run a crash cut off)
+            shutil.rmtree(self.root, ignore_errors=True)
+            os.mkdir(self.root)
         for directory, mode in ((self.root, 0o755), *(((self.sandbox, 0o700),) if sandbox else ())):
-            directory.mkdir(parents=directory is self.root)
-            directory.chmod(mode)  # whatever the gateway's umask: the owner must reach its sandbox
+            if directory is not self.root:
+                os.mkdir(directory)
+            os.chmod(directory, mode)  # whatever the gateway's umask: the owner must reach its sandbox
         account = to_switch(account)
         if sandbox and account is not None:
             os.chown(self.sandbox, account.uid, account.gid)
@@ -170,7 +176,7 @@ def launch_spec(job: Plan, directory: ExecuteDir) -> dict:
 def write_spec(directory: ExecuteDir, spec: dict, control: Control) -> None:
     """The launcher's spec, the gateway's alone (it names the account to switch to), with how the launcher keeps the
     job (``control``: also what the gateway reads to end what a lost run left)."""
-    _write(directory.spec_file, json.dumps(spec | {"control": asdict(control)}), 0o600)
+    _write(directory.spec_file, json.dumps(spec | {"control": control.as_spec()}), 0o600)
 
 
 def libexec_of(directory: ExecuteDir) -> Path:
@@ -182,8 +188,10 @@ def _write(path: Path, text: str, mode: int, owner: Account | None = None) -> No
     """A new file with exactly ``mode``, the gateway's or ``owner``'s (the spec is the gateway's alone; the ads the
     job reads are the job's)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
-    with os.fdopen(fd, "wb") as stream:  # (bytes: a text stream looks the locale's encoding up at every open)
+    try:
         os.fchmod(fd, mode)
         if owner is not None:
             os.fchown(fd, owner.uid, owner.gid)
-        stream.write(text.encode())
+        write_all(fd, text.encode())
+    finally:
+        os.close(fd)

@@ -401,7 +401,7 @@ class DagRun:
         account = self._account
         command = [_SHELL, "-c", shell_stack_limit() + _START, str(directory), executable, *arguments]
         control = self._setup.control.for_process(f"dag_{self.cluster}_{uuid.uuid4().hex[:16]}")
-        setup = {"control": asdict(control), "account": account.as_spec() if account is not None else None}
+        setup = {"control": control.as_spec(), "account": account.as_spec() if account is not None else None}
         # (the keeper switches to the owner before the shell starts; see _START for the directory)
         process = self._reactor.spawnProcess(protocol, sys.executable,
                                              [sys.executable, "-S", "-s", str(KEEPER), json.dumps(setup), "--",
