@@ -18,6 +18,7 @@ from typing import Callable
 import classad2
 
 from backends.interface import Batch, NewJob
+from backends.local import runfile
 from backends.local.executor import LAUNCHER
 from backends.local.owners import Accounts
 from backends.local.queue import JobQueue
@@ -81,10 +82,10 @@ class World:
         return [launch.key for launch in self.scheduler.start_jobs(free_cpus, set(running))]
 
     def result(self, key, **values) -> None:
-        """Write the launcher's result file for a started job."""
+        """Append the launcher's result to a started job's run file."""
         result = {"exit_code": 0, "signal": None, "user_cpu": 0.0, "sys_cpu": 0.0, "max_rss_kb": 0,
                   "wall_seconds": 0.0, "exec_error": None, "setup_failure": None, "output_failure": None} | values
-        ExecuteDir.of(self.execute, *key).result_file.write_text(json.dumps(result))
+        runfile.append(ExecuteDir.of(self.execute, *key).run_file, {runfile.ENDED: result})
 
     def refuse_writes(self, key, containing: str = "") -> Callable[[], None]:
         """See :func:`refuse_writes` (this world's queue file)."""
@@ -92,7 +93,9 @@ class World:
 
     def spec(self, key) -> dict:
         """The launcher's spec start_jobs wrote for a started job."""
-        return json.loads(ExecuteDir.of(self.execute, *key).spec_file.read_text())
+        spec = ExecuteDir.of(self.execute, *key).run().spec
+        assert spec is not None
+        return spec
 
     def run(self, key) -> classad2.ClassAd:
         """Start ``key`` (it must be the only idle job that starts), run its launcher as the executor would, record
@@ -102,7 +105,7 @@ class World:
             return self.job(key)
         assert started == [key], f"other jobs started too: {started}"
         directory = ExecuteDir.of(self.execute, *key)
-        subprocess.run([sys.executable, "-S", "-s", str(LAUNCHER), str(directory.spec_file)], check=True,
+        subprocess.run([sys.executable, "-S", "-s", str(LAUNCHER), str(directory.run_file)], check=True,
                        cwd=directory.root, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, timeout=60)
         self.scheduler.finish_job(key)
         return self.job(key)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 
 from backends.local import executor as executor_module
+from backends.local import runfile
 from backends.local.dag.dagman import DagmanOptions
 from backends.local.dag.language import read as read_dag
 from backends.local.dag.runner import DagSetup
@@ -47,7 +49,7 @@ class Spawned:
 
     @property
     def directory(self) -> str:
-        """The execute directory of the launcher's spec (``<directory>/launch.json``)."""
+        """The execute directory of the launcher's spec (``<directory>/run.jsonl``)."""
         return str(Path(self.args[-1]).parent)
 
     def end(self) -> None:
@@ -199,7 +201,7 @@ def executor(reactor, scheduling, *, slots=4, kill_grace=10.0, periodic_interval
 
 def launch(tmp_path: Path, key, cpus=1, pgid: int | None = None, dag=False, kill_signal="SIGTERM") -> Launch:
     """A launch whose execute directory exists; ``pgid``: the launcher has already started the job in this process
-    group (and written its pgid file)."""
+    group (and said so in the run's file)."""
     directory = ExecuteDir.of(tmp_path, *key)
     directory.create()
     if pgid is not None:
@@ -210,7 +212,9 @@ def launch(tmp_path: Path, key, cpus=1, pgid: int | None = None, dag=False, kill
 def started(directory: ExecuteDir, pgid: int) -> None:
     """What the launcher writes once the job's first process exists: its process group, and the launcher's pid
     (only recovery reads the latter)."""
-    directory.pgid_file.write_text(f"{pgid} 4000")
+    if not directory.run_file.exists():
+        directory.run_file.write_text("{}\n")  # (the spec's line: the gateway's)
+    runfile.append(directory.run_file, {runfile.STARTED: [pgid, 4000], "at": time.time()})
 
 
 def ad(status: JobStatus, **attributes) -> classad2.ClassAd:
@@ -239,7 +243,7 @@ def test_start_recovers_first_then_offers_every_slot(reactor, scheduling, tmp_pa
     first = reactor.spawned[0]
     assert first.executable == sys.executable
     assert first.args == [sys.executable, "-S", "-s", str(executor_module.LAUNCHER),
-                          str(tmp_path / "dir_1.0" / "launch.json")]
+                          str(tmp_path / "dir_1.0" / "run.jsonl")]
     assert first.path is None  # (twisted spawns, rather than forks, only a process without a working directory)
     assert set(first.env) == {"PATH"}
     assert [s.directory for s in reactor.spawned] == [str(tmp_path / "dir_1.0"), str(tmp_path / "dir_2.0")]

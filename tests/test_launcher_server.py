@@ -30,7 +30,7 @@ def server() -> subprocess.Popen:
 
 
 def ask(process: subprocess.Popen, world, key) -> None:
-    order(process, f"run {ExecuteDir.of(world.execute, *key).spec_file}")
+    order(process, f"run {ExecuteDir.of(world.execute, *key).run_file}")
 
 
 def order(process: subprocess.Popen, line: str) -> None:
@@ -130,8 +130,8 @@ def test_a_signal_reaches_only_the_launcher_still_running_the_run_it_names(tmp_p
     assert said(process) == ("started", pid)
     second_dir = ExecuteDir.of(world.execute, *second)
     wait_until(lambda: second_dir.pgid() is not None, "the second job started")
-    order(process, f"signal {int(signal.SIGTERM)} {ExecuteDir.of(world.execute, *first).spec_file}")
-    order(process, f"kill {ExecuteDir.of(world.execute, *first).spec_file}")
+    order(process, f"signal {int(signal.SIGTERM)} {ExecuteDir.of(world.execute, *first).run_file}")
+    order(process, f"kill {ExecuteDir.of(world.execute, *first).run_file}")
     gate.touch()
     assert said(process) == ("ended", pid)
     assert second_dir.result()["exit_code"] == 6  # (neither the late signal nor the late kill reached it)
@@ -140,8 +140,8 @@ def test_a_signal_reaches_only_the_launcher_still_running_the_run_it_names(tmp_p
     assert said(process) == ("started", pid)
     third_dir = ExecuteDir.of(world.execute, *third)
     wait_until(lambda: third_dir.pgid() is not None, "the third job started")
-    assert third_dir.launcher_pid() == pid and third_dir.pgid() != pid  # (the job's group is not the launcher's)
-    order(process, f"signal {int(signal.SIGTERM)} {third_dir.spec_file}")
+    assert third_dir.started().launcher == pid and third_dir.pgid() != pid  # (the job's group is not the launcher's)
+    order(process, f"signal {int(signal.SIGTERM)} {third_dir.run_file}")
     assert said(process) == ("ended", pid)
     assert third_dir.result()["signal"] == signal.SIGTERM
     finish(process, world)
@@ -155,7 +155,7 @@ def test_a_killed_launcher_is_said_ended_and_the_next_job_gets_another(tmp_path)
     pid = said(process)[1]
     directory = ExecuteDir.of(world.execute, *stuck)
     wait_until(lambda: directory.pgid() is not None, "the job started")
-    order(process, f"kill {directory.spec_file}")
+    order(process, f"kill {directory.run_file}")
     assert said(process) == ("ended", pid)
     assert directory.result() is None
     wait_until(lambda: not members(directory.pgid()), "the job is killed (its server was its launcher's subreaper)")
@@ -177,7 +177,7 @@ def test_what_a_killed_launcher_kept_is_killed_by_its_server(tmp_path):
     pid = said(process)[1]
     directory = ExecuteDir.of(world.execute, *key)
     wait_until(lambda: directory.pgid() is not None and holding(token), "the job and its daemon started")
-    order(process, f"kill {directory.spec_file}")
+    order(process, f"kill {directory.run_file}")
     assert said(process) == ("ended", pid)
     wait_until(lambda: not holding(token), "the daemon is killed")  # (and the job with it)
     finish(process, world)

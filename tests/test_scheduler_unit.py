@@ -1,6 +1,6 @@
 """The scheduler's decisions on a real queue (``tests/local_runs.py``: a JobStore on a fresh SQLite file, a real
 Spool, a settable clock and a fixed machine ad).  Nothing runs: a "run" is the execute directory start_jobs prepares
-plus the result file the launcher would have written (``sandbox.ExecuteDir.result_file``, the dict ``launcher.run``
+plus the result the launcher would have appended to the run's file (``runfile.py``, the dict ``launcher.run``
 returns); the owner's side of the launcher (``starter.py``) is called on the spec start_jobs wrote.
 
 Jobs run as the gateway's user here (``Accounts(switching=False)``, a personal scheduler, what a gateway that is not
@@ -68,9 +68,9 @@ def test_a_started_job_is_running_with_a_prepared_execute_directory(world):
     [launch] = world.scheduler.start_jobs(4, set())
     assert (launch.key, launch.cpus, launch.dag) == (key, 1, False)
     assert launch.directory == ExecuteDir.of(world.execute, *key)
-    spec = json.loads(launch.directory.spec_file.read_text())
+    spec = launch.directory.run().spec
     assert (spec["executable"], spec["arguments"], spec["cwd"]) == ("/bin/true", ["one", "two words"], str(world.iwd))
-    assert spec["result_file"] == str(launch.directory.result_file)
+    assert spec["run_file"] == str(launch.directory.run_file)
     assert attributes(world.job(key), "JobStatus", "LastJobStatus", "JobCurrentStartDate", "JobStartDate",
                       "NumJobStarts", "RemoteHost", "EnteredCurrentStatus") == {
         "JobStatus": 2, "LastJobStatus": 1, "JobCurrentStartDate": 1234, "JobStartDate": 1234, "NumJobStarts": 1,

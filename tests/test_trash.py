@@ -19,7 +19,7 @@ pytestmark = pytest.mark.gateway
 
 def tree(root: Path) -> Path:
     (root / "control").mkdir(parents=True)
-    (root / "control" / "result.json").write_text("{}")
+    (root / "control" / "run.jsonl").write_text("{}\n")
     (root / "sandbox").mkdir()
     return root
 

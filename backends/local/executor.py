@@ -300,7 +300,7 @@ class Executor:
         if launch.chirp is not None and self._chirp is not None:
             self._chirp.open(launch.key, launch.chirp)  # before the job starts: it finds its .chirp.config
         try:
-            running.transport = self._launchers.start(launch.directory.spec_file,
+            running.transport = self._launchers.start(launch.directory.run_file,
                                                       lambda: self._process_ended(launch.key))
         except OSError as exc:
             log.error("cannot start the launcher for job {job}: {error}", job=launch.key, error=exc)
@@ -334,7 +334,7 @@ class Executor:
 
     def _send(self, running: _Running, number: int) -> None:
         """Signal the launcher, after the signals sent before; a launcher that cannot hear them yet (not started, or
-        the job's first process not there yet: it writes its pgid file then) gets them as soon as it can, in order."""
+        the job's first process not there yet: the run's file says when it is) gets them as soon as it can, in order."""
         running.outbox.append(number)
         if len(running.outbox) == 1:
             self._deliver(running)
@@ -373,13 +373,12 @@ class Executor:
         running.ended = True
         if running.killer is not None and running.killer.active():
             running.killer.cancel()
-        ready = running.launch.directory.launcher_ready_at()
-        if ready is not None:  # (observed at the run's end, when the file is read anyway; none for a DAG run)
-            self.launcher_starts.observe(max(0.0, ready - running.spawned))
-        pgid = running.launch.directory.pgid()
-        if pgid:  # the run is over: nothing the job left running in its process group may outlive it
+        started = running.launch.directory.started()
+        if started is not None:  # (observed at the run's end, when the file is read anyway; none for a DAG run)
+            self.launcher_starts.observe(max(0.0, started.at - running.spawned))
+        if started is not None and started.group:  # the run is over: nothing the job left in its group may outlive it
             try:
-                os.killpg(pgid, signal.SIGKILL)
+                os.killpg(started.group, signal.SIGKILL)
             except OSError:
                 pass
         end_cgroup(running.launch.control)  # (nor in its cgroup, if the launcher could not end it)

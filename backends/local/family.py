@@ -33,10 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backends.local import cgroups
+from backends.local import cgroups, runfile
 from backends.local.cgroups import JobCgroup, MemoryPolicy, Usage
 
-SPEC_FILE = "launch.json"  # (the launcher's spec: ``sandbox.ExecuteDir.spec_file``; its ``control`` is a Control)
 USAGE_FILE = "usage.json"
 #: HTCondor's CONDOR_HOLD_CODE::JobOutOfResources
 OUT_OF_RESOURCES = 34
@@ -74,11 +73,8 @@ class Control:
 
     @classmethod
     def read(cls, control_dir: Path) -> Control | None:
-        """The control of the run whose spec is in ``control_dir`` (None: none there)."""
-        try:
-            return cls.of(json.loads((control_dir / SPEC_FILE).read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
+        """The control of the run whose file is in ``control_dir`` (None: none there)."""
+        return cls.of(runfile.read(control_dir / runfile.NAME).spec or {})
 
 
 @dataclass(frozen=True)

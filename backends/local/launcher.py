@@ -13,14 +13,14 @@ during a run: if the gateway (and so its server) goes away, the launchers finish
 
 The gateway starts this small process instead of the job itself, as HTCondor's schedd has a starter: it keeps the
 job's every process (its family: ``family.py``, a cgroup or the launcher as their subreaper; the job's processes in
-a process group of their own, named with the launcher's pid in the ``pgid`` file once they exist), and writes the job's
-exit status and usage atomically to the result file even if the gateway is not running when the job ends.  A stop
+a process group of their own, named with the launcher's pid in the run's file once they exist: ``runfile.py``), and
+appends the job's exit status and usage to the run's file even if the gateway is not running when the job ends.  A stop
 signal sent to the launcher (the job's ``KillSig``) is passed on to every process of the job, and ``kill_grace``
 seconds later whatever is left is killed; SIGTSTP freezes the whole job and SIGCONT thaws it.  When the job's own
 process ends, whatever it left running is killed.  While it runs, its usage is written every
 ``starter_update_interval`` seconds, and a job over its memory under the hard policy is killed and held.
 
-The launcher itself only touches the gateway's files (the spec, the pgid file and the result).  Everything the
+The launcher itself only touches the gateway's file of the run (its spec, to which it appends).  Everything the
 job's ad names is handled by forked children that first become the job's owner (the spec's ``account``; none when
 the gateway is not root): one checks the job's files, transfers its input, opens its streams and executes it; after
 the run, another transfers its output.  They report to the launcher over a pipe, one JSON object a line: the
@@ -53,7 +53,8 @@ from backends.local.family import (KILL_NOW, Control, Family, Monitor, become_su
                                    open_family, own_directories, reap_all)
 from backends.local.owners import Account  # noqa: E402
 from backends.local.parallel_launch import run_nodes  # noqa: E402
-from backends.local.quickio import NEW, read_text, write_all, write_text  # noqa: E402
+from backends.local import runfile  # noqa: E402
+from backends.local.quickio import write_all  # noqa: E402
 from backends.local.starter import STREAMS, BadJob, collect, open_stream, open_streams, prepare  # noqa: E402
 from jobmodel.jobs import HoldCode  # noqa: E402
 from jobmodel.stacklimit import restore_stack_limit  # noqa: E402
@@ -81,7 +82,7 @@ NOT_STARTED = 127  # the exit code of a job whose program could not be started
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one job: its processes in a process group of their own (the launcher is not in it: it runs the next job
-    after this one), its family kept, its end waited for; returns what the result file holds."""
+    after this one), its family kept, its end waited for; returns the run's result."""
     try:
         return _run(spec)
     finally:
@@ -93,13 +94,13 @@ def _run(spec: dict[str, Any]) -> dict[str, Any]:
     started = time.time()
     restore_stack_limit()  # the gateway's own is raised for its evaluations; the job gets the one it was started with
     _hear(Hearing.KEPT)  # signals that arrive before the job exists are passed on once it does
-    control_dir = Path(spec["pgid_file"]).parent
+    control_dir = Path(spec["run_file"]).parent
     family = _family = open_family(Control.of(spec))
     monitor = Monitor(family, control_dir)
 
     def ready(group: int) -> None:
         _arm()
-        _ready(spec["pgid_file"], group)
+        _ready(spec["run_file"], group)
 
     account = Account.from_spec(spec["account"]) if spec.get("account") else None
     if "nodes" in spec:  # a parallel job: every node at once (parallel_launch.py)
@@ -129,11 +130,10 @@ def _run(spec: dict[str, Any]) -> dict[str, Any]:
                     "setup_failure": setup_failure, "output_failure": output_failure}
 
 
-def _ready(pgid_file: str, group: int) -> None:
+def _ready(run_file: str, group: int) -> None:
     """Say the job's process group and this launcher's pid: the gateway signals the job (through the launcher) only
-    once this file exists, and kills what is left of the group when the run is over."""
-    write_text(pgid_file + ".tmp", f"{group} {os.getpid()}", NEW)
-    os.replace(pgid_file + ".tmp", pgid_file)
+    once the run's file says so, and kills what is left of the group when the run is over."""
+    runfile.append(run_file, {runfile.STARTED: [group, os.getpid()], "at": time.time()})
 
 
 def _disarm() -> None:
@@ -402,11 +402,11 @@ def main(spec_path: str, server: int | None = None) -> int:
         os.setsid()  # (a served launcher made its session when it was forked)
     os.chdir(Path(spec_path).parent)  # the execute directory (the gateway starts us without a working directory)
     try:
-        spec = json.loads(read_text(spec_path))
+        spec = runfile.read(spec_path).spec
+        if spec is None:
+            raise ValueError(f"no launcher spec in {spec_path}")
         result = run(spec)
-        temporary = spec["result_file"] + ".tmp"
-        write_text(temporary, json.dumps(result), NEW, sync=not heard(server))
-        os.replace(temporary, spec["result_file"])
+        runfile.append(spec["run_file"], {runfile.ENDED: result}, sync=not heard(server))
     finally:
         os.chdir("/")  # (the directory goes once the run is recorded; a launcher waiting for its next job holds none)
     return 0
@@ -414,7 +414,7 @@ def main(spec_path: str, server: int | None = None) -> int:
 
 def heard(server: int | None) -> bool:
     """Whether a gateway hears of the run's end as soon as this launcher says it ended: its server (the gateway's
-    child) is still its parent.  The gateway then records the end in its queue, synced, before the result file goes,
+    child) is still its parent.  The gateway then records the end in its queue, synced, before the run's file goes,
     so the file needs no sync of its own (it was a tenth of a trivial job's time); a machine that goes down before
     that runs the job again, as HTCondor runs again a job whose execute machine went down before the shadow heard of
     its end.  A launcher whose gateway is gone, or started on its own, syncs its result: it may be read only much

@@ -90,7 +90,7 @@ def prepare(ad: classad2.ClassAd, directory: ExecuteDir, control: Control, accou
     sandbox.write_spec(directory, {
         "account": switched.as_spec() if switched is not None else None, "nodes": nodes,
         "shutdown_policy": shutdown_policy(ad),
-        "result_file": str(directory.result_file), "pgid_file": str(directory.pgid_file),
+        "run_file": str(directory.run_file),
     }, control)
     return chirp
 

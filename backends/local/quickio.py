@@ -1,5 +1,5 @@
 """Small files read and written with the fewest system calls: a launcher reads and writes some twenty a run (its
-spec, its pgid file and result, the cgroup knobs and counters of the job), and Python's ``open`` adds a buffered
+spec, the cgroup knobs and counters of the job), and Python's ``open`` adds a buffered
 text layer and four more calls to each (``fstat``, ``ioctl``, two ``lseek``): a tenth of a trivial job's launcher
 time."""
 

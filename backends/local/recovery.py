@@ -1,6 +1,6 @@
 """Crash recovery for the local backend: settling, at start-up, the runs that a crash or kill -9 cut off.
 
-A run that finished while the gateway was down (its launcher left a result file) is recorded as finished and never
+A run that finished while the gateway was down (its launcher wrote its result) is recorded as finished and never
 run twice; any other is stopped (what is left of its process group is killed) and its job requeued.  Execute
 directories of jobs that are not running are leftovers and go.
 
@@ -82,7 +82,7 @@ def kill_leftover(directory: ExecuteDir) -> None:
     pgid = directory.pgid()
     if not pgid:
         return
-    marks = (str(directory.spec_file).encode(), f"_CONDOR_JOB_AD={directory.control / '.job.ad'}".encode())
+    marks = (str(directory.run_file).encode(), f"_CONDOR_JOB_AD={directory.control / '.job.ad'}".encode())
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -101,11 +101,11 @@ def kill_launcher(directory: ExecuteDir) -> None:
     """Kill the launcher of a run that is over for the gateway, if it still works in the run's directory (its server
     died, or the gateway restarted): it would write the run's end into the directory of the job's next run.  A
     launcher that ended the run works elsewhere (it may be running another job)."""
-    launcher = directory.launcher_pid()
-    if launcher:
+    started = directory.started()
+    if started is not None and started.launcher:
         with contextlib.suppress(OSError):
-            if _works_in(Path(f"/proc/{launcher}"), directory.root):
-                os.kill(launcher, signal.SIGKILL)
+            if _works_in(Path(f"/proc/{started.launcher}"), directory.root):
+                os.kill(started.launcher, signal.SIGKILL)
 
 
 def _works_in(proc: Path, root: Path) -> bool:

@@ -1,5 +1,5 @@
-"""A job's execute directory: the gateway's files about the run (the launcher's spec, its pgid file and result, the
-job ad the job may read) and, for a job that runs in a sandbox (or has a chirp server), ``sandbox/``, the job's own
+"""A job's execute directory: the gateway's files about the run (the run's file, the launcher's spec to which it appends
+how the run goes, and the job ad the job may read) and, for a job that runs in a sandbox (or has a chirp server), ``sandbox/``, the job's own
 directory, owned by the account it runs as.  The machine ad is the slot's, the same for every job: one file in the
 execute root (``.machine.ad``), written when the scheduler starts.  A run makes as few files as it can: on some file
 systems (ext4 without a journal) every inode made costs more the more were freed in the last minute.
@@ -20,7 +20,8 @@ import classad2
 
 from . import chirpconfig, jobtools
 from .chirpconfig import ChirpPlan
-from .family import SPEC_FILE, Control
+from . import runfile
+from .family import Control
 from .jobspec import Plan
 from .owners import Account, to_switch
 from .quickio import write_all
@@ -57,16 +58,9 @@ class ExecuteDir:
         return self.root
 
     @cached_property
-    def spec_file(self) -> Path:
-        return self.control / SPEC_FILE
-
-    @cached_property
-    def result_file(self) -> Path:
-        return self.control / "result.json"
-
-    @cached_property
-    def pgid_file(self) -> Path:
-        return self.control / "pgid"
+    def run_file(self) -> Path:
+        """The run's file: the launcher's spec, then what the launcher says of the run (``runfile.py``)."""
+        return self.control / runfile.NAME
 
     def create(self, account: Account | None = None, sandbox: bool = True) -> None:
         """A fresh directory, the gateway's, readable by the job; with ``sandbox``, the sandbox in it, which belongs
@@ -87,34 +81,22 @@ class ExecuteDir:
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def run(self) -> runfile.Run:
+        """What the run's file says so far."""
+        return runfile.read(self.run_file)
+
     def result(self) -> dict | None:
-        try:
-            return json.loads(self.result_file.read_text())
-        except (OSError, ValueError):
-            return None
+        """How the run ended, as its launcher wrote it (None: it did not)."""
+        return self.run().ended
+
+    def started(self) -> runfile.Started | None:
+        """The job's process group and its launcher, once the job's first process exists (None: not yet)."""
+        return self.run().started
 
     def pgid(self) -> int | None:
         """The job's process group (None: its launcher has not started it)."""
-        return self._pgid_fields()[0]
-
-    def launcher_pid(self) -> int | None:
-        """The pid of the launcher that runs (or ran) the job (None: it has not started it)."""
-        return self._pgid_fields()[1]
-
-    def _pgid_fields(self) -> tuple[int | None, int | None]:
-        """The pgid file: ``GROUP LAUNCHER``, written by the launcher once the job's first process exists."""
-        try:
-            group, launcher = (int(field) for field in self.pgid_file.read_text().split())
-        except (OSError, ValueError):
-            return None, None
-        return group, launcher
-
-    def launcher_ready_at(self) -> float | None:
-        """When the launcher had started the job (it writes its pgid file then; None: it never did)."""
-        try:
-            return self.pgid_file.stat().st_mtime
-        except OSError:
-            return None
+        started = self.started()
+        return started.group if started is not None else None
 
 
 def prepare(job: Plan, directory: ExecuteDir, ad: classad2.ClassAd, control: Control,
@@ -169,14 +151,14 @@ def launch_spec(job: Plan, directory: ExecuteDir) -> dict:
         "stdin": str(job.stdin), "stdout": str(job.stdout), "stderr": str(job.stderr),
         "inputs": [str(source) for source in job.inputs],
         "returns": {str(k): str(v) for k, v in job.returns.items()}, "outputs": job.outputs,
-        "result_file": str(directory.result_file), "pgid_file": str(directory.pgid_file),
+        "run_file": str(directory.run_file),
     }
 
 
 def write_spec(directory: ExecuteDir, spec: dict, control: Control) -> None:
     """The launcher's spec, the gateway's alone (it names the account to switch to), with how the launcher keeps the
     job (``control``: also what the gateway reads to end what a lost run left)."""
-    _write(directory.spec_file, json.dumps(spec | {"control": control.as_spec()}), 0o600)
+    _write(directory.run_file, json.dumps(spec | {"control": control.as_spec()}) + "\n", 0o600)
 
 
 def libexec_of(directory: ExecuteDir) -> Path:

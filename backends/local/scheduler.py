@@ -183,7 +183,7 @@ class Scheduler:
 
     # -- ending ---------------------------------------------------------------------------------------
     def finish_job(self, key: JobKey, interruption: str | None = None) -> None:
-        """Record the end of a run: how it ended (from the launcher's result file), the output it made, and
+        """Record the end of a run: how it ended (from the launcher's result in the run's file), the output it made, and
         what OnExitHold/OnExitRemove decide; a run the gateway ended (``interruption``) goes back to idle.  A run
         whose end cannot be recorded holds its job (``_settle``)."""
         self._queue.active.discard(key)
@@ -329,7 +329,7 @@ def could_not(what: str, error: Exception) -> str:
 
 
 def run_result(result: dict | None, ad: classad2.ClassAd, now: int) -> RunResult:
-    """How a run ended, from the launcher's result file (``None``: the launcher itself was killed)."""
+    """How a run ended, from the launcher's result (``None``: the launcher itself was killed)."""
     if result is None:  # the job died with its launcher
         started = evaluate_number(ad, "JobCurrentStartDate") or now
         return RunResult(exit_code=None, signal=int(signal.SIGKILL), wall_seconds=max(0.0, now - started))

@@ -5,7 +5,7 @@ gateway with its own rights.
 Before the program starts, :func:`prepare` checks ``Iwd``, the executable and standard input and copies the input
 files into the sandbox, and :func:`open_streams` opens ``In``/``Out``/``Err``; after it ended, :func:`collect` copies
 its output back to ``Iwd``.  What fails is a :class:`BadJob` with the hold reason and code a starter would give; the
-launcher reports it in the result file and the scheduler holds the job.
+launcher reports it in the run's result and the scheduler holds the job.
 
 A switched process may not be able to read the interpreter's own files: this module imports everything it uses
 when it is loaded (the standard library and ``jobmodel.jobs`` only), before any switch.
