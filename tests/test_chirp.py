@@ -110,7 +110,7 @@ def test_file_commands_in_the_sandbox(chirp, running, tmp_path):
         chirp.read("gone.txt", 10)
 
 
-@pytest.mark.parametrize("name", ["../launch.json", "/etc/passwd", "sub/../../pgid", "..",
+@pytest.mark.parametrize("name", ["../run.jsonl", "/etc/passwd", "sub/../../run.jsonl", "..",
                                   "escape/passwd", "escape", "/"])
 def test_names_outside_the_sandbox_are_refused(chirp, running, name):
     sandbox = running[1]

@@ -268,7 +268,7 @@ def members(group: int) -> list[int]:
 
 
 def test_only_a_launcher_whose_server_is_its_parent_is_heard_at_once():
-    """(Only one that is not heard syncs its result file: a gateway that hears of the end records it, synced.)"""
+    """(Only one that is not heard syncs the run's file: a gateway that hears of the end records it, synced.)"""
     assert launcher.heard(os.getppid())
     assert not launcher.heard(None)  # started on its own (``python launcher.py SPEC``)
     assert not launcher.heard(os.getpid())  # its server is gone: it was handed to another parent

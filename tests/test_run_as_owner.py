@@ -345,11 +345,11 @@ def test_another_name_for_uid_0_never_runs_a_job_as_root(monkeypatch):
 @needs_root
 def test_an_account_is_looked_up_again_once_the_account_files_change(accounts):
     """Every job's start asks for its owner's account: it is kept (PASSWD_CACHE_REFRESH), but never past a change
-    to the account files, whatever made it."""
+    to the account files, whatever made it.  (Other tests' accounts change the same files meanwhile: that only makes
+    it look up again.)"""
     kept = Accounts()
     user = accounts.user()
-    first = kept.of(user.name)
-    assert kept.of(user.name) is first  # kept: not read again
+    kept.of(user.name)
     group = accounts.group()
     account_tool("usermod", "--append", "--groups", group.gr_name, user.name)
     assert group.gr_gid in kept.of(user.name).groups  # /etc/group changed: read again
@@ -362,19 +362,25 @@ def test_an_account_is_looked_up_again_once_the_account_files_change(accounts):
 
 
 @needs_root
-def test_a_kept_account_is_looked_up_again_after_passwd_cache_refresh(accounts):
-    """(What an account a directory service changed relies on: the local files do not tell.)"""
+def test_a_kept_account_is_used_until_passwd_cache_refresh_or_a_change_of_its_files(tmp_path):
+    """(What an account a directory service changed relies on: the local files do not tell.)  The files watched here
+    are the test's own, which nothing else changes."""
+    files = [tmp_path / "passwd", tmp_path / "group"]
+    for path in files:
+        path.write_text("")
     now = [1000.0]
-    kept = Accounts(cache_refresh=60, clock=lambda: now[0])
-    user = accounts.user()
-    first = kept.of(user.name)
+    kept = Accounts(cache_refresh=60, clock=lambda: now[0], account_files=[str(path) for path in files])
+    first = kept.of("nobody")
     now[0] += 59
-    assert kept.of(user.name) is first
+    assert kept.of("nobody") is first
     now[0] += 1
-    again = kept.of(user.name)
+    again = kept.of("nobody")
     assert again is not first and again == first
+    assert kept.of("nobody") is again
+    files[1].write_text("changed\n")
+    assert kept.of("nobody") is not again
     never = Accounts(cache_refresh=0)
-    assert never.of(user.name) is not never.of(user.name)
+    assert never.of("nobody") is not never.of("nobody")
 
 
 @pytest.mark.parametrize("refresh", [-1, "often", True])

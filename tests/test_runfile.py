@@ -43,3 +43,12 @@ def test_a_spec_line_that_does_not_parse_is_no_spec(tmp_path):
     path = tmp_path / runfile.NAME
     path.write_text('{"executable": \n{"ended": {"exit_code": 0}}\n')
     assert runfile.read(path) == runfile.Run(None, None, {"exit_code": 0})
+
+
+def test_bytes_that_are_no_text_spoil_only_their_line(tmp_path):
+    """(A machine that went down while a block was written: recovery reads the rest, and requeues a run whose end
+    is unreadable rather than failing on the file.)"""
+    path = tmp_path / runfile.NAME
+    path.write_bytes(b'{"executable": "/bin/true"}\n{"started": [5, 6], "at": 1.0}\n{"ended": {"exit_code": \xff}}\n')
+    assert runfile.read(path) == runfile.Run({"executable": "/bin/true"}, runfile.Started(5, 6, 1.0), None)
+    assert runfile.read(path, spec=False) == runfile.Run(None, runfile.Started(5, 6, 1.0), None)

@@ -149,7 +149,7 @@ def test_a_job_that_cannot_run_is_held_with_the_starters_reason(world, attribute
 ])
 def test_the_owners_side_checks_the_files_and_the_scheduler_holds_the_job(world, attributes_, reason, code):
     """What the ad names is only looked at by the launcher's owner side (starter.prepare, on the spec start_jobs
-    wrote); its failure comes back in the result file and holds the job, which never ran."""
+    wrote); its failure comes back in the run's result and holds the job, which never ran."""
     (world.iwd / "a.txt").write_text("input\n")
     (world.iwd / "a.txt").chmod(0o644)
     key = world.submit(**attributes_)[0]
@@ -263,7 +263,7 @@ def test_a_program_that_cannot_be_executed_holds_the_job(world):
         "HoldReasonCode": int(HoldCode.FAILED_TO_CREATE_PROCESS)}
 
 
-def test_a_missing_result_file_means_interrupted_and_the_job_runs_again(world):
+def test_a_missing_result_means_interrupted_and_the_job_runs_again(world):
     key = world.submit()[0]
     world.clock.now = 1000
     world.start()
@@ -446,7 +446,7 @@ def test_a_cycle_records_every_run_that_ended_then_fills_the_freed_slots(world):
 
 
 def test_a_job_its_end_made_idle_again_starts_only_in_a_later_cycle(world):
-    """Its result file must outlive the sync of its end: starting it again in the same call would make its
+    """Its run's file must outlive the sync of its end: starting it again in the same call would make its
     execute directory anew before that sync, and a crash then would lose the end."""
     key = world.submit(OnExitRemove=E("ExitCode == 0"))[0]
     world.start()
@@ -539,7 +539,7 @@ def held_by_the_gateway(world, key) -> dict:
 def test_a_run_whose_end_cannot_be_worked_out_holds_its_job_with_the_reason(world):
     key = world.submit(LeaveJobInQueue=True)[0]
     world.start()
-    world.result(key, exit_code=0, user_cpu="lots")  # a result file the gateway cannot read as a result
+    world.result(key, exit_code=0, user_cpu="lots")  # a result the gateway cannot read as one
     world.scheduler.finish_job(key)
     assert held_by_the_gateway(world, key) == {
         "JobStatus": 5, "HoldReasonCode": int(HoldCode.UNSPECIFIED),

@@ -94,7 +94,8 @@ class Accounts:
     too (every job runs as the gateway's user), which tests of that mode use."""
 
     def __init__(self, denied: Iterable[str] = (), *, switching: bool | None = None,
-                 cache_refresh: float = PASSWD_CACHE_REFRESH, clock: Callable[[], float] = time.monotonic) -> None:
+                 cache_refresh: float = PASSWD_CACHE_REFRESH, clock: Callable[[], float] = time.monotonic,
+                 account_files: Iterable[str] = ACCOUNT_FILES) -> None:
         root = os.geteuid() == 0
         if switching and not root:
             raise ValueError("jobs can only run as their owners when the gateway runs as root")
@@ -102,8 +103,9 @@ class Accounts:
         self.switching = root if switching is None else switching
         self._refresh = cache_refresh
         self._clock = clock
-        self._kept: dict[str, tuple[float, Account]] = {}  # by owner: until when, and the account
-        self._files: tuple[tuple[int, int, int] | None, ...] = ()  # the account files when what is kept was read
+        self._files = tuple(account_files)
+        #: by owner: until when, the account files' stamps when it was looked up, and the account
+        self._kept: dict[str, tuple[float, Stamps, Account]] = {}
 
     def of(self, owner: str | None) -> Account | None:
         """The account ``owner``'s jobs run as; None when the gateway is not root (everything runs as the gateway's
@@ -122,16 +124,13 @@ class Accounts:
         files, or asks a directory server, each time) and dropped at once when a local account file changes
         (``useradd``, ``usermod``, ``gpasswd``...).  An owner found to have no account is not kept: an account made
         for it is used at once."""
-        files = _stamps(ACCOUNT_FILES)
-        if files != self._files:
-            self._kept = {}
-            self._files = files
+        files = _stamps(self._files)  # (before the lookup: one that overlaps a change is not used past it)
         now = self._clock()
         kept = self._kept.get(owner)
-        if kept is not None and now < kept[0]:
-            return kept[1]
+        if kept is not None and now < kept[0] and kept[1] == files:
+            return kept[2]
         account = _look_up(owner)
-        self._kept[owner] = now + self._refresh, account
+        self._kept[owner] = now + self._refresh, files, account
         return account
 
 
@@ -148,8 +147,12 @@ def _look_up(owner: str) -> Account:
     return Account(owner, entry.pw_uid, entry.pw_gid, tuple(sorted(groups)), entry.pw_dir)
 
 
-def _stamps(paths: Iterable[str]) -> tuple[tuple[int, int, int] | None, ...]:
-    """What tells a file changed: its inode (the account tools replace the file), size and change time."""
+Stamps = tuple[tuple[int, int, int] | None, ...]
+
+
+def _stamps(paths: Iterable[str]) -> Stamps:
+    """What tells a file changed: its inode (the account tools replace the file), size and change time (which, unlike
+    the modification time, no one can set back)."""
     stamps: list[tuple[int, int, int] | None] = []
     for path in paths:
         try:
@@ -157,7 +160,7 @@ def _stamps(paths: Iterable[str]) -> tuple[tuple[int, int, int] | None, ...]:
         except OSError:
             stamps.append(None)
             continue
-        stamps.append((status.st_ino, status.st_size, status.st_mtime_ns))
+        stamps.append((status.st_ino, status.st_size, status.st_ctime_ns))
     return tuple(stamps)
 
 

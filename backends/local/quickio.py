@@ -10,8 +10,8 @@ import os
 Path = str | os.PathLike[str]
 
 
-def read_text(path: Path) -> str:
-    """The whole file (raises the OSError ``open`` would)."""
+def read_text(path: Path, errors: str = "strict") -> str:
+    """The whole file (raises the OSError ``open`` would), decoded with ``errors``."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         chunks = []
@@ -19,7 +19,7 @@ def read_text(path: Path) -> str:
             chunks.append(chunk)
     finally:
         os.close(fd)
-    return b"".join(chunks).decode()
+    return b"".join(chunks).decode(errors=errors)
 
 
 def write_text(path: Path, text: str, flags: int = 0, mode: int = 0o666, sync: bool = False) -> None:

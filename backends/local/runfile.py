@@ -5,8 +5,9 @@ the launcher's pid, and when), and how the run ended (the result the gateway rec
 One file, written once and appended to, because on some file systems (ext4 without a journal) every file made costs
 more the more were removed in the last minute, and short jobs make and remove thousands a minute: a pgid file and a
 result file of their own (each written aside and renamed) were two of a run's five.  A line is appended with one
-``write`` of a file opened ``O_APPEND``: a reader sees it whole or not at all, and a line cut short (the launcher
-killed while writing it) is read as not written.
+``write`` of a file opened ``O_APPEND``; a line read before it is all there, or cut short for good (the launcher
+killed while writing it, a machine that went down), never parses (its closing brace is its last character) and is
+read as not written, as are bytes that are no text.
 """
 
 from __future__ import annotations
@@ -41,14 +42,17 @@ class Run:
     ended: dict[str, Any] | None  # the launcher's result
 
 
-def read(path: str | os.PathLike[str]) -> Run:
-    """The run as its file says (nothing of a file that is not there, or of a line that does not parse)."""
+def read(path: str | os.PathLike[str], spec: bool = True) -> Run:
+    """The run as its file says (nothing of a file that is not there, or of a line that does not parse); without
+    ``spec``, only what the launcher appended (the spec, with the job's environment, is the longest line to parse,
+    and the executor asks for the start every few milliseconds while a signal waits for it)."""
     try:
-        text = read_text(path)
+        text = read_text(path, errors="replace")
     except OSError:
         return Run(None, None, None)
     lines = text.split("\n")
-    spec, started, ended = _parsed(lines[0]), None, None
+    started, ended = None, None
+    spec_read = _parsed(lines[0]) if spec else None
     for line in lines[1:]:
         record = _parsed(line)
         if record is None:
@@ -60,7 +64,7 @@ def read(path: str | os.PathLike[str]) -> Run:
                 continue
         elif isinstance(record.get(ENDED), dict):
             ended = record[ENDED]
-    return Run(spec, started, ended)
+    return Run(spec_read, started, ended)
 
 
 def append(path: str | os.PathLike[str], record: dict[str, Any], sync: bool = False) -> None:

@@ -70,6 +70,9 @@ class ExecuteDir:
         except FileExistsError:  # (left by a run a crash cut off)
             shutil.rmtree(self.root, ignore_errors=True)
             os.mkdir(self.root)
+        except FileNotFoundError:  # (the execute directory itself went: a cleaned tmpfs)
+            self.root.parent.mkdir(parents=True, exist_ok=True)
+            os.mkdir(self.root)
         for directory, mode in ((self.root, 0o755), *(((self.sandbox, 0o700),) if sandbox else ())):
             if directory is not self.root:
                 os.mkdir(directory)
@@ -87,11 +90,11 @@ class ExecuteDir:
 
     def result(self) -> dict | None:
         """How the run ended, as its launcher wrote it (None: it did not)."""
-        return self.run().ended
+        return runfile.read(self.run_file, spec=False).ended
 
     def started(self) -> runfile.Started | None:
         """The job's process group and its launcher, once the job's first process exists (None: not yet)."""
-        return self.run().started
+        return runfile.read(self.run_file, spec=False).started
 
     def pgid(self) -> int | None:
         """The job's process group (None: its launcher has not started it)."""
