@@ -382,7 +382,7 @@ class Executor:
             except OSError:
                 pass
         end_cgroup(running.launch.control)  # (nor in its cgroup, if the launcher could not end it)
-        kill_launcher(running.launch.directory)  # (a launcher still in the run: its server died)
+        kill_launcher(running.launch.directory, started)  # (a launcher still in the run: its server died)
         if self._chirp is not None:
             self._chirp.close(key)  # (its delayed updates are written before the run's end is)
         self._ended[key] = running.stopping  # recorded by the next cycle, with the ends that come with it

@@ -22,14 +22,11 @@ def read_text(path: Path, errors: str = "strict") -> str:
     return b"".join(chunks).decode(errors=errors)
 
 
-def write_text(path: Path, text: str, flags: int = 0, mode: int = 0o666, sync: bool = False) -> None:
-    """Write ``text`` to ``path``, opened with ``flags`` added (``O_CREAT | O_TRUNC`` for a new file of ``mode``,
-    less the umask; none for a knob of the kernel's), synced to disk first with ``sync``."""
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | flags, mode)
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to the file ``path``, which must be there (a knob of the kernel's, a cgroup's)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
         write_all(fd, text.encode())
-        if sync:
-            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -43,7 +40,3 @@ def write_all(fd: int, data: bytes, offset: int | None = None) -> None:
         view = view[written:]
         if offset is not None:
             offset += written
-
-
-#: what a new file (or one written again from the start) is opened with
-NEW = os.O_CREAT | os.O_TRUNC

@@ -22,6 +22,7 @@ from jobmodel.classads import job_status
 from . import joblog
 from .family import end_leftovers
 from .lifecycle import WITH_PROCESS
+from .runfile import Started
 from .sandbox import ExecuteDir
 from .store import JobKey, JobStore
 
@@ -78,8 +79,9 @@ def kill_leftover(directory: ExecuteDir) -> None:
     works in the job's execute directory -- so a recycled pid or group id is never hit.  Whatever is left in the
     job's cgroup, if it had one, is killed too."""
     end_leftovers(directory.control)
-    kill_launcher(directory)
-    pgid = directory.pgid()
+    started = directory.started()
+    kill_launcher(directory, started)
+    pgid = started.group if started is not None else None
     if not pgid:
         return
     marks = (str(directory.run_file).encode(), f"_CONDOR_JOB_AD={directory.control / '.job.ad'}".encode())
@@ -97,11 +99,11 @@ def kill_leftover(directory: ExecuteDir) -> None:
             continue
 
 
-def kill_launcher(directory: ExecuteDir) -> None:
+def kill_launcher(directory: ExecuteDir, started: Started | None) -> None:
     """Kill the launcher of a run that is over for the gateway, if it still works in the run's directory (its server
     died, or the gateway restarted): it would write the run's end into the directory of the job's next run.  A
-    launcher that ended the run works elsewhere (it may be running another job)."""
-    started = directory.started()
+    launcher that ended the run works elsewhere (it may be running another job).  ``started``: what the run's file
+    says of the start (its caller has read it)."""
     if started is not None and started.launcher:
         with contextlib.suppress(OSError):
             if _works_in(Path(f"/proc/{started.launcher}"), directory.root):

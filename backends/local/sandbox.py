@@ -1,8 +1,9 @@
-"""A job's execute directory: the gateway's files about the run (the run's file, the launcher's spec to which it
-appends how the run goes, and the job ad the job may read) and, for a job that runs in a sandbox (or has a chirp
-server), ``sandbox/``, the job's own directory, owned by the account it runs as.  The machine ad is the slot's, the same for every job: one file in the
-execute root (``.machine.ad``), written when the scheduler starts.  A run makes as few files as it can: on some file
-systems (ext4 without a journal) every inode made costs more the more were freed in the last minute.
+"""A job's execute directory: the gateway's files about the run (the run's file, the launcher's spec to which it appends
+how the run goes, and the job ad the job may read) and, for a job that runs in a sandbox (or has a chirp server),
+``sandbox/``, the job's own directory, owned by the account it runs as.  The machine ad is the slot's, the same for
+every job: one file in the execute root (``.machine.ad``), written when the scheduler starts.  A run makes as few
+files as it can: on some file systems (ext4 without a journal) every inode made costs more the more were freed in the
+last minute.
 
 Only the gateway's side is made here; the input is transferred into the sandbox, and the output back, by the owner's
 side of the launcher (``starter.py``), with the owner's rights."""
