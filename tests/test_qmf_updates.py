@@ -1,11 +1,13 @@
-"""The agent's unsolicited data indications (gateway/qmf/updates.py): every qmf_update_interval, after its
-heartbeat, the watched objects that changed and those that are gone, one message per class on the topic exchange.
-In this process on the local backend, on a fake clock, with the broker link replaced by a recorder of what the agent
-sends (the real broker and a real qmf.console receiving them: test_qmf.py)."""
+"""What the agent sends of itself and when: its unsolicited data indications (gateway/qmf/updates.py), every
+qmf_update_interval after its heartbeat, the watched objects that changed and those that are gone, one message per
+class on the topic exchange; and its answer to a locate, at once, whatever its reactor is doing.  In this process on
+the local backend, on a fake clock, with the broker link replaced by a recorder of what the agent sends (the real
+broker and a real qmf.console receiving them: test_qmf.py)."""
 
 from __future__ import annotations
 
 import pytest
+from proton import Message
 from twisted.internet.task import Clock
 
 from backends.interface import ActionChange, Batch
@@ -14,9 +16,9 @@ from gateway.core.auth import Authentication, Caller
 from gateway.core.transactions import AdRules, NewCluster, WholeTransaction
 from gateway.qmf.agent import QmfAgent
 from gateway.qmf.settings import QmfSettings
+from jobmodel.jobs import JobAction
 from tests.qmf_queue import SCHEDD, ManyJobs
 from tests.synchronous import run
-from jobmodel.jobs import JobAction
 
 INTERVAL = 5
 
@@ -46,10 +48,26 @@ class RecordedLink:
         return found
 
 
+class BusyReactor(Clock):
+    """A fake clock standing for a reactor that is busy: what another thread hands it waits until :meth:`free`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handed: list = []
+
+    def callFromThread(self, function, *args, **kwargs) -> None:
+        self.handed.append((function, args, kwargs))
+
+    def free(self) -> None:
+        while self.handed:
+            function, args, kwargs = self.handed.pop(0)
+            function(*args, **kwargs)
+
+
 @pytest.fixture
 def agent(tmp_path):
     queue = ManyJobs(tmp_path, 2, 3)
-    clock = Clock()
+    clock = BusyReactor()
     made = QmfAgent(clock, QmfSettings(enable_qmf=True, qmf_update_interval=INTERVAL), queue.schedd,
                     queue.submissions, queue.collector)
     made.link = RecordedLink()
@@ -121,3 +139,24 @@ def test_a_policy_that_refuses_the_reads_publishes_nothing_and_the_heartbeat_goe
     clock.advance(INTERVAL)
     opcodes = [message.properties["qmf.opcode"] for _, message in agent.link.sent]
     assert opcodes == ["_agent_heartbeat_indication"]
+
+
+def test_a_locate_is_answered_in_the_links_thread_while_the_reactor_is_busy(agent):
+    """qmf.console lists the agents one broker round trip after it asks for them (a script's first getObjects
+    straight after addBroker): the answer to a locate cannot wait for the reactor; a query does."""
+    agent, reactor, _ = agent
+
+    def request(opcode: str, correlation: str, body) -> Message:
+        return Message(reply_to="qmf.default.direct/console-reply", correlation_id=correlation, body=body,
+                       properties={"qmf.opcode": opcode, "method": "request"})
+
+    agent._arrived(request("_query_request", "query-1", {"_what": "OBJECT", "_schema_id": {
+        "_package_name": "com.redhat.grid", "_class_name": "scheduler"}}))
+    agent._arrived(request("_agent_locate_request", "locate-1", []))
+    [(exchange, answer)] = agent.link.sent
+    assert (exchange, answer.subject, answer.correlation_id) == ("qmf.default.direct", "console-reply", "locate-1")
+    assert answer.properties["qmf.opcode"] == "_agent_locate_response"
+    assert answer.body["_values"]["_name"] == agent.name and agent.answered == 0
+    reactor.free()
+    opcodes = [(message.properties["qmf.opcode"], message.correlation_id) for _, message in agent.link.sent[1:]]
+    assert opcodes == [("_query_response", "query-1")] and agent.answered == 2

@@ -1,8 +1,11 @@
 """The QMFv2 conversation of the gateway's agent, on the reactor: agent locate and heartbeats, queries (objects and
 schema ids), method calls, and the QMFv1 schema request ``qmf.console`` sends.
 
-Messages arrive in the broker link's thread and are handed to the reactor (``callFromThread``); each request is
-answered when the core has answered, so a slow call holds up no other.  Every request gets one answer: a method's
+Messages arrive in the broker link's thread.  An agent locate is answered there at once: ``qmf.console`` asks for the
+agents as it connects and builds its list of them one broker round trip later, on the first query, so a locate that
+waited for a busy reactor would leave the agent out of a script's first ``getObjects`` (HTCondor's own scripts query
+straight after ``addBroker``).  Every other request is handed to the reactor (``callFromThread``) and answered when
+the core has answered, so a slow call holds up no other.  Every request gets one answer: a method's
 refusal is a ``_exception`` with QMF's status and text, and a failure of the agent itself is EXCEPTION (7), logged.
 
 The caller is the console's ``user_id`` when the broker authenticates its clients (``qmf_broker_auth_mech`` not
@@ -77,7 +80,11 @@ class QmfAgent:
 
     # -- the link's thread -------------------------------------------------------------------------------------
     def _arrived(self, message: Message) -> None:
-        self._reactor.callFromThread(self._handle, message)
+        if (message.properties or {}).get("qmf.opcode") == "_agent_locate_request":
+            self._reply(message, "_agent_locate_response", self._agent_values())
+            self._reactor.callFromThread(self._count)
+        else:
+            self._reactor.callFromThread(self._handle, message)
 
     def _connection_changed(self, connected: bool) -> None:
         self._reactor.callFromThread(self._changed, connected)
@@ -98,12 +105,13 @@ class QmfAgent:
         opcode = properties.get("qmf.opcode")
         if opcode is None and isinstance(message.body, (bytes, memoryview)):
             self._schema(message)
-        elif opcode == "_agent_locate_request":
-            self._reply(message, "_agent_locate_response", self._agent_values())
         elif opcode == "_query_request":
             await self._query(message)
         elif opcode == "_method_request":
             await self._call(message)
+        self._count()
+
+    def _count(self) -> None:
         self.answered += 1
 
     def _caller(self, message: Message) -> Caller:
