@@ -1,16 +1,19 @@
 """HTCondor's ``execute`` knob on the local backend (``[backends.local] execute``): running jobs' directories where
 the site puts them, e.g. on a faster file system (bench/README.md says what it is worth to short jobs), refused
-unless it is the gateway's own; and a trash on each file system the backend keeps directories on."""
+unless it is the gateway's own, and marked as the top of unrelated directories where the file system has the
+attribute; and a trash on each file system the backend keeps directories on."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
+from backends.local import topdir
 from backends.local.backend import LocalBackend
 from backends.local.trash import Trash
 from tests.conftest import zeep_client
@@ -113,3 +116,35 @@ def test_an_execute_directory_others_may_write_in_is_tightened(tmp_path):
     ours.chmod(0o777)
     LocalBackend(tmp_path / "state", execute=str(ours)).close()
     assert ours.stat().st_mode & 0o777 == 0o755
+
+
+def lsattr(path: Path) -> str:
+    """The attribute letters e2fsprogs' ``lsattr`` shows for the directory ``path``."""
+    if shutil.which("lsattr") is None:
+        pytest.skip("no lsattr (e2fsprogs) to read the attributes with")
+    return subprocess.run(["lsattr", "-d", str(path)], check=True, capture_output=True, text=True).stdout.split()[0]
+
+
+def test_the_execute_directory_is_marked_as_the_top_of_unrelated_directories(tmp_path):
+    """So that ext2/3/4 spread the jobs' directories over their block groups (backends/local/topdir.py says what it
+    is worth), as ``chattr +T`` would; the directory's other attributes are kept."""
+    if topdir.flags(tmp_path) is None:
+        pytest.skip("the test's file system has no inode attributes (no ext2/3/4 here)")
+    execute = tmp_path / "execute"
+    execute.mkdir()
+    if shutil.which("chattr") is None:
+        pytest.skip("no chattr (e2fsprogs) to set another attribute with")
+    subprocess.run(["chattr", "+d", str(execute)], check=True)  # (no dump: any attribute the site set)
+    LocalBackend(tmp_path / "state", execute=str(execute)).close()
+    assert "T" in lsattr(execute) and "d" in lsattr(execute)
+    assert topdir.mark_top(execute)  # (again: nothing changes)
+    assert "T" in lsattr(execute)
+
+
+def test_an_execute_directory_on_a_file_system_without_the_attribute_is_left_as_it_is(tmp_path, other_file_system):
+    other_file_system.mkdir()
+    assert not topdir.mark_top(other_file_system)
+    flags = topdir.flags(other_file_system)
+    assert flags is None or not flags & topdir.TOPDIR
+    LocalBackend(tmp_path / "state", execute=str(other_file_system / "execute")).close()
+    assert (other_file_system / "execute" / "libexec").is_dir()  # (the backend started all the same)

@@ -37,7 +37,7 @@ from jobmodel.classads import parse_constraint
 from jobmodel.figures import BackendFigures, ExecutionFigures
 from jobmodel.pool import CLASSAD_LIFETIME, AdType
 
-from . import cgroups, jobtools
+from . import cgroups, jobtools, topdir
 from .advertised import AdvertisedAds
 from .chirp import ChirpService, QueueJobs
 from .dag.nodes import NodeJobs
@@ -75,7 +75,8 @@ class LocalBackend:
     ``/etc/passwd`` or ``/etc/group`` drops it at once);
     ``classad_lifetime`` and ``max_advertised_ads`` for the ads others advertise to its collector (``pool.py``);
     HTCondor's ``execute``, where running jobs' directories go (default ``<state-dir>/execute``: a faster file
-    system there speeds short jobs up, each of which makes and removes a few directories and files in it);
+    system there speeds short jobs up, each of which makes and removes a few directories and files in it; on
+    ext2/3/4 the gateway marks it as the top of unrelated directories, ``topdir.py``);
     HTCondor's ``starter_update_interval``, ``cgroup_memory_limit_policy`` and ``base_cgroup`` for keeping running
     jobs under control (``family.py``, ``cgroups.py``).
 
@@ -307,6 +308,11 @@ def _execute_root(state_dir: Path, execute: str | None) -> Path:
             root.chmod(stat.S_IMODE(status.st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH))
     except OSError as exc:
         raise ValueError(f"cannot use {root} as the execute directory: {exc.strerror or exc}") from None
+    try:  # (a hint to the file system: the gateway runs the same without it)
+        topdir.mark_top(root)
+    except OSError as exc:
+        log.warn("the execute directory {root} could not be marked as the top of unrelated directories: {error}",
+                 root=root, error=exc.strerror or exc)
     return root
 
 
