@@ -160,3 +160,17 @@ def test_a_locate_is_answered_in_the_links_thread_while_the_reactor_is_busy(agen
     reactor.free()
     opcodes = [(message.properties["qmf.opcode"], message.correlation_id) for _, message in agent.link.sent[1:]]
     assert opcodes == [("_query_response", "query-1")] and agent.answered == 2
+
+
+def test_a_locate_whose_answer_fails_leaves_the_links_thread_running(agent, monkeypatch):
+    """An exception there would end proton's container, and the agent with it, until the gateway restarts."""
+    agent, reactor, _ = agent
+
+    def refused(exchange, message):
+        raise RuntimeError("no sender")
+
+    monkeypatch.setattr(agent.link, "send", refused)
+    agent._arrived(Message(reply_to="qmf.default.direct/console-reply", correlation_id="locate-2", body=[],
+                           properties={"qmf.opcode": "_agent_locate_request", "method": "request"}))
+    reactor.free()
+    assert agent.answered == 1

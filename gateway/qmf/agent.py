@@ -80,11 +80,14 @@ class QmfAgent:
 
     # -- the link's thread -------------------------------------------------------------------------------------
     def _arrived(self, message: Message) -> None:
-        if (message.properties or {}).get("qmf.opcode") == "_agent_locate_request":
-            self._reply(message, "_agent_locate_response", self._agent_values())
-            self._reactor.callFromThread(self._count)
-        else:
+        if (message.properties or {}).get("qmf.opcode") != "_agent_locate_request":
             self._reactor.callFromThread(self._handle, message)
+            return
+        try:
+            self._reply(message, "_agent_locate_response", self._agent_values())
+        except Exception:  # noqa: BLE001 - one answer lost, never the link's thread
+            log.failure("QMF agent: answering an agent locate")
+        self._reactor.callFromThread(self._count)
 
     def _connection_changed(self, connected: bool) -> None:
         self._reactor.callFromThread(self._changed, connected)

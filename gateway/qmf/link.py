@@ -1,7 +1,7 @@
 """The agent's connection to the broker: qpid-proton's container (AMQP 1.0) in a thread of its own, so that the
 reactor never waits on the broker.  Messages that arrive are handed to ``deliver`` in proton's thread (the agent
-passes them to the reactor with ``callFromThread``); :meth:`BrokerLink.send` may be called from any thread and hands
-the message to proton's thread through an event injector.
+answers a locate there, and passes the rest to the reactor with ``callFromThread``); :meth:`BrokerLink.send` may be
+called from any thread: from another, it hands the message to proton's thread through an event injector.
 
 Through qpidd, an AMQP 1.0 receiver on an exchange gets a subscription queue of its own, bound by the
 ``legacy-amqp-direct-binding`` / ``legacy-amqp-topic-binding`` filters; a message sent on a link to an exchange is
@@ -90,6 +90,11 @@ class BrokerLink(MessagingHandler):  # type: ignore[misc]
         self._thread.start()
 
     def send(self, exchange: str, message: Message) -> None:
+        """Send now from proton's thread (an answer made there: a wake-up through the injector's pipe, which only
+        this thread empties, could block it for good when the pipe is full); else through the injector."""
+        if threading.current_thread() is self._thread:
+            self._send(exchange, message)
+            return
         self._outgoing.put((exchange, message))
         self._injector.trigger(ApplicationEvent("qmf_send"))
 
@@ -191,15 +196,17 @@ class BrokerLink(MessagingHandler):  # type: ignore[misc]
                 if self._connection is not None:
                     self._connection.close()
                 return
-            exchange, message = item
-            try:
-                sender = self._senders.get(exchange)
-                if sender is None:
-                    sender = self._senders[exchange] = self._container.create_sender(
+            self._send(*item)
+
+    def _send(self, exchange: str, message: Message) -> None:
+        try:
+            sender = self._senders.get(exchange)
+            if sender is None:
+                sender = self._senders[exchange] = self._container.create_sender(
                     self._connection, exchange, name=f"{exchange}-{uuid.uuid4()}")
-                sender.send(message)
-            except Exception:  # noqa: BLE001 - one message lost (its console times out), never the thread
-                log.failure("QMF agent: sending to {exchange}", exchange=exchange)
+            sender.send(message)
+        except Exception:  # noqa: BLE001 - one message lost (its console times out), never the thread
+            log.failure("QMF agent: sending to {exchange}", exchange=exchange)
 
     def _changed(self, connected: bool) -> None:
         if connected != self.connected:
