@@ -133,7 +133,8 @@ def test_a_parallel_job_wider_than_the_free_slots_waits_then_starts_all_at_once(
 def test_a_hold_ends_every_node(runner, schedd, tmp_path):
     (key,) = submit(schedd, **shell("echo $$ > pid.$_CONDOR_PROCNO; sleep 60", Iwd=str(tmp_path)))
     wait_for(schedd, key, status_is(2))
-    wait_until(lambda: len(list(tmp_path.glob("pid.*"))) == 2)
+    # (the shell makes each file before it writes the pid: one may be there and still empty)
+    wait_until(lambda: [path.read_text().endswith("\n") for path in tmp_path.glob("pid.*")] == [True, True])
     pids = [int(path.read_text()) for path in tmp_path.glob("pid.*")]
     assert schedd.holdJob(None, *key, "stop", False, False, True).code == "SUCCESS"
     wait_for(schedd, key, status_is(5))
