@@ -399,16 +399,20 @@ def test_a_user_id_is_ignored_when_the_broker_does_not_authenticate(broker, gate
 
 # -- the broker and the gateway going away -------------------------------------------------------------------------
 
+#: seconds a gateway's answer may take: one just started, among a loaded suite's, took more than 5 (workers = 2)
+ANSWER_TIMEOUT = 30
+
+
 def readyz(gateway: GatewayProcess) -> tuple[int, dict]:
     try:
-        with urllib.request.urlopen(gateway.url + "readyz", timeout=5) as answer:
+        with urllib.request.urlopen(gateway.url + "readyz", timeout=ANSWER_TIMEOUT) as answer:
             return answer.status, json.loads(answer.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
 
 
 def metric(gateway: GatewayProcess, name: str) -> float:
-    with urllib.request.urlopen(gateway.url + "metrics", timeout=5) as answer:
+    with urllib.request.urlopen(gateway.url + "metrics", timeout=ANSWER_TIMEOUT) as answer:
         for line in answer.read().decode().splitlines():
             if line.startswith(name + " "):
                 return float(line.split()[1])
