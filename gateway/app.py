@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import Factory
 from twisted.internet.threads import deferToThreadPool
@@ -237,6 +237,12 @@ class Gateway(InOrder):
                      "(lone_connection_in_core)")
         if self.schedd.job_views:  # the workers read whether their views are current from it
             self.backend.watch_changes(changes.publish)
+
+    def serving(self) -> Deferred[None]:
+        """Fired once the started gateway serves on every layer it has: at once in one process; with workers, once
+        each worker serves (or has ended: the core serves in their stead).  Its port files are written then
+        (``--port-file``): a caller that waits for them never waits for a worker's start."""
+        return self.workers.settled() if self.workers is not None else succeed(None)
 
     async def _stop_workers(self) -> None:
         if self.workers is not None:

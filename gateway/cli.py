@@ -13,12 +13,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gateway import __version__
 from gateway.logging import LEVELS
 
 if TYPE_CHECKING:  # pragma: no cover
+    from gateway.app import Gateway
     from gateway.config import GatewayConfig
 
 #: exit statuses of a refused start
@@ -174,12 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     memory.install(reactor)
     try:
         daemon.startService()
-        for port_file, port in ((args.port_file, gateway.port), (args.ssl_port_file, gateway.ssl_port)):
-            if port_file and port is not None:
-                port_file.write_text(f"{port.getHost().port}\n")
     except Exception as exc:
         gateway.release()  # the backend's threads would keep the process alive
         return refuse_start(exc)
+    outcome = [0]
+    gateway.serving().addCallback(lambda _: write_port_files(args, gateway, reactor, outcome))
     shutdown = FastShutdown(reactor)
     shutdown.install()
     gateway.fast_shutdown = lambda: shutdown.fast
@@ -188,7 +188,20 @@ def main(argv: list[str] | None = None) -> int:
         KeepAliveService(keepalive).setServiceParent(daemon)  # (the daemon runs: it starts now)
     reactor.addSystemEventTrigger("before", "shutdown", daemon.stopService)
     reactor.run()
-    return 0
+    return outcome[0]
+
+
+def write_port_files(args: argparse.Namespace, gateway: Gateway, reactor: Any, outcome: list[int]) -> None:
+    """Write the ports listened on to the files named (``--port-file``, ``--ssl-port-file``) once the gateway serves;
+    one that cannot be written stops the gateway, as a configuration it cannot follow (``outcome``: the exit
+    status)."""
+    try:
+        for port_file, port in ((args.port_file, gateway.port), (args.ssl_port_file, gateway.ssl_port)):
+            if port_file and port is not None:
+                port_file.write_text(f"{port.getHost().port}\n")
+    except OSError as exc:
+        outcome[0] = refuse_start(exc)
+        reactor.stop()
 
 
 if __name__ == "__main__":

@@ -143,15 +143,18 @@ class Own(Factory):
         self.starts += 1
 
 
-@pytest.mark.parametrize("alive, alone, served_by", [
-    (True, False, "worker"), (True, True, "core"), (False, False, "core"), (False, True, "core")],
-    ids=["a worker's", "the lone one", "none alive", "none alive and alone"])
-def test_the_core_serves_the_lone_connection_and_any_while_no_worker_is_alive(alive, alone, served_by):
+@pytest.mark.parametrize("alive, ready, alone, served_by", [
+    (True, True, False, "worker"), (True, True, True, "core"), (True, False, False, "core"),
+    (False, False, False, "core"), (False, False, True, "core")],
+    ids=["a worker's", "the lone one", "the workers starting", "none alive", "none alive and alone"])
+def test_the_core_serves_the_lone_connection_and_any_while_no_worker_serves(alive, ready, alone, served_by):
+    """A connection that arrives while the workers start is served at once, not kept waiting for their start."""
     reactor = Reactor()
     pool = WorkerPool(reactor, 2, [], dict, alone=lambda: alone)
     pool.start()
     for link in reactor.links:
         link.alive = alive
+        link.ready = ready
     core = Own()
     factory = pool.factory(parent.Front.SITE, core)
     factory.doStart()  # (as its port does)
@@ -211,6 +214,30 @@ def test_a_worker_serves_once_it_said_ready():
     reactor, pool = started(2)
     for link in reactor.links:
         link.alive = True
-    assert pool.alive() and not pool.ready()
+    assert not pool.ready()
     reactor.links[1].ready = True
     assert pool.ready()
+
+
+def test_the_gateway_serves_once_each_worker_serves_or_has_ended():
+    """What the port files wait for (``--port-file``): a worker that died at its start counts as settled (the core
+    serves in its stead), its replacement is not waited for; one still starting is."""
+    reactor, pool = started(3)
+    settled = pool.settled()
+    reactor.links[0].handle_ready()
+    killed(pool.workers[1])
+    assert not settled.called  # the third is still starting
+    reactor.advance(RESTART_DELAYS[0])  # (the second's replacement starts, and is not waited for)
+    reactor.links[2].handle_ready()
+    assert settled.called
+    assert pool.settled().called  # (asked again: at once)
+
+
+def test_a_worker_that_never_says_it_serves_is_waited_for_a_minute_at_most():
+    reactor, pool = started(2)
+    settled = pool.settled()
+    reactor.links[0].handle_ready()
+    reactor.advance(NOT_RESPONDING - 1)
+    assert not settled.called
+    reactor.advance(1)
+    assert settled.called and settled.result is None

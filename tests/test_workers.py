@@ -13,13 +13,14 @@ import os
 import signal
 import socket
 import ssl
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from lxml import etree
 
-from gateway.testing import QUEUE_ONLY
+from gateway.testing import QUEUE_ONLY, GatewayProcess
 from gateway.testing_ports import HeldPort
 from tests.test_logging import wait_for_line, wait_until
 from tests.test_metrics import get
@@ -699,6 +700,44 @@ def test_the_lone_connection_is_the_cores_while_it_is_alone(start_gateway):
 
     wait_until(the_next_is_the_cores, "the next lone connection served by the core", 30)
     scraper.close()
+
+
+def test_a_call_that_arrives_while_the_workers_start_is_answered_by_the_core_and_the_port_file_waits(tmp_path):
+    """The port is open before the workers serve: a call then is answered at once by the core, not kept waiting
+    for a worker's start (seconds on a loaded machine), and handed back once they serve (``Connection: close``).
+    The port file is written once the workers serve (``--port-file``: once ready).  The workers are held at their
+    start (a ``sitecustomize`` they import first) until the test lets them go."""
+    held_workers, go = tmp_path / "hold", tmp_path / "go"
+    held_workers.mkdir()
+    (held_workers / "sitecustomize.py").write_text(
+        f"import os, sys, time\nif '--link-fd' in sys.argv:\n    while not os.path.exists({str(go)!r}):\n"
+        "        time.sleep(0.02)\n")
+    with HeldPort() as held:
+        gateway = GatewayProcess(tmp_path / "state", QUEUE_ONLY, tmp=tmp_path, python_path=(held_workers,),
+                                 extra_args=("--workers", "2", "--lone-connection-in-core", "no"))
+        gateway.port = held.port
+        starting = threading.Thread(target=gateway.start)
+        starting.start()
+    try:
+        wait_until(lambda: "listening on" in gateway.log(), "the port open", 90)
+        early = Client(gateway.port)
+        early.call("getVersionString")
+        assert served_by_no_worker(gateway, early) and workers_of(gateway)  # (the workers are there, starting)
+        assert starting.is_alive()  # no port file yet
+        go.touch()
+        starting.join(90)
+        assert not starting.is_alive() and "serving" in gateway.log()
+        early.connection.request("POST", "/", request_body("getVersionString"), {"Content-Type": "text/xml"})
+        answer = early.connection.getresponse()
+        answer.read()
+        assert answer.getheader("Connection") == "close"  # the workers serve: the core hands it back
+        early.call("getVersionString")  # (http.client connects again)
+        assert serving_worker(gateway, early) in workers_of(gateway)
+        early.close()
+    finally:
+        go.touch()
+        starting.join(90)
+        gateway.stop()
 
 
 def test_with_lone_connection_in_core_off_every_connection_goes_to_a_worker(gateway):

@@ -4,14 +4,15 @@ and passes its socket to the worker serving the fewest connections, which does a
 the workers, restarts one that dies, and stops them with the gateway.
 
 The core serves a connection itself, with the same protocols as one process (``workers = 0``), in two cases.
-When no worker can take it (none alive: all died at once, or could not start), rather than closing it.  And with
+When no worker serves (they are starting, all died at once, or could not start), rather than closing it or keeping it
+waiting.  And with
 ``lone_connection_in_core`` (the default), when it arrives while no other is open on the workers' ports: every
 call of a worker that needs the core crosses between the processes, some 300 us of CPU each way, five times in a
 Birdbath submit flow, which made a lone client's submissions a third slower than in one process, while a lone
 client gains nothing from the workers (one connection's requests come one after another).  Connections that arrive
 while others are open go to the workers, and the core's own connection, once it is not alone, answers its next
 request with ``Connection: close`` (``Gateway._keep_in_core``): its client connects again, to a worker.  So the core serves one
-client's calls only while that client is alone, and a connection it took while no worker was alive goes back to
+client's calls only while that client is alone, and a connection it took while no worker served goes back to
 the workers when they are.
 
 The core keeps its own copy of each passed socket, not read, until the worker says it closed it: when a worker
@@ -30,7 +31,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.defer import Deferred, DeferredList, fail
+from twisted.internet.defer import Deferred, DeferredList, TimeoutError, fail
 from twisted.internet.error import ConnectionLost, ProcessDone, ProcessTerminated
 from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
 from twisted.internet.task import LoopingCall
@@ -219,6 +220,7 @@ class CoreLink(Link):
     def handle_ready(self) -> None:
         self.ready = True
         log.info("worker {index} (pid {pid}) serving", index=self.worker.index, pid=self.worker.pid)
+        self.worker.settle()
 
     def handle_closed(self, connection_id: int) -> None:
         handed = self.connections.pop(connection_id, None)
@@ -258,6 +260,8 @@ class Worker(ProcessProtocol):
         self.pid = 0
         self.started = 0.0
         self.ended: Deferred[None] = Deferred()
+        #: fired once the worker serves or has ended, whichever comes first
+        self.settled: Deferred[None] = Deferred()
         self.killed = False  # for not answering (the core's SIGKILL)
         #: what the worker last said of itself (at the last scrape)
         self.figures: WorkerFigures | None = None
@@ -291,7 +295,12 @@ class Worker(ProcessProtocol):
         if link is not None and link.transport is not None:
             link.transport.loseConnection()
         self.pool.ended(self, reason)
+        self.settle()
         self.ended.callback(None)
+
+    def settle(self) -> None:
+        if not self.settled.called:
+            self.settled.callback(None)
 
 
 class WorkerPool:
@@ -314,6 +323,7 @@ class WorkerPool:
         self.command_line = command_line
         self.calls = CoreCalls(services)
         self.workers: list[Worker] = []
+        self._first: list[Worker] = []
         self._next_id = 0
         self._stopping = False
         self._failures = [0] * count
@@ -334,12 +344,27 @@ class WorkerPool:
         self.digest = digest
         self.changes = PublishedNumber.create()
         self.workers = [Worker(self, index) for index in range(self.count)]
+        self._first = list(self.workers)  # (what settled() waits for: not their replacements)
         for worker in self.workers:
             worker.spawn()
         self._watch.clock = self.reactor
         self._watch.start(PING_INTERVAL, now=False)
         log.info("{count} worker processes serve the front ends (workers)", count=self.count)
         return self.changes
+
+    def settled(self) -> Deferred[None]:
+        """Fired once each worker :meth:`start` started serves or has ended (refused what it read, or could not
+        start: a replacement is not waited for), or at the latest after :data:`NOT_RESPONDING` seconds (one that
+        never says it serves is said in the log; the core serves while none does): what the gateway waits for before
+        it says it is ready."""
+        def late(failure: Failure) -> None:
+            failure.trap(TimeoutError)
+            log.warn("a worker has not said it serves {seconds:g} s after its start; the gateway serves without it",
+                     seconds=NOT_RESPONDING)
+
+        waited = DeferredList([worker.settled for worker in self._first], consumeErrors=True).addTimeout(
+            NOT_RESPONDING, self.reactor)
+        return waited.addCallbacks(lambda _: None, late)
 
     def _ping(self) -> None:
         """Ask each serving worker to answer; kill one that has said nothing for :data:`NOT_RESPONDING` seconds
@@ -361,17 +386,14 @@ class WorkerPool:
             link.ask_figures().addTimeout(PING_INTERVAL, self.reactor).addErrback(lambda failure: None)
 
     def serves_here(self) -> bool:
-        """Whether the core serves a connection arriving now: the lone one (``alone``), or any while no worker is
-        alive to take it (all died at once, or cannot start): served slower, never refused for that."""
-        return self.alone() or not self.alive()
+        """Whether the core serves a connection arriving now: the lone one (``alone``), or any while no worker serves
+        (they are starting, all died at once, or cannot start): served at once, if slower, never refused nor kept
+        waiting for a worker's start (seconds on a loaded machine).  ``Gateway._keep_in_core`` hands them back."""
+        return self.alone() or not self.ready()
 
     def _links(self) -> list[CoreLink]:
         """The links of the workers alive (those starting among them)."""
         return [worker.link for worker in self.workers if worker.link is not None and worker.link.alive]
-
-    def alive(self) -> bool:
-        """Whether any worker is alive to take connections (one starting counts: new connections wait for it)."""
-        return bool(self._links())
 
     def ready(self) -> bool:
         """Whether any worker serves (has said READY and is alive)."""
