@@ -160,7 +160,7 @@ class Gateway(InOrder):
     def _front(self, front: Front) -> ConnectionGuard:
         """A port's factory: the gate, then this process's own protocols, or with ``workers`` the hand-off of
         the connection to a worker (which serves it with :meth:`protocol_factory`), but for the lone one
-        (``lone_connection_in_core``) and any while no worker is alive, served here."""
+        (``lone_connection_in_core``) and any while no worker serves, served here."""
         if self.workers is not None:
             guard = ConnectionGuard(self.workers.factory(front, self.protocol_factory(front)), self.gate)
             self._fronts.append(guard)

@@ -178,8 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         gateway.release()  # the backend's threads would keep the process alive
         return refuse_start(exc)
-    outcome = [0]
-    gateway.serving().addCallback(lambda _: write_port_files(args, gateway, reactor, outcome))
+    outcome = [0]  # (the exit status, once the reactor stops)
+    reactor.callWhenRunning(write_port_files_once_serving, args, gateway, reactor, outcome)
     shutdown = FastShutdown(reactor)
     shutdown.install()
     gateway.fast_shutdown = lambda: shutdown.fast
@@ -191,10 +191,22 @@ def main(argv: list[str] | None = None) -> int:
     return outcome[0]
 
 
+def write_port_files_once_serving(args: argparse.Namespace, gateway: Gateway, reactor: Any,
+                                  outcome: list[int]) -> None:
+    """:func:`write_port_files` once the gateway serves (``Gateway.serving``; called once the reactor runs, which a
+    refusal stops)."""
+    from twisted.logger import Logger
+
+    serving = gateway.serving().addCallback(lambda _: write_port_files(args, gateway, reactor, outcome))
+    serving.addErrback(lambda failure: Logger().failure("writing the port files failed", failure))
+
+
 def write_port_files(args: argparse.Namespace, gateway: Gateway, reactor: Any, outcome: list[int]) -> None:
-    """Write the ports listened on to the files named (``--port-file``, ``--ssl-port-file``) once the gateway serves;
-    one that cannot be written stops the gateway, as a configuration it cannot follow (``outcome``: the exit
-    status)."""
+    """Write the ports listened on to the files named (``--port-file``, ``--ssl-port-file``) once the gateway serves
+    (none once it is stopping: its ports are closed); one that cannot be written stops the gateway, as a
+    configuration it cannot follow (``outcome``: the exit status)."""
+    if not gateway.running:
+        return
     try:
         for port_file, port in ((args.port_file, gateway.port), (args.ssl_port_file, gateway.ssl_port)):
             if port_file and port is not None:

@@ -25,7 +25,7 @@ import zeep
 
 from backends.local.sandbox import ExecuteDir
 from tests.birdbath import submit_job
-from tests.test_startup import ENV, ROOT, gateway_command
+from tests.test_startup import ENV, PROMPTLY, ROOT, gateway_command
 
 OWNER = getpass.getuser()  # the gateway runs as this test's user, whose name anonymous submissions get
 RUNS_JOBS = "[backends.local]\nslots = 2\nkill_grace = 1.0\n"
@@ -64,7 +64,7 @@ def serving(tmp: Path, *flags: str | Path) -> Iterator[tuple[int, Path]]:
                                    env=ENV, stdout=stream, stderr=subprocess.STDOUT)
     try:
         wait_until(lambda: port_file.exists() and port_file.read_text().strip() or process.poll() is not None,
-                   "the gateway to listen")
+                   "the gateway to serve", PROMPTLY)  # (its workers' start included, if it has any)
         assert process.poll() is None, output.read_text()
         yield int(port_file.read_text()), output
     finally:

@@ -136,11 +136,12 @@ def test_a_gateway_with_nothing_to_listen_on_is_refused(tmp_path):
     assert not (tmp_path / "state").exists()
 
 
-def test_a_start_that_fails_after_the_backend_started_still_ends_the_process(tmp_path):
-    """The port file cannot be written once the backend runs (its thread pool started, its recovery queued):
-    the process must release them and exit instead of hanging on their threads."""
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_start_that_fails_after_the_backend_started_still_ends_the_process(tmp_path, workers):
+    """The port file cannot be written once the backend runs (its thread pool started, its recovery queued; with
+    workers, once they serve): the process must release them and exit instead of hanging on their threads."""
     result = refused_start("--state-dir", tmp_path / "state", "--port-file", tmp_path / "missing" / "port",
-                           "--log-file", tmp_path / "gateway.log", tmp=tmp_path)
+                           "--log-file", tmp_path / "gateway.log", "--workers", workers, tmp=tmp_path)
     assert_refused(result, "No such file or directory", str(tmp_path / "missing" / "port"))
     assert "listening on" in (tmp_path / "gateway.log").read_text()  # it got that far
 

@@ -11,6 +11,7 @@ from twisted.internet.error import ProcessTerminated
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
+from twisted.logger import capturedLogs, formatEvent
 from twisted.python.failure import Failure
 
 from gateway.workers import parent
@@ -239,5 +240,9 @@ def test_a_worker_that_never_says_it_serves_is_waited_for_a_minute_at_most():
     reactor.links[0].handle_ready()
     reactor.advance(NOT_RESPONDING - 1)
     assert not settled.called
-    reactor.advance(1)
+    with capturedLogs() as events:
+        reactor.advance(1)
     assert settled.called and settled.result is None
+    assert any("has not said it serves 60 s" in formatEvent(event) for event in events)
+    reactor.links[1].handle_ready()  # (late: nothing more to fire)
+    assert pool.settled().called

@@ -716,7 +716,8 @@ def test_a_call_that_arrives_while_the_workers_start_is_answered_by_the_core_and
         gateway = GatewayProcess(tmp_path / "state", QUEUE_ONLY, tmp=tmp_path, python_path=(held_workers,),
                                  extra_args=("--workers", "2", "--lone-connection-in-core", "no"))
         gateway.port = held.port
-        starting = threading.Thread(target=gateway.start)
+        failed: list[BaseException] = []
+        starting = threading.Thread(target=lambda: _started(gateway, failed))
         starting.start()
     try:
         wait_until(lambda: "listening on" in gateway.log(), "the port open", 90)
@@ -726,7 +727,8 @@ def test_a_call_that_arrives_while_the_workers_start_is_answered_by_the_core_and
         assert starting.is_alive()  # no port file yet
         go.touch()
         starting.join(90)
-        assert not starting.is_alive() and "serving" in gateway.log()
+        assert not starting.is_alive() and not failed, failed
+        assert gateway.log().count(") serving") == 2  # (both workers: what the port file waited for)
         early.connection.request("POST", "/", request_body("getVersionString"), {"Content-Type": "text/xml"})
         answer = early.connection.getresponse()
         answer.read()
@@ -738,6 +740,14 @@ def test_a_call_that_arrives_while_the_workers_start_is_answered_by_the_core_and
         go.touch()
         starting.join(90)
         gateway.stop()
+
+
+def _started(gateway: GatewayProcess, failed: list[BaseException]) -> None:
+    """Start the gateway (in a thread of the test's), keeping what failed for the test to see."""
+    try:
+        gateway.start()
+    except BaseException as exc:  # noqa: BLE001 - handed to the test
+        failed.append(exc)
 
 
 def test_with_lone_connection_in_core_off_every_connection_goes_to_a_worker(gateway):

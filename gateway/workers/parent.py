@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.defer import Deferred, DeferredList, TimeoutError, fail
+from twisted.internet.defer import Deferred, DeferredList, fail
 from twisted.internet.error import ConnectionLost, ProcessDone, ProcessTerminated
 from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
 from twisted.internet.task import LoopingCall
@@ -357,14 +357,12 @@ class WorkerPool:
         start: a replacement is not waited for), or at the latest after :data:`NOT_RESPONDING` seconds (one that
         never says it serves is said in the log; the core serves while none does): what the gateway waits for before
         it says it is ready."""
-        def late(failure: Failure) -> None:
-            failure.trap(TimeoutError)
+        def late(result: Any, seconds: float) -> None:
             log.warn("a worker has not said it serves {seconds:g} s after its start; the gateway serves without it",
-                     seconds=NOT_RESPONDING)
+                     seconds=seconds)
 
-        waited = DeferredList([worker.settled for worker in self._first], consumeErrors=True).addTimeout(
-            NOT_RESPONDING, self.reactor)
-        return waited.addCallbacks(lambda _: None, late)
+        waited = DeferredList([worker.settled for worker in self._first], consumeErrors=True)
+        return waited.addTimeout(NOT_RESPONDING, self.reactor, onTimeoutCancel=late).addCallback(lambda _: None)
 
     def _ping(self) -> None:
         """Ask each serving worker to answer; kill one that has said nothing for :data:`NOT_RESPONDING` seconds
