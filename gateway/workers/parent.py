@@ -4,9 +4,9 @@ and passes its socket to the worker serving the fewest connections, which does a
 the workers, restarts one that dies, and stops them with the gateway.
 
 The core serves a connection itself, with the same protocols as one process (``workers = 0``), in two cases.
-When no worker serves (they are starting, all died at once, or could not start), rather than closing it or keeping it
-waiting.  And with
-``lone_connection_in_core`` (the default), when it arrives while no other is open on the workers' ports: every
+When no worker serves (they are starting, all died at once, or could not start), rather than closing it or keeping
+it waiting.  And with ``lone_connection_in_core`` (the default), when it arrives while no other is open on the
+workers' ports: every
 call of a worker that needs the core crosses between the processes, some 300 us of CPU each way, five times in a
 Birdbath submit flow, which made a lone client's submissions a third slower than in one process, while a lone
 client gains nothing from the workers (one connection's requests come one after another).  Connections that arrive
