@@ -244,8 +244,9 @@ def stored_ads(state_dir: Path) -> list[classad2.ClassAd]:
 
 
 # -- trivial jobs ----------------------------------------------------------------------------------------------
-def trivial_jobs(port: int, jobs: int, iwd: Path) -> float:
-    """Jobs/s from the commit of ``jobs`` /bin/true jobs to the last one's leaving the queue."""
+def trivial_jobs(port: int, jobs: int, iwd: Path, window: Callable[[], Callable[[], None]] | None = None) -> float:
+    """Jobs/s from the commit of ``jobs`` /bin/true jobs to the last one's leaving the queue (``window``, if given,
+    is called at the commit, and what it returns once the last job left)."""
     client = Client(port)
     ad = job_ad("/bin/true", "") + item("Iwd", "STRING", str(iwd))
     txn = client.begin()
@@ -253,6 +254,7 @@ def trivial_jobs(port: int, jobs: int, iwd: Path) -> float:
     for _ in range(jobs):
         proc = int(NUMBER["newJob"].search(client.soap("newJob", f"{txn}<clusterId>{cluster}</clusterId>")).group(1))
         client.soap("submit", f"{txn}<clusterId>{cluster}</clusterId><jobId>{proc}</jobId><jobAd>{ad}</jobAd>")
+    ended = window() if window is not None else None
     started = time.monotonic()
     client.soap("commitTransaction", txn)
     while client.exists(cluster, jobs - 1):  # (the last to start; polling every job's ad would load the gateway)
@@ -260,6 +262,8 @@ def trivial_jobs(port: int, jobs: int, iwd: Path) -> float:
     while client.count(f"ClusterId == {cluster}"):
         time.sleep(0.02)
     elapsed = time.monotonic() - started
+    if ended is not None:
+        ended()
     client.close()
     return jobs / elapsed
 

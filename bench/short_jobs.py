@@ -1,8 +1,9 @@
 """Short jobs on the local backend (issue #45's first item): ``--jobs`` ``/bin/true`` jobs submitted in one
 transaction to a gateway with 2 slots, from the commit to the last one leaving the queue, against this process
 starting ``/bin/true`` two at a time (what starting a process costs here), measured interleaved; and the CPU time per
-job of the gateway, its launcher server and everything it started (``/proc``: a figure a loaded machine spreads
-less than the rates).
+job over the same window (``/proc``: a figure a loaded machine spreads less than the rates) of the gateway's process
+(its reactor and the backend's threads share one interpreter lock, so it bounds the rate), and of everything below
+it (the launcher server, its launchers, their jobs).
 
 Every job runs under the controls jobs have (a launcher keeping its whole process tree, its cgroup where the
 gateway runs as root, its memory request enforced, its usage reported): this measures what those cost a job that
@@ -23,6 +24,7 @@ import tempfile
 import time
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Callable
 
 os.environ.setdefault("CONDOR_CONFIG", "/dev/null")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -35,18 +37,23 @@ from servers import TreeGateway  # noqa: E402
 from gateway.testing import GatewayProcess  # noqa: E402
 
 
-def cpu_seconds(gateway: GatewayProcess) -> float:
-    """The CPU time of the gateway and of every process below it so far, with what their reaped children used (the
-    launchers' jobs; a launcher that ended, its server's)."""
+def cpu_seconds(gateway: GatewayProcess) -> tuple[float, float]:
+    """The CPU time so far of the gateway's own process (all its threads), and of every process below it with what
+    their reaped children used (the launcher server, its launchers, their jobs)."""
     assert gateway.process is not None
-    total = 0.0
-    for pid in [gateway.process.pid, *descendants(gateway.process.pid)]:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-    return total
+    own, below = _cpu(gateway.process.pid, reaped=False), 0.0
+    for pid in descendants(gateway.process.pid):
+        below += _cpu(pid, reaped=True)
+    return own, below
+
+
+def _cpu(pid: int, reaped: bool) -> float:
+    """A process's user and system CPU seconds (with its reaped children's: ``reaped``); 0 for one gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(value) for value in fields[11:15 if reaped else 13]) / os.sysconf("SC_CLK_TCK")
 
 
 def descendants(root: int) -> list[int]:
@@ -73,12 +80,19 @@ def _tree() -> dict[int, list[int]]:
     return tree
 
 
-def run_jobs(gateway: GatewayProcess, jobs: int, iwd: Path, cpu: Figure) -> float:
-    """Jobs/s of one run, adding the CPU milliseconds per job the gateway and its launchers took to ``cpu``."""
-    before = cpu_seconds(gateway)
-    rate = trivial_jobs(gateway.port, jobs, iwd)  # type: ignore[arg-type]
-    cpu.add((cpu_seconds(gateway) - before) * 1000 / jobs)
-    return rate
+def run_jobs(gateway: GatewayProcess, jobs: int, iwd: Path, cpu: tuple[Figure, Figure]) -> float:
+    """Jobs/s of one run, adding to ``cpu`` the CPU milliseconds per job the gateway's process, and the processes
+    below it, took from the commit to the last job leaving the queue (the submission before is not counted)."""
+
+    def window() -> Callable[[], None]:
+        before = cpu_seconds(gateway)
+
+        def ended() -> None:
+            after = cpu_seconds(gateway)
+            for figure, spent in zip(cpu, (after[0] - before[0], after[1] - before[1])):
+                figure.add(spent * 1000 / jobs)
+        return ended
+    return trivial_jobs(gateway.port, jobs, iwd, window)  # type: ignore[arg-type]
 
 
 def measure(tmp: Path, jobs: int, runs: int, trees: list[Path], execute: Path | None) -> None:
@@ -92,7 +106,8 @@ def measure(tmp: Path, jobs: int, runs: int, trees: list[Path], execute: Path | 
     gateways |= {str(tree): TreeGateway(tree, tmp / f"runner-{number}", RUNNER, tmp) for number, tree in
                  enumerate(trees)}
     figures = {name: Figure(f"{jobs} /bin/true jobs, 2 slots, {name}", "jobs/s") for name in gateways}
-    cpu = {name: Figure(f"CPU per job, gateway and launchers, {name}", "ms", higher_is_better=False)
+    cpu = {name: (Figure(f"CPU per job, the gateway's process, {name}", "ms", higher_is_better=False),
+                  Figure(f"CPU per job, below it (launchers, jobs), {name}", "ms", higher_is_better=False))
            for name in gateways}
     spawned = Figure("Python spawning /bin/true 2 at a time", "jobs/s")
     try:
@@ -109,11 +124,12 @@ def measure(tmp: Path, jobs: int, runs: int, trees: list[Path], execute: Path | 
             gateway.stop()
     print_figures(f"short jobs (load average {os.getloadavg()[0]:.1f} at the end)",
                   [*((figure, spawned) for figure in figures.values()), (spawned, None),
-                   *((figure, None) for figure in cpu.values())])
+                   *((figure, None) for pair in cpu.values() for figure in pair)])
     for name, figure in figures.items():
         if name != "this tree":
             print(f"this tree against {name}: {figures['this tree'].ratio_to(figure):.2f} the jobs/s, "
-                  f"{cpu['this tree'].ratio_to(cpu[name]):.2f} the CPU per job (> 1: better)")
+                  f"{cpu['this tree'][0].ratio_to(cpu[name][0]):.2f} the gateway's CPU per job, "
+                  f"{cpu['this tree'][1].ratio_to(cpu[name][1]):.2f} the CPU below it (> 1: better)")
 
 
 def main() -> None:

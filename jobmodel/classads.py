@@ -110,7 +110,25 @@ def copy_ad(ad: classad2.ClassAd) -> TextedAd:
     """A copy, with the expression texts the ad keeps (``exprtext``), made through the ad's text: copying attribute
     by attribute (``update``) makes an ExprTree of each, and classad2 (htcondor 24.0) never frees those (2.4 KB a
     copy of a 45-attribute job ad, for the life of the process; the text costs 144 bytes) and takes longer."""
-    return carry_texts(ad, TextedAd(str(ad)))
+    return carry_texts(ad, TextedAd(printed(ad)))
+
+
+_PRINTED = "_birdbath_printed"
+
+
+def printed(ad: classad2.ClassAd) -> str:
+    """``str(ad)``: the text kept by :func:`keep_printed`, if any (a stored job ad is printed once, for its row, and
+    copied at each change of its job)."""
+    text = getattr(ad, _PRINTED, None)
+    return str(ad) if text is None else text
+
+
+def keep_printed(ad: classad2.ClassAd) -> str:
+    """Print an ad that will never change again (a store's: a change is a new ad) and keep the text for
+    :func:`printed`."""
+    text = str(ad)
+    setattr(ad, _PRINTED, text)
+    return text
 
 
 def projected(ad: classad2.ClassAd, names: Iterable[str]) -> TextedAd:

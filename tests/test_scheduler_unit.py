@@ -312,6 +312,22 @@ def test_on_exit_hold(world):
         "HoldReasonCode": int(HoldCode.JOB_POLICY)}
 
 
+@pytest.mark.parametrize("policies, status, reason", [
+    ({"OnExitHold": True}, 5, "The job attribute OnExitHold expression 'TRUE' evaluated to TRUE"),
+    ({"OnExitRemove": False}, 1, None),
+    ({"OnExitHold": False, "OnExitRemove": True}, 4, None),
+])
+def test_literal_exit_policies_decide_as_expressions_do(world, policies, status, reason):
+    """Literal policies are read from the ad as it is (no copy with the run's end applied): same decisions."""
+    key = world.submit(**policies)[0]
+    world.start()
+    world.result(key, exit_code=0)
+    world.scheduler.finish_job(key)
+    ad = world.job(key) if status != 4 else world.queue.history(None)[0]
+    assert attributes(ad, "JobStatus", "ExitCode", "HoldReason") == {
+        "JobStatus": status, "ExitCode": 0, "HoldReason": reason}
+
+
 def test_a_run_stopped_because_the_job_was_held_only_adds_its_accounting(world):
     key = world.submit()[0]
     world.start()

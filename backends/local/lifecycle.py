@@ -194,17 +194,15 @@ def exited(ad: classad2.ClassAd, result: RunResult, now: int) -> Transition:
                     "ExitSignal": None}
     else:
         updates |= {"ExitBySignal": True, "ExitSignal": result.signal, "ExitCode": None}
-    probe = updated(ad, updates)
     if result.output_failure is not None:
-        held = hold(probe, result.output_failure.reason, result.output_failure.code, now)
+        held = hold(ad, result.output_failure.reason, result.output_failure.code, now)
         return Transition(updates | held.updates, held.events)
+    probe = _seen_by(ad, updates, EXIT_POLICIES)
     total_user, total_sys = float(updates["RemoteUserCpu"]), float(updates["RemoteSysCpu"])
     terminated: Event = lambda log: log.terminated(result.exit_code, result.signal, result.user_cpu,  # noqa: E731
                                                    result.sys_cpu, total_user, total_sys)
-    if _policy(probe, "OnExitHold", False):
-        expression = probe.lookup("OnExitHold")
-        reason = f"The job attribute OnExitHold expression '{expression}' evaluated to TRUE"
-        held = hold(probe, reason, HoldCode.JOB_POLICY, now)
+    if _policy(probe, "OnExitHold", False):  # (its text as the periodic policies': the client's, or old syntax)
+        held = hold(probe, _policy_reason(probe, "OnExitHold"), HoldCode.JOB_POLICY, now)
         return Transition(updates | held.updates, [terminated, *held.events])
     if _policy(probe, "OnExitRemove", True):
         done = _entering(ad, JobStatus.COMPLETED, now) | {
@@ -265,6 +263,19 @@ def _number(ad: classad2.ClassAd, name: str, default: float = 0) -> float:
     if isinstance(result, bool) or not isinstance(result, (int, float)) or not math.isfinite(result):
         return default
     return result
+
+
+#: what decides a job's fate when its run ends by itself
+EXIT_POLICIES = ("OnExitHold", "OnExitRemove")
+
+
+def _seen_by(ad: classad2.ClassAd, updates: Updates, policies: tuple[str, ...]) -> classad2.ClassAd:
+    """The ad the ``policies`` are evaluated against: ``ad`` with ``updates`` (a copy) when one of them is an
+    expression, which may read what the updates change; else ``ad`` itself, as a literal or absent policy sees
+    nothing of them (the common case: the copy was a tenth of the CPU recording a run's end takes)."""
+    if any(isinstance(ad.get(name), classad2.ExprTree) for name in policies):
+        return updated(ad, updates)
+    return ad
 
 
 def _policy(ad: classad2.ClassAd, name: str, default: bool) -> bool:

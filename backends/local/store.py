@@ -42,6 +42,7 @@ from twisted.logger import Logger
 from backends import evaluation, literals
 from backends.interface import Changes, Revision, revision, stamp
 from backends.literals import LiteralIndex, RememberedAnswers
+from jobmodel.classads import keep_printed
 from jobmodel.exprtext import restored, texts_record
 
 from . import idle
@@ -492,7 +493,7 @@ def parsed(text: str, texts: str | None = None) -> classad2.ClassAd:
 
 
 def _row(key: JobKey, ad: classad2.ClassAd) -> tuple[int, int, str, str | None]:
-    return key[0], key[1], str(ad), texts_record(ad)
+    return key[0], key[1], keep_printed(ad), texts_record(ad)
 
 
 def _keep_private(path: Path) -> None:
