@@ -48,7 +48,6 @@ def start_pool(release: Path, directory: Path) -> PersonalPool:
 
 def fill(schedd, queued: int) -> None:
     """``queued`` jobs with Tag = 0 .. 99 over and over: the constraint ``Tag == 7`` selects 1 %."""
-    import htcondor2
 
     description = dict(DIRECT, **{"+Tag": "$(Process) % 100"})
     schedd.submit(submit_description(description, queued))

@@ -162,7 +162,7 @@ def main() -> None:
                     cold.query(gw.port, pid)
                     second.query(gw.port, pid)
                     if restart == args.restarts - 1:
-                        measurements = [(warm.wall, lambda: warm.query(gw.port, pid))]
+                        measurements = [(warm.wall, lambda gw=gw, pid=pid: warm.query(gw.port, pid))]
                         if anchor is not None:
                             measurements.append(
                                 (theirs, lambda: query_seconds(anchor.port, anchored) / anchored[-1][0] * 1e6))

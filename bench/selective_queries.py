@@ -70,7 +70,7 @@ def measure(tmp: Path, jobs: int, runs: int, layouts: list[int]) -> None:
                 query = Figure(f"getJobAds {name}: {text}", "ms", higher_is_better=False)
                 floor = Figure("  classad2 evaluating it over every ad", "ms", higher_is_better=False)
                 tree = classad2.ExprTree(text)
-                interleaved([(query, lambda text=text: 1000 * timed(lambda: client.count(escape(text)))),
+                interleaved([(query, lambda text=text, client=client: 1000 * timed(lambda: client.count(escape(text)))),
                              (floor, lambda tree=tree: 1000 * timed(lambda: [ad for ad in ads if matches(tree, ad)]))],
                             runs)
                 rows.append((query, floor))

@@ -31,7 +31,6 @@ from queue_scale import ONE_PERCENT, PARSED, QUEUE_ONLY, Client, all_parsed, fil
 
 from gateway.testing import GatewayProcess  # noqa: E402
 
-
 SERVING = re.compile(r"worker \d+ \(pid (\d+)\) serving")
 
 

@@ -47,7 +47,8 @@ def expand(ad: classad2.ClassAd, machine: classad2.ClassAd) -> classad2.ClassAd:
         return ad
     expanded = copy_ad(ad)
     for name in names:
-        expanded[name] = _REFERENCE.sub(lambda found: _text(_value(name, found, ad, machine, expanded)), ad[name])
+        expanded[name] = _REFERENCE.sub(lambda found, name=name: _text(_value(name, found, ad, machine, expanded)),
+                                        ad[name])
     return expanded
 
 

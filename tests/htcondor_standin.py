@@ -116,8 +116,8 @@ class _Schedd:
     def __init__(self, pool: FakePool) -> None:
         self.pool = pool
 
-    def query(self, constraint: Any = "True", projection: Any = [], callback: Any = None, limit: int = -1,
-              opts: Any = 0) -> list:
+    def query(self, constraint: Any = "True", projection: Any = [],  # noqa: B006 (htcondor2's own)
+              callback: Any = None, limit: int = -1, opts: Any = 0) -> list:
         text = str(constraint)
         _check_projection(projection)
         self.pool.record("query", text, list(projection))
@@ -134,7 +134,8 @@ class _Schedd:
             answers = [result for result in map(callback, answers) if result is not None]
         return answers
 
-    def history(self, constraint: Any = None, projection: Any = [], match: int = -1, since: Any = None) -> list:
+    def history(self, constraint: Any = None, projection: Any = [], match: int = -1,  # noqa: B006 (htcondor2's own)
+                since: Any = None) -> list:
         names = [name for name in re.split(r"[\s,]+", ",".join(projection)) if name]
         text = "" if constraint is None else str(constraint)
         self.pool.record("history", text, names, int(match))

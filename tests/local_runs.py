@@ -5,7 +5,6 @@ reactor and timers, is left out (test_executor_unit.py tests it)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import subprocess

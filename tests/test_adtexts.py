@@ -18,9 +18,9 @@ from backends.contract import job_ad, submitted
 from backends.interface import ActionChange, AttributeChange, Batch, stamp
 from backends.local import LocalBackend
 from backends.local.store import JobStore
+from gateway.birdbath import adtexts
 from gateway.birdbath.adtexts import ENTRY_COST, KeptTexts
 from gateway.birdbath.adwriter import own_items
-from gateway.birdbath import adtexts
 from gateway.testing import module_gateway, zeep_client
 from jobmodel.arguments import join_v2
 from jobmodel.classads import parse_constraint
@@ -227,7 +227,7 @@ def test_threads_sharing_the_table_answer_every_ad_right(unpacked_budget):
     failures = []
 
     def work(offset: int) -> None:
-        for round_ in range(20):
+        for _ in range(20):
             for ad in ads[offset::3]:
                 if texts.text(ad) != own_items(ad):
                     failures.append(ad)

@@ -173,11 +173,11 @@ def test_removing_the_dagman_job_removes_its_nodes(schedd, tmp_path):
     wait_until(lambda: len(node_clusters(dag)) == 2)
     clusters = [found[0] for found in node_clusters(dag).values()]
     for cluster in clusters:
-        wait_until(lambda: schedd.getJobAd(None, cluster, 0).status.code == "SUCCESS" and
+        wait_until(lambda cluster=cluster: schedd.getJobAd(None, cluster, 0).status.code == "SUCCESS" and
                    values(schedd.getJobAd(None, cluster, 0).classAd)["JobStatus"] == "2")
     assert schedd.removeJob(None, *key, "cancel the DAG", False).code == "SUCCESS"
     for cluster in [key[0], *clusters]:
-        wait_until(lambda: schedd.getJobAd(None, cluster, 0).status.code == "UNKNOWNJOB")
+        wait_until(lambda cluster=cluster: schedd.getJobAd(None, cluster, 0).status.code == "UNKNOWNJOB")
     assert "removing its node jobs" in dagman_out(dag)
 
 

@@ -19,7 +19,7 @@ from typing import Iterator
 
 import pytest
 
-from gateway.testing import TEST_WORKERS, SOURCE_ROOT
+from gateway.testing import SOURCE_ROOT, TEST_WORKERS
 from gateway.testing_htcondor import PersonalPool
 from tests.live_pool import release_or_skip, traversable_directory
 
@@ -121,6 +121,7 @@ def master() -> Iterator[MasterPool]:
 
 def test_clients_reach_the_gateway_through_the_real_shared_port_both_ways(master):
     import zeep
+
     from birdbath_client import Schedd
 
     master.answering_pid()

@@ -44,7 +44,7 @@ def backend(tmp_path, clock):
 
 
 def schedd_for(backend, clock, max_duration: int = -1) -> BirdbathSchedd:
-    call = lambda function, *args, **kwargs: maybeDeferred(function, *args, **kwargs)
+    call = maybeDeferred  # (the backend's thread, made synchronous)
     return BirdbathSchedd(backend, call, AccessPolicy(default_owner="tester"), clock,
                           ScheddSettings(max_transaction_duration=max_duration))
 

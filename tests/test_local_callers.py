@@ -23,9 +23,9 @@ import pytest
 from gateway.identity import peers
 from gateway.testing import SOURCE_ROOT, GatewayProcess
 from gateway.testing_daemons import short_directory
+from tests.accounts import Accounts, UserAccount, run_as
 from tests.test_logging import wait_for_line
 from tests.test_tls import JSON_JOB
-from tests.accounts import Accounts, UserAccount, run_as
 
 #: its tests start gateway processes of their own (the mark: gateway.testing.GATEWAY_MARK)
 pytestmark = [pytest.mark.gateway,

@@ -140,7 +140,7 @@ def backend(tmp_path, clock):
 
 
 def schedd_for(backend, clock, access: AccessPolicy | None = None, limit: int = 20) -> BirdbathSchedd:
-    call = lambda function, *args, **kwargs: maybeDeferred(function, *args, **kwargs)
+    call = maybeDeferred  # (the backend's thread, made synchronous)
     return BirdbathSchedd(backend, call, access or policy(), clock, ScheddSettings(max_transactions_per_caller=limit))
 
 
@@ -390,7 +390,7 @@ def test_a_caller_holds_at_most_max_transactions_per_caller(backend, clock):
 
 # -- the submission API ----------------------------------------------------------------------------------------
 def service_for(backend, clock, root: Path, access: AccessPolicy | None = None) -> SubmissionService:
-    call = lambda function, *args, **kwargs: maybeDeferred(function, *args, **kwargs)
+    call = maybeDeferred  # (the backend's thread, made synchronous)
     return SubmissionService(backend, call, access or policy(), clock, SubmissionSettings(SCHEDD_NAME, root))
 
 

@@ -166,7 +166,10 @@ def test_a_job_lookup_never_waits_for_the_backends_thread(tmp_path, clock):
     job = classad2.ClassAd()
     job["Cmd"], job["Owner"] = "/bin/true", "alice"
     backend.commit(Batch([NewJob(cluster, proc, job)]))
-    stuck = lambda function, *args, **kwargs: Deferred()  # the backend's thread never gets to it
+
+    def stuck(function, *args, **kwargs) -> Deferred:
+        return Deferred()  # the backend's thread never gets to it
+
     queries = QueryRunner(lambda function, *args: succeed(function(*args)))
     alice = Caller("127.0.0.1", "alice", Authentication.SOCKET)
     schedd = BirdbathSchedd(backend, stuck, AccessPolicy(), clock, queries=queries)

@@ -36,7 +36,7 @@ def backend(tmp_path):
 
 def service_for(backend, clock, root: Path, policy: AccessPolicy | None = None,
                 limit: int = 20) -> SubmissionService:
-    call = lambda function, *args, **kwargs: maybeDeferred(function, *args, **kwargs)
+    call = maybeDeferred  # (the backend's thread, made synchronous)
     settings = SubmissionSettings("test.example", root, staging_lifetime=LIFETIME, output_retention=RETENTION,
                                   max_staging_areas_per_caller=limit)
     return SubmissionService(backend, call, policy or AccessPolicy(), clock, settings)

@@ -140,7 +140,7 @@ def test_one_staging_area_feeds_several_jobs(api, gateway):
             {"name": "Requirements", "type": "EXPR", "value": "TRUE"}] for _ in range(2)]
     ids = [api.submit({"Attribute": ad}, staging).id for ad in ads]
     for job in ids:
-        wait_until(lambda: status_of(gateway, job) == 4, timeout=30)
+        wait_until(lambda job=job: status_of(gateway, job) == 4, timeout=30)
         assert api.fetch(job, "out.txt", 0, 100).data == b"shared\n"
     (submission,) = api.getSubmissions("shared-input").submissions.SubmissionSummary
     assert submission.completed == 2
@@ -288,7 +288,7 @@ def test_get_history_lists_the_jobs_that_left_the_queue_newest_first(api, gatewa
     jobs = []
     for code in (0, 1, 2):  # one after the other, so they leave the queue in this order
         job = job_of(call(gateway, "submit", ad={**base, "Cmd": "/bin/sh", "Arguments": f"-c 'exit {code}'"})["id"])
-        wait_until(lambda: job in history_ids(gateway, constraint=mine), timeout=30)
+        wait_until(lambda job=job: job in history_ids(gateway, constraint=mine), timeout=30)
         jobs.append(job)
     live = job_of(call(gateway, "submit", ad={**base, "Cmd": "/bin/true",
                                               "Requirements": {"TYPE": 0, "VALUE": "FALSE"}})["id"])

@@ -50,8 +50,17 @@ if not __package__:  # run as a script: import the package from its root (this d
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
 from backends.local import runfile  # noqa: E402
-from backends.local.family import (KILL_NOW, Control, Family, Monitor, become_subreaper, descendants,  # noqa: E402
-                                   open_family, own_directories, reap_all)
+from backends.local.family import (  # noqa: E402
+    KILL_NOW,
+    Control,
+    Family,
+    Monitor,
+    become_subreaper,
+    descendants,
+    open_family,
+    own_directories,
+    reap_all,
+)
 from backends.local.owners import Account  # noqa: E402
 from backends.local.parallel_launch import run_nodes  # noqa: E402
 from backends.local.quickio import write_all  # noqa: E402

@@ -157,13 +157,13 @@ def _props(kind: QmfType, *names: str) -> tuple[Prop, ...]:
     return tuple(Prop(name, kind) for name in names)
 
 
-I, O = Direction.IN, Direction.OUT
+IN, OUT = Direction.IN, Direction.OUT
 ID = Arg("Id", QmfType.SSTR)
 REASON = Arg("Reason", QmfType.SSTR)
 ECHO = Method("echo", (Arg("sequence", QmfType.U32, Direction.INOUT), Arg("body", QmfType.LSTR, Direction.INOUT)))
-GET_JOB_AD = Method("GetJobAd", (ID, Arg("JobAd", QmfType.MAP, O)), "the job's whole ad (live or history)")
+GET_JOB_AD = Method("GetJobAd", (ID, Arg("JobAd", QmfType.MAP, OUT)), "the job's whole ad (live or history)")
 FETCH_JOB_DATA = Method("FetchJobData", (ID, Arg("File", QmfType.SSTR), Arg("Start", QmfType.S32),
-                                         Arg("End", QmfType.S32), Arg("Data", QmfType.LSTR, O)),
+                                         Arg("End", QmfType.S32), Arg("Data", QmfType.LSTR, OUT)),
                         "bytes of the job's Out, Err, UserLog or a file of its spool, QMF's (Start, End) rules")
 DAEMON = (Prop("CondorPlatform", QmfType.SSTR), Prop("CondorVersion", QmfType.SSTR),
           Prop("DaemonStartTime", QmfType.ABSTIME))
@@ -177,7 +177,7 @@ SCHEDULER = QmfClass(
     + DAEMON,
     _props(QmfType.U32, "NumUsers", "TotalHeldJobs", "TotalIdleJobs", "TotalJobAds", "TotalRemovedJobs",
            "TotalRunningJobs", "UpdateInterval"),
-    (Method("SubmitJob", (Arg("Ad", QmfType.MAP), Arg("Id", QmfType.SSTR, O)), "one job in a new cluster"),
+    (Method("SubmitJob", (Arg("Ad", QmfType.MAP), Arg("Id", QmfType.SSTR, OUT)), "one job in a new cluster"),
      GET_JOB_AD,
      Method("SetJobAttribute", (ID, Arg("Name", QmfType.SSTR), Arg("Value", QmfType.LSTR)),
             "Value is ClassAd text: quote strings"),
@@ -195,7 +195,7 @@ SUBMISSION = QmfClass(
     GRID, "submission", (Prop("jobserverRef", QmfType.REF), Prop("Name", QmfType.SSTR, True),
                          Prop("Owner", QmfType.SSTR, True), Prop("QDate", QmfType.ABSTIME)),
     _props(QmfType.U32, *STATES),
-    (Method("GetJobSummaries", (Arg("Jobs", QmfType.LIST, O),), "the member jobs' summaries, by state"), ECHO))
+    (Method("GetJobSummaries", (Arg("Jobs", QmfType.LIST, OUT),), "the member jobs' summaries, by state"), ECHO))
 
 #: the pool's daemons, as far as the gateway's pool knows them (read-only: the plugins' negotiator and master
 #: methods reconfigured a real pool, which is not the gateway's to do)
@@ -208,13 +208,13 @@ COLLECTOR = QmfClass(GRID, "collector", POOL_DAEMON,
 NAME = Arg("Name", QmfType.SSTR)
 #: the negotiator's methods as HTCondor's plugin declared them (the gateway performs none: methods.py)
 NEGOTIATOR = QmfClass(GRID, "negotiator", POOL_DAEMON, (), (
-    Method("GetLimits", (Arg("Limits", QmfType.MAP, O),), "the pool's concurrency limits"),
+    Method("GetLimits", (Arg("Limits", QmfType.MAP, OUT),), "the pool's concurrency limits"),
     Method("SetLimit", (NAME, Arg("Max", QmfType.DOUBLE))),
-    Method("GetStats", (NAME, Arg("Ad", QmfType.MAP, O)), "a submitter's accounting ad"),
+    Method("GetStats", (NAME, Arg("Ad", QmfType.MAP, OUT)), "a submitter's accounting ad"),
     Method("SetPriority", (NAME, Arg("Priority", QmfType.DOUBLE))),
     Method("SetPriorityFactor", (NAME, Arg("PriorityFactor", QmfType.DOUBLE))),
     Method("SetUsage", (NAME, Arg("Usage", QmfType.DOUBLE))),
-    Method("GetRawConfig", (NAME, Arg("Value", QmfType.LSTR, O))),
+    Method("GetRawConfig", (NAME, Arg("Value", QmfType.LSTR, OUT))),
     Method("SetRawConfig", (NAME, Arg("Value", QmfType.LSTR))),
     Method("Reconfig")))
 #: the subsystems a master's Start and Stop name
@@ -233,7 +233,7 @@ POOL_CLASSES = {COLLECTOR: "COLLECTOR", NEGOTIATOR: "NEGOTIATOR", MASTER: "MASTE
 #: the 2009 prototype's names (the blog's program asks for ``_package="mrg.grid"``, classes scheduler and job)
 MRG = "mrg.grid"
 MRG_SCHEDULER = QmfClass(MRG, "scheduler", NAMED, (),
-                         (Method("Submit", (Arg("Ad", QmfType.MAP), Arg("Id", QmfType.SSTR, O)),
+                         (Method("Submit", (Arg("Ad", QmfType.MAP), Arg("Id", QmfType.SSTR, OUT)),
                                  'one job from a {"Attr": {"TYPE": 0-3, "VALUE": text}} ad'),))
 MRG_JOB = QmfClass(
     MRG, "job", (Prop("CustomId", QmfType.SSTR, True), Prop("ClusterId", QmfType.U32), Prop("ProcId", QmfType.U32),
@@ -243,11 +243,11 @@ MRG_JOB = QmfClass(
                  Prop("EnteredCurrentStatus", QmfType.U32), Prop("HoldReason", QmfType.LSTR),
                  Prop("ReleaseReason", QmfType.LSTR)),
     (),
-    (Method("GetAd", (Arg("Ad", QmfType.MAP, O),)), Method("SetAttribute", (Arg("Name", QmfType.SSTR),
+    (Method("GetAd", (Arg("Ad", QmfType.MAP, OUT),)), Method("SetAttribute", (Arg("Name", QmfType.SSTR),
                                                                            Arg("Value", QmfType.LSTR))),
      Method("Hold", (REASON,)), Method("Release", (REASON,)), Method("Remove", (REASON,)),
      Method("Fetch", (Arg("File", QmfType.SSTR), Arg("Start", QmfType.S32), Arg("End", QmfType.S32),
-                      Arg("Data", QmfType.LSTR, O)))))
+                      Arg("Data", QmfType.LSTR, OUT)))))
 
 CLASSES = (SCHEDULER, SUBMITTER, JOBSERVER, SUBMISSION, COLLECTOR, NEGOTIATOR, MASTER, SLOT, MRG_SCHEDULER, MRG_JOB)
 

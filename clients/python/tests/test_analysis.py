@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from birdbath_client.analysis import analyze, conditions
 from birdbath_client.ads import Expr
+from birdbath_client.analysis import analyze, conditions
 
 SLOT = {"OpSys": "LINUX", "Arch": "X86_64", "Memory": 4096, "Cpus": 2, "TotalSlotCpus": 2}
 

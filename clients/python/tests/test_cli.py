@@ -431,7 +431,7 @@ def test_history_newest_first_with_limit_cluster_owner_and_constraint(start_gate
     for code in (0, 1, 2):  # one after the other, so they leave the queue in this order
         (job,) = schedd.submit({"Cmd": "/bin/sh", "Arguments": f"-c 'exit {code}'", "Requirements": Expr("TRUE"),
                                 "Owner": owner})
-        poll(lambda: schedd.job(job) is None, f"job {job} to leave the queue")
+        poll(lambda job=job: schedd.job(job) is None, f"job {job} to leave the queue")
         jobs.append(job)
     (queued,) = schedd.submit({"Cmd": "/bin/true", "Requirements": IDLE, "Owner": owner})  # not history
     assert af(birdbath(gateway, "history", owner, "-af", "ClusterId", "ExitCode")) == [
