@@ -38,22 +38,24 @@ from gateway.testing import GatewayProcess  # noqa: E402
 
 
 def cpu_seconds(gateway: GatewayProcess) -> tuple[float, float]:
-    """The CPU time so far of the gateway's own process (all its threads), and of every process below it with what
-    their reaped children used (the launcher server, its launchers, their jobs)."""
+    """The CPU time so far of the gateway's own process (all its threads), and of everything below it: every living
+    process below it, and what the children each of them (the gateway too) reaped used (the launcher server, its
+    launchers, their jobs; a launcher the gateway spawned and reaped itself)."""
     assert gateway.process is not None
-    own, below = _cpu(gateway.process.pid, reaped=False), 0.0
+    own, below = _cpu(gateway.process.pid)
     for pid in descendants(gateway.process.pid):
-        below += _cpu(pid, reaped=True)
+        below += sum(_cpu(pid))
     return own, below
 
 
-def _cpu(pid: int, reaped: bool) -> float:
-    """A process's user and system CPU seconds (with its reaped children's: ``reaped``); 0 for one gone."""
+def _cpu(pid: int) -> tuple[float, float]:
+    """A process's user and system CPU seconds, and its reaped children's; none for one gone."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return 0.0
-    return sum(int(value) for value in fields[11:15 if reaped else 13]) / os.sysconf("SC_CLK_TCK")
+        return 0.0, 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(int(value) for value in fields[11:13]) / ticks, sum(int(value) for value in fields[13:15]) / ticks
 
 
 def descendants(root: int) -> list[int]:

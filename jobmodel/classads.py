@@ -117,15 +117,20 @@ _PRINTED = "_birdbath_printed"
 
 
 def printed(ad: classad2.ClassAd) -> str:
-    """``str(ad)``: the text kept by :func:`keep_printed`, if any (a stored job ad is printed once, for its row, and
-    copied at each change of its job)."""
-    text = getattr(ad, _PRINTED, None)
+    """``str(ad)``: the text :func:`keep_printed` kept, if any (a running job's ad is printed for its row and copied
+    when its run ends)."""
+    text = kept_text(ad)
     return str(ad) if text is None else text
+
+
+def kept_text(ad: classad2.ClassAd) -> str | None:
+    """The text :func:`keep_printed` kept of ``ad`` (None: none was)."""
+    return getattr(ad, _PRINTED, None)
 
 
 def keep_printed(ad: classad2.ClassAd) -> str:
     """Print an ad that will never change again (a store's: a change is a new ad) and keep the text for
-    :func:`printed`."""
+    :func:`printed` (as long as the ad lives: a store keeps it only for the ads it will soon copy)."""
     text = str(ad)
     setattr(ad, _PRINTED, text)
     return text

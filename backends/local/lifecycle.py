@@ -176,7 +176,7 @@ def exited(ad: classad2.ClassAd, result: RunResult, now: int) -> Transition:
     """A run ended by itself: record how, then let OnExitHold / OnExitRemove decide what happens next.  A program
     that never started, or whose output could not be transferred back, holds the job instead (as a starter's
     failure does)."""
-    updates = run_accounting(ad, result)
+    updates = run_accounting(ad, result)  # (a hold reads the job's state and NumSystemHolds: these leave them alone)
     failure = result.setup_failure
     if failure is None and result.exec_error is not None:
         failure = StarterHold(f"Error from starter: Failed to execute '{result.exec_error}'",
@@ -185,7 +185,7 @@ def exited(ad: classad2.ClassAd, result: RunResult, now: int) -> Transition:
         held = hold(ad, failure.reason, failure.code, now)
         return Transition(updates | held.updates, held.events)
     if result.memory_failure is not None:  # as the starter holds a job its memory limit ended
-        held = hold(updated(ad, updates), result.memory_failure.reason, result.memory_failure.code, now)
+        held = hold(ad, result.memory_failure.reason, result.memory_failure.code, now)
         image = int(updates.get("ImageSize", _number(ad, "ImageSize")))
         memory, rss = int(updates.get("MemoryUsage", 0)), int(updates.get("ResidentSetSize", 0))
         return Transition(updates | held.updates, [lambda log: log.image_size(image, memory, rss), *held.events])

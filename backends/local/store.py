@@ -44,6 +44,7 @@ from backends.interface import Changes, Revision, revision, stamp
 from backends.literals import LiteralIndex, RememberedAnswers
 from jobmodel.classads import keep_printed
 from jobmodel.exprtext import restored, texts_record
+from jobmodel.jobs import JobStatus
 
 from . import idle
 from .idle import IdleJobs
@@ -331,7 +332,7 @@ class JobStore:
         over new ads and never change them after).  Returns the write's sequence number: it is on disk once
         :meth:`durable` of it returned."""
         archived = [key for key in archived if key in ads or key in self._jobs]
-        queued = [(*_row(key, ad), *idle.columns(ad)) for key, ad in ads.items() if key not in archived]
+        queued = [_queued_row(key, ad) for key, ad in ads.items() if key not in archived]
         history = [_row(key, ads[key] if key in ads else self.get(key)) for key in archived]
         with self._lock:
             with self._transaction():
@@ -493,7 +494,19 @@ def parsed(text: str, texts: str | None = None) -> classad2.ClassAd:
 
 
 def _row(key: JobKey, ad: classad2.ClassAd) -> tuple[int, int, str, str | None]:
-    return key[0], key[1], keep_printed(ad), texts_record(ad)
+    return key[0], key[1], str(ad), texts_record(ad)
+
+
+#: the states of jobs whose ads keep the text their row was printed with (``keep_printed``): a job with a process (one
+#: a slot, at most) has its ad copied again when its run ends; a queued ad keeping it would cost 2 KB a job
+KEEPS_PRINTED = frozenset({JobStatus.RUNNING, JobStatus.SUSPENDED})
+
+
+def _queued_row(key: JobKey, ad: classad2.ClassAd) -> tuple:
+    """A queued job's row: the ad's text, its kept expression texts, and the idle index's columns."""
+    columns = idle.columns(ad)
+    text = keep_printed(ad) if columns[0] in KEEPS_PRINTED else str(ad)
+    return key[0], key[1], text, texts_record(ad), *columns
 
 
 def _keep_private(path: Path) -> None:
