@@ -153,7 +153,8 @@ def test_only_the_ads_of_jobs_with_a_process_keep_the_text_they_were_stored_with
     """A running job's ad is copied again when its run ends: it keeps its row's text for that copy; a queued job's
     ad keeps none (2 KB a job, for as long as it waits), and neither does one in the history."""
     store = JobStore(tmp_path / "queue.sqlite3")
-    running, suspended, idle, held, done = job(1, status=2), job(2, status=7), job(3), job(4, status=5), job(5, status=4)
+    running, suspended, idle = job(1, status=2), job(2, status=7), job(3)
+    held, done = job(4, status=5), job(5, status=4)
     store.apply({(1, 0): running, (2, 0): suspended, (3, 0): idle, (4, 0): held, (5, 0): done}, archived=[(5, 0)])
     assert kept_text(store.get((1, 0))) == str(running) and kept_text(store.get((2, 0))) == str(suspended)
     assert kept_text(store.get((3, 0))) is None and kept_text(store.get((4, 0))) is None and kept_text(done) is None

@@ -44,10 +44,10 @@ from backends.interface import Changes, Revision, revision, stamp
 from backends.literals import LiteralIndex, RememberedAnswers
 from jobmodel.classads import keep_printed
 from jobmodel.exprtext import restored, texts_record
-from jobmodel.jobs import JobStatus
 
 from . import idle
 from .idle import IdleJobs
+from .lifecycle import WITH_PROCESS
 
 log = Logger()
 JobKey = tuple[int, int]
@@ -497,15 +497,12 @@ def _row(key: JobKey, ad: classad2.ClassAd) -> tuple[int, int, str, str | None]:
     return key[0], key[1], str(ad), texts_record(ad)
 
 
-#: the states of jobs whose ads keep the text their row was printed with (``keep_printed``): a job with a process (one
-#: a slot, at most) has its ad copied again when its run ends; a queued ad keeping it would cost 2 KB a job
-KEEPS_PRINTED = frozenset({JobStatus.RUNNING, JobStatus.SUSPENDED})
-
-
 def _queued_row(key: JobKey, ad: classad2.ClassAd) -> tuple:
-    """A queued job's row: the ad's text, its kept expression texts, and the idle index's columns."""
+    """A queued job's row: the ad's text, its kept expression texts, and the idle index's columns.  The ad of a job
+    with a process (one a slot, at most) keeps its text (``keep_printed``): it is copied again when its run ends; a
+    queued ad keeping it would cost 2 KB a job."""
     columns = idle.columns(ad)
-    text = keep_printed(ad) if columns[0] in KEEPS_PRINTED else str(ad)
+    text = keep_printed(ad) if columns[0] in WITH_PROCESS else str(ad)
     return key[0], key[1], text, texts_record(ad), *columns
 
 
